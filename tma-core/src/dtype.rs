@@ -1,0 +1,241 @@
+//! Element types: every `CUtensorMapDataType` of CUDA 13, plus friendly aliases.
+
+use std::fmt;
+
+/// One `CUtensorMapDataType`. The discriminants are the driver's enum values
+/// (`cuda.h`, CUDA 13.0), so `dtype as u32` is what `cuTensorMapEncodeTiled` takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum DType {
+    U8 = 0,
+    U16 = 1,
+    U32 = 2,
+    I32 = 3,
+    U64 = 4,
+    I64 = 5,
+    F16 = 6,
+    F32 = 7,
+    F64 = 8,
+    BF16 = 9,
+    F32Ftz = 10,
+    TF32 = 11,
+    TF32Ftz = 12,
+    /// 16 packed 4-bit values in 8 bytes, no gaps (Blackwell only).
+    U4x16Align8B = 13,
+    /// 16 packed 4-bit values per 16 bytes of shared memory: 8-byte gaps (Blackwell only).
+    U4x16Align16B = 14,
+    /// 16 packed 6-bit values per 16 bytes of shared memory: 4-byte gaps (Blackwell only).
+    U6x16Align16B = 15,
+}
+
+impl DType {
+    /// Every data type, in driver enum order.
+    pub const ALL: [DType; 16] = [
+        DType::U8,
+        DType::U16,
+        DType::U32,
+        DType::I32,
+        DType::U64,
+        DType::I64,
+        DType::F16,
+        DType::F32,
+        DType::F64,
+        DType::BF16,
+        DType::F32Ftz,
+        DType::TF32,
+        DType::TF32Ftz,
+        DType::U4x16Align8B,
+        DType::U4x16Align16B,
+        DType::U6x16Align16B,
+    ];
+
+    /// Parses a user-facing name. Aliases: fp8 formats travel as `u8`
+    /// (TMA moves bytes; it never converts).
+    pub fn parse(name: &str) -> Option<DType> {
+        let lower = name.to_ascii_lowercase();
+        Some(match lower.as_str() {
+            "u8" | "uint8" | "i8" | "int8" | "fp8" | "fp8_e4m3" | "e4m3" | "f8e4m3"
+            | "fp8_e5m2" | "e5m2" | "f8e5m2" | "byte" => DType::U8,
+            "u16" | "uint16" | "i16" | "int16" => DType::U16,
+            "u32" | "uint32" => DType::U32,
+            "i32" | "int32" => DType::I32,
+            "u64" | "uint64" => DType::U64,
+            "i64" | "int64" => DType::I64,
+            "f16" | "fp16" | "half" | "float16" => DType::F16,
+            "f32" | "fp32" | "float" | "float32" => DType::F32,
+            "f64" | "fp64" | "double" | "float64" => DType::F64,
+            "bf16" | "bfloat16" => DType::BF16,
+            "f32_ftz" | "float32_ftz" => DType::F32Ftz,
+            "tf32" => DType::TF32,
+            "tf32_ftz" => DType::TF32Ftz,
+            "u4x16_align8b" | "16u4_align8b" => DType::U4x16Align8B,
+            "u4x16_align16b" | "16u4_align16b" => DType::U4x16Align16B,
+            "u6x16_align16b" | "16u6_align16b" => DType::U6x16Align16B,
+            _ => return None,
+        })
+    }
+
+    /// Names accepted by [`DType::parse`], for error messages.
+    pub const ACCEPTED: &'static str = "u8, u16, u32, i32, u64, i64, f16, f32, f64, bf16, f32_ftz, tf32, tf32_ftz, \
+         u4x16_align8b, u4x16_align16b, u6x16_align16b (aliases: fp8_e4m3/fp8_e5m2/i8 -> u8, half -> f16)";
+
+    /// The canonical short name, as [`DType::parse`] reads it.
+    pub fn name(self) -> &'static str {
+        match self {
+            DType::U8 => "u8",
+            DType::U16 => "u16",
+            DType::U32 => "u32",
+            DType::I32 => "i32",
+            DType::U64 => "u64",
+            DType::I64 => "i64",
+            DType::F16 => "f16",
+            DType::F32 => "f32",
+            DType::F64 => "f64",
+            DType::BF16 => "bf16",
+            DType::F32Ftz => "f32_ftz",
+            DType::TF32 => "tf32",
+            DType::TF32Ftz => "tf32_ftz",
+            DType::U4x16Align8B => "u4x16_align8b",
+            DType::U4x16Align16B => "u4x16_align16b",
+            DType::U6x16Align16B => "u6x16_align16b",
+        }
+    }
+
+    /// The driver's enumerator name.
+    pub fn cu_name(self) -> &'static str {
+        match self {
+            DType::U8 => "CU_TENSOR_MAP_DATA_TYPE_UINT8",
+            DType::U16 => "CU_TENSOR_MAP_DATA_TYPE_UINT16",
+            DType::U32 => "CU_TENSOR_MAP_DATA_TYPE_UINT32",
+            DType::I32 => "CU_TENSOR_MAP_DATA_TYPE_INT32",
+            DType::U64 => "CU_TENSOR_MAP_DATA_TYPE_UINT64",
+            DType::I64 => "CU_TENSOR_MAP_DATA_TYPE_INT64",
+            DType::F16 => "CU_TENSOR_MAP_DATA_TYPE_FLOAT16",
+            DType::F32 => "CU_TENSOR_MAP_DATA_TYPE_FLOAT32",
+            DType::F64 => "CU_TENSOR_MAP_DATA_TYPE_FLOAT64",
+            DType::BF16 => "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16",
+            DType::F32Ftz => "CU_TENSOR_MAP_DATA_TYPE_FLOAT32_FTZ",
+            DType::TF32 => "CU_TENSOR_MAP_DATA_TYPE_TFLOAT32",
+            DType::TF32Ftz => "CU_TENSOR_MAP_DATA_TYPE_TFLOAT32_FTZ",
+            DType::U4x16Align8B => "CU_TENSOR_MAP_DATA_TYPE_16U4_ALIGN8B",
+            DType::U4x16Align16B => "CU_TENSOR_MAP_DATA_TYPE_16U4_ALIGN16B",
+            DType::U6x16Align16B => "CU_TENSOR_MAP_DATA_TYPE_16U6_ALIGN16B",
+        }
+    }
+
+    /// The driver's enum value.
+    pub fn cu_value(self) -> u32 {
+        self as u32
+    }
+
+    /// Bits one element occupies in global memory.
+    pub fn global_bits(self) -> u32 {
+        match self {
+            DType::U8 => 8,
+            DType::U16 | DType::F16 | DType::BF16 => 16,
+            DType::U32 | DType::I32 | DType::F32 | DType::F32Ftz | DType::TF32 | DType::TF32Ftz => {
+                32
+            }
+            DType::U64 | DType::I64 | DType::F64 => 64,
+            DType::U4x16Align8B | DType::U4x16Align16B => 4,
+            DType::U6x16Align16B => 6,
+        }
+    }
+
+    /// Bytes per element for the whole-byte types; `None` for the packed sub-byte types,
+    /// whose sizes are stated per group of 16 elements.
+    pub fn size_bytes(self) -> Option<u64> {
+        match self.global_bits() {
+            b if b % 8 == 0 => Some(u64::from(b / 8)),
+            _ => None,
+        }
+    }
+
+    /// Bytes that `elements` elements occupy in global memory (rounded up to whole bytes).
+    pub fn global_bytes(self, elements: u64) -> u64 {
+        (elements * u64::from(self.global_bits())).div_ceil(8)
+    }
+
+    /// Bytes that `elements` elements occupy in shared memory after a TMA load
+    /// (the ALIGN16B packed types leave gaps: 16 values per 16 bytes).
+    pub fn smem_bytes(self, elements: u64) -> u64 {
+        match self {
+            DType::U4x16Align16B | DType::U6x16Align16B => elements.div_ceil(16) * 16,
+            _ => self.global_bytes(elements),
+        }
+    }
+
+    /// Floating-point types: the only ones that may request NaN out-of-bounds fill.
+    pub fn is_float(self) -> bool {
+        matches!(
+            self,
+            DType::F16
+                | DType::F32
+                | DType::F64
+                | DType::BF16
+                | DType::F32Ftz
+                | DType::TF32
+                | DType::TF32Ftz
+        )
+    }
+
+    /// The packed sub-byte types (Blackwell, sm_100 and later).
+    pub fn is_packed(self) -> bool {
+        matches!(
+            self,
+            DType::U4x16Align8B | DType::U4x16Align16B | DType::U6x16Align16B
+        )
+    }
+
+    /// The CUDA C++ storage type the generated code uses for one element. 16-bit floats
+    /// travel as raw 16-bit storage so the code needs no CUDA headers.
+    pub fn cuda_storage(self) -> &'static str {
+        match self {
+            DType::U8 | DType::U4x16Align8B | DType::U4x16Align16B | DType::U6x16Align16B => {
+                "unsigned char"
+            }
+            DType::U16 => "unsigned short",
+            DType::F16 => "tma_half",
+            DType::BF16 => "tma_bfloat16",
+            DType::U32 => "unsigned int",
+            DType::I32 => "int",
+            DType::F32 | DType::F32Ftz | DType::TF32 | DType::TF32Ftz => "float",
+            DType::U64 => "unsigned long long",
+            DType::I64 => "long long",
+            DType::F64 => "double",
+        }
+    }
+}
+
+impl fmt::Display for DType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_values_follow_the_driver_enum() {
+        for (i, d) in DType::ALL.iter().enumerate() {
+            assert_eq!(DType::parse(d.name()), Some(*d));
+            assert_eq!(d.cu_value() as usize, i);
+        }
+        assert_eq!(DType::parse("fp8_e4m3"), Some(DType::U8));
+        assert_eq!(DType::parse("BF16"), Some(DType::BF16));
+        assert_eq!(DType::parse("f17"), None);
+        assert_eq!(DType::BF16.cu_name(), "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16");
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(DType::F16.size_bytes(), Some(2));
+        assert_eq!(DType::F64.size_bytes(), Some(8));
+        assert_eq!(DType::U4x16Align8B.size_bytes(), None);
+        assert_eq!(DType::U4x16Align8B.global_bytes(16), 8);
+        assert_eq!(DType::U4x16Align16B.smem_bytes(16), 16);
+        assert_eq!(DType::U6x16Align16B.global_bytes(16), 12);
+        assert!(DType::TF32.is_float() && !DType::I32.is_float());
+    }
+}

@@ -1,0 +1,168 @@
+//! Validation findings: each names the field (with the user's dim index and name),
+//! the value, and the rule in words.
+
+use std::fmt;
+
+/// Which part of a spec a finding is about. Dim indices are the user's (outer -> inner).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Field {
+    Name,
+    Rank,
+    DType,
+    /// `global[dim]`.
+    Global {
+        dim: usize,
+        name: Option<String>,
+    },
+    /// `strides[dim]`.
+    Stride {
+        dim: usize,
+        name: Option<String>,
+    },
+    /// `boxed[dim]`.
+    Box {
+        dim: usize,
+        name: Option<String>,
+    },
+    /// `element_strides[dim]`.
+    ElementStride {
+        dim: usize,
+        name: Option<String>,
+    },
+    /// `repeat[dim]`.
+    Repeat {
+        dim: usize,
+        name: Option<String>,
+    },
+    /// A per-dim list whose length is wrong (`"strides"`, `"boxed"`, ...).
+    List(&'static str),
+    SmemStride,
+    Interleave,
+    Swizzle,
+    L2Promotion,
+    OobFill,
+    Target,
+    /// The global base address of the bound buffer.
+    BaseAddress,
+    /// The shared-memory destination address.
+    SmemAddress,
+    /// The whole shared-memory footprint of one helper call.
+    SmemFootprint,
+}
+
+impl Field {
+    /// The per-dim index, if the field is one dim of a list.
+    pub fn dim(&self) -> Option<usize> {
+        match self {
+            Field::Global { dim, .. }
+            | Field::Stride { dim, .. }
+            | Field::Box { dim, .. }
+            | Field::ElementStride { dim, .. }
+            | Field::Repeat { dim, .. } => Some(*dim),
+            _ => None,
+        }
+    }
+}
+
+fn dim_label(
+    f: &mut fmt::Formatter<'_>,
+    list: &str,
+    dim: usize,
+    name: &Option<String>,
+) -> fmt::Result {
+    match name {
+        Some(n) => write!(f, "{list}[{dim}] ({n})"),
+        None => write!(f, "{list}[{dim}]"),
+    }
+}
+
+impl fmt::Display for Field {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Field::Name => f.write_str("name"),
+            Field::Rank => f.write_str("rank"),
+            Field::DType => f.write_str("dtype"),
+            Field::Global { dim, name } => dim_label(f, "global", *dim, name),
+            Field::Stride { dim, name } => dim_label(f, "strides", *dim, name),
+            Field::Box { dim, name } => dim_label(f, "boxed", *dim, name),
+            Field::ElementStride { dim, name } => dim_label(f, "element_strides", *dim, name),
+            Field::Repeat { dim, name } => dim_label(f, "repeat", *dim, name),
+            Field::List(l) => f.write_str(l),
+            Field::SmemStride => f.write_str("smem_stride"),
+            Field::Interleave => f.write_str("interleave"),
+            Field::Swizzle => f.write_str("swizzle"),
+            Field::L2Promotion => f.write_str("l2_promotion"),
+            Field::OobFill => f.write_str("oob_fill"),
+            Field::Target => f.write_str("target"),
+            Field::BaseAddress => f.write_str("base address"),
+            Field::SmemAddress => f.write_str("shared-memory address"),
+            Field::SmemFootprint => f.write_str("shared-memory footprint"),
+        }
+    }
+}
+
+/// Errors stop a spec; warnings ride along on the [`crate::ValidSpec`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Severity {
+    Error,
+    Warning,
+}
+
+/// One broken (or, for warnings, worrying) rule.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct SpecError {
+    pub field: Field,
+    /// The offending value as the user would recognise it.
+    pub value: String,
+    /// Which rule; tests match on this.
+    pub rule: crate::validate::Rule,
+    /// The rule in words, with the numbers that apply.
+    pub message: String,
+    pub severity: Severity,
+}
+
+impl fmt::Display for SpecError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let level = match self.severity {
+            Severity::Error => "",
+            Severity::Warning => "warning: ",
+        };
+        write!(
+            f,
+            "{level}{} = {}: {}",
+            self.field, self.value, self.message
+        )
+    }
+}
+
+/// Every violation of a spec, reported at once.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub struct SpecErrors {
+    /// The tile's name, for the heading.
+    pub tile: String,
+    pub errors: Vec<SpecError>,
+}
+
+impl SpecErrors {
+    /// The findings about one field.
+    pub fn for_field(&self, field: &Field) -> impl Iterator<Item = &SpecError> {
+        let field = field.clone();
+        self.errors.iter().filter(move |e| e.field == field)
+    }
+}
+
+impl fmt::Display for SpecErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "tile `{}` breaks {} TMA rule{}:",
+            self.tile,
+            self.errors.len(),
+            if self.errors.len() == 1 { "" } else { "s" }
+        )?;
+        for e in &self.errors {
+            write!(f, "\n  - {e}")?;
+        }
+        Ok(())
+    }
+}

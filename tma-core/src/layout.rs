@@ -1,0 +1,156 @@
+//! Layout: the one place dims are reversed to TMA order (innermost first) and element
+//! strides become byte strides.
+
+use crate::dtype::DType;
+use crate::spec::{Interleave, L2Promotion, OobFill, Swizzle};
+use crate::validate::BoundSpec;
+
+/// Reverses a per-dim list from the user's order (outer -> inner) to TMA order
+/// (innermost first: X = the contiguous dim). Every other module calls this; none
+/// reverses on its own.
+pub fn to_tma_order<T: Clone>(user_order: &[T]) -> Vec<T> {
+    user_order.iter().rev().cloned().collect()
+}
+
+/// For TMA dim `t` (innermost first), the user dim it comes from.
+pub fn user_dim_of_tma_dim(rank: usize, t: usize) -> usize {
+    rank - 1 - t
+}
+
+/// Exactly the arguments `cuTensorMapEncodeTiled` takes (all but the map and base address).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct EncodeArgs {
+    pub data_type: DType,
+    pub rank: u32,
+    /// `globalDim`, innermost first.
+    pub global_dim: Vec<u64>,
+    /// `globalStrides` in bytes, innermost first, without dim 0 (rank - 1 entries).
+    pub global_strides: Vec<u64>,
+    /// `boxDim`, innermost first.
+    pub box_dim: Vec<u32>,
+    /// `elementStrides`, innermost first.
+    pub element_strides: Vec<u32>,
+    pub interleave: Interleave,
+    pub swizzle: Swizzle,
+    pub l2_promotion: L2Promotion,
+    pub oob_fill: OobFill,
+}
+
+impl EncodeArgs {
+    /// The encode arguments of a bound spec.
+    pub fn new(bound: &BoundSpec) -> EncodeArgs {
+        let spec = bound.spec();
+        let global_dim = to_tma_order(bound.global());
+        let byte_strides: Vec<u64> = bound
+            .strides()
+            .iter()
+            .map(|&s| spec.dtype.global_bytes(s))
+            .collect();
+        let mut global_strides = to_tma_order(&byte_strides);
+        global_strides.remove(0);
+        EncodeArgs {
+            data_type: spec.dtype,
+            rank: spec.rank() as u32,
+            global_dim,
+            global_strides,
+            box_dim: to_tma_order(&spec.boxed),
+            element_strides: to_tma_order(&spec.element_strides),
+            interleave: spec.interleave,
+            swizzle: spec.swizzle,
+            l2_promotion: spec.l2_promotion,
+            oob_fill: spec.oob_fill,
+        }
+    }
+}
+
+impl std::fmt::Display for EncodeArgs {
+    /// Every argument, the way ThunderKittens' `format_tma_error` prints them: what a
+    /// person needs to read a driver refusal.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(f, "cuTensorMapEncodeTiled(")?;
+        writeln!(
+            f,
+            "  tensorDataType = {} ({})",
+            self.data_type.cu_name(),
+            self.data_type.cu_value()
+        )?;
+        writeln!(f, "  tensorRank     = {}", self.rank)?;
+        writeln!(
+            f,
+            "  globalDim      = {:?}  (innermost first)",
+            self.global_dim
+        )?;
+        writeln!(
+            f,
+            "  globalStrides  = {:?}  (bytes, dim 0 omitted)",
+            self.global_strides
+        )?;
+        writeln!(f, "  boxDim         = {:?}", self.box_dim)?;
+        writeln!(f, "  elementStrides = {:?}", self.element_strides)?;
+        writeln!(f, "  interleave     = {}", self.interleave.cu_name())?;
+        writeln!(f, "  swizzle        = {}", self.swizzle.cu_name())?;
+        writeln!(f, "  l2Promotion    = {}", self.l2_promotion.cu_name())?;
+        write!(f, "  oobFill        = {})", self.oob_fill.cu_name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{validate, DType, Swizzle, TileSpec};
+
+    /// The deformable-attention seed: `[H=94][W=162][C=32]` f16, a 2x2x32 box.
+    #[test]
+    fn deformable_attention_seed_layout() {
+        let spec = TileSpec::new("deform_value", DType::F16, [94, 162, 32], [2, 2, 32])
+            .dim_names(["H", "W", "C"]);
+        let bound = validate(&spec).and_then(|v| v.bind(&[94, 162, 32], None));
+        let bound = match bound {
+            Ok(b) => b,
+            Err(e) => panic!("{e}"),
+        };
+        let args = EncodeArgs::new(&bound);
+        assert_eq!(args.rank, 3);
+        assert_eq!(args.global_dim, vec![32, 162, 94]);
+        assert_eq!(args.global_strides, vec![64, 10368]);
+        assert_eq!(args.box_dim, vec![32, 2, 2]);
+        assert_eq!(args.element_strides, vec![1, 1, 1]);
+        // Coordinates in user order {h, w, c} go to the hardware as {c, w, h}.
+        assert_eq!(to_tma_order(&[7, 5, 0]), vec![0, 5, 7]);
+        assert_eq!(bound.valid().tx_bytes(), 2 * 2 * 32 * 2);
+    }
+
+    /// Mirage MPK's example: 4096 x 1024 bf16, box 64 x 64, 128B swizzle, repeat 1 x 2,
+    /// smem stride 4096 elements.
+    #[test]
+    fn mpk_seed_layout() {
+        let spec = TileSpec::new("mpk_a", DType::BF16, [4096, 1024], [64, 64])
+            .swizzle(Swizzle::B128)
+            .repeat([1, 2])
+            .smem_stride(4096);
+        let valid = match validate(&spec) {
+            Ok(v) => v,
+            Err(e) => panic!("{e}"),
+        };
+        assert_eq!(valid.tx_bytes(), 16384);
+        let plan = valid.plan();
+        assert_eq!(
+            (plan.box_bytes, plan.boxes, plan.stride_bytes),
+            (8192, 2, 8192)
+        );
+        assert_eq!(plan.align_bytes, 1024);
+        let places = plan.repeat_placements(valid.spec());
+        assert_eq!(places[1].global_offset, vec![0, 64]);
+        assert_eq!(places[1].smem_offset, 8192);
+        let args = EncodeArgs::new(
+            &valid
+                .bound()
+                .into_iter()
+                .next()
+                .unwrap_or_else(|| panic!("static")),
+        );
+        assert_eq!(args.global_dim, vec![1024, 4096]);
+        assert_eq!(args.global_strides, vec![2048]);
+        assert_eq!(args.box_dim, vec![64, 64]);
+    }
+}

@@ -1,0 +1,59 @@
+//! Hardware limits of TMA, each with its source. Validation checks against these before
+//! the driver is ever called.
+
+/// Largest tensor rank (`cuTensorMapEncodeTiled`: "tensorRank must be non-zero and less
+/// than or equal to the maximum supported dimensionality of 5").
+pub const MAX_RANK: usize = crate::spec::MAX_RANK;
+
+/// Smallest rank with interleave ("If interleave is not CU_TENSOR_MAP_INTERLEAVE_NONE,
+/// then tensorRank must additionally be greater than or equal to 3").
+pub const MIN_RANK_INTERLEAVED: usize = 3;
+
+/// Largest global dim ("Each globalDim must be non-zero and less than or equal to 2^32").
+pub const MAX_GLOBAL_DIM: u64 = 1 << 32;
+
+/// Global byte strides must be multiples of this ("Each globalStrides must be a multiple
+/// of 16 and less than 2^40").
+pub const STRIDE_ALIGN: u64 = 16;
+
+/// ... and of this with 32-byte interleave ("Additionally, the stride must be a multiple
+/// of 32 when interleave is CU_TENSOR_MAP_INTERLEAVE_32B").
+pub const STRIDE_ALIGN_INTERLEAVE_32B: u64 = 32;
+
+/// Global byte strides must be below this (2^40).
+pub const MAX_STRIDE_BYTES: u64 = 1 << 40;
+
+/// Global base address alignment ("globalAddress ... must be 16 byte aligned when
+/// interleave is CU_TENSOR_MAP_INTERLEAVE_NONE or CU_TENSOR_MAP_INTERLEAVE_16B").
+pub const GLOBAL_ADDRESS_ALIGN: u64 = 16;
+
+/// ... "and 32 byte aligned when interleave is CU_TENSOR_MAP_INTERLEAVE_32B".
+pub const GLOBAL_ADDRESS_ALIGN_INTERLEAVE_32B: u64 = 32;
+
+/// Largest box dim ("Elements in boxDim must be non-zero and less than or equal to 256").
+pub const MAX_BOX_DIM: u32 = 256;
+
+/// Without interleave, the inner box extent in bytes must be a multiple of this
+/// ("When interleave is CU_TENSOR_MAP_INTERLEAVE_NONE, { boxDim[0] * elementSizeInBytes(
+/// tensorDataType) } must be a multiple of 16 bytes").
+pub const INNER_BOX_BYTES_ALIGN: u64 = 16;
+
+/// Largest element (traversal) stride ("elementStrides[i] must be non-zero and less than
+/// or equal to 8").
+pub const MAX_ELEMENT_STRIDE: u32 = 8;
+
+/// Shared-memory destination/source alignment of `cp.async.bulk.tensor` (PTX ISA,
+/// "Tensor copy": the shared memory address must be aligned to 128 bytes). Swizzled boxes
+/// need the swizzle period on top (see [`crate::Swizzle::period_bytes`]).
+pub const SMEM_ALIGN: u64 = 128;
+
+/// Largest transaction count one mbarrier phase can expect: the tx-count range is
+/// [-(2^20 - 1), 2^20 - 1] (PTX ISA, "mbarrier: tx-count").
+pub const MAX_TX_BYTES: u64 = (1 << 20) - 1;
+
+/// Alignment of the global base address and strides for the packed ALIGN16B types and the
+/// multiple their inner global dim must be (CUDA 12.8+ driver docs for
+/// `CU_TENSOR_MAP_DATA_TYPE_16U4_ALIGN16B` / `16U6_ALIGN16B`; not checked on hardware here:
+/// they exist only on Blackwell).
+pub const PACKED_ALIGN16B_ADDRESS_ALIGN: u64 = 32;
+pub const PACKED_INNER_DIM_MULTIPLE: u64 = 128;

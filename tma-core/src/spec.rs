@@ -1,0 +1,456 @@
+//! The tile spec: plain data, dims outer -> inner exactly as the user writes them.
+//!
+//! Nothing here is checked; [`crate::validate`] turns a [`TileSpec`] into a
+//! [`crate::ValidSpec`], the only thing that can be laid out, rendered or encoded.
+
+use crate::dtype::DType;
+use std::fmt;
+
+/// Largest tensor rank TMA supports.
+pub const MAX_RANK: usize = 5;
+
+/// Shared-memory swizzle mode (`CUtensorMapSwizzle`). Discriminants are the driver's values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum Swizzle {
+    #[default]
+    None = 0,
+    /// 16-byte chunks permuted within a 32-byte span (pattern repeats every 256 B).
+    B32 = 1,
+    /// 16-byte chunks permuted within a 64-byte span (pattern repeats every 512 B).
+    B64 = 2,
+    /// 16-byte chunks permuted within a 128-byte span (pattern repeats every 1024 B).
+    B128 = 3,
+    /// Blackwell: 32-byte chunks within a 128-byte span.
+    B128Atom32B = 4,
+    /// Blackwell: 32-byte chunks within 128 B, lower/upper 8 B of each 16 B swapped on alternate rows.
+    B128Atom32BFlip8B = 5,
+    /// Blackwell: 64-byte chunks within a 128-byte span.
+    B128Atom64B = 6,
+}
+
+impl Swizzle {
+    pub const ALL: [Swizzle; 7] = [
+        Swizzle::None,
+        Swizzle::B32,
+        Swizzle::B64,
+        Swizzle::B128,
+        Swizzle::B128Atom32B,
+        Swizzle::B128Atom32BFlip8B,
+        Swizzle::B128Atom64B,
+    ];
+
+    /// Mirage MPK's swizzle class `B`: 0 = none, 1 = 32B, 2 = 64B, 3 = 128B.
+    pub fn from_mpk_class(b: u32) -> Option<Swizzle> {
+        match b {
+            0 => Some(Swizzle::None),
+            1 => Some(Swizzle::B32),
+            2 => Some(Swizzle::B64),
+            3 => Some(Swizzle::B128),
+            _ => None,
+        }
+    }
+
+    /// Parses `none`, `32`, `64`, `128`, `32b`, `128b_atom_32b`, ... (case-insensitive).
+    pub fn parse(s: &str) -> Option<Swizzle> {
+        let lower = s.to_ascii_lowercase();
+        Some(match lower.trim_start_matches("swizzle_") {
+            "none" | "0" => Swizzle::None,
+            "32" | "32b" => Swizzle::B32,
+            "64" | "64b" => Swizzle::B64,
+            "128" | "128b" => Swizzle::B128,
+            "128b_atom_32b" => Swizzle::B128Atom32B,
+            "128b_atom_32b_flip_8b" => Swizzle::B128Atom32BFlip8B,
+            "128b_atom_64b" => Swizzle::B128Atom64B,
+            _ => return None,
+        })
+    }
+
+    pub const ACCEPTED: &'static str =
+        "none, 32, 64, 128, 128b_atom_32b, 128b_atom_32b_flip_8b, 128b_atom_64b (or mpk_b = 0..3)";
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Swizzle::None => "none",
+            Swizzle::B32 => "32B",
+            Swizzle::B64 => "64B",
+            Swizzle::B128 => "128B",
+            Swizzle::B128Atom32B => "128B_ATOM_32B",
+            Swizzle::B128Atom32BFlip8B => "128B_ATOM_32B_FLIP_8B",
+            Swizzle::B128Atom64B => "128B_ATOM_64B",
+        }
+    }
+
+    pub fn cu_name(self) -> &'static str {
+        match self {
+            Swizzle::None => "CU_TENSOR_MAP_SWIZZLE_NONE",
+            Swizzle::B32 => "CU_TENSOR_MAP_SWIZZLE_32B",
+            Swizzle::B64 => "CU_TENSOR_MAP_SWIZZLE_64B",
+            Swizzle::B128 => "CU_TENSOR_MAP_SWIZZLE_128B",
+            Swizzle::B128Atom32B => "CU_TENSOR_MAP_SWIZZLE_128B_ATOM_32B",
+            Swizzle::B128Atom32BFlip8B => "CU_TENSOR_MAP_SWIZZLE_128B_ATOM_32B_FLIP_8B",
+            Swizzle::B128Atom64B => "CU_TENSOR_MAP_SWIZZLE_128B_ATOM_64B",
+        }
+    }
+
+    /// The swizzle span in bytes: the largest inner box extent the mode allows
+    /// (`cuTensorMapEncodeTiled`: "the bounding box inner dimension ... must be less than
+    /// or equal to the swizzle size"). `None` for no swizzle.
+    pub fn span_bytes(self) -> Option<u64> {
+        match self {
+            Swizzle::None => None,
+            Swizzle::B32 => Some(32),
+            Swizzle::B64 => Some(64),
+            _ => Some(128),
+        }
+    }
+
+    /// Bytes after which the swizzle pattern repeats: 8 rows of the span
+    /// (CUDA programming guide, TMA swizzle: 256 / 512 / 1024 B). Shared-memory
+    /// destinations must be aligned to this for the pattern to start at row 0.
+    pub fn period_bytes(self) -> u64 {
+        match self.span_bytes() {
+            None => 16,
+            Some(span) => span * 8,
+        }
+    }
+
+    /// Blackwell-only modes.
+    pub fn is_blackwell_only(self) -> bool {
+        matches!(
+            self,
+            Swizzle::B128Atom32B | Swizzle::B128Atom32BFlip8B | Swizzle::B128Atom64B
+        )
+    }
+}
+
+/// Global-memory interleave (`CUtensorMapInterleave`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum Interleave {
+    #[default]
+    None = 0,
+    /// NC/8HWC8-style: the innermost dim is a 16-byte chunk.
+    B16 = 1,
+    /// NC/16HWC16-style: the innermost dim is a 32-byte chunk.
+    B32 = 2,
+}
+
+impl Interleave {
+    pub fn parse(s: &str) -> Option<Interleave> {
+        Some(match s.to_ascii_lowercase().as_str() {
+            "none" | "0" => Interleave::None,
+            "16" | "16b" => Interleave::B16,
+            "32" | "32b" => Interleave::B32,
+            _ => return None,
+        })
+    }
+    pub const ACCEPTED: &'static str = "none, 16, 32";
+    pub fn name(self) -> &'static str {
+        match self {
+            Interleave::None => "none",
+            Interleave::B16 => "16B",
+            Interleave::B32 => "32B",
+        }
+    }
+    pub fn cu_name(self) -> &'static str {
+        match self {
+            Interleave::None => "CU_TENSOR_MAP_INTERLEAVE_NONE",
+            Interleave::B16 => "CU_TENSOR_MAP_INTERLEAVE_16B",
+            Interleave::B32 => "CU_TENSOR_MAP_INTERLEAVE_32B",
+        }
+    }
+    /// Bytes of one interleaved chunk, if interleaved.
+    pub fn chunk_bytes(self) -> Option<u64> {
+        match self {
+            Interleave::None => None,
+            Interleave::B16 => Some(16),
+            Interleave::B32 => Some(32),
+        }
+    }
+}
+
+/// L2 sector promotion (`CUtensorMapL2promotion`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum L2Promotion {
+    #[default]
+    None = 0,
+    B64 = 1,
+    B128 = 2,
+    B256 = 3,
+}
+
+impl L2Promotion {
+    pub fn parse(s: &str) -> Option<L2Promotion> {
+        Some(match s.to_ascii_lowercase().as_str() {
+            "none" | "0" => L2Promotion::None,
+            "64" | "64b" => L2Promotion::B64,
+            "128" | "128b" => L2Promotion::B128,
+            "256" | "256b" => L2Promotion::B256,
+            _ => return None,
+        })
+    }
+    pub const ACCEPTED: &'static str = "none, 64, 128, 256";
+    pub fn name(self) -> &'static str {
+        match self {
+            L2Promotion::None => "none",
+            L2Promotion::B64 => "64B",
+            L2Promotion::B128 => "128B",
+            L2Promotion::B256 => "256B",
+        }
+    }
+    pub fn cu_name(self) -> &'static str {
+        match self {
+            L2Promotion::None => "CU_TENSOR_MAP_L2_PROMOTION_NONE",
+            L2Promotion::B64 => "CU_TENSOR_MAP_L2_PROMOTION_L2_64B",
+            L2Promotion::B128 => "CU_TENSOR_MAP_L2_PROMOTION_L2_128B",
+            L2Promotion::B256 => "CU_TENSOR_MAP_L2_PROMOTION_L2_256B",
+        }
+    }
+}
+
+/// What a load writes for elements outside the tensor (`CUtensorMapFloatOOBfill`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum OobFill {
+    /// Zeros (the driver's `CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE`).
+    #[default]
+    Zero = 0,
+    /// A NaN that requests zero in FMA (floating-point types only).
+    NanRequestZeroFma = 1,
+}
+
+impl OobFill {
+    pub fn parse(s: &str) -> Option<OobFill> {
+        Some(match s.to_ascii_lowercase().as_str() {
+            "zero" | "none" => OobFill::Zero,
+            "nan" | "nan_request_zero_fma" => OobFill::NanRequestZeroFma,
+            _ => return None,
+        })
+    }
+    pub const ACCEPTED: &'static str = "zero, nan";
+    pub fn name(self) -> &'static str {
+        match self {
+            OobFill::Zero => "zero",
+            OobFill::NanRequestZeroFma => "nan",
+        }
+    }
+    pub fn cu_name(self) -> &'static str {
+        match self {
+            OobFill::Zero => "CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE",
+            OobFill::NanRequestZeroFma => "CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA",
+        }
+    }
+}
+
+/// The GPU architecture the tile targets; some options exist only on newer GPUs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub enum Arch {
+    /// Hopper (H100/H200), `sm_90a`.
+    #[default]
+    Sm90a,
+    /// Blackwell datacenter (B200), `sm_100a`.
+    Sm100a,
+    /// Blackwell consumer (RTX 50), `sm_120a`.
+    Sm120a,
+}
+
+impl Arch {
+    pub fn parse(s: &str) -> Option<Arch> {
+        Some(match s.to_ascii_lowercase().as_str() {
+            "sm_90" | "sm_90a" | "sm90" | "sm90a" | "hopper" => Arch::Sm90a,
+            "sm_100" | "sm_100a" | "sm100" | "sm100a" | "blackwell" => Arch::Sm100a,
+            "sm_120" | "sm_120a" | "sm120" | "sm120a" => Arch::Sm120a,
+            _ => return None,
+        })
+    }
+    pub const ACCEPTED: &'static str = "sm_90a, sm_100a, sm_120a";
+    /// The NVRTC `--gpu-architecture` value.
+    pub fn nvrtc_name(self) -> &'static str {
+        match self {
+            Arch::Sm90a => "sm_90a",
+            Arch::Sm100a => "sm_100a",
+            Arch::Sm120a => "sm_120a",
+        }
+    }
+    /// The arch for a device's compute capability, if TMA exists there.
+    pub fn from_compute_capability(major: i32, minor: i32) -> Option<Arch> {
+        match (major, minor) {
+            (9, _) => Some(Arch::Sm90a),
+            (10, _) | (11, _) => Some(Arch::Sm100a),
+            (12, _) => Some(Arch::Sm120a),
+            _ => None,
+        }
+    }
+    /// Blackwell or newer: packed sub-byte types and the atom swizzles exist.
+    pub fn is_blackwell(self) -> bool {
+        self >= Arch::Sm100a
+    }
+    /// Shared memory one block may use (opt-in maximum): 227 KB on sm_90 and sm_100
+    /// (CUDA C++ programming guide, "Technical Specifications per Compute Capability"),
+    /// 99 KB on sm_120.
+    pub fn max_smem_per_block(self) -> u64 {
+        match self {
+            Arch::Sm90a | Arch::Sm100a => 227 * 1024,
+            Arch::Sm120a => 99 * 1024,
+        }
+    }
+}
+
+impl fmt::Display for Arch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.nvrtc_name())
+    }
+}
+
+/// The extent of one global dimension or stride: known now, or given at run time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Extent {
+    Static(u64),
+    /// Given when the tile is bound to a buffer (see [`crate::ValidSpec::bind`]).
+    Runtime,
+}
+
+impl Extent {
+    pub fn get(self) -> Option<u64> {
+        match self {
+            Extent::Static(v) => Some(v),
+            Extent::Runtime => None,
+        }
+    }
+}
+
+impl fmt::Display for Extent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Extent::Static(v) => write!(f, "{v}"),
+            Extent::Runtime => f.write_str("<runtime>"),
+        }
+    }
+}
+
+impl From<u64> for Extent {
+    fn from(v: u64) -> Self {
+        Extent::Static(v)
+    }
+}
+
+/// A plain-data description of one TMA tile. Dims are outer -> inner, like a Rust array
+/// `[H][W][C]`; strides are in elements. Build one with [`TileSpec::new`] and the
+/// builder methods, or through the macros.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct TileSpec {
+    /// The tile's name: names the generated CUDA helper (`tma_<name>`). An identifier.
+    pub name: String,
+    pub dtype: DType,
+    /// Optional names of the dims (outer -> inner), used in errors and generated comments.
+    pub dim_names: Vec<Option<String>>,
+    /// Global extent of each dim, outer -> inner, in elements.
+    pub global: Vec<Extent>,
+    /// Global strides in elements, outer -> inner; the innermost must be 1 (TMA's dim 0
+    /// is always contiguous). `None`: dense row-major strides derived from `global`.
+    pub strides: Option<Vec<Extent>>,
+    /// Box (tile) extent of each dim, outer -> inner, in elements.
+    pub boxed: Vec<u32>,
+    /// Traversal stride of each dim inside the box (1 = every element).
+    pub element_strides: Vec<u32>,
+    pub interleave: Interleave,
+    pub swizzle: Swizzle,
+    pub l2_promotion: L2Promotion,
+    pub oob_fill: OobFill,
+    /// Boxes one helper call moves along each dim (MPK's SMEM_REPEAT_ROW/COL).
+    pub repeat: Vec<u32>,
+    /// Elements between consecutive repeated boxes in shared memory. `None`: the box's
+    /// shared-memory bytes rounded up to the swizzle period.
+    pub smem_stride: Option<u64>,
+    /// The architecture whose rules apply.
+    pub target: Arch,
+}
+
+impl TileSpec {
+    /// A spec with the given global shape (outer -> inner) and box, every other field at
+    /// its default: dense strides, unit element strides, no swizzle, one box per call.
+    pub fn new(
+        name: impl Into<String>,
+        dtype: DType,
+        global: impl IntoIterator<Item = u64>,
+        boxed: impl IntoIterator<Item = u32>,
+    ) -> TileSpec {
+        let global: Vec<Extent> = global.into_iter().map(Extent::Static).collect();
+        let boxed: Vec<u32> = boxed.into_iter().collect();
+        let rank = global.len();
+        TileSpec {
+            name: name.into(),
+            dtype,
+            dim_names: vec![None; rank],
+            global,
+            strides: None,
+            element_strides: vec![1; boxed.len()],
+            repeat: vec![1; boxed.len()],
+            boxed,
+            interleave: Interleave::None,
+            swizzle: Swizzle::None,
+            l2_promotion: L2Promotion::None,
+            oob_fill: OobFill::Zero,
+            smem_stride: None,
+            target: Arch::Sm90a,
+        }
+    }
+
+    /// The rank: number of global dims.
+    pub fn rank(&self) -> usize {
+        self.global.len()
+    }
+
+    pub fn dim_names<S: Into<String>>(mut self, names: impl IntoIterator<Item = S>) -> Self {
+        self.dim_names = names.into_iter().map(|n| Some(n.into())).collect();
+        self
+    }
+    /// Global dims as extents (some may be [`Extent::Runtime`]).
+    pub fn global_extents(mut self, global: impl IntoIterator<Item = Extent>) -> Self {
+        self.global = global.into_iter().collect();
+        self
+    }
+    pub fn strides(mut self, strides: impl IntoIterator<Item = u64>) -> Self {
+        self.strides = Some(strides.into_iter().map(Extent::Static).collect());
+        self
+    }
+    pub fn stride_extents(mut self, strides: impl IntoIterator<Item = Extent>) -> Self {
+        self.strides = Some(strides.into_iter().collect());
+        self
+    }
+    pub fn element_strides(mut self, s: impl IntoIterator<Item = u32>) -> Self {
+        self.element_strides = s.into_iter().collect();
+        self
+    }
+    pub fn interleave(mut self, i: Interleave) -> Self {
+        self.interleave = i;
+        self
+    }
+    pub fn swizzle(mut self, s: Swizzle) -> Self {
+        self.swizzle = s;
+        self
+    }
+    pub fn l2_promotion(mut self, l: L2Promotion) -> Self {
+        self.l2_promotion = l;
+        self
+    }
+    pub fn oob_fill(mut self, o: OobFill) -> Self {
+        self.oob_fill = o;
+        self
+    }
+    pub fn repeat(mut self, r: impl IntoIterator<Item = u32>) -> Self {
+        self.repeat = r.into_iter().collect();
+        self
+    }
+    pub fn smem_stride(mut self, elements: u64) -> Self {
+        self.smem_stride = Some(elements);
+        self
+    }
+    pub fn target(mut self, a: Arch) -> Self {
+        self.target = a;
+        self
+    }
+
+    /// The name of user dim `d`, if given.
+    pub fn dim_name(&self, d: usize) -> Option<&str> {
+        self.dim_names.get(d).and_then(|n| n.as_deref())
+    }
+}

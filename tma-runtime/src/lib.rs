@@ -1,0 +1,1 @@
+//! Runtime of `tma`: finding CUDA, tensor maps, JIT, launch.
