@@ -43,8 +43,6 @@ pub enum Rule {
     InnerBoxFitsSwizzleSpan,
     /// 32-byte interleave works only with the 32-byte swizzle.
     Interleave32NeedsSwizzle32,
-    /// With interleave, the inner dim is one interleave chunk: its bytes must equal 16 / 32.
-    InterleaveInnerChunk,
     /// Blackwell-only swizzle modes on an older target.
     SwizzleNeedsBlackwell,
     /// Packed sub-byte types on an older target.
@@ -646,28 +644,10 @@ fn check_static(spec: &TileSpec, c: &mut Collector) {
             Field::Swizzle,
             spec.swizzle.name(),
             Rule::Interleave32NeedsSwizzle32,
-            "32-byte interleave requires the 32B swizzle (cuTensorMapEncodeTiled: \
-             \"CU_TENSOR_MAP_INTERLEAVE_32B requires CU_TENSOR_MAP_SWIZZLE_32B\")"
+            "32-byte interleave requires the 32B swizzle (cuTensorMapEncodeTiled: \"When interleave is \
+             CU_TENSOR_MAP_INTERLEAVE_32B, swizzle must be CU_TENSOR_MAP_SWIZZLE_32B\")"
                 .into(),
         );
-    }
-    if let Some(chunk) = spec.interleave.chunk_bytes() {
-        if let Some(Extent::Static(g)) = spec.global.get(inner) {
-            let bytes = spec.dtype.global_bytes(*g);
-            if bytes != chunk {
-                c.error(
-                    field_global(spec, inner),
-                    g,
-                    Rule::InterleaveInnerChunk,
-                    format!(
-                        "with {} interleave the innermost dim is one {chunk}-byte chunk ({} elements of {}); it spans {bytes} B",
-                        spec.interleave.name(),
-                        chunk * 8 / u64::from(spec.dtype.global_bits()),
-                        spec.dtype
-                    ),
-                );
-            }
-        }
     }
     if spec.swizzle.is_blackwell_only() && !spec.target.is_blackwell() {
         c.error(

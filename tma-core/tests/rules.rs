@@ -1,0 +1,522 @@
+//! One row per TMA rule: a good spec, and the same spec broken in exactly one way, with the
+//! exact field and rule the validator must report.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use tma_core::{
+    validate, Arch, DType, Extent, Field, Interleave, OobFill, Rule, Severity, SpecError, Swizzle,
+    TileSpec,
+};
+
+/// A valid rank-3 f16 tile: `[H=8][W=16][C=64]`, box `[2][4][32]`.
+fn good() -> TileSpec {
+    TileSpec::new("good", DType::F16, [8, 16, 64], [2, 4, 32]).dim_names(["H", "W", "C"])
+}
+
+fn named(d: usize) -> Option<String> {
+    Some(["H", "W", "C"][d].to_string())
+}
+
+/// What a row expects: the rule, the field, the severity, and whether the finding
+/// comes from binding run-time dims rather than from `validate`.
+struct Row {
+    what: &'static str,
+    broken: fn() -> TileSpec,
+    good: fn() -> TileSpec,
+    rule: Rule,
+    field: Field,
+    severity: Severity,
+}
+
+fn row(
+    what: &'static str,
+    good: fn() -> TileSpec,
+    broken: fn() -> TileSpec,
+    rule: Rule,
+    field: Field,
+) -> Row {
+    Row {
+        what,
+        broken,
+        good,
+        rule,
+        field,
+        severity: Severity::Error,
+    }
+}
+
+fn warn_row(
+    what: &'static str,
+    good: fn() -> TileSpec,
+    broken: fn() -> TileSpec,
+    rule: Rule,
+    field: Field,
+) -> Row {
+    Row {
+        what,
+        broken,
+        good,
+        rule,
+        field,
+        severity: Severity::Warning,
+    }
+}
+
+fn interleaved() -> TileSpec {
+    TileSpec::new("il", DType::F16, [4, 8, 16], [2, 4, 16])
+        .interleave(Interleave::B32)
+        .swizzle(Swizzle::B32)
+}
+
+fn repeated() -> TileSpec {
+    TileSpec::new("rep", DType::BF16, [256, 256], [64, 64])
+        .swizzle(Swizzle::B128)
+        .repeat([1, 2])
+}
+
+fn blackwell() -> TileSpec {
+    good().target(Arch::Sm100a)
+}
+
+fn rows() -> Vec<Row> {
+    vec![
+        row(
+            "name is an identifier",
+            good,
+            || {
+                let mut s = good();
+                s.name = "9 lives".into();
+                s
+            },
+            Rule::NameIsIdentifier,
+            Field::Name,
+        ),
+        row(
+            "rank at least 1",
+            good,
+            || TileSpec::new("r0", DType::F16, [], []),
+            Rule::RankRange,
+            Field::Rank,
+        ),
+        row(
+            "rank at most 5",
+            good,
+            || TileSpec::new("r6", DType::F16, [2, 2, 2, 2, 2, 8], [1, 1, 1, 1, 1, 8]),
+            Rule::RankRange,
+            Field::Rank,
+        ),
+        row(
+            "interleave needs rank 3",
+            interleaved,
+            || TileSpec::new("il2", DType::F16, [8, 16], [4, 16]).interleave(Interleave::B16),
+            Rule::InterleaveNeedsRank3,
+            Field::Interleave,
+        ),
+        row(
+            "one box dim per global dim",
+            good,
+            || {
+                let mut s = good();
+                s.boxed = vec![2, 32];
+                s
+            },
+            Rule::ListLength,
+            Field::List("boxed"),
+        ),
+        row(
+            "one repeat per global dim",
+            good,
+            || good().repeat([1, 1]),
+            Rule::ListLength,
+            Field::List("repeat"),
+        ),
+        row(
+            "one element stride per global dim",
+            good,
+            || good().element_strides([1, 1, 1, 1]),
+            Rule::ListLength,
+            Field::List("element_strides"),
+        ),
+        row(
+            "one stride per global dim",
+            good,
+            || good().strides([1024, 1]),
+            Rule::ListLength,
+            Field::List("strides"),
+        ),
+        row(
+            "global dim at least 1",
+            good,
+            || good().global_extents([Extent::Static(8), Extent::Static(0), Extent::Static(64)]),
+            Rule::GlobalDimRange,
+            Field::Global {
+                dim: 1,
+                name: named(1),
+            },
+        ),
+        row(
+            "global dim at most 2^32",
+            good,
+            || {
+                good().global_extents([
+                    Extent::Static((1 << 32) + 1),
+                    Extent::Static(16),
+                    Extent::Static(64),
+                ])
+            },
+            Rule::GlobalDimRange,
+            Field::Global {
+                dim: 0,
+                name: named(0),
+            },
+        ),
+        row(
+            "innermost stride is 1",
+            good,
+            || good().strides([2048, 128, 2]),
+            Rule::InnerStrideIsOne,
+            Field::Stride {
+                dim: 2,
+                name: named(2),
+            },
+        ),
+        row(
+            "byte strides are multiples of 16",
+            good,
+            || good().strides([1088, 68, 1]),
+            Rule::StrideAlignment,
+            Field::Stride {
+                dim: 1,
+                name: named(1),
+            },
+        ),
+        row(
+            "byte strides are multiples of 32 with 32B interleave",
+            interleaved,
+            || interleaved().strides([256, 24, 1]),
+            Rule::StrideAlignment,
+            Field::Stride { dim: 1, name: None },
+        ),
+        row(
+            "byte strides below 2^40",
+            good,
+            || good().strides([1 << 40, 64, 1]),
+            Rule::StrideMax,
+            Field::Stride {
+                dim: 0,
+                name: named(0),
+            },
+        ),
+        row(
+            "box dim at least 1",
+            good,
+            || good().boxed_([2, 0, 32]),
+            Rule::BoxDimRange,
+            Field::Box {
+                dim: 1,
+                name: named(1),
+            },
+        ),
+        row(
+            "box dim at most 256",
+            good,
+            || TileSpec::new("b", DType::U8, [512, 64], [300, 64]),
+            Rule::BoxDimRange,
+            Field::Box { dim: 0, name: None },
+        ),
+        row(
+            "element stride at least 1",
+            good,
+            || good().element_strides([0, 1, 1]),
+            Rule::ElementStrideRange,
+            Field::ElementStride {
+                dim: 0,
+                name: named(0),
+            },
+        ),
+        row(
+            "element stride at most 8",
+            good,
+            || good().element_strides([9, 1, 1]),
+            Rule::ElementStrideRange,
+            Field::ElementStride {
+                dim: 0,
+                name: named(0),
+            },
+        ),
+        row(
+            "innermost element stride is 1 without interleave",
+            good,
+            || good().element_strides([1, 1, 2]),
+            Rule::InnerElementStrideIgnored,
+            Field::ElementStride {
+                dim: 2,
+                name: named(2),
+            },
+        ),
+        row(
+            "inner box bytes multiple of 16",
+            good,
+            || good().boxed_([2, 4, 12]),
+            Rule::InnerBoxBytesMultipleOf16,
+            Field::Box {
+                dim: 2,
+                name: named(2),
+            },
+        ),
+        row(
+            "inner box fits the 32B swizzle span",
+            || good().boxed_([2, 4, 16]).swizzle(Swizzle::B32),
+            || good().swizzle(Swizzle::B32),
+            Rule::InnerBoxFitsSwizzleSpan,
+            Field::Box {
+                dim: 2,
+                name: named(2),
+            },
+        ),
+        row(
+            "inner box fits the 64B swizzle span",
+            || good().swizzle(Swizzle::B64),
+            || good().boxed_([2, 4, 64]).swizzle(Swizzle::B64),
+            Rule::InnerBoxFitsSwizzleSpan,
+            Field::Box {
+                dim: 2,
+                name: named(2),
+            },
+        ),
+        row(
+            "inner box fits the 128B swizzle span",
+            || good().boxed_([2, 4, 64]).swizzle(Swizzle::B128),
+            || TileSpec::new("w", DType::F32, [8, 64], [8, 64]).swizzle(Swizzle::B128),
+            Rule::InnerBoxFitsSwizzleSpan,
+            Field::Box { dim: 1, name: None },
+        ),
+        row(
+            "32B interleave needs the 32B swizzle",
+            interleaved,
+            || interleaved().swizzle(Swizzle::B128),
+            Rule::Interleave32NeedsSwizzle32,
+            Field::Swizzle,
+        ),
+        row(
+            "Blackwell swizzle needs sm_100",
+            blackwell,
+            || good().swizzle(Swizzle::B128Atom32B),
+            Rule::SwizzleNeedsBlackwell,
+            Field::Swizzle,
+        ),
+        row(
+            "packed types need sm_100",
+            || TileSpec::new("p", DType::U4x16Align8B, [8, 256], [4, 128]).target(Arch::Sm100a),
+            || TileSpec::new("p", DType::U4x16Align8B, [8, 256], [4, 128]),
+            Rule::PackedTypeNeedsBlackwell,
+            Field::DType,
+        ),
+        row(
+            "packed types need no interleave",
+            || {
+                TileSpec::new("p", DType::U4x16Align8B, [4, 8, 256], [2, 4, 128])
+                    .target(Arch::Sm100a)
+            },
+            || {
+                TileSpec::new("p", DType::U4x16Align8B, [4, 8, 256], [2, 4, 128])
+                    .target(Arch::Sm100a)
+                    .interleave(Interleave::B16)
+            },
+            Rule::PackedTypeNoInterleave,
+            Field::Interleave,
+        ),
+        row(
+            "packed ALIGN16B inner dim multiple of 128",
+            || TileSpec::new("p", DType::U4x16Align16B, [8, 256], [4, 128]).target(Arch::Sm100a),
+            || TileSpec::new("p", DType::U4x16Align16B, [8, 192], [4, 128]).target(Arch::Sm100a),
+            Rule::PackedTypeAlignment,
+            Field::Global { dim: 1, name: None },
+        ),
+        row(
+            "NaN fill needs a float type",
+            || good().oob_fill(OobFill::NanRequestZeroFma),
+            || TileSpec::new("n", DType::U8, [8, 64], [2, 32]).oob_fill(OobFill::NanRequestZeroFma),
+            Rule::NanFillNeedsFloat,
+            Field::OobFill,
+        ),
+        row(
+            "repeat at least 1",
+            repeated,
+            || repeated().repeat([0, 2]),
+            Rule::RepeatRange,
+            Field::Repeat { dim: 0, name: None },
+        ),
+        row(
+            "repeated boxes must not overlap",
+            repeated,
+            || repeated().smem_stride(2048),
+            Rule::SmemStrideOverlap,
+            Field::SmemStride,
+        ),
+        row(
+            "repeated boxes keep the swizzle alignment",
+            repeated,
+            || repeated().smem_stride(4096 + 64),
+            Rule::SmemStrideAlignment,
+            Field::SmemStride,
+        ),
+        row(
+            "tx bytes fit an mbarrier",
+            repeated,
+            || TileSpec::new("big", DType::F64, [4096, 4096], [256, 16]).repeat([2, 16]),
+            Rule::TxBytesMax,
+            Field::SmemFootprint,
+        ),
+        warn_row(
+            "footprint within the per-block limit",
+            repeated,
+            || repeated().repeat([4, 8]),
+            Rule::SmemFootprintLimit,
+            Field::SmemFootprint,
+        ),
+        warn_row(
+            "box larger than the tensor",
+            good,
+            || TileSpec::new("g", DType::F16, [2, 64], [4, 64]),
+            Rule::BoxExceedsGlobal,
+            Field::Box { dim: 0, name: None },
+        ),
+        warn_row(
+            "strides that alias",
+            good,
+            || good().strides([512, 32, 1]),
+            Rule::StrideOverlap,
+            Field::Stride {
+                dim: 1,
+                name: named(1),
+            },
+        ),
+    ]
+}
+
+/// Lets rows replace the box without repeating the whole spec.
+trait BoxedExt {
+    fn boxed_(self, b: [u32; 3]) -> Self;
+}
+impl BoxedExt for TileSpec {
+    fn boxed_(mut self, b: [u32; 3]) -> Self {
+        self.boxed = b.to_vec();
+        self
+    }
+}
+
+fn findings(spec: &TileSpec) -> Vec<SpecError> {
+    match validate(spec) {
+        Ok(v) => v.warnings().to_vec(),
+        Err(e) => e.errors,
+    }
+}
+
+#[test]
+fn every_rule_has_a_row_that_breaks_only_it() {
+    let rows = rows();
+    assert!(rows.len() >= 25, "only {} rows", rows.len());
+    for r in &rows {
+        let good = (r.good)();
+        let good_findings = findings(&good);
+        assert!(
+            good_findings.iter().all(|f| f.rule != r.rule),
+            "{}: the good spec already breaks {:?}: {good_findings:?}",
+            r.what,
+            r.rule
+        );
+        assert!(
+            validate(&good).is_ok(),
+            "{}: good spec invalid: {:?}",
+            r.what,
+            validate(&good).err()
+        );
+        let broken = (r.broken)();
+        let found = findings(&broken);
+        let hit: Vec<_> = found.iter().filter(|f| f.rule == r.rule).collect();
+        assert_eq!(
+            hit.len(),
+            1,
+            "{}: expected one {:?}, got {found:#?}",
+            r.what,
+            r.rule
+        );
+        assert_eq!(
+            hit[0].field, r.field,
+            "{}: wrong field in {}",
+            r.what, hit[0]
+        );
+        assert_eq!(hit[0].severity, r.severity, "{}: {}", r.what, hit[0]);
+        if r.severity == Severity::Error {
+            assert!(validate(&broken).is_err(), "{}", r.what);
+        }
+        // Every finding says field, value and rule in words.
+        let text = hit[0].to_string();
+        assert!(
+            text.contains(&hit[0].field.to_string()) && text.len() > 30,
+            "{}: {text}",
+            r.what
+        );
+    }
+}
+
+#[test]
+fn every_violation_is_reported_at_once() {
+    let spec = good()
+        .boxed_([0, 300, 12])
+        .element_strides([9, 1, 1])
+        .oob_fill(OobFill::NanRequestZeroFma)
+        .strides([1028, 68, 1]);
+    let err = validate(&spec).expect_err("broken in five ways");
+    let rules: Vec<Rule> = err.errors.iter().map(|e| e.rule).collect();
+    for want in [
+        Rule::BoxDimRange,
+        Rule::ElementStrideRange,
+        Rule::InnerBoxBytesMultipleOf16,
+        Rule::StrideAlignment,
+    ] {
+        assert!(rules.contains(&want), "missing {want:?} in {rules:?}");
+    }
+    assert_eq!(rules.iter().filter(|r| **r == Rule::BoxDimRange).count(), 2);
+    let text = err.to_string();
+    assert!(text.contains("boxed[1] (W) = 300"), "{text}");
+    assert!(text.contains("[1, 256]"), "{text}");
+    assert!(text.starts_with("tile `good` breaks"), "{text}");
+}
+
+#[test]
+fn runtime_dims_are_checked_when_bound() {
+    let spec = TileSpec::new("rt", DType::F16, [0, 0, 32], [2, 2, 32]).global_extents([
+        Extent::Runtime,
+        Extent::Runtime,
+        Extent::Static(32),
+    ]);
+    let valid = validate(&spec).expect("static parts are fine");
+    assert!(!valid.is_static() && valid.bound().is_none());
+    let bound = valid.bind(&[94, 162, 32], None).expect("binds");
+    assert_eq!(bound.strides(), &[162 * 32, 32, 1]);
+    let err = valid
+        .bind(&[94, 162, 48], None)
+        .expect_err("C is declared 32");
+    assert_eq!(err.errors[0].rule, Rule::RuntimeShapeMismatch);
+    assert_eq!(err.errors[0].field, Field::Global { dim: 2, name: None });
+    let err = valid
+        .bind(&[94, 162, 32], Some(&[5000, 30, 1]))
+        .expect_err("60 B stride");
+    assert_eq!(err.errors[0].rule, Rule::StrideAlignment);
+    let err = valid.bind(&[94, 0, 32], None).expect_err("empty dim");
+    assert_eq!(err.errors[0].rule, Rule::GlobalDimRange);
+}
+
+#[test]
+fn addresses_are_checked() {
+    let bound = validate(&good()).unwrap().bound().unwrap();
+    assert!(bound.check_base_address(0x1000).is_ok());
+    let e = bound.check_base_address(0x1008).unwrap_err();
+    assert_eq!(e.errors[0].rule, Rule::BaseAddressAlignment);
+    let valid = validate(&repeated()).unwrap();
+    assert!(valid.check_smem_address(2048).is_ok());
+    let e = valid.check_smem_address(128).unwrap_err();
+    assert_eq!(e.errors[0].rule, Rule::SmemAddressAlignment);
+    assert!(e.to_string().contains("1024"), "{e}");
+}
