@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Builds the GPU test, example and benchmark binaries here (release, no GPU needed) and
+# packs them with a runner into gpu-bundle/ (git-ignored, well under 64 MB), for a GPU
+# machine that has the CUDA 13 driver but no Rust toolchain:
+#
+#   scripts/gpu-bundle.sh                     # here: build and pack
+#   bash gpu-bundle/run.sh [filter]           # there: run everything (or names matching filter)
+#
+# With the device tool: run(command="bash gpu-bundle/run.sh", carry=["gpu-bundle"]).
+# The runner sets TMA_REQUIRE_GPU=1, so a GPU test that cannot find the GPU fails rather
+# than skips, and writes every log under $OUT (or gpu-bundle/logs).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=gpu-bundle
+rm -rf "$out"
+mkdir -p "$out/bin"
+
+collect() { # reads cargo's JSON messages, copies the executables of the named kind
+  python3 -c '
+import json, sys, shutil, os
+dest = sys.argv[1]
+for line in sys.stdin:
+    try:
+        m = json.loads(line)
+    except ValueError:
+        continue
+    exe = m.get("executable")
+    if m.get("reason") != "compiler-artifact" or not exe:
+        continue
+    t = m["target"]
+    kinds = t["kind"]
+    name = t["name"]
+    if "test" in kinds and not name.startswith("gpu_"):
+        continue
+    prefix = "test-" if "test" in kinds else ("bench-" if "bench" in kinds else "example-")
+    shutil.copy(exe, os.path.join(dest, prefix + name))
+    print("packed", prefix + name)
+' "$out/bin"
+}
+
+cargo test --release --workspace --no-run --message-format=json 2>/dev/null | collect
+cargo build --release --examples --message-format=json 2>/dev/null | collect
+cargo bench --no-run --message-format=json 2>/dev/null | collect
+strip "$out"/bin/* 2>/dev/null || true
+
+cat > "$out/run.sh" <<'RUN'
+#!/usr/bin/env bash
+# Runs every packed binary on a GPU machine; logs under $OUT (or gpu-bundle/logs).
+set -uo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+logs="${OUT:-$here/logs}"
+mkdir -p "$logs"
+export TMA_REQUIRE_GPU=1 TMA_REQUIRE_NVRTC=1
+for cand in /usr/local/cuda/lib64/libnvrtc.so.13 /usr/local/cuda/targets/x86_64-linux/lib/libnvrtc.so.13; do
+  [ -e "$cand" ] && { export TMA_NVRTC_PATH="${TMA_NVRTC_PATH:-$cand}"; break; }
+done
+export TMA_CACHE_DIR="${TMA_CACHE_DIR:-/tmp/tma-cache}"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | tee "$logs/device.txt"
+filter="${1:-}"
+status=0
+for bin in "$here"/bin/*; do
+  name="$(basename "$bin")"
+  [ -n "$filter" ] && [[ "$name" != *$filter* ]] && continue
+  echo "=== $name"
+  start=$(date +%s.%N)
+  if [[ "$name" == test-* ]]; then
+    "$bin" --test-threads=1 > "$logs/$name.log" 2>&1; rc=$?
+  else
+    "$bin" > "$logs/$name.log" 2>&1; rc=$?
+  fi
+  end=$(date +%s.%N)
+  tail -n 25 "$logs/$name.log"
+  printf '=== %s rc=%s (%.1f s)\n' "$name" "$rc" "$(echo "$end - $start" | bc)"
+  [ "$rc" -ne 0 ] && status=1
+done
+exit $status
+RUN
+chmod +x "$out/run.sh"
+du -sh "$out"
