@@ -62,15 +62,15 @@ for bin in "$here"/bin/*; do
   name="$(basename "$bin")"
   [ -n "$filter" ] && [[ "$name" != *$filter* ]] && continue
   echo "=== $name"
-  start=$(date +%s.%N)
+  start=$(date +%s%N)
   if [[ "$name" == test-* ]]; then
     "$bin" --test-threads=1 > "$logs/$name.log" 2>&1; rc=$?
   else
     "$bin" > "$logs/$name.log" 2>&1; rc=$?
   fi
-  end=$(date +%s.%N)
+  end=$(date +%s%N)
   tail -n 25 "$logs/$name.log"
-  printf '=== %s rc=%s (%.1f s)\n' "$name" "$rc" "$(echo "$end - $start" | bc)"
+  echo "=== $name rc=$rc ($(( (end - start) / 1000000 )) ms)"
   [ "$rc" -ne 0 ] && status=1
 done
 exit $status
