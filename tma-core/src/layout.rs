@@ -2,7 +2,7 @@
 //! strides become byte strides.
 
 use crate::dtype::DType;
-use crate::spec::{Interleave, L2Promotion, OobFill, Swizzle};
+use crate::spec::{Interleave, L2Promotion, OobFill, Swizzle, TileSpec};
 use crate::validate::BoundSpec;
 
 /// Reverses a per-dim list from the user's order (outer -> inner) to TMA order
@@ -39,15 +39,19 @@ pub struct EncodeArgs {
 impl EncodeArgs {
     /// The encode arguments of a bound spec.
     pub fn new(bound: &BoundSpec) -> EncodeArgs {
-        let spec = bound.spec();
-        let global_dim = to_tma_order(bound.global());
-        let byte_strides: Vec<u64> = bound
-            .strides()
-            .iter()
-            .map(|&s| spec.dtype.global_bytes(s))
-            .collect();
+        EncodeArgs::from_parts(bound.spec(), bound.global(), bound.strides())
+    }
+
+    /// The arguments an unchecked spec would pass, for testing the validator against the
+    /// driver. Use [`EncodeArgs::new`] for real work: only a bound spec is known to be valid.
+    /// `global` and `strides` (elements) are in user order and must have the spec's rank.
+    pub fn from_parts(spec: &TileSpec, global: &[u64], strides: &[u64]) -> EncodeArgs {
+        let global_dim = to_tma_order(global);
+        let byte_strides: Vec<u64> = strides.iter().map(|&s| spec.dtype.global_bytes(s)).collect();
         let mut global_strides = to_tma_order(&byte_strides);
-        global_strides.remove(0);
+        if !global_strides.is_empty() {
+            global_strides.remove(0);
+        }
         EncodeArgs {
             data_type: spec.dtype,
             rank: spec.rank() as u32,

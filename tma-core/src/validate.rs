@@ -69,6 +69,32 @@ pub enum Rule {
     SmemAddressAlignment,
 }
 
+impl Rule {
+    /// True for the rules `cuTensorMapEncodeTiled` itself enforces (it returns an error when
+    /// they break). The others are this toolkit's own: traps the driver accepts (ignored
+    /// inner element strides, aliasing strides, boxes past the tensor), shared-memory and
+    /// mbarrier rules the driver never sees, and target-arch rules.
+    pub fn checked_by_driver(self) -> bool {
+        matches!(
+            self,
+            Rule::RankRange
+                | Rule::InterleaveNeedsRank3
+                | Rule::GlobalDimRange
+                | Rule::StrideAlignment
+                | Rule::StrideMax
+                | Rule::BoxDimRange
+                | Rule::ElementStrideRange
+                | Rule::InnerBoxBytesMultipleOf16
+                | Rule::InnerBoxFitsSwizzleSpan
+                | Rule::Interleave32NeedsSwizzle32
+                | Rule::PackedTypeNoInterleave
+                | Rule::PackedTypeAlignment
+                | Rule::NanFillNeedsFloat
+                | Rule::BaseAddressAlignment
+        )
+    }
+}
+
 /// The shared-memory plan of one helper call: sizes, alignment and where each repeated
 /// box lands.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
