@@ -18,7 +18,7 @@ nvidia-cuda-cuobjdump==13.2.86 --hash=sha256:d332c2ffe78e703ca0a3894be927f831242
 nvidia-cuda-nvdisasm==13.2.86 --hash=sha256:53606e719ecae07a2335f95902d5a1393a0cc1c317499ee7ffcf628a44385f2c
 REQ
   python3 -m pip install --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
-    --require-hashes --target "$dest" -r "$req" >&2
+    --require-hashes --upgrade --target "$dest" -r "$req" >&2
 fi
 echo "export TMA_NVRTC_PATH='$lib/libnvrtc.so.13'"
 echo "export LD_LIBRARY_PATH='$lib'\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"
