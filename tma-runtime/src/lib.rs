@@ -1,1 +1,13 @@
-//! Runtime of `tma`: finding CUDA, tensor maps, JIT, launch.
+//! Runtime of `tma`: finding CUDA, NVRTC JIT with caches, tensor maps, launch.
+#![deny(unsafe_op_in_unsafe_fn)]
+
+pub mod cuda_libs;
+pub mod error;
+mod hash;
+pub mod jit;
+pub mod launch;
+pub mod testing;
+
+pub use cuda_libs::{gpu_available, nvrtc_available, GpuInfo, NvrtcInfo};
+pub use error::Error;
+pub use jit::{CompileOptions, Compiled, Compiler};

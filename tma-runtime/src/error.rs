@@ -1,0 +1,189 @@
+//! The one error type of the runtime. Every variant says what went wrong and what to fix.
+
+use cudarc::driver::DriverError;
+use tma_core::{DType, EncodeArgs, SpecErrors};
+
+/// Everything the runtime can refuse or report.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A CUDA shared library could not be loaded (cudarc would have panicked here).
+    #[error(
+        "CUDA library `{library}` not found; searched:\n  {}\nhint: {hint}",
+        searched.join("\n  ")
+    )]
+    CudaLibraryMissing {
+        library: String,
+        /// Every place tried, with the loader's reason.
+        searched: Vec<String>,
+        hint: String,
+    },
+
+    /// The library we found is not the one cudarc would load by name.
+    #[error(
+        "CUDA library `{library}`: found `{wanted}`, but cudarc loads `{cudarc_loads}` by name first; \
+         hint: {hint}"
+    )]
+    CudaLibraryShadowed {
+        library: String,
+        wanted: String,
+        cudarc_loads: String,
+        hint: String,
+    },
+
+    /// A symbol the runtime needs is missing from a loaded library (too old a version).
+    #[error("symbol `{symbol}` missing from `{library}`: {reason}; install CUDA 13.0 or newer")]
+    MissingSymbol {
+        library: String,
+        symbol: String,
+        reason: String,
+    },
+
+    /// An NVRTC call other than the compile itself failed.
+    #[error("NVRTC call {call} failed: {result}")]
+    Nvrtc { call: &'static str, result: String },
+
+    /// NVRTC rejected the source. `log` is NVRTC's log; `numbered_source` the source with
+    /// line numbers, to match the log's `(line)` references.
+    #[error("NVRTC compile failed:\n{log}\n--- source ---\n{numbered_source}")]
+    Compile {
+        log: String,
+        numbered_source: String,
+    },
+
+    /// The CUDA source holds a NUL byte (NVRTC takes a C string).
+    #[error("CUDA source has a NUL byte at offset {offset}; generated sources are text")]
+    SourceHasNul { offset: usize },
+
+    /// A compile option does not fit NVRTC (e.g. a define name with spaces).
+    #[error("compile option {option} = {value:?} is invalid: {reason}")]
+    InvalidOption {
+        option: &'static str,
+        value: String,
+        reason: &'static str,
+    },
+
+    /// An environment variable holds a value the runtime cannot use.
+    #[error("environment variable {var}={value:?} is invalid: expected {expected}")]
+    InvalidEnv {
+        var: &'static str,
+        value: String,
+        expected: &'static str,
+    },
+
+    /// A CUDA driver call failed.
+    #[error("CUDA driver call {call} failed: {result}")]
+    Driver {
+        call: &'static str,
+        result: DriverError,
+    },
+
+    /// No CUDA device at the requested ordinal.
+    #[error("no CUDA device {ordinal}: the driver reports {count} device(s)")]
+    NoDevice { ordinal: usize, count: usize },
+
+    /// The device has no TMA (needs compute capability 9.0 or newer).
+    #[error(
+        "device `{name}` has compute capability {major}.{minor}; TMA needs 9.0 (Hopper) or newer"
+    )]
+    UnsupportedDevice {
+        name: String,
+        major: i32,
+        minor: i32,
+    },
+
+    /// The spec breaks TMA rules (including base-address alignment of a buffer).
+    #[error(transparent)]
+    Spec(#[from] SpecErrors),
+
+    /// The buffer's Rust element type does not carry the spec's data type.
+    #[error(
+        "tile `{tile}` is {spec_dtype} ({spec_bits} bits per element) but the buffer holds `{rust_type}` \
+         ({rust_bytes} bytes); use a buffer of a type whose size matches {spec_dtype} (e.g. {suggestion})"
+    )]
+    DTypeMismatch {
+        tile: String,
+        spec_dtype: DType,
+        spec_bits: u32,
+        rust_type: &'static str,
+        rust_bytes: usize,
+        suggestion: &'static str,
+    },
+
+    /// The buffer is smaller than the tensor the spec describes.
+    #[error(
+        "tile `{tile}`: the tensor spans {needed_bytes} bytes (global dims and strides) but the buffer \
+         holds {buffer_bytes}; bind smaller dims or pass a larger buffer"
+    )]
+    BufferTooSmall {
+        tile: String,
+        needed_bytes: u64,
+        buffer_bytes: u64,
+    },
+
+    /// `cuTensorMapEncodeTiled` refused arguments that passed validation.
+    #[error("{args}\nreturned {result} (global address {global_address:#x}); the driver refused arguments tma-core accepted: please report")]
+    Encode {
+        result: DriverError,
+        global_address: u64,
+        args: Box<EncodeArgs>,
+    },
+
+    /// The module has no kernel of that name (declare it `extern "C" __global__`).
+    #[error(
+        "kernel `{name}` not found in the module: declare it `extern \"C\" __global__` ({result})"
+    )]
+    KernelNotFound { name: String, result: DriverError },
+
+    /// The module has no `tma_debug_record` global but debug waits were asked for.
+    #[error("module compiled with debug waits has no `tma_debug_record` global: the source lacks the tma prelude ({result})")]
+    DebugRecordMissing { result: DriverError },
+
+    /// A launch configuration the hardware cannot run.
+    #[error("launch of `{kernel}`: {reason}")]
+    InvalidLaunch { kernel: String, reason: String },
+
+    /// Dynamic shared memory above what the device lets one block opt in to.
+    #[error(
+        "launch of `{kernel}`: {requested} bytes of dynamic shared memory (+{static_bytes} static) exceed the \
+         device's {max} bytes per block; shrink the tiles or the pipeline depth"
+    )]
+    SharedMemoryTooLarge {
+        kernel: String,
+        requested: u32,
+        static_bytes: u32,
+        max: u32,
+    },
+
+    /// The kernel launch or its completion failed (no hang record was written).
+    #[error("kernel `{kernel}` failed: {result}{}", if *context_lost { "; the CUDA context is now unusable: start a fresh process" } else { "" })]
+    Launch {
+        kernel: String,
+        result: DriverError,
+        context_lost: bool,
+    },
+
+    /// A debug wait gave up: the mbarrier never completed its phase. Usually the bytes
+    /// expected (`expected_tx`) differ from what the copies delivered, or a copy used a bad
+    /// tensor map. After this trap the CUDA context is unusable: start a fresh process.
+    #[error(
+        "tile `{tile}`: block {block:?} thread {thread} waited {waited_ns} ns on mbarrier at smem {barrier:#x} \
+         (parity {phase}, expecting {expected_tx} tx bytes) and gave up; check the expected byte count \
+         and the tensor map. The CUDA context is now unusable: start a fresh process"
+    )]
+    BarrierTimeout {
+        tile: String,
+        block: [u32; 3],
+        thread: u32,
+        barrier: u32,
+        phase: u32,
+        expected_tx: u32,
+        waited_ns: u64,
+    },
+}
+
+impl Error {
+    pub(crate) fn driver(call: &'static str) -> impl FnOnce(DriverError) -> Error {
+        move |result| Error::Driver { call, result }
+    }
+}

@@ -1,0 +1,54 @@
+//! Test support: skip GPU/NVRTC tests visibly, or fail them when the environment says the
+//! hardware must be there.
+//!
+//! - `TMA_REQUIRE_GPU=1`: [`require_gpu_or_skip`] panics instead of skipping.
+//! - `TMA_REQUIRE_NVRTC=1` or `CI=true`: [`require_nvrtc_or_skip`] panics instead of skipping
+//!   (CI compiles every generated kernel, so NVRTC must be there).
+//!
+//! Panicking is this module's job: a test that requires hardware must fail loudly.
+#![allow(clippy::panic)]
+
+use crate::cuda_libs::{gpu_available, nvrtc_available, GpuInfo, NvrtcInfo};
+
+/// Prints past the test harness's output capture, so skips show in a normal `cargo test`.
+fn say(line: &str) {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr(), "{line}");
+}
+
+fn env_true(var: &str) -> bool {
+    std::env::var(var).is_ok_and(|v| matches!(v.as_str(), "1" | "true" | "TRUE" | "yes"))
+}
+
+/// The GPU (device 0, with TMA), or `None` after printing `SKIP <test>: <reason>`.
+/// Panics instead when `TMA_REQUIRE_GPU=1`.
+pub fn require_gpu_or_skip(test: &str) -> Option<GpuInfo> {
+    let reason = match gpu_available() {
+        Ok(info) if info.arch.is_some() => return Some(info),
+        Ok(info) => format!(
+            "device `{}` (compute capability {}.{}) has no TMA",
+            info.name, info.compute_capability.0, info.compute_capability.1
+        ),
+        Err(e) => e.to_string(),
+    };
+    if env_true("TMA_REQUIRE_GPU") {
+        panic!("{test}: TMA_REQUIRE_GPU=1 but no usable GPU: {reason}");
+    }
+    say(&format!("SKIP {test}: {reason}"));
+    None
+}
+
+/// NVRTC, or `None` after printing `SKIP <test>: <reason>`. Panics instead when
+/// `TMA_REQUIRE_NVRTC=1` or `CI=true`.
+pub fn require_nvrtc_or_skip(test: &str) -> Option<NvrtcInfo> {
+    match nvrtc_available() {
+        Ok(info) => Some(info),
+        Err(e) => {
+            if env_true("TMA_REQUIRE_NVRTC") || env_true("CI") {
+                panic!("{test}: NVRTC required (TMA_REQUIRE_NVRTC / CI) but unavailable: {e}");
+            }
+            say(&format!("SKIP {test}: {e}"));
+            None
+        }
+    }
+}

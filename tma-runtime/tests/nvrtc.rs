@@ -1,0 +1,122 @@
+//! Real NVRTC compiles (no GPU needed). Skips visibly without NVRTC; run with
+//! `eval "$(scripts/cuda-tools.sh)"` first.
+#![allow(clippy::panic, clippy::unwrap_used)]
+
+use std::time::Instant;
+
+use tma_core::Arch;
+use tma_runtime::jit::{CompileOptions, Compiler, JitConfig, Source};
+use tma_runtime::testing::require_nvrtc_or_skip;
+use tma_runtime::Error;
+
+const KERNEL: &str = r#"
+// tma-tile 0 small
+extern "C" __global__ void scale(float* out, const float* in, float k, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+#ifdef TMA_DEBUG
+    if (i == 0) out[0] = -1.0f;
+#endif
+    if (i < n) out[i] = in[i] * k * SCALE_EXTRA;
+}
+"#;
+
+fn config(tag: &str) -> JitConfig {
+    JitConfig {
+        debug: false,
+        dump_dir: None,
+        cache: true,
+        cache_dir: Some(
+            std::env::temp_dir().join(format!("tma-nvrtc-test-{tag}-{}", std::process::id())),
+        ),
+    }
+}
+
+#[test]
+fn compiles_to_cubin_for_sm90a() -> Result<(), Error> {
+    let Some(info) = require_nvrtc_or_skip("compiles_to_cubin_for_sm90a") else {
+        return Ok(());
+    };
+    assert!(info.version.0 >= 12, "{info:?}");
+    let cfg = config("cubin");
+    let dir = cfg.cache_dir.clone();
+    let compiler = Compiler::with_config(cfg)?;
+    let opts = CompileOptions::new(Arch::Sm90a).define("SCALE_EXTRA", "2.0f");
+    let c = compiler.compile(KERNEL, &opts)?;
+    assert!(c.ptx.contains(".target sm_90a"), "{}", c.ptx);
+    assert!(c.ptx.contains(".entry scale"));
+    assert!(c.cubin.starts_with(b"\x7fELF"), "CUBIN is an ELF image");
+    assert_eq!(c.tile_name(0), Some("small"));
+    // In-process hit: same Arc, fast.
+    let src = Source::new(KERNEL);
+    let again = compiler.compile_source(&src, &opts)?;
+    assert!(std::sync::Arc::ptr_eq(&c, &again));
+    let t = Instant::now();
+    for _ in 0..1000 {
+        let _ = compiler.compile_source(&src, &opts)?;
+    }
+    let per = t.elapsed() / 1000;
+    eprintln!("in-process hit: {per:?}");
+    assert!(per.as_micros() < 5, "in-process hit took {per:?}");
+    // Disk hit from a fresh compiler: same bytes, no NVRTC.
+    let fresh = Compiler::with_config(config("cubin"))?;
+    let from_disk = fresh.compile(KERNEL, &opts)?;
+    assert_eq!(from_disk.cubin, c.cubin);
+    assert_eq!(from_disk.ptx, c.ptx);
+    // Different options, different binary.
+    let dbg = compiler.compile(KERNEL, &opts.clone().debug_waits(true))?;
+    assert_ne!(dbg.key, c.key);
+    assert!(dbg.debug_waits);
+    if let Some(d) = dir {
+        let _ = std::fs::remove_dir_all(d);
+    }
+    Ok(())
+}
+
+#[test]
+fn compile_error_carries_log_and_numbered_source() -> Result<(), Error> {
+    if require_nvrtc_or_skip("compile_error_carries_log_and_numbered_source").is_none() {
+        return Ok(());
+    }
+    let compiler = Compiler::with_config(JitConfig {
+        cache: false,
+        ..config("err")
+    })?;
+    // SCALE_EXTRA undefined: an error on line 8.
+    match compiler.compile(KERNEL, &CompileOptions::new(Arch::Sm90a)) {
+        Err(Error::Compile {
+            log,
+            numbered_source,
+        }) => {
+            assert!(log.contains("SCALE_EXTRA"), "{log}");
+            assert!(
+                numbered_source.contains("8 |     if (i < n)"),
+                "{numbered_source}"
+            );
+        }
+        other => panic!("expected a compile error, got {other:?}"),
+    }
+    Ok(())
+}
+
+#[test]
+fn every_arch_compiles_or_falls_back_to_ptx() -> Result<(), Error> {
+    let Some(info) = require_nvrtc_or_skip("every_arch_compiles_or_falls_back_to_ptx") else {
+        return Ok(());
+    };
+    let compiler = Compiler::with_config(JitConfig {
+        cache: false,
+        ..config("arch")
+    })?;
+    for arch in [Arch::Sm90a, Arch::Sm100a, Arch::Sm120a] {
+        let c = compiler.compile(
+            KERNEL,
+            &CompileOptions::new(arch).define("SCALE_EXTRA", "1"),
+        )?;
+        assert_eq!(c.has_cubin(), info.supports_cubin(arch), "{arch}");
+        assert!(
+            c.ptx.contains(&format!(".target {}", arch.nvrtc_name())),
+            "{arch}"
+        );
+    }
+    Ok(())
+}
