@@ -1,6 +1,6 @@
 //! The one error type of the runtime. Every variant says what went wrong and what to fix.
 
-use cudarc::driver::DriverError;
+use cudarc::driver::{sys::CUresult, DriverError};
 use tma_core::{DType, EncodeArgs, SpecErrors};
 
 /// Everything the runtime can refuse or report.
@@ -75,7 +75,7 @@ pub enum Error {
     #[error("CUDA driver call {call} failed: {result}")]
     Driver {
         call: &'static str,
-        result: DriverError,
+        result: CuResult,
     },
 
     /// No CUDA device at the requested ordinal.
@@ -124,7 +124,7 @@ pub enum Error {
     /// `cuTensorMapEncodeTiled` refused arguments that passed validation.
     #[error("{args}\nreturned {result} (global address {global_address:#x}); the driver refused arguments tma-core accepted: please report")]
     Encode {
-        result: DriverError,
+        result: CuResult,
         global_address: u64,
         args: Box<EncodeArgs>,
     },
@@ -133,11 +133,11 @@ pub enum Error {
     #[error(
         "kernel `{name}` not found in the module: declare it `extern \"C\" __global__` ({result})"
     )]
-    KernelNotFound { name: String, result: DriverError },
+    KernelNotFound { name: String, result: CuResult },
 
     /// The module has no `tma_debug_record` global but debug waits were asked for.
     #[error("module compiled with debug waits has no `tma_debug_record` global: the source lacks the tma prelude ({result})")]
-    DebugRecordMissing { result: DriverError },
+    DebugRecordMissing { result: CuResult },
 
     /// A launch configuration the hardware cannot run.
     #[error("launch of `{kernel}`: {reason}")]
@@ -159,7 +159,7 @@ pub enum Error {
     #[error("kernel `{kernel}` failed: {result}{}", if *context_lost { "; the CUDA context is now unusable: start a fresh process" } else { "" })]
     Launch {
         kernel: String,
-        result: DriverError,
+        result: CuResult,
         context_lost: bool,
     },
 
@@ -184,6 +184,26 @@ pub enum Error {
 
 impl Error {
     pub(crate) fn driver(call: &'static str) -> impl FnOnce(DriverError) -> Error {
-        move |result| Error::Driver { call, result }
+        move |e| Error::Driver {
+            call,
+            result: e.into(),
+        }
+    }
+}
+
+/// A driver status code. Printed by name without calling the driver (cudarc's
+/// `DriverError` formats through `cuGetErrorString`, which panics when libcuda is absent).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct CuResult(pub CUresult);
+
+impl std::fmt::Display for CuResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?} ({})", self.0, self.0 as u32)
+    }
+}
+
+impl From<DriverError> for CuResult {
+    fn from(e: DriverError) -> Self {
+        CuResult(e.0)
     }
 }

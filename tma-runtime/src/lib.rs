@@ -6,8 +6,10 @@ pub mod error;
 mod hash;
 pub mod jit;
 pub mod launch;
+pub mod tensor_map;
 pub mod testing;
 
 pub use cuda_libs::{gpu_available, nvrtc_available, GpuInfo, NvrtcInfo};
-pub use error::Error;
+pub use error::{CuResult, Error};
 pub use jit::{CompileOptions, Compiled, Compiler};
+pub use tensor_map::{TensorMap, TensorMapArray, TmaElement};

@@ -1,0 +1,391 @@
+//! `CUtensorMap` from a bound spec and a device buffer, checked before the driver sees it.
+
+use std::sync::Arc;
+
+use cudarc::driver::sys::{
+    self, CUtensorMapDataType as CuDType, CUtensorMapFloatOOBfill as CuOob,
+    CUtensorMapInterleave as CuInterleave, CUtensorMapL2promotion as CuL2,
+    CUtensorMapSwizzle as CuSwizzle,
+};
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DeviceRepr};
+use tma_core::{BoundSpec, DType, EncodeArgs, Interleave, L2Promotion, OobFill, Swizzle};
+
+use crate::error::Error;
+
+/// One TMA descriptor (`CUtensorMap`: 128 bytes, 64-byte aligned, whatever cudarc's sys type
+/// says). Pushed to kernels BY VALUE (`builder.arg(&map)` copies the 128 bytes into the
+/// parameter space): declare the kernel parameter `const __grid_constant__ CUtensorMap map`.
+///
+/// The map holds the buffer's address: keep the buffer alive while kernels use the map.
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TensorMap(pub sys::CUtensorMap);
+
+// SAFETY: `CUtensorMap` is plain bytes the driver wrote; a kernel parameter of type
+// `CUtensorMap` is exactly this layout (`repr(transparent)` over cudarc's `repr(C, align)`
+// binding of cuda.h), so pushing `&TensorMap` passes it by value.
+unsafe impl DeviceRepr for TensorMap {}
+
+/// Rust element types a TMA buffer may hold, and the data types each can carry.
+pub trait TmaElement: DeviceRepr {
+    /// The Rust type's name, for errors.
+    const NAME: &'static str;
+}
+
+macro_rules! element {
+    ($($t:ty => $name:literal),* $(,)?) => { $(impl TmaElement for $t { const NAME: &'static str = $name; })* };
+}
+element!(u8 => "u8", i8 => "i8", u16 => "u16", i16 => "i16", u32 => "u32", i32 => "i32",
+    u64 => "u64", i64 => "i64", f32 => "f32", f64 => "f64", half::f16 => "half::f16",
+    half::bf16 => "half::bf16");
+
+/// A Rust type whose size carries `dtype`, for suggestions.
+fn suggest(dtype: DType) -> &'static str {
+    match dtype {
+        DType::U8 => "u8 / i8 (also fp8)",
+        DType::U16 => "u16 / i16",
+        DType::F16 => "half::f16",
+        DType::BF16 => "half::bf16",
+        DType::U32 | DType::I32 => "u32 / i32",
+        DType::F32 | DType::F32Ftz | DType::TF32 | DType::TF32Ftz => "f32",
+        DType::U64 | DType::I64 => "u64 / i64",
+        DType::F64 => "f64",
+        DType::U4x16Align8B | DType::U4x16Align16B | DType::U6x16Align16B => "u8 (packed bytes)",
+    }
+}
+
+/// Checks, before any driver call, that a buffer of `T` at `addr` holding `len_bytes` can back
+/// `bound`: element size vs data type, base-address alignment, size vs the tensor's extent.
+pub fn check_buffer<T: TmaElement>(
+    bound: &BoundSpec,
+    addr: u64,
+    len_bytes: u64,
+) -> Result<(), Error> {
+    let spec = bound.spec();
+    let size = std::mem::size_of::<T>();
+    let ok = match spec.dtype.size_bytes() {
+        Some(b) => b == size as u64,
+        None => size == 1, // packed sub-byte types travel in byte buffers
+    };
+    if !ok {
+        return Err(Error::DTypeMismatch {
+            tile: spec.name.clone(),
+            spec_dtype: spec.dtype,
+            spec_bits: spec.dtype.global_bits(),
+            rust_type: T::NAME,
+            rust_bytes: size,
+            suggestion: suggest(spec.dtype),
+        });
+    }
+    bound.check_base_address(addr)?;
+    let needed = bound.extent_bytes();
+    if len_bytes < needed {
+        return Err(Error::BufferTooSmall {
+            tile: spec.name.clone(),
+            needed_bytes: needed,
+            buffer_bytes: len_bytes,
+        });
+    }
+    Ok(())
+}
+
+/// The driver enums of the encode arguments, in one place.
+pub(crate) fn cu_dtype(d: DType) -> CuDType {
+    use CuDType::*;
+    match d {
+        DType::U8 => CU_TENSOR_MAP_DATA_TYPE_UINT8,
+        DType::U16 => CU_TENSOR_MAP_DATA_TYPE_UINT16,
+        DType::U32 => CU_TENSOR_MAP_DATA_TYPE_UINT32,
+        DType::I32 => CU_TENSOR_MAP_DATA_TYPE_INT32,
+        DType::U64 => CU_TENSOR_MAP_DATA_TYPE_UINT64,
+        DType::I64 => CU_TENSOR_MAP_DATA_TYPE_INT64,
+        DType::F16 => CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+        DType::F32 => CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+        DType::F64 => CU_TENSOR_MAP_DATA_TYPE_FLOAT64,
+        DType::BF16 => CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+        DType::F32Ftz => CU_TENSOR_MAP_DATA_TYPE_FLOAT32_FTZ,
+        DType::TF32 => CU_TENSOR_MAP_DATA_TYPE_TFLOAT32,
+        DType::TF32Ftz => CU_TENSOR_MAP_DATA_TYPE_TFLOAT32_FTZ,
+        DType::U4x16Align8B => CU_TENSOR_MAP_DATA_TYPE_16U4_ALIGN8B,
+        DType::U4x16Align16B => CU_TENSOR_MAP_DATA_TYPE_16U4_ALIGN16B,
+        DType::U6x16Align16B => CU_TENSOR_MAP_DATA_TYPE_16U6_ALIGN16B,
+    }
+}
+pub(crate) fn cu_interleave(i: Interleave) -> CuInterleave {
+    match i {
+        Interleave::None => CuInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
+        Interleave::B16 => CuInterleave::CU_TENSOR_MAP_INTERLEAVE_16B,
+        Interleave::B32 => CuInterleave::CU_TENSOR_MAP_INTERLEAVE_32B,
+    }
+}
+pub(crate) fn cu_swizzle(s: Swizzle) -> CuSwizzle {
+    use CuSwizzle::*;
+    match s {
+        Swizzle::None => CU_TENSOR_MAP_SWIZZLE_NONE,
+        Swizzle::B32 => CU_TENSOR_MAP_SWIZZLE_32B,
+        Swizzle::B64 => CU_TENSOR_MAP_SWIZZLE_64B,
+        Swizzle::B128 => CU_TENSOR_MAP_SWIZZLE_128B,
+        Swizzle::B128Atom32B => CU_TENSOR_MAP_SWIZZLE_128B_ATOM_32B,
+        Swizzle::B128Atom32BFlip8B => CU_TENSOR_MAP_SWIZZLE_128B_ATOM_32B_FLIP_8B,
+        Swizzle::B128Atom64B => CU_TENSOR_MAP_SWIZZLE_128B_ATOM_64B,
+    }
+}
+pub(crate) fn cu_l2(l: L2Promotion) -> CuL2 {
+    match l {
+        L2Promotion::None => CuL2::CU_TENSOR_MAP_L2_PROMOTION_NONE,
+        L2Promotion::B64 => CuL2::CU_TENSOR_MAP_L2_PROMOTION_L2_64B,
+        L2Promotion::B128 => CuL2::CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+        L2Promotion::B256 => CuL2::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+    }
+}
+pub(crate) fn cu_oob(o: OobFill) -> CuOob {
+    match o {
+        OobFill::Zero => CuOob::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+        OobFill::NanRequestZeroFma => CuOob::CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA,
+    }
+}
+
+impl TensorMap {
+    /// Encodes `bound` over a device buffer (`CudaSlice` or `CudaView`). Checks element size,
+    /// alignment and length first; a driver refusal returns [`Error::Encode`] printing every
+    /// argument.
+    pub fn new<T: TmaElement, B: DevicePtr<T>>(
+        bound: &BoundSpec,
+        buffer: &B,
+    ) -> Result<TensorMap, Error> {
+        crate::cuda_libs::libcuda_available()?;
+        let stream: &Arc<CudaStream> = buffer.stream();
+        let (ptr, _record) = buffer.device_ptr(stream);
+        check_buffer::<T>(bound, ptr, buffer.num_bytes() as u64)?;
+        stream
+            .context()
+            .bind_to_thread()
+            .map_err(Error::driver("cuCtxSetCurrent"))?;
+        // SAFETY: the buffer was checked to hold the tensor; encoding only reads the arguments.
+        unsafe { encode_unchecked(bound, ptr) }
+    }
+
+    /// Encodes `bound` over a `CudaSlice` (same as [`TensorMap::new`]).
+    pub fn from_slice<T: TmaElement>(
+        bound: &BoundSpec,
+        buffer: &CudaSlice<T>,
+    ) -> Result<TensorMap, Error> {
+        TensorMap::new(bound, buffer)
+    }
+
+    /// Encodes `bound` over raw device memory of `len_bytes` at `ptr`, holding elements of `T`.
+    ///
+    /// # Safety
+    /// `ptr .. ptr + len_bytes` must be device memory of the current context that stays
+    /// allocated while kernels use the map. A context must be current on this thread.
+    pub unsafe fn from_raw<T: TmaElement>(
+        bound: &BoundSpec,
+        ptr: u64,
+        len_bytes: u64,
+    ) -> Result<TensorMap, Error> {
+        crate::cuda_libs::libcuda_available()?;
+        check_buffer::<T>(bound, ptr, len_bytes)?;
+        // SAFETY: forwarded from the caller.
+        unsafe { encode_unchecked(bound, ptr) }
+    }
+
+    /// The raw descriptor.
+    pub fn as_raw(&self) -> &sys::CUtensorMap {
+        &self.0
+    }
+}
+
+/// `cuTensorMapEncodeTiled` with the arguments of `bound` at `addr`.
+///
+/// # Safety
+/// libcuda is loaded and a context is current.
+unsafe fn encode_unchecked(bound: &BoundSpec, addr: u64) -> Result<TensorMap, Error> {
+    let a = EncodeArgs::new(bound);
+    let mut map = std::mem::MaybeUninit::<sys::CUtensorMap>::zeroed();
+    // SAFETY: every array holds `rank` (strides: rank - 1) entries as tma-core builds them;
+    // the map is a valid out-pointer; the driver only reads the arguments.
+    let r = unsafe {
+        sys::cuTensorMapEncodeTiled(
+            map.as_mut_ptr(),
+            cu_dtype(a.data_type),
+            a.rank,
+            addr as *mut std::ffi::c_void,
+            a.global_dim.as_ptr(),
+            a.global_strides.as_ptr(),
+            a.box_dim.as_ptr(),
+            a.element_strides.as_ptr(),
+            cu_interleave(a.interleave),
+            cu_swizzle(a.swizzle),
+            cu_l2(a.l2_promotion),
+            cu_oob(a.oob_fill),
+        )
+    };
+    match r.result() {
+        // SAFETY: the driver wrote the map on success (and it was zeroed before).
+        Ok(()) => Ok(TensorMap(unsafe { map.assume_init() })),
+        Err(result) => Err(Error::Encode {
+            result: result.into(),
+            global_address: addr,
+            args: Box::new(a),
+        }),
+    }
+}
+
+/// N tensor maps in device global memory, for kernels that index many descriptors
+/// (e.g. 192, one per head and layer). The kernel reads `&maps[i]` as a
+/// `const CUtensorMap*`: issue `prefetch.tensormap` on it (`tma_prefetch_tensormap`) and
+/// `fence.proxy.tensormap::generic.acquire.gpu` before the first TMA with a map that was
+/// written after the kernel started (uploads before launch are ordered by the stream).
+#[derive(Debug)]
+pub struct TensorMapArray {
+    maps: Vec<TensorMap>,
+    device: CudaSlice<TensorMap>,
+}
+
+// SAFETY: every bit pattern of a TensorMap is fine to allocate and zero (the driver ignores
+// an all-zero map until encoded).
+unsafe impl cudarc::driver::ValidAsZeroBits for TensorMap {}
+
+impl TensorMapArray {
+    /// Uploads `maps` on `stream`. The device copy is aligned as `CUtensorMap` requires
+    /// (cudarc allocations are 256-byte aligned; elements are `size_of::<CUtensorMap>()` apart).
+    pub fn upload(stream: &Arc<CudaStream>, maps: Vec<TensorMap>) -> Result<TensorMapArray, Error> {
+        crate::cuda_libs::libcuda_available()?;
+        let device = stream
+            .clone_htod(&maps)
+            .map_err(Error::driver("cuMemcpyHtoD"))?;
+        Ok(TensorMapArray { maps, device })
+    }
+    /// Replaces map `i` (host and device). Kernels already running see it only after the
+    /// tensormap fence.
+    pub fn set(&mut self, stream: &Arc<CudaStream>, i: usize, map: TensorMap) -> Result<(), Error> {
+        let Some(slot) = self.maps.get_mut(i) else {
+            return Err(Error::InvalidLaunch {
+                kernel: "TensorMapArray::set".into(),
+                reason: format!("index {i} out of {} maps", self.maps.len()),
+            });
+        };
+        *slot = map;
+        let mut view = self.device.slice_mut(i..i + 1);
+        stream
+            .memcpy_htod(std::slice::from_ref(&map), &mut view)
+            .map_err(Error::driver("cuMemcpyHtoD"))
+    }
+    /// The host copies.
+    pub fn maps(&self) -> &[TensorMap] {
+        &self.maps
+    }
+    /// The device array (push it as a kernel argument: a `const CUtensorMap*`).
+    pub fn device(&self) -> &CudaSlice<TensorMap> {
+        &self.device
+    }
+    pub fn len(&self) -> usize {
+        self.maps.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.maps.is_empty()
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::panic, clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use tma_core::{validate, TileSpec};
+
+    fn bound(spec: TileSpec) -> BoundSpec {
+        validate(&spec).unwrap().bound().unwrap()
+    }
+
+    #[test]
+    fn size_and_alignment_follow_the_driver_struct() {
+        assert_eq!(std::mem::size_of::<TensorMap>(), 128);
+        assert_eq!(
+            std::mem::align_of::<TensorMap>(),
+            std::mem::align_of::<sys::CUtensorMap>()
+        );
+        assert!(std::mem::align_of::<TensorMap>() >= 64);
+    }
+
+    #[test]
+    fn buffer_checks_run_before_the_driver() {
+        let b = bound(TileSpec::new(
+            "deform_value",
+            DType::F16,
+            [94, 162, 32],
+            [2, 2, 32],
+        ));
+        let need = b.extent_bytes();
+        assert_eq!(need, 94 * 162 * 32 * 2);
+        assert!(check_buffer::<half::f16>(&b, 0x1000, need).is_ok());
+        assert!(
+            check_buffer::<u16>(&b, 0x1000, need).is_ok(),
+            "raw 16-bit storage is fine"
+        );
+        match check_buffer::<f32>(&b, 0x1000, need) {
+            Err(Error::DTypeMismatch {
+                rust_type: "f32",
+                rust_bytes: 4,
+                spec_dtype: DType::F16,
+                ..
+            }) => {}
+            other => panic!("{other:?}"),
+        }
+        match check_buffer::<half::f16>(&b, 0x1008, need) {
+            Err(e @ Error::Spec(_)) => assert!(e.to_string().contains("16-byte aligned"), "{e}"),
+            other => panic!("{other:?}"),
+        }
+        match check_buffer::<half::f16>(&b, 0x1000, need - 2) {
+            Err(Error::BufferTooSmall {
+                needed_bytes,
+                buffer_bytes,
+                ..
+            }) => {
+                assert_eq!((needed_bytes, buffer_bytes), (need, need - 2))
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn driver_enums_match_core_values() {
+        for d in DType::ALL {
+            assert_eq!(cu_dtype(d) as u32, d.cu_value());
+        }
+        for s in Swizzle::ALL {
+            assert_eq!(cu_swizzle(s) as u32, s as u32);
+        }
+        for i in [Interleave::None, Interleave::B16, Interleave::B32] {
+            assert_eq!(cu_interleave(i) as u32, i as u32);
+        }
+        for l in [
+            L2Promotion::None,
+            L2Promotion::B64,
+            L2Promotion::B128,
+            L2Promotion::B256,
+        ] {
+            assert_eq!(cu_l2(l) as u32, l as u32);
+        }
+        assert_eq!(cu_oob(OobFill::NanRequestZeroFma) as u32, 1);
+    }
+
+    #[test]
+    fn encode_error_prints_every_argument() {
+        let b = bound(TileSpec::new("t", DType::BF16, [4096, 1024], [64, 64]));
+        let e = Error::Encode {
+            result: crate::error::CuResult(sys::CUresult::CUDA_ERROR_INVALID_VALUE),
+            global_address: 0x7f00_0000_0000,
+            args: Box::new(EncodeArgs::new(&b)),
+        };
+        let s = e.to_string();
+        for needle in [
+            "tensorDataType = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16",
+            "globalDim      = [1024, 4096]",
+            "boxDim         = [64, 64]",
+            "CUDA_ERROR_INVALID_VALUE",
+            "0x7f0000000000",
+        ] {
+            assert!(s.contains(needle), "{needle} missing from:\n{s}");
+        }
+    }
+}
