@@ -9,7 +9,11 @@ pub mod dtype;
 pub mod error;
 pub mod layout;
 pub mod limits;
+pub mod model;
+pub mod picture;
 pub mod spec;
+pub mod swizzle;
+pub mod testgen;
 pub mod validate;
 
 pub use dtype::DType;

@@ -1,0 +1,254 @@
+//! Random valid specs for tests (CPU property tests and GPU comparisons), from a tiny
+//! deterministic RNG: the same seed gives the same specs on every machine.
+
+use crate::dtype::DType;
+use crate::model::{self, ModelOptions};
+use crate::spec::{Arch, Interleave, OobFill, Swizzle, TileSpec};
+use crate::swizzle::{self as swz, InnerRowLayout};
+use crate::validate::{validate, BoundSpec};
+
+/// xorshift64* — small, fast, deterministic. Not for anything but tests.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct XorShift {
+    state: u64,
+}
+
+impl XorShift {
+    /// A generator from `seed` (any value; 0 is mapped to a fixed non-zero state).
+    pub fn new(seed: u64) -> XorShift {
+        let state = seed ^ 0x9e37_79b9_7f4a_7c15;
+        XorShift {
+            state: if state == 0 { 0x2545_f491_4f6c_dd1d } else { state },
+        }
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        let mut x = self.state;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.state = x;
+        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    /// Uniform in `0..n` (`0` when `n == 0`).
+    pub fn below(&mut self, n: u64) -> u64 {
+        if n == 0 {
+            0
+        } else {
+            self.next_u64() % n
+        }
+    }
+    /// Uniform in `lo..=hi`.
+    pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.below(hi.saturating_sub(lo) + 1)
+    }
+    /// True with probability `num / den`.
+    pub fn chance(&mut self, num: u64, den: u64) -> bool {
+        self.below(den) < num
+    }
+    /// A uniformly chosen item (`None` for an empty slice).
+    pub fn pick<'a, T>(&mut self, items: &'a [T]) -> Option<&'a T> {
+        items.get(self.below(items.len() as u64) as usize)
+    }
+    /// Fills `buf` with random bytes.
+    pub fn fill(&mut self, buf: &mut [u8]) {
+        for chunk in buf.chunks_mut(8) {
+            let v = self.next_u64().to_le_bytes();
+            chunk.copy_from_slice(&v[..chunk.len()]);
+        }
+    }
+}
+
+/// Whole-byte element types, by size.
+const DTYPES: [DType; 12] = [
+    DType::U8,
+    DType::U16,
+    DType::F16,
+    DType::BF16,
+    DType::U32,
+    DType::I32,
+    DType::F32,
+    DType::F32Ftz,
+    DType::TF32,
+    DType::U64,
+    DType::I64,
+    DType::F64,
+];
+
+/// Largest tensor the generator makes, in bytes.
+pub const MAX_TENSOR_BYTES: u64 = 256 * 1024;
+
+/// A random spec that validates and binds for `arch`, and coordinates for one call.
+///
+/// Covers ranks 1-5, element sizes 1/2/4/8, every swizzle `arch` has (inner boxes from 16 B up
+/// to the span, so narrower-than-span rows too), 16B/32B interleave, element strides, repeats,
+/// explicit smem strides, padded global strides, NaN fill; coordinates straddle every edge
+/// (negative, inside, past the end). Tensors stay below [`MAX_TENSOR_BYTES`]. Specs whose
+/// repeated boxes would overlap under either [`InnerRowLayout`] are not generated, so
+/// [`crate::model`] accepts every one.
+pub fn random_valid_spec(rng: &mut XorShift, arch: Arch) -> (BoundSpec, Vec<i64>) {
+    loop {
+        if let Some(found) = attempt(rng, arch) {
+            return found;
+        }
+    }
+}
+
+fn attempt(rng: &mut XorShift, arch: Arch) -> Option<(BoundSpec, Vec<i64>)> {
+    let dtype = *rng.pick(&DTYPES)?;
+    let esize = dtype.size_bytes()?;
+    let interleave = if rng.chance(1, 8) {
+        *rng.pick(&[Interleave::B16, Interleave::B32])?
+    } else {
+        Interleave::None
+    };
+    let rank = if interleave == Interleave::None {
+        rng.range(1, 5) as usize
+    } else {
+        rng.range(3, 5) as usize
+    };
+    let mut swizzles = vec![Swizzle::None, Swizzle::B32, Swizzle::B64, Swizzle::B128];
+    if arch.is_blackwell() {
+        swizzles.extend([
+            Swizzle::B128Atom32B,
+            Swizzle::B128Atom32BFlip8B,
+            Swizzle::B128Atom64B,
+        ]);
+    }
+    let swizzle = if interleave == Interleave::B32 {
+        Swizzle::B32
+    } else {
+        *rng.pick(&swizzles)?
+    };
+    let inner = rank - 1;
+
+    // Innermost dim: global extent and box.
+    let (g_inner, b_inner) = match interleave.chunk_bytes() {
+        Some(chunk) => {
+            let per_chunk = (chunk / esize).max(1);
+            (per_chunk, per_chunk)
+        }
+        None => {
+            let max_box_bytes = swizzle.span_bytes().unwrap_or(128);
+            let box_bytes = 16 * rng.range(1, max_box_bytes / 16);
+            let b = (box_bytes / esize).clamp(1, 256);
+            let g = match rng.below(4) {
+                0 => b,
+                1 => rng.range(1, b),
+                _ => rng.range(b, 3 * b),
+            };
+            (g.max(1), b)
+        }
+    };
+    let mut global = vec![0u64; rank];
+    let mut boxed = vec![0u32; rank];
+    let mut estrides = vec![1u32; rank];
+    global[inner] = g_inner;
+    boxed[inner] = b_inner as u32;
+    let outer_max: u64 = match rank {
+        1 | 2 => 24,
+        3 => 10,
+        _ => 6,
+    };
+    for d in 0..inner {
+        global[d] = rng.range(1, outer_max);
+        boxed[d] = rng.range(1, (global[d] + 2).min(12)) as u32;
+        if rng.chance(1, 5) {
+            estrides[d] = rng.range(2, 3) as u32;
+        }
+    }
+    // Global strides (elements): dense or padded, byte strides multiples of the alignment.
+    let align = if interleave == Interleave::B32 { 32 } else { 16 };
+    let mut strides = vec![1u64; rank];
+    for d in (0..inner).rev() {
+        let span_bytes = strides[d + 1] * global[d + 1] * esize;
+        let mut bytes = span_bytes.next_multiple_of(align);
+        if rng.chance(1, 4) {
+            bytes += align * rng.range(1, 3);
+        }
+        strides[d] = bytes / esize;
+    }
+    let tensor_bytes = strides[0] * global[0] * esize;
+    if tensor_bytes > MAX_TENSOR_BYTES {
+        return None;
+    }
+    let mut repeat = vec![1u32; rank];
+    if rng.chance(1, 4) {
+        let d = rng.below(rank as u64) as usize;
+        repeat[d] = rng.range(2, 3) as u32;
+        if rng.chance(1, 3) {
+            let e = rng.below(rank as u64) as usize;
+            repeat[e] = repeat[e].max(2);
+        }
+    }
+    let oob_fill = if dtype.is_float() && rng.chance(1, 3) {
+        OobFill::NanRequestZeroFma
+    } else {
+        OobFill::Zero
+    };
+    let mut spec = TileSpec::new("gen", dtype, global.clone(), boxed.clone())
+        .strides(strides.clone())
+        .element_strides(estrides.clone())
+        .interleave(interleave)
+        .swizzle(swizzle)
+        .oob_fill(oob_fill)
+        .repeat(repeat.clone())
+        .target(arch);
+    // Explicit smem stride: always when padded rows would outgrow the default one, and
+    // sometimes anyway (one extra aligned block).
+    let padded = {
+        let rows: u64 = (0..inner)
+            .map(|d| u64::from(boxed[d]).div_ceil(u64::from(estrides[d])))
+            .product();
+        rows * swz::row_pitch_bytes(&spec, InnerRowLayout::PadToSpan)
+    };
+    let boxes: u64 = repeat.iter().map(|&r| u64::from(r)).product();
+    if boxes > 1 {
+        let align_bytes = swizzle.period_bytes().max(crate::limits::SMEM_ALIGN);
+        let mut stride_bytes = padded.next_multiple_of(align_bytes);
+        if rng.chance(1, 3) {
+            stride_bytes += align_bytes;
+        }
+        if stride_bytes % esize == 0 {
+            spec = spec.smem_stride(stride_bytes / esize);
+        }
+    }
+    let bound = validate(&spec).ok()?.bind(&global, Some(&strides)).ok()?;
+    for inner_rows in [InnerRowLayout::PadToSpan, InnerRowLayout::Dense] {
+        model::smem_layout(&bound, ModelOptions { inner_rows }).ok()?;
+    }
+    let coords = (0..rank)
+        .map(|d| {
+            let g = global[d] as i64;
+            let reach = i64::from(boxed[d]) * i64::from(repeat[d]);
+            match rng.below(6) {
+                0 => -(rng.range(1, reach as u64 + 1) as i64),
+                1 => g - rng.range(0, reach as u64) as i64,
+                2 => g + rng.range(0, 3) as i64,
+                _ => rng.range(0, g.max(1) as u64 - 1) as i64,
+            }
+        })
+        .collect();
+    Some((bound, coords))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deterministic_and_valid_for_every_arch() {
+        for arch in [Arch::Sm90a, Arch::Sm100a] {
+            let mut a = XorShift::new(7);
+            let mut b = XorShift::new(7);
+            for _ in 0..200 {
+                let (x, cx) = random_valid_spec(&mut a, arch);
+                let (y, cy) = random_valid_spec(&mut b, arch);
+                assert_eq!((x.spec(), cx), (y.spec(), cy));
+                assert!(x.extent_bytes() <= MAX_TENSOR_BYTES);
+                if arch == Arch::Sm90a {
+                    assert!(!x.spec().swizzle.is_blackwell_only());
+                }
+            }
+        }
+    }
+}
