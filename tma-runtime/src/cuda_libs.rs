@@ -70,14 +70,17 @@ pub enum CudaLib {
 impl CudaLib {
     /// The names cudarc tries for this library (stem `cuda` / `nvrtc`).
     fn cudarc_names(self) -> Vec<String> {
-        match self {
+        let mut names = match self {
             CudaLib::Driver => {
                 let mut v = cudarc::get_lib_name_candidates("cuda");
                 v.extend(cudarc::get_lib_name_candidates("nvcuda"));
                 v
             }
             CudaLib::Nvrtc => cudarc::get_lib_name_candidates("nvrtc"),
-        }
+        };
+        let mut seen = std::collections::HashSet::new();
+        names.retain(|n| seen.insert(n.clone()));
+        names
     }
     fn display(self) -> &'static str {
         match self {

@@ -129,6 +129,14 @@ pub enum Error {
         args: Box<EncodeArgs>,
     },
 
+    /// A CUBIN built for one arch loaded on a device of another.
+    #[error("module compiled for {compiled} cannot load on a device of compute capability {major}.{minor}; compile for the device's arch (tma_core::Arch::from_compute_capability)")]
+    ArchMismatch {
+        compiled: tma_core::Arch,
+        major: i32,
+        minor: i32,
+    },
+
     /// The module has no kernel of that name (declare it `extern "C" __global__`).
     #[error(
         "kernel `{name}` not found in the module: declare it `extern \"C\" __global__` ({result})"

@@ -298,7 +298,6 @@ pub struct Compiler {
     disk: Option<DiskCache>,
     /// Source fingerprint -> (options, output) pairs.
     memory: RwLock<MemoryCache>,
-    #[allow(dead_code)] // used by the launch path
     pub(crate) modules: crate::launch::ModuleCache,
 }
 

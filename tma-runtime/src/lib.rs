@@ -12,4 +12,5 @@ pub mod testing;
 pub use cuda_libs::{gpu_available, nvrtc_available, GpuInfo, NvrtcInfo};
 pub use error::{CuResult, Error};
 pub use jit::{CompileOptions, Compiled, Compiler};
+pub use launch::{Kernel, Launch, LaunchConfig, Module};
 pub use tensor_map::{TensorMap, TensorMapArray, TmaElement};

@@ -9,11 +9,23 @@
 #![allow(clippy::panic)]
 
 use crate::cuda_libs::{gpu_available, nvrtc_available, GpuInfo, NvrtcInfo};
+use crate::error::Error;
 
 /// Prints past the test harness's output capture, so skips show in a normal `cargo test`.
 fn say(line: &str) {
     use std::io::Write as _;
     let _ = writeln!(std::io::stderr(), "{line}");
+}
+
+/// One line for a skip: the library errors list every place searched, which is too long here.
+fn short(e: &Error) -> String {
+    match e {
+        Error::CudaLibraryMissing { library, searched, hint } => format!(
+            "CUDA library `{library}` not found ({} places searched; the error lists them); hint: {hint}",
+            searched.len()
+        ),
+        other => other.to_string(),
+    }
 }
 
 fn env_true(var: &str) -> bool {
@@ -29,7 +41,7 @@ pub fn require_gpu_or_skip(test: &str) -> Option<GpuInfo> {
             "device `{}` (compute capability {}.{}) has no TMA",
             info.name, info.compute_capability.0, info.compute_capability.1
         ),
-        Err(e) => e.to_string(),
+        Err(e) => short(&e),
     };
     if env_true("TMA_REQUIRE_GPU") {
         panic!("{test}: TMA_REQUIRE_GPU=1 but no usable GPU: {reason}");
@@ -47,7 +59,7 @@ pub fn require_nvrtc_or_skip(test: &str) -> Option<NvrtcInfo> {
             if env_true("TMA_REQUIRE_NVRTC") || env_true("CI") {
                 panic!("{test}: NVRTC required (TMA_REQUIRE_NVRTC / CI) but unavailable: {e}");
             }
-            say(&format!("SKIP {test}: {e}"));
+            say(&format!("SKIP {test}: {}", short(&e)));
             None
         }
     }

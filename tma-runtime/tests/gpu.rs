@@ -1,0 +1,144 @@
+//! GPU paths: tensor-map encode and by-value push, cluster launch, large dynamic shared
+//! memory, and hang-to-error. Skips visibly without a GPU (fails with TMA_REQUIRE_GPU=1).
+//! The hang test traps the context, so it runs in its own process:
+//! `cargo test -p tma-runtime --test gpu -- --ignored hang` (or with TMA_REQUIRE_GPU=1).
+#![allow(clippy::panic, clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+
+use cudarc::driver::CudaContext;
+use tma_core::{validate, DType, TileSpec};
+use tma_runtime::jit::{CompileOptions, Compiler, Source};
+use tma_runtime::launch::LaunchConfig;
+use tma_runtime::testing::require_gpu_or_skip;
+use tma_runtime::{Error, TensorMap};
+
+const SRC: &str = r#"
+// tma-tile 0 probe
+struct alignas(64) CUtensorMap { unsigned long long opaque[16]; };
+extern "C" __global__ void copy_map(const __grid_constant__ CUtensorMap map, unsigned long long* out) {
+    if (threadIdx.x < 16) out[threadIdx.x] = map.opaque[threadIdx.x];
+}
+extern "C" __global__ void cluster_rank(unsigned int* out) {
+    unsigned int r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    extern __shared__ unsigned char smem[];
+    smem[threadIdx.x] = (unsigned char)r;
+    __syncthreads();
+    if (threadIdx.x == 0) out[blockIdx.x] = smem[0] + 100u * (unsigned)(sizeof(smem) == 0);
+}
+#ifdef TMA_DEBUG
+struct tma_hang_record { unsigned int hung, bx, by, bz, thread, barrier, phase, expected_tx, tile_id, pad; unsigned long long waited_ns; };
+extern "C" __device__ tma_hang_record* tma_debug_record;
+extern "C" __global__ void fake_hang() {
+    if (blockIdx.x == 1 && threadIdx.x == 5) {
+        tma_hang_record* r = tma_debug_record;
+        if (atomicCAS(&r->hung, 0u, 1u) == 0u) {
+            r->bx = blockIdx.x; r->by = 0; r->bz = 0; r->thread = threadIdx.x;
+            r->barrier = 0x40; r->phase = 1; r->expected_tx = 4096; r->tile_id = 0; r->waited_ns = 123;
+            __threadfence_system();
+        }
+        __trap();
+    }
+}
+#endif
+"#;
+
+fn setup(test: &str, debug: bool) -> Option<(Arc<CudaContext>, Arc<tma_runtime::Module>)> {
+    let info = require_gpu_or_skip(test)?;
+    let ctx = CudaContext::new(0).expect("context");
+    let compiler = Compiler::global().expect("nvrtc");
+    let opts = CompileOptions::new(info.arch.expect("tma arch")).debug_waits(debug);
+    let module = compiler.load(&ctx, &Source::new(SRC), &opts).expect("load");
+    Some((ctx, module))
+}
+
+#[test]
+fn tensor_map_is_pushed_by_value() -> Result<(), Error> {
+    let Some((ctx, module)) = setup("tensor_map_is_pushed_by_value", false) else {
+        return Ok(());
+    };
+    let stream = ctx.default_stream();
+    let spec = TileSpec::new("probe", DType::F16, [64, 128], [16, 64]);
+    let bound = validate(&spec)?.bound().expect("static");
+    let buf = stream.alloc_zeros::<half::f16>(64 * 128).expect("alloc");
+    let map = TensorMap::new(&bound, &buf)?;
+    // Wrong element type and short buffers are refused before the driver.
+    let wrong = stream.alloc_zeros::<f32>(64 * 128).expect("alloc");
+    assert!(matches!(
+        TensorMap::new(&bound, &wrong),
+        Err(Error::DTypeMismatch { .. })
+    ));
+    let short = stream.alloc_zeros::<half::f16>(64 * 127).expect("alloc");
+    assert!(matches!(
+        TensorMap::new(&bound, &short),
+        Err(Error::BufferTooSmall { .. })
+    ));
+
+    let mut out = stream.alloc_zeros::<u64>(16).expect("alloc");
+    let kernel = module.kernel("copy_map")?;
+    let cfg = LaunchConfig::new(&stream, (1, 1, 1), (32, 1, 1));
+    // SAFETY: copy_map(CUtensorMap, u64*) with 16 u64 of output.
+    unsafe {
+        kernel
+            .launch_builder(&cfg)
+            .arg(&map)
+            .arg(&mut out)
+            .launch_and_sync()
+    }?;
+    let host = stream.clone_dtoh(&out).expect("copy");
+    assert_eq!(host.as_slice(), &map.as_raw().opaque[..]);
+    Ok(())
+}
+
+#[test]
+fn cluster_launch_with_large_dynamic_smem() -> Result<(), Error> {
+    let Some((ctx, module)) = setup("cluster_launch_with_large_dynamic_smem", false) else {
+        return Ok(());
+    };
+    let stream = ctx.default_stream();
+    let mut out = stream.alloc_zeros::<u32>(8).expect("alloc");
+    let kernel = module.kernel("cluster_rank")?;
+    let cfg = LaunchConfig::new(&stream, (8, 1, 1), (128, 1, 1))
+        .cluster((4, 1, 1))
+        .dynamic_smem(100 * 1024);
+    // SAFETY: cluster_rank(u32*) with one u32 per block.
+    unsafe { kernel.launch_builder(&cfg).arg(&mut out).launch_and_sync() }?;
+    assert_eq!(
+        stream.clone_dtoh(&out).expect("copy"),
+        vec![0, 1, 2, 3, 0, 1, 2, 3]
+    );
+    let bad = LaunchConfig::new(&stream, (6, 1, 1), (128, 1, 1)).cluster((4, 1, 1));
+    // SAFETY: refused before the launch.
+    let r = unsafe { kernel.launch_builder(&bad).arg(&mut out).launch() };
+    assert!(matches!(r, Err(Error::InvalidLaunch { .. })), "{r:?}");
+    Ok(())
+}
+
+#[test]
+#[ignore = "traps the CUDA context: run alone with --ignored"]
+fn hang_becomes_barrier_timeout() -> Result<(), Error> {
+    let Some((ctx, module)) = setup("hang_becomes_barrier_timeout", true) else {
+        return Ok(());
+    };
+    let stream = ctx.default_stream();
+    let kernel = module.kernel("fake_hang")?;
+    let cfg = LaunchConfig::new(&stream, (2, 1, 1), (32, 1, 1));
+    // SAFETY: fake_hang() takes no arguments.
+    match unsafe { kernel.launch_builder(&cfg).launch_and_sync() } {
+        Err(Error::BarrierTimeout {
+            tile,
+            block,
+            thread,
+            expected_tx,
+            ..
+        }) => {
+            assert_eq!(
+                (tile.as_str(), block, thread, expected_tx),
+                ("probe", [1, 0, 0], 5, 4096)
+            );
+        }
+        other => panic!("expected BarrierTimeout, got {other:?}"),
+    }
+    Ok(())
+}
