@@ -616,7 +616,11 @@ impl Half {
         let emax = (1 << self.ebits) - 1;
         let mb = self.mbits as i32;
         if e == emax {
-            return if m == 0.0 { sign * f64::INFINITY } else { f64::NAN };
+            return if m == 0.0 {
+                sign * f64::INFINITY
+            } else {
+                f64::NAN
+            };
         }
         if e == 0 {
             return sign * m * 2f64.powi(1 - self.bias() - mb);

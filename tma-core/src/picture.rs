@@ -98,6 +98,8 @@ pub fn smem_picture_with(bound: &BoundSpec, opts: ModelOptions) -> String {
     if per_line > show_chunks {
         let _ = write!(out, " ...");
     }
+    let trimmed = out.trim_end_matches(' ').len();
+    out.truncate(trimmed);
     out.push('\n');
     for l in 0..show_lines {
         let _ = write!(out, "{:>6} ", l * line_bytes);

@@ -125,7 +125,10 @@ mod tests {
         // 128B: line y, chunk x -> chunk x ^ y.
         for y in 0..8u64 {
             for x in 0..8u64 {
-                assert_eq!(swizzle(Swizzle::B128, y * 128 + x * 16), y * 128 + (x ^ y) * 16);
+                assert_eq!(
+                    swizzle(Swizzle::B128, y * 128 + x * 16),
+                    y * 128 + (x ^ y) * 16
+                );
                 assert_eq!(
                     swizzle(Swizzle::B64, y * 128 + x * 16),
                     y * 128 + (x ^ (y % 4)) * 16

@@ -18,7 +18,11 @@ impl XorShift {
     pub fn new(seed: u64) -> XorShift {
         let state = seed ^ 0x9e37_79b9_7f4a_7c15;
         XorShift {
-            state: if state == 0 { 0x2545_f491_4f6c_dd1d } else { state },
+            state: if state == 0 {
+                0x2545_f491_4f6c_dd1d
+            } else {
+                state
+            },
         }
     }
     pub fn next_u64(&mut self) -> u64 {
@@ -157,7 +161,11 @@ fn attempt(rng: &mut XorShift, arch: Arch) -> Option<(BoundSpec, Vec<i64>)> {
         }
     }
     // Global strides (elements): dense or padded, byte strides multiples of the alignment.
-    let align = if interleave == Interleave::B32 { 32 } else { 16 };
+    let align = if interleave == Interleave::B32 {
+        32
+    } else {
+        16
+    };
     let mut strides = vec![1u64; rank];
     for d in (0..inner).rev() {
         let span_bytes = strides[d + 1] * global[d + 1] * esize;
