@@ -1,0 +1,216 @@
+//! What the macros generate: [`Tile`] for each `tma_Nd!` declaration, and for each
+//! `#[derive(TmaTiles)]` struct its [`TileInfo`] table, [`SmemLayout`] and encode
+//! arguments from fields that implement [`TileArg`].
+
+use std::sync::OnceLock;
+use tma_core::{BoundSpec, EncodeArgs, SpecErrors, TileSpec, ValidSpec};
+
+/// A tile declared with `tma_1d!` .. `tma_5d!`, checked at compile time by the same
+/// `tma_core::validate` the run-time path uses.
+///
+/// ```
+/// use tma::Tile;
+/// tma::tma_2d! {
+///     pub Rows: bf16,
+///     global = [M = _, K = 1024],
+///     boxed = [64, 64],
+///     swizzle = 128,
+/// }
+/// # fn main() -> Result<(), tma::SpecErrors> {
+/// assert_eq!(Rows::TX_BYTES, 64 * 64 * 2);
+/// let args = Rows::encode_args(&[4096, 1024])?;
+/// assert_eq!(args.global_dim, vec![1024, 4096]); // innermost first
+/// # Ok(()) }
+/// ```
+pub trait Tile {
+    /// The tile name (snake case of the type, or `name = ".."`).
+    const NAME: &'static str;
+    /// The generated CUDA helper: `tma_<name>`.
+    const CUDA_NAME: &'static str;
+    const RANK: usize;
+    /// Bytes the mbarrier must expect per helper call (repeats included).
+    const TX_BYTES: u64;
+    /// Shared memory one helper call spans (footprint, repeats included).
+    const SMEM_BYTES: u64;
+    /// Alignment the shared-memory destination needs.
+    const SMEM_ALIGN: u64;
+    /// Shared-memory bytes of one box.
+    const BOX_BYTES: u64;
+    /// The tile's CUDA helpers, rendered at compile time.
+    const CUDA_SOURCE: &'static str;
+
+    /// The declared spec, field for field.
+    fn spec() -> TileSpec;
+
+    /// The validated spec, computed once. It was validated at compile time by the same
+    /// function, so this is `Ok`; an `Err` would name the rule rather than panic.
+    fn valid() -> Result<&'static ValidSpec, SpecErrors>;
+
+    /// Binds run-time global dims (user order, outer -> inner); static dims must agree.
+    fn bind(global: &[u64]) -> Result<BoundSpec, SpecErrors> {
+        Self::valid()?.bind(global, None)
+    }
+
+    /// Binds run-time global dims and strides (elements, user order).
+    fn bind_strided(global: &[u64], strides: &[u64]) -> Result<BoundSpec, SpecErrors> {
+        Self::valid()?.bind(global, Some(strides))
+    }
+
+    /// The `cuTensorMapEncodeTiled` arguments for a tensor of these global dims.
+    fn encode_args(global: &[u64]) -> Result<EncodeArgs, SpecErrors> {
+        Self::bind(global).map(|b| EncodeArgs::new(&b))
+    }
+}
+
+/// Whether a `#[derive(TmaTiles)]` field is loaded, stored, or both.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Role {
+    Load,
+    Store,
+    LoadStore,
+}
+
+/// One field of a `#[derive(TmaTiles)]` struct, computed at compile time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TileInfo {
+    /// The Rust field.
+    pub field: &'static str,
+    /// The tile name: `<struct>_<field>` in snake case.
+    pub name: &'static str,
+    /// The CUDA helper: `tma_<name>`.
+    pub cuda_name: &'static str,
+    /// The kernel parameter: `<field>_map`.
+    pub map_param: &'static str,
+    pub role: Role,
+    pub rank: usize,
+    pub tx_bytes: u64,
+    pub box_bytes: u64,
+    /// Shared memory one helper call spans.
+    pub smem_bytes: u64,
+    pub smem_align: u64,
+    /// Byte offset of this tile in the struct's shared-memory layout.
+    pub smem_offset: u64,
+}
+
+/// Where each tile of a `#[derive(TmaTiles)]` struct lives in shared memory: fields in
+/// order, each at the next offset its swizzle's alignment allows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SmemLayout {
+    pub tiles: &'static [TileInfo],
+    /// Bytes from the base to the end of the last tile.
+    pub total_bytes: u64,
+    /// The base must be aligned to this (the largest tile alignment).
+    pub align_bytes: u64,
+}
+
+impl SmemLayout {
+    /// The tile of a field.
+    pub fn get(&self, field: &str) -> Option<&'static TileInfo> {
+        self.tiles.iter().find(|t| t.field == field)
+    }
+}
+
+/// A `#[derive(TmaTiles)]` field's run-time shape: global dims (user order, elements)
+/// and optionally strides. Implemented for `[u64; N]`, `Vec<u64>`, `[u64]`, [`Strided`]
+/// and references to them; the runtime implements it for its device tensors.
+pub trait TileArg {
+    fn global_dims(&self) -> &[u64];
+    fn strides(&self) -> Option<&[u64]> {
+        None
+    }
+}
+
+impl<const N: usize> TileArg for [u64; N] {
+    fn global_dims(&self) -> &[u64] {
+        self
+    }
+}
+impl TileArg for [u64] {
+    fn global_dims(&self) -> &[u64] {
+        self
+    }
+}
+impl TileArg for Vec<u64> {
+    fn global_dims(&self) -> &[u64] {
+        self
+    }
+}
+impl<T: TileArg + ?Sized> TileArg for &T {
+    fn global_dims(&self) -> &[u64] {
+        (**self).global_dims()
+    }
+    fn strides(&self) -> Option<&[u64]> {
+        (**self).strides()
+    }
+}
+
+/// Global dims with explicit strides (elements, user order).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Strided {
+    pub dims: Vec<u64>,
+    pub strides: Vec<u64>,
+}
+
+impl TileArg for Strided {
+    fn global_dims(&self) -> &[u64] {
+        &self.dims
+    }
+    fn strides(&self) -> Option<&[u64]> {
+        Some(&self.strides)
+    }
+}
+
+/// Helpers the generated code calls through `::tma::__private`.
+#[doc(hidden)]
+pub mod support {
+    use super::*;
+
+    /// Validates a declared spec once. Expansion validated the same spec with the same
+    /// function, so this is `Ok`; the `Err` arm returns the findings instead of panicking.
+    pub fn cached_valid(
+        cell: &'static OnceLock<Result<ValidSpec, SpecErrors>>,
+        spec: fn() -> TileSpec,
+    ) -> Result<&'static ValidSpec, SpecErrors> {
+        cell.get_or_init(|| tma_core::validate(&spec()))
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
+    /// [`cached_valid`] for every tile of a struct, in field order.
+    pub fn cached_valid_all(
+        cell: &'static OnceLock<Result<Vec<ValidSpec>, SpecErrors>>,
+        specs: fn() -> Vec<TileSpec>,
+    ) -> Result<&'static [ValidSpec], SpecErrors> {
+        cell.get_or_init(|| specs().iter().map(tma_core::validate).collect())
+            .as_deref()
+            .map_err(Clone::clone)
+    }
+
+    /// Encode arguments of one tile from a field's run-time shape.
+    pub fn encode_field<A: TileArg + ?Sized>(
+        valids: &[ValidSpec],
+        index: usize,
+        arg: &A,
+    ) -> Result<EncodeArgs, SpecErrors> {
+        let valid = valids.get(index).ok_or_else(|| SpecErrors {
+            tile: format!("#{index}"),
+            errors: Vec::new(),
+        })?;
+        valid
+            .bind(arg.global_dims(), arg.strides())
+            .map(|b| EncodeArgs::new(&b))
+    }
+
+    /// The spec of a declaration that failed to compile (never run: the crate does not
+    /// build), so uses of its type do not add errors of their own.
+    pub fn stub_spec(name: &str) -> TileSpec {
+        TileSpec::new(name, tma_core::DType::U8, [], [])
+    }
+
+    pub fn stub_valid(name: &str) -> Result<&'static ValidSpec, SpecErrors> {
+        Err(SpecErrors {
+            tile: name.into(),
+            errors: Vec::new(),
+        })
+    }
+}

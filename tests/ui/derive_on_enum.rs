@@ -1,0 +1,6 @@
+#[derive(tma::TmaTiles)]
+enum Attn {
+    Q,
+}
+
+fn main() {}

@@ -1,0 +1,8 @@
+tma::tma_2d! {
+    pub Rows: f16,
+    global = [M = 1024, K = 64],
+    boxed = [64, 64],
+    element_strides = [1, 2],
+}
+
+fn main() {}

@@ -1,0 +1,6 @@
+tma::tma_2d! {
+    pub Rows: f16,
+    global = [M = 1024, K = 64],
+}
+
+fn main() {}

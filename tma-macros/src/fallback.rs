@@ -1,0 +1,80 @@
+//! What a rejected declaration expands to: the errors, plus a stub with the same API so
+//! uses of the type do not add errors of their own (thiserror's `fallback.rs`).
+
+use crate::expand::private;
+use crate::parse::TileDecl;
+use proc_macro2::TokenStream;
+use quote::quote;
+use syn::ext::IdentExt;
+use syn::DeriveInput;
+
+/// The errors and a unit struct implementing `Tile` with empty values.
+pub fn tile(decl: &TileDecl, errors: syn::Error) -> TokenStream {
+    let p = private();
+    let errors = errors.to_compile_error();
+    let TileDecl {
+        attrs, vis, ident, ..
+    } = decl;
+    let name = ident.unraw().to_string();
+    quote! {
+        #errors
+        #(#attrs)*
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+        #vis struct #ident;
+
+        impl #p::Tile for #ident {
+            const NAME: &'static str = #name;
+            const CUDA_NAME: &'static str = "";
+            const RANK: usize = 0;
+            const TX_BYTES: u64 = 0;
+            const SMEM_BYTES: u64 = 0;
+            const SMEM_ALIGN: u64 = 1;
+            const BOX_BYTES: u64 = 0;
+            const CUDA_SOURCE: &'static str = "";
+
+            fn spec() -> #p::TileSpec {
+                #p::stub_spec(#name)
+            }
+
+            fn valid() -> #p::Result<&'static #p::ValidSpec, #p::SpecErrors> {
+                #p::stub_valid(#name)
+            }
+        }
+    }
+}
+
+/// The errors and the derive's inherent API with empty values.
+pub fn derive(input: &DeriveInput, errors: Option<syn::Error>) -> TokenStream {
+    let p = private();
+    let errors = errors.map(|e| e.to_compile_error());
+    let ident = &input.ident;
+    let (impl_generics, ty_generics, where_clause) = input.generics.split_for_impl();
+    quote! {
+        #errors
+        impl #impl_generics #ident #ty_generics #where_clause {
+            pub const TILES: &'static [#p::TileInfo] = &[];
+            pub const SMEM_BYTES: u64 = 0;
+            pub const SMEM_ALIGN: u64 = 1;
+            pub const CUDA_PARAMS: &'static str = "";
+            pub const CUDA_HELPERS: &'static str = "";
+            pub fn cuda_params() -> &'static str {
+                ""
+            }
+            pub fn cuda_helpers() -> &'static str {
+                ""
+            }
+            pub fn smem_plan() -> #p::SmemLayout {
+                #p::SmemLayout { tiles: &[], total_bytes: 0, align_bytes: 1 }
+            }
+            pub fn tile_specs() -> #p::Vec<#p::TileSpec> {
+                #p::Vec::new()
+            }
+            pub fn valid_specs() -> #p::Result<&'static [#p::ValidSpec], #p::SpecErrors> {
+                #p::Ok(&[])
+            }
+            pub fn encode_args(&self) -> #p::Result<#p::Vec<#p::EncodeArgs>, #p::SpecErrors> {
+                #p::Ok(#p::Vec::new())
+            }
+        }
+    }
+}

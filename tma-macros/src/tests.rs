@@ -1,0 +1,100 @@
+//! Expansion snapshots (prettyplease over the generated tokens).
+
+use crate::expand;
+use quote::quote;
+
+fn pretty(tokens: proc_macro2::TokenStream) -> String {
+    match syn::parse2::<syn::File>(tokens.clone()) {
+        Ok(file) => prettyplease::unparse(&file),
+        Err(e) => format!("unparsable expansion ({e}):\n{tokens}"),
+    }
+}
+
+fn tile(rank: usize, input: proc_macro2::TokenStream) -> String {
+    let decl = match syn::parse2(input) {
+        Ok(d) => d,
+        Err(e) => return format!("parse error: {e}"),
+    };
+    pretty(expand::tile_macro(rank, "tma_test", decl))
+}
+
+fn derive(input: proc_macro2::TokenStream) -> String {
+    match syn::parse2(input) {
+        Ok(d) => pretty(expand::derive(&d)),
+        Err(e) => format!("parse error: {e}"),
+    }
+}
+
+#[test]
+fn deformable_attention_seed() {
+    insta::assert_snapshot!(tile(
+        3,
+        quote! {
+            /// The value tensor of deformable attention.
+            pub DeformValue: f16,
+            global = [H = 94, W = 162, C = 32],
+            boxed = [2, 2, 32],
+        }
+    ));
+}
+
+#[test]
+fn mpk_seed_with_every_option() {
+    insta::assert_snapshot!(tile(
+        2,
+        quote! {
+            pub(crate) MpkA: bf16,
+            global = [ROW = _, COL = 1024],
+            boxed = [64, 64],
+            strides = [_, 1],
+            element_strides = [1, 1],
+            mpk_b = 3,
+            interleave = none,
+            l2_promotion = 128,
+            oob_fill = nan,
+            repeat = [1, 2],
+            smem_stride = 4096,
+            target = sm_90a,
+            name = "mpk_a",
+        }
+    ));
+}
+
+#[test]
+fn rejected_tile_expands_to_errors_and_a_stub() {
+    insta::assert_snapshot!(tile(
+        2,
+        quote! {
+            Bad: f32,
+            global = [0, 64],
+            boxed = [300, 64],
+        }
+    ));
+}
+
+#[test]
+fn warning_becomes_a_deprecation() {
+    insta::assert_snapshot!(tile(
+        1,
+        quote! {
+            Small: u8,
+            global = [16],
+            boxed = [32],
+        }
+    ));
+}
+
+#[test]
+fn derive_attention() {
+    insta::assert_snapshot!(derive(quote! {
+        struct Attn<'a> {
+            #[tma(dtype = bf16, global = [S = _, D = 64], boxed = [128, 64], swizzle = 128, load)]
+            q: &'a [u64],
+            #[tma(dtype = bf16, global = [S = _, D = 64], boxed = [64, 64], swizzle = 128, load)]
+            k: [u64; 2],
+            #[tma(dtype = f32, global = [S = _, D = 64], boxed = [128, 16], store)]
+            o: Vec<u64>,
+            scale: f32,
+        }
+    }));
+}
