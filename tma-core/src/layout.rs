@@ -99,6 +99,7 @@ impl std::fmt::Display for EncodeArgs {
 }
 
 #[cfg(test)]
+#[allow(clippy::panic)]
 mod tests {
     use super::*;
     use crate::{validate, DType, Swizzle, TileSpec};

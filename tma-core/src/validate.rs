@@ -101,13 +101,17 @@ impl Rule {
 pub struct SmemPlan {
     /// Elements per dim that one box writes (user order): ceil(box / element_stride).
     pub box_elems: Vec<u64>,
-    /// Bytes one box occupies in shared memory.
+    /// Bytes of data one box delivers: its elements times their size. What the mbarrier
+    /// counts.
+    pub box_data_bytes: u64,
+    /// Bytes one box spans in shared memory: rows at the hardware's pitch (a row narrower
+    /// than the swizzle span is padded to it), swizzled boxes rounded up to 128-byte lines.
     pub box_bytes: u64,
     /// Boxes one helper call moves (product of repeats).
     pub boxes: u64,
     /// Bytes between consecutive repeated boxes.
     pub stride_bytes: u64,
-    /// Bytes the mbarrier must expect per helper call: `box_bytes * boxes`.
+    /// Bytes the mbarrier must expect per helper call: `box_data_bytes * boxes`.
     pub tx_bytes: u64,
     /// Bytes of shared memory one helper call spans: `(boxes - 1) * stride_bytes + box_bytes`.
     pub footprint_bytes: u64,
@@ -734,7 +738,15 @@ fn smem_plan(spec: &TileSpec) -> SmemPlan {
         .zip(&spec.element_strides)
         .map(|(&b, &e)| u64::from(b).div_ceil(u64::from(e.max(1))))
         .collect();
-    let box_bytes = spec.dtype.smem_bytes(box_elems.iter().product());
+    let data_bytes = spec.dtype.smem_bytes(box_elems.iter().product());
+    // Rows (the inner dim) sit at the pitch the hardware uses; a swizzled box fills whole
+    // 128-byte lines, since the swizzle moves chunks anywhere within a line.
+    let rows: u64 = box_elems[..box_elems.len().saturating_sub(1)].iter().product();
+    let pitch = crate::swizzle::row_pitch_bytes(spec, crate::swizzle::DEFAULT_INNER_ROW_LAYOUT);
+    let box_bytes = match spec.swizzle {
+        Swizzle::None => rows * pitch,
+        _ => (rows * pitch).next_multiple_of(128),
+    };
     let boxes: u64 = spec.repeat.iter().map(|&r| u64::from(r.max(1))).product();
     let align_bytes = spec.swizzle.period_bytes().max(SMEM_ALIGN);
     let stride_bytes = match spec.smem_stride {
@@ -743,10 +755,11 @@ fn smem_plan(spec: &TileSpec) -> SmemPlan {
     };
     SmemPlan {
         box_elems,
+        box_data_bytes: data_bytes,
         box_bytes,
         boxes,
         stride_bytes,
-        tx_bytes: box_bytes * boxes,
+        tx_bytes: data_bytes * boxes,
         footprint_bytes: (boxes - 1) * stride_bytes + box_bytes,
         align_bytes,
     }
@@ -811,6 +824,7 @@ fn check_plan(spec: &TileSpec, plan: &SmemPlan, c: &mut Collector) {
 fn check_global(spec: &TileSpec, global: &[u64], strides: &[u64], c: &mut Collector) {
     let rank = spec.rank();
     let inner = rank - 1;
+    #[allow(clippy::needless_range_loop)] // d indexes global, boxed and the field names
     for d in 0..rank {
         let g = global[d];
         if g == 0 || g > MAX_GLOBAL_DIM {

@@ -189,10 +189,10 @@ fn check_spec(bound: &BoundSpec, coords: &[i64], seed: u64) {
         let smem = model::load_with(bound, &global, coords, opts).unwrap();
         let layout = model::smem_layout(bound, opts).unwrap();
         assert_eq!(smem.len() as u64, layout.len);
-        let whole_lines = spec.swizzle == Swizzle::None || bound.plan().box_bytes % 128 == 0;
-        let plain = spec.interleave == tma_core::Interleave::None;
-        if opts.inner_rows == InnerRowLayout::Dense && whole_lines && plain {
+        // The plan (what kernels allocate) is the default layout's extent.
+        if opts.inner_rows == tma_core::swizzle::DEFAULT_INNER_ROW_LAYOUT {
             assert_eq!(layout.len, bound.plan().footprint_bytes, "{spec:?}");
+            assert_eq!(layout.box_extent, bound.plan().box_bytes, "{spec:?}");
         }
         let elems = model::elements(bound, coords, opts).unwrap();
         // Every element gets its own slot: no two collide.
