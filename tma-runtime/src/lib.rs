@@ -1,4 +1,90 @@
 //! Runtime of `tma`: finding CUDA, NVRTC JIT with caches, tensor maps, launch.
+//!
+//! # Finding CUDA ([`cuda_libs`])
+//! cudarc panics when it cannot `dlopen` libcuda or libnvrtc; this crate looks first and
+//! returns [`Error::CudaLibraryMissing`] listing every place it tried and what to do.
+//! [`nvrtc_available`] needs no GPU; [`gpu_available`] describes device 0.
+//!
+//! ```no_run
+//! # fn main() -> Result<(), tma_runtime::Error> {
+//! let nvrtc = tma_runtime::nvrtc_available()?; // e.g. 13.0 from $TMA_NVRTC_PATH
+//! println!("NVRTC {:?} at {}", nvrtc.version, nvrtc.location);
+//! let gpu = tma_runtime::gpu_available()?;     // needs libcuda and a device
+//! println!("{} (sm {:?}) -> {:?}", gpu.name, gpu.compute_capability, gpu.arch);
+//! # Ok(()) }
+//! ```
+//!
+//! # Compiling ([`jit`]), no GPU needed
+//! ```no_run
+//! use tma_core::Arch;
+//! use tma_runtime::jit::{CompileOptions, Compiler, Source};
+//! # fn main() -> Result<(), tma_runtime::Error> {
+//! let compiler = Compiler::global()?; // configured from TMA_JIT_* / TMA_CACHE_DIR
+//! let source = Source::new("extern \"C\" __global__ void k(int* p) { *p = 1; }");
+//! let opts = CompileOptions::new(Arch::Sm90a).debug_waits(true).line_info(true);
+//! let out = compiler.compile_source(&source, &opts)?; // Arc<Compiled>
+//! assert!(out.cubin.starts_with(b"\x7fELF") && out.ptx.contains(".entry k"));
+//! # Ok(()) }
+//! ```
+//! A compile error is [`Error::Compile`] with NVRTC's log and the source with line numbers.
+//! Hold a [`jit::Source`] on hot paths: it is hashed once, and a cached compile is then a map
+//! lookup (well under a microsecond). [`Compiler::compile`] takes a `&str` and hashes it
+//! each call (a few microseconds for a 50 KB source).
+//!
+//! Caches: in-process (source fingerprint + options), then on disk: one content-addressed
+//! file per (source, NVRTC args, arch, NVRTC version, crate version), written to a temp file
+//! and renamed (safe across processes), checksummed (a corrupt file is ignored and rebuilt);
+//! a failed write is a warning on stderr.
+//!
+//! | variable | effect |
+//! | --- | --- |
+//! | `TMA_NVRTC_PATH` | libnvrtc (file or directory); when set, nothing else is tried |
+//! | `TMA_LIBCUDA_PATH` | libcuda (file or directory); likewise |
+//! | `TMA_CACHE_DIR` | disk cache (default `$XDG_CACHE_HOME/tma` or `~/.cache/tma`) |
+//! | `TMA_JIT_NO_CACHE=1` | no in-process or disk cache |
+//! | `TMA_JIT_DEBUG=1` | print NVRTC options, compile time, disk hits |
+//! | `TMA_JIT_DUMP=dir` | write `.cu`, `.ptx`, `.cubin` (`cuobjdump -sass`), `.log`, `.args` |
+//! | `TMA_REQUIRE_GPU=1` | [`testing::require_gpu_or_skip`] fails instead of skipping |
+//! | `TMA_REQUIRE_NVRTC=1`, `CI=true` | [`testing::require_nvrtc_or_skip`] fails instead of skipping |
+//!
+//! # Tensor maps ([`tensor_map`]) and launch ([`launch`])
+//! ```no_run
+//! use cudarc::driver::CudaContext;
+//! use tma_core::{validate, Arch, DType, TileSpec};
+//! use tma_runtime::{jit::{CompileOptions, Compiler, Source}, LaunchConfig, TensorMap};
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let cuda_source = String::new();
+//! let ctx = CudaContext::new(0)?;
+//! let stream = ctx.default_stream();
+//! let spec = TileSpec::new("a", DType::BF16, [4096, 1024], [64, 64]);
+//! let bound = validate(&spec)?.bound().ok_or("runtime dims: use ValidSpec::bind")?;
+//! let a = stream.alloc_zeros::<half::bf16>(4096 * 1024)?;
+//! // Element size, base alignment and length are checked before the driver call.
+//! let map = TensorMap::new(&bound, &a)?;
+//! let module = Compiler::global()?.load(&ctx, &Source::new(cuda_source),
+//!     &CompileOptions::new(Arch::Sm90a).debug_waits(true))?;
+//! let kernel = module.kernel("my_kernel")?;
+//! let cfg = LaunchConfig::new(&stream, (132, 1, 1), (384, 1, 1))
+//!     .dynamic_smem(160 * 1024) // > 48 KB: opted in automatically
+//!     .cluster((2, 1, 1));      // cuLaunchKernelEx with the cluster attribute
+//! let mut out = stream.alloc_zeros::<f32>(1024)?;
+//! // SAFETY: my_kernel(const __grid_constant__ CUtensorMap, float*).
+//! unsafe { kernel.launch_builder(&cfg).arg(&map).arg(&mut out).launch_and_sync() }?;
+//! # Ok(()) }
+//! ```
+//! [`TensorMap`] is `#[repr(transparent)]` over cudarc's `CUtensorMap` and goes to the kernel
+//! by value. [`TensorMapArray`] uploads many maps into global memory for kernels that index
+//! them (`prefetch.tensormap` + `fence.proxy.tensormap::generic.acquire`).
+//!
+//! # Hangs become errors
+//! A module compiled with `debug_waits` (`-DTMA_DEBUG`) gets a pinned, device-mapped
+//! [`launch::HangRecord`] whose address goes into its `tma_debug_record` global before any
+//! launch. A wait that gives up writes the record and traps; the failed launch or
+//! synchronisation ([`Launch::launch_and_sync`], [`Module::synchronize`]) then returns
+//! [`Error::BarrierTimeout`] naming the tile (from the source's `// tma-tile <id> <name>`
+//! lines), block, thread, barrier, parity and expected bytes.
+//! **After a trap the CUDA context is unusable** (every later call fails): report the error
+//! and start a fresh process. Run such tests alone (`#[ignore]` + `--ignored`).
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod cuda_libs;

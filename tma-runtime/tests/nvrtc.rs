@@ -120,3 +120,31 @@ fn every_arch_compiles_or_falls_back_to_ptx() -> Result<(), Error> {
     }
     Ok(())
 }
+
+#[test]
+fn dump_dir_gets_source_ptx_and_cubin() -> Result<(), Error> {
+    if require_nvrtc_or_skip("dump_dir_gets_source_ptx_and_cubin").is_none() {
+        return Ok(());
+    }
+    let dump = std::env::temp_dir().join(format!("tma-dump-test-{}", std::process::id()));
+    let compiler = Compiler::with_config(JitConfig {
+        debug: true,
+        dump_dir: Some(dump.clone()),
+        cache: false,
+        cache_dir: None,
+    })?;
+    let c = compiler.compile(
+        KERNEL,
+        &CompileOptions::new(Arch::Sm90a).define("SCALE_EXTRA", "3"),
+    )?;
+    for ext in ["cu", "ptx", "cubin", "log", "args"] {
+        let p = dump.join(format!("{}.{ext}", c.key));
+        assert!(p.exists(), "{} missing", p.display());
+    }
+    assert_eq!(
+        std::fs::read(dump.join(format!("{}.cubin", c.key))).ok(),
+        Some(c.cubin.clone())
+    );
+    let _ = std::fs::remove_dir_all(&dump);
+    Ok(())
+}
