@@ -200,10 +200,30 @@ impl TensorMap {
 /// # Safety
 /// libcuda is loaded and a context is current.
 unsafe fn encode_unchecked(bound: &BoundSpec, addr: u64) -> Result<TensorMap, Error> {
-    let a = EncodeArgs::new(bound);
+    // SAFETY: forwarded from the caller; a bound spec's arguments have the right lengths.
+    unsafe { encode_args(&EncodeArgs::new(bound), addr) }
+}
+
+/// `cuTensorMapEncodeTiled` on raw arguments, checked by nothing but the driver. For tests
+/// that compare the validator with the driver; real code uses [`TensorMap::new`].
+///
+/// # Safety
+/// libcuda is loaded and a context is current on this thread.
+pub unsafe fn encode_args(a: &EncodeArgs, addr: u64) -> Result<TensorMap, Error> {
+    let rank = a.rank as usize;
+    if a.global_dim.len() != rank
+        || a.box_dim.len() != rank
+        || a.element_strides.len() != rank
+        || a.global_strides.len() + 1 != rank.max(1)
+    {
+        return Err(Error::InvalidLaunch {
+            kernel: "cuTensorMapEncodeTiled".into(),
+            reason: format!("argument lists do not match rank {rank}:\n{a}"),
+        });
+    }
     let mut map = std::mem::MaybeUninit::<sys::CUtensorMap>::zeroed();
-    // SAFETY: every array holds `rank` (strides: rank - 1) entries as tma-core builds them;
-    // the map is a valid out-pointer; the driver only reads the arguments.
+    // SAFETY: every array holds `rank` (strides: rank - 1) entries, checked above; the map
+    // is a valid out-pointer; the driver only reads the arguments.
     let r = unsafe {
         sys::cuTensorMapEncodeTiled(
             map.as_mut_ptr(),
@@ -226,7 +246,7 @@ unsafe fn encode_unchecked(bound: &BoundSpec, addr: u64) -> Result<TensorMap, Er
         Err(result) => Err(Error::Encode {
             result: result.into(),
             global_address: addr,
-            args: Box::new(a),
+            args: Box::new(a.clone()),
         }),
     }
 }

@@ -1,0 +1,232 @@
+//! Shared support of the GPU tests: one context, the harness kernels, raw buffers, and the
+//! mismatch report. Every GPU test starts with `Gpu::open`, which prints a visible SKIP when
+//! there is no GPU (and fails instead when `TMA_REQUIRE_GPU=1`).
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::fmt;
+use std::sync::Arc;
+
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
+use tma_core::model::ReduceOp;
+use tma_core::{to_tma_order, Arch, BoundSpec, EncodeArgs};
+use tma_runtime::jit::{CompileOptions, Compiler, Source};
+use tma_runtime::launch::ByValue;
+use tma_runtime::{Kernel, LaunchConfig, Module, TensorMap};
+
+/// Boxes per call the harness supports (MAX_BOXES in harness.cu).
+pub const MAX_BOXES: usize = 64;
+
+/// The `BoxPlan` struct of harness.cu: per box, TMA-order coordinates and a smem offset.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct BoxPlan {
+    pub coords: [[i32; 5]; MAX_BOXES],
+    pub smem_offset: [u32; MAX_BOXES],
+}
+
+// SAFETY: plain old data, the same layout as the CUDA struct.
+unsafe impl cudarc::driver::DeviceRepr for BoxPlan {}
+// SAFETY: all-zero bytes are a valid BoxPlan.
+unsafe impl cudarc::driver::ValidAsZeroBits for BoxPlan {}
+
+pub struct Gpu {
+    pub ctx: Arc<CudaContext>,
+    pub stream: Arc<CudaStream>,
+    pub module: Arc<Module>,
+    load: Kernel,
+    store: Kernel,
+    out_dir: Option<std::path::PathBuf>,
+}
+
+impl Gpu {
+    /// Opens device 0 and compiles the harness, or prints why not and returns None.
+    pub fn open(test: &str) -> Option<Gpu> {
+        let info = tma_runtime::testing::require_gpu_or_skip(test)?;
+        println!("device: {} (cc {:?}, {:?})", info.name, info.compute_capability, info.arch);
+        let ctx = CudaContext::new(0).expect("context");
+        let stream = ctx.default_stream();
+        let source = Source::new(include_str!("harness.cu"));
+        let module = Compiler::global()
+            .expect("NVRTC")
+            .load(&ctx, &source, &CompileOptions::new(Arch::Sm90a))
+            .expect("harness compiles");
+        let load = module.kernel("harness_load").expect("harness_load");
+        let store = module.kernel("harness_store").expect("harness_store");
+        let out_dir = std::env::var_os("OUT").map(std::path::PathBuf::from);
+        Some(Gpu { ctx, stream, module, load, store, out_dir })
+    }
+
+    /// Device scratch memory whose address the validator test encodes over.
+    pub fn scratch(&self, bytes: usize) -> u64 {
+        let buf: CudaSlice<u8> = self.stream.alloc_zeros(bytes).expect("alloc");
+        let ptr = {
+            let (ptr, _g) = buf.device_ptr(&self.stream);
+            ptr
+        };
+        std::mem::forget(buf); // lives for the whole test process
+        ptr
+    }
+
+    /// `cuTensorMapEncodeTiled` on raw arguments: Ok or the driver's error text.
+    pub fn encode_result(&self, args: &EncodeArgs, addr: u64) -> Result<TensorMap, String> {
+        self.ctx.bind_to_thread().expect("bind");
+        // SAFETY: a context is current; the driver only reads the arguments (it never
+        // touches the memory at `addr` when encoding).
+        unsafe { tma_runtime::tensor_map::encode_args(args, addr) }.map_err(|e| match e {
+            tma_runtime::Error::Encode { result, .. } => format!("{result:?}"),
+            other => other.to_string(),
+        })
+    }
+
+    fn plan(&self, bound: &BoundSpec, coords: &[i64]) -> (BoxPlan, u32) {
+        let mut plan = BoxPlan { coords: [[0; 5]; MAX_BOXES], smem_offset: [0; MAX_BOXES] };
+        let places = bound.plan().repeat_placements(bound.spec());
+        assert!(places.len() <= MAX_BOXES, "{} boxes", places.len());
+        for (k, p) in places.iter().enumerate() {
+            let user: Vec<i32> = coords
+                .iter()
+                .zip(&p.global_offset)
+                .map(|(&c, &o)| i32::try_from(c + o).expect("coords fit i32"))
+                .collect();
+            for (t, c) in to_tma_order(&user).into_iter().enumerate() {
+                plan.coords[k][t] = c;
+            }
+            plan.smem_offset[k] = p.smem_offset as u32;
+        }
+        (plan, places.len() as u32)
+    }
+
+    fn upload_tensor(&self, bound: &BoundSpec, bytes: &[u8]) -> (CudaSlice<u8>, TensorMap) {
+        // 256 B of slack on both sides keeps every address 256-aligned like cudaMalloc's.
+        let buf = self.stream.clone_htod(bytes).expect("upload");
+        let ptr = {
+            let (ptr, _g) = buf.device_ptr(&self.stream);
+            ptr
+        };
+        bound.check_base_address(ptr).expect("cudaMalloc is 256-aligned");
+        let args = EncodeArgs::new(bound);
+        let map = self.encode_result(&args, ptr).unwrap_or_else(|e| panic!("encode: {e}\n{args}"));
+        (buf, map)
+    }
+
+    /// TMA load of one call; returns the raw shared-memory bytes (footprint long).
+    pub fn load(&self, bound: &BoundSpec, global: &[u8], coords: &[i64]) -> Result<Vec<u8>, String> {
+        let (gbuf, map) = self.upload_tensor(bound, global);
+        let (plan, boxes) = self.plan(bound, coords);
+        let plan_dev = self.stream.clone_htod(&[plan]).map_err(|e| e.to_string())?;
+        let footprint = bound.plan().footprint_bytes as u32;
+        let mut out: CudaSlice<u8> =
+            self.stream.clone_htod(&vec![0xA5u8; footprint as usize]).map_err(|e| e.to_string())?;
+        let tx = bound.plan().tx_bytes as u32;
+        let rank = bound.spec().rank() as i32;
+        let cfg = LaunchConfig::new(&self.stream, (1, 1, 1), (128, 1, 1)).dynamic_smem(footprint + 1024);
+        // SAFETY: harness_load(CUtensorMap, const BoxPlan*, int, unsigned x3, unsigned char*).
+        unsafe {
+            self.load
+                .launch_builder(&cfg)
+                .arg(&map)
+                .arg(&plan_dev)
+                .arg(&rank)
+                .arg(&boxes)
+                .arg(&tx)
+                .arg(&footprint)
+                .arg(&mut out)
+                .launch_and_sync()
+        }
+        .map_err(|e| e.to_string())?;
+        drop(gbuf);
+        self.stream.clone_dtoh(&out).map_err(|e| e.to_string())
+    }
+
+    /// TMA store (op None) or reduce (Some(Add)) of one call from raw shared-memory bytes;
+    /// returns the whole global tensor afterwards.
+    pub fn store(
+        &self,
+        bound: &BoundSpec,
+        before: &[u8],
+        smem: &[u8],
+        coords: &[i64],
+        op: Option<ReduceOp>,
+    ) -> Result<Vec<u8>, String> {
+        let (gbuf, map) = self.upload_tensor(bound, before);
+        let (plan, boxes) = self.plan(bound, coords);
+        let plan_dev = self.stream.clone_htod(&[plan]).map_err(|e| e.to_string())?;
+        let footprint = bound.plan().footprint_bytes as u32;
+        let smem_dev = self.stream.clone_htod(smem).map_err(|e| e.to_string())?;
+        let rank = bound.spec().rank() as i32;
+        let op_code: i32 = match op {
+            None => 0,
+            Some(ReduceOp::Add) => 1,
+            Some(other) => return Err(format!("harness has no {other:?}")),
+        };
+        let cfg = LaunchConfig::new(&self.stream, (1, 1, 1), (128, 1, 1)).dynamic_smem(footprint + 1024);
+        // SAFETY: harness_store(CUtensorMap, const BoxPlan*, int, unsigned x2, const unsigned char*, int).
+        unsafe {
+            self.store
+                .launch_builder(&cfg)
+                .arg(&map)
+                .arg(&plan_dev)
+                .arg(&rank)
+                .arg(&boxes)
+                .arg(&footprint)
+                .arg(&smem_dev)
+                .arg(&op_code)
+                .launch_and_sync()
+        }
+        .map_err(|e| e.to_string())?;
+        self.stream.clone_dtoh(&gbuf).map_err(|e| e.to_string())
+    }
+
+    /// Writes a text file under $OUT (when set), for the runs on the GPU machine.
+    pub fn write_text(&self, name: &str, text: &str) {
+        if let Some(dir) = &self.out_dir {
+            let _ = std::fs::write(dir.join(name), text);
+        }
+    }
+
+    /// Saves every mismatch's spec and bytes under $OUT for offline study of the model.
+    pub fn dump_mismatches(&self, what: &str, mismatches: &[Mismatch]) {
+        let text: Vec<String> = mismatches.iter().map(|m| m.full()).collect();
+        self.write_text(&format!("mismatches_{what}.txt"), &text.join("\n"));
+    }
+}
+
+pub fn _unused(_: ByValue<'_, u32>) {}
+
+/// One spec on which hardware and model disagree.
+pub struct Mismatch {
+    pub index: usize,
+    pub spec: String,
+    pub detail: String,
+    pub want: Vec<u8>,
+    pub got: Vec<u8>,
+}
+
+impl Mismatch {
+    pub fn new(index: usize, spec: String, want: &[u8], got: &[u8]) -> Mismatch {
+        let differing = want.iter().zip(got).filter(|(a, b)| a != b).count();
+        let first = want.iter().zip(got).position(|(a, b)| a != b);
+        let detail = format!(
+            "{differing} of {} bytes differ (lengths {} vs {}), first at {first:?}",
+            want.len().min(got.len()),
+            want.len(),
+            got.len()
+        );
+        Mismatch { index, spec, detail, want: want.to_vec(), got: got.to_vec() }
+    }
+    pub fn error(index: usize, spec: String, e: String) -> Mismatch {
+        Mismatch { index, spec, detail: format!("error: {e}"), want: vec![], got: vec![] }
+    }
+    fn full(&self) -> String {
+        fn hex(b: &[u8]) -> String {
+            b.iter().map(|x| format!("{x:02x}")).collect()
+        }
+        format!("#{} {}\n  {}\n  want {}\n  got  {}", self.index, self.spec, self.detail, hex(&self.want), hex(&self.got))
+    }
+}
+
+impl fmt::Display for Mismatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "#{} {}: {}", self.index, self.spec, self.detail)
+    }
+}

@@ -1,0 +1,174 @@
+//! Validator == driver: thousands of random specs, valid and invalid near every boundary the
+//! driver documents, each judged by `tma_core::validate` + `bind` and by
+//! `cuTensorMapEncodeTiled`. Only the rules the driver itself enforces
+//! (`Rule::checked_by_driver`) are compared; this toolkit's extra rules (ignored inner
+//! element strides, shared-memory plans, target-arch rules) are counted separately.
+//! Every disagreement is listed. Skips visibly without a GPU.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+#[path = "gpu/support.rs"]
+mod support;
+
+use std::collections::BTreeMap;
+use tma_core::testgen::{random_valid_spec, XorShift};
+use tma_core::{validate, Arch, DType, EncodeArgs, Interleave, OobFill, Rule, Swizzle, TileSpec};
+
+/// One field pushed to (or just past) a documented boundary.
+fn mutate(rng: &mut XorShift, spec: &mut TileSpec, global: &mut [u64], strides: &mut [u64]) -> String {
+    let rank = spec.rank();
+    let d = rng.below(rank as u64) as usize;
+    let inner = rank - 1;
+    match rng.below(13) {
+        0 => {
+            let v = [0u32, 1, 2, 255, 256, 257, 300][rng.below(7) as usize];
+            spec.boxed[d] = v;
+            format!("boxed[{d}] = {v}")
+        }
+        1 => {
+            let v = [0u32, 1, 7, 8, 9, 16][rng.below(6) as usize];
+            spec.element_strides[d] = v;
+            format!("element_strides[{d}] = {v}")
+        }
+        2 if d < inner => {
+            // byte strides around multiples of 16 / 32
+            let elem = spec.dtype.size_bytes().unwrap_or(1);
+            let bytes = [16u64, 24, 32, 48, 8, 4096 + 16, 4096 + 8][rng.below(7) as usize];
+            let v = (bytes / elem).max(1);
+            strides[d] = v;
+            format!("strides[{d}] = {v} ({} B)", v * elem)
+        }
+        3 if d < inner => {
+            let elem = spec.dtype.size_bytes().unwrap_or(1);
+            let bytes = [(1u64 << 40) - 16, 1 << 40, (1 << 40) + 16][rng.below(3) as usize];
+            strides[d] = bytes / elem;
+            format!("strides[{d}] = 2^40 {:+} B", bytes as i128 - (1i128 << 40))
+        }
+        4 => {
+            let v = [0u64, 1, 1 << 32, (1 << 32) + 1][rng.below(4) as usize];
+            global[d] = v;
+            format!("global[{d}] = {v}")
+        }
+        5 => {
+            let s = Swizzle::ALL[rng.below(7) as usize];
+            spec.swizzle = s;
+            format!("swizzle = {}", s.name())
+        }
+        6 => {
+            let i = [Interleave::None, Interleave::B16, Interleave::B32][rng.below(3) as usize];
+            spec.interleave = i;
+            format!("interleave = {}", i.name())
+        }
+        7 => {
+            spec.oob_fill = OobFill::NanRequestZeroFma;
+            "oob_fill = nan".into()
+        }
+        8 => {
+            // inner box bytes around 16-multiples and swizzle spans
+            let elem = spec.dtype.size_bytes().unwrap_or(1);
+            let bytes = [8u64, 16, 24, 32, 48, 64, 80, 128, 144, 256][rng.below(10) as usize];
+            let v = (bytes / elem).max(1) as u32;
+            spec.boxed[inner] = v;
+            format!("boxed[inner] = {v} ({} B)", u64::from(v) * elem)
+        }
+        9 => {
+            let t = DType::ALL[rng.below(13) as usize];
+            spec.dtype = t;
+            format!("dtype = {t}")
+        }
+        10 => {
+            strides[inner] = 2;
+            "innermost stride = 2".into()
+        }
+        11 => {
+            // rank changes are not expressible through EncodeArgs of this spec; base offsets are
+            let off = [0u64, 8, 16, 24, 32][rng.below(5) as usize];
+            spec.name = format!("base_offset_{off}");
+            format!("base address + {off}")
+        }
+        _ => {
+            spec.boxed[d] = spec.boxed[d].saturating_mul(2).min(512);
+            format!("boxed[{d}] doubled to {}", spec.boxed[d])
+        }
+    }
+}
+
+#[test]
+fn gpu_validator_agrees_with_the_driver() {
+    let Some(gpu) = support::Gpu::open("gpu_validator_agrees_with_the_driver") else {
+        return;
+    };
+    let n: usize = std::env::var("TMA_GPU_SPECS").ok().and_then(|s| s.parse().ok()).unwrap_or(3000) * 2;
+    let seed = std::env::var("TMA_GPU_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x7a11d);
+    let mut rng = XorShift::new(seed);
+    let mut disagreements = Vec::new();
+    let mut verdicts = BTreeMap::<&str, usize>::new();
+    let mut own_rules = BTreeMap::<String, usize>::new();
+    let mut driver_only = BTreeMap::<String, usize>::new();
+    let buffer = gpu.scratch(1 << 16);
+    for _ in 0..n {
+        let (bound, _) = random_valid_spec(&mut rng, Arch::Sm90a);
+        let mut spec = bound.spec().clone();
+        let mut global = bound.global().to_vec();
+        let mut strides = bound.strides().to_vec();
+        let what = if rng.below(5) == 0 {
+            "unchanged".to_string()
+        } else {
+            mutate(&mut rng, &mut spec, &mut global, &mut strides)
+        };
+        let base_offset: u64 = spec
+            .name
+            .strip_prefix("base_offset_")
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        // Our verdict, on the driver's rules only.
+        let ours: Result<(), Vec<Rule>> = match validate(&spec) {
+            Err(e) => Err(e.errors.iter().map(|e| e.rule).collect()),
+            Ok(v) => match v.bind(&global, Some(&strides)) {
+                Err(e) => Err(e.errors.iter().map(|e| e.rule).collect()),
+                Ok(b) => match b.check_base_address(buffer + base_offset) {
+                    Err(e) => Err(e.errors.iter().map(|e| e.rule).collect()),
+                    Ok(()) => Ok(()),
+                },
+            },
+        };
+        let driver_rules: Vec<Rule> = match &ours {
+            Ok(()) => vec![],
+            Err(rules) => rules.iter().copied().filter(|r| r.checked_by_driver()).collect(),
+        };
+        let ours_by_driver_rules_ok = driver_rules.is_empty();
+        let args = EncodeArgs::from_parts(&spec, &global, &strides);
+        let driver = gpu.encode_result(&args, buffer + base_offset);
+        let label = match (ours_by_driver_rules_ok, driver.is_ok()) {
+            (true, true) => "both accept",
+            (false, false) => "both reject",
+            (true, false) => "driver rejects, we accept",
+            (false, true) => "we reject, driver accepts",
+        };
+        *verdicts.entry(label).or_default() += 1;
+        if let Err(rules) = &ours {
+            for r in rules.iter().filter(|r| !r.checked_by_driver()) {
+                *own_rules.entry(format!("{r:?}")).or_default() += 1;
+            }
+        }
+        if ours_by_driver_rules_ok != driver.is_ok() {
+            let msg = format!(
+                "{label}: {what}; ours {:?}; driver {:?}\n{args}",
+                driver_rules,
+                driver.as_ref().err()
+            );
+            if ours.is_ok() || !ours_by_driver_rules_ok {
+                disagreements.push(msg);
+            } else {
+                *driver_only.entry(what).or_default() += 1;
+            }
+        }
+    }
+    println!("validator vs driver over {n} specs: {verdicts:?}");
+    println!("rejections by this toolkit's own rules (the driver does not check these): {own_rules:?}");
+    println!("driver rejections of specs we rejected by our own rules only: {driver_only:?}");
+    for d in disagreements.iter().take(30) {
+        println!("DISAGREEMENT {d}");
+    }
+    gpu.write_text("validator_disagreements.txt", &disagreements.join("\n\n"));
+    assert!(disagreements.is_empty(), "{} disagreements", disagreements.len());
+}
