@@ -11,6 +11,7 @@ pub mod layout;
 pub mod limits;
 pub mod model;
 pub mod picture;
+pub mod render;
 pub mod spec;
 pub mod swizzle;
 pub mod testgen;

@@ -1,0 +1,177 @@
+//! Snapshots of the rendered CUDA for the corpus, plus determinism and the MPK seed.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use tma_core::render::{self, corpus, exercise_body, header, KernelSource, TileCode};
+use tma_core::validate;
+
+#[test]
+fn corpus_validates_completely() {
+    let specs = corpus::specs();
+    for s in &specs {
+        if let Err(e) = validate(s) {
+            panic!("corpus spec does not validate: {e}");
+        }
+    }
+    assert_eq!(corpus::corpus().len(), specs.len());
+}
+
+#[test]
+fn prelude_snapshot() {
+    insta::assert_snapshot!("prelude", render::prelude());
+}
+
+#[test]
+fn tile_snapshots() {
+    for v in corpus::corpus() {
+        let code = match TileCode::new(&v, 0) {
+            Ok(c) => c,
+            Err(e) => panic!("{e}"),
+        };
+        assert_eq!(code.cuda_name(), format!("tma_{}", v.spec().name));
+        insta::assert_snapshot!(format!("tile_{}", v.spec().name), code.source());
+    }
+}
+
+#[test]
+fn exercise_snapshots() {
+    for v in corpus::corpus() {
+        insta::assert_snapshot!(format!("exercise_{}", v.spec().name), exercise_body(&v));
+    }
+}
+
+fn mpk() -> tma_core::ValidSpec {
+    match corpus::corpus()
+        .into_iter()
+        .find(|v| v.spec().name == "mpk_a")
+    {
+        Some(v) => v,
+        None => panic!("the corpus holds the MPK seed"),
+    }
+}
+
+/// Mirage MPK's seed: 4096 x 1024 bf16, box 64 x 64, 128B swizzle, repeat 1 x 2, smem stride
+/// 4096 elements: two 8 KiB boxes, 16384 bytes per load.
+#[test]
+fn mpk_seed_tx_bytes_and_coordinates() {
+    let v = mpk();
+    assert_eq!(v.tx_bytes(), 16384);
+    let code = match TileCode::new(&v, 0) {
+        Ok(c) => c,
+        Err(e) => panic!("{e}"),
+    };
+    let src = code.source();
+    assert!(src.contains("static constexpr unsigned TX_BYTES = 16384u;"));
+    assert!(src.contains("= 16384 B per load call"));
+    assert!(src.contains("static constexpr unsigned SMEM_ALIGN = 1024u;"));
+    // Box 1 of the repeat: 64 columns to the right, 8192 bytes further in smem; the PTX
+    // operand is innermost first (col, row).
+    assert!(src.contains(r#""r"(dst + 8192u), "l"(map), "r"(c1 + 64), "r"(c0), "r"(mbar)"#));
+    assert!(src.contains("//   boxDim         = [64, 64]"));
+    assert!(src.contains("//   globalDim      = [1024, 4096]"));
+    assert!(src.contains("CU_TENSOR_MAP_SWIZZLE_128B"));
+    assert_eq!(
+        src.matches("cp.async.bulk.tensor.2d.shared::cluster")
+            .count(),
+        4
+    );
+}
+
+#[test]
+fn prelude_polls_with_selp_and_no_branch_in_asm() {
+    let p = render::prelude();
+    assert!(p.contains("selp.b32"));
+    assert!(p.contains("mbarrier.try_wait.parity.shared::cta.b64"));
+    // No branch inside any inline-PTX string (only comments mention `@p bra`).
+    for line in p.lines().filter(|l| !l.trim_start().starts_with("//")) {
+        assert!(!line.contains("bra"), "branch in inline PTX: {line}");
+    }
+    assert!(p.contains("struct alignas(64) CUtensorMap { unsigned long long opaque[16]; };"));
+    assert!(p.contains("cp.async.bulk.wait_group.read %0;"));
+    assert!(p.contains("fence.proxy.tensormap::generic.acquire.gpu"));
+}
+
+#[test]
+fn kernel_source_is_deterministic_and_lists_tiles() {
+    let all = corpus::corpus();
+    let build = || {
+        let mut k = KernelSource::new();
+        for v in &all {
+            k = k.tile(v);
+        }
+        k.body("extern \"C\" __global__ void k() {}\n").build()
+    };
+    let (a, b) = match (build(), build()) {
+        (Ok(a), Ok(b)) => (a, b),
+        (Err(e), _) | (_, Err(e)) => panic!("{e}"),
+    };
+    assert_eq!(a, b);
+    assert!(a.starts_with(&render::prelude()));
+    for (id, v) in all.iter().enumerate() {
+        let line = format!("// tma-tile {id} {}\n", v.spec().name);
+        assert!(a.contains(&line), "missing {line:?}");
+        assert!(a.contains(&format!("struct tma_{} {{", v.spec().name)));
+        assert!(a.contains(&format!("static constexpr unsigned TILE_ID = {id}u;")));
+    }
+    assert!(a.ends_with("extern \"C\" __global__ void k() {}\n"));
+    // Rendering each piece twice gives the same bytes too.
+    assert_eq!(render::prelude(), render::prelude());
+    for v in &all {
+        assert_eq!(exercise_body(v), exercise_body(v));
+    }
+}
+
+#[test]
+fn kernel_snapshot_mpk() {
+    let v = mpk();
+    let src = KernelSource::new()
+        .tile(&v)
+        .body(&exercise_body(&v))
+        .build();
+    match src {
+        Ok(s) => insta::assert_snapshot!("kernel_mpk_a", s),
+        Err(e) => panic!("{e}"),
+    }
+}
+
+#[test]
+fn header_has_pragma_once_and_every_tile() {
+    let all = corpus::corpus();
+    let h = match header(&all[..2]) {
+        Ok(h) => h,
+        Err(e) => panic!("{e}"),
+    };
+    assert!(h.contains("#pragma once\n"));
+    assert!(h.contains("struct tma_mpk_a {"));
+    assert!(h.contains(&format!("struct tma_{} {{", all[1].spec().name)));
+    insta::assert_snapshot!("header_two_tiles", h);
+}
+
+#[test]
+fn duplicate_tile_names_are_refused() {
+    let v = mpk();
+    let err = KernelSource::new().tile(&v).tile(&v).build();
+    assert!(matches!(
+        err,
+        Err(render::RenderError::DuplicateTile {
+            first: 0,
+            second: 1,
+            ..
+        })
+    ));
+    assert!(matches!(
+        TileCode::new(&v, u32::MAX),
+        Err(render::RenderError::ReservedTileId(_))
+    ));
+}
+
+#[test]
+fn reductions_follow_the_ptx_type_table() {
+    use tma_core::DType;
+    assert_eq!(render::reduce_ops(DType::F64), Vec::<&str>::new());
+    assert_eq!(render::reduce_ops(DType::F32), vec!["add"]);
+    assert_eq!(render::reduce_ops(DType::BF16), vec!["add", "min", "max"]);
+    assert_eq!(
+        render::reduce_ops(DType::U32),
+        vec!["add", "min", "max", "and", "or", "xor", "inc", "dec"]
+    );
+}
