@@ -115,10 +115,26 @@ fn run_time_dims_are_checked_against_static_ones() {
 }
 
 #[test]
-fn cuda_source_is_rendered_at_compile_time() {
-    let valid = DeformValue::valid().unwrap();
-    assert_eq!(DeformValue::CUDA_NAME, format!("tma_{}", valid.spec().name));
-    assert!(DeformValue::CUDA_SOURCE.contains("deform_value"));
+fn cuda_source_is_rendered_at_compile_time_by_the_core_renderer() {
+    use tma::core::render::TileCode;
+    for (valid, name, source) in [
+        (
+            DeformValue::valid(),
+            DeformValue::CUDA_NAME,
+            DeformValue::CUDA_SOURCE,
+        ),
+        (MpkA::valid(), MpkA::CUDA_NAME, MpkA::CUDA_SOURCE),
+        (
+            DeformValueStrided::valid(),
+            DeformValueStrided::CUDA_NAME,
+            DeformValueStrided::CUDA_SOURCE,
+        ),
+    ] {
+        let code = TileCode::new(valid.unwrap(), 0).unwrap();
+        assert_eq!(source, code.source());
+        assert_eq!(name, code.cuda_name());
+    }
+    assert_eq!(DeformValue::CUDA_NAME, "tma_deform_value");
 }
 
 /// Attention tiles: q, k, v loaded, o stored. Fields hold each tensor's run-time dims.
@@ -165,11 +181,20 @@ fn four_field_struct_parameters_and_smem_plan() {
     let roles: Vec<Role> = plan.tiles.iter().map(|t| t.role).collect();
     assert_eq!(roles, [Role::Load, Role::Load, Role::Load, Role::Store]);
     assert_eq!(plan.get("o").map(|t| t.cuda_name), Some("tma_attention_o"));
-    for (t, valid) in plan.tiles.iter().zip(Attention::valid_specs().unwrap()) {
+    let mut helpers = Vec::new();
+    for (id, (t, valid)) in plan
+        .tiles
+        .iter()
+        .zip(Attention::valid_specs().unwrap())
+        .enumerate()
+    {
         assert_eq!(t.tx_bytes, valid.tx_bytes());
         assert_eq!(t.smem_offset % valid.plan().align_bytes, 0);
-        assert!(Attention::cuda_helpers().contains(t.name));
+        let code = tma::core::render::TileCode::new(valid, id as u32).unwrap();
+        assert_eq!(t.cuda_name, code.cuda_name());
+        helpers.push(code.source().to_owned());
     }
+    assert_eq!(Attention::cuda_helpers(), helpers.join("\n"));
 }
 
 #[test]

@@ -260,6 +260,14 @@ pub fn tile(input: TileInput<'_>, errs: &mut Errors) -> Option<Checked> {
                 match finding.rule {
                     // The value is a length: the message says it better than `boxed = 1`.
                     Rule::ListLength => errs.push(span, &finding.message),
+                    _ if matches!(finding.field, Field::Stride { .. }) && spans.strides.is_none() => {
+                        errs.push(
+                            span,
+                            format!(
+                                "{finding}\n(no `strides` given: rows are dense, each stride the product of the dims inside; give `strides = [..]` to pad rows)"
+                            ),
+                        )
+                    }
                     _ => errs.push(span, finding),
                 }
             }

@@ -219,7 +219,15 @@ pub fn derive(input: &DeriveInput) -> TokenStream {
         let Some(field_ident) = &field.ident else {
             continue;
         };
-        for attr in field.attrs.iter().filter(|a| a.path().is_ident("tma")) {
+        let mut attrs = field.attrs.iter().filter(|a| a.path().is_ident("tma"));
+        let first = attrs.next();
+        for extra in attrs {
+            errs.push_error(syn::Error::new_spanned(
+                extra,
+                "one `#[tma(..)]` per field: a field is one tile",
+            ));
+        }
+        if let Some(attr) = first {
             let entries = match attr.parse_args_with(parse::entries) {
                 Ok(e) => e,
                 Err(e) => {

@@ -17,16 +17,16 @@ pub fn tile(valid: &ValidSpec, tile_id: u32) -> Result<TileCuda, String> {
     imp::tile(valid, tile_id)
 }
 
-/// Until `tma_core::render` lands: the name the contract fixes and a marker comment.
 mod imp {
     use super::TileCuda;
+    use tma_core::render::TileCode;
     use tma_core::ValidSpec;
 
     pub fn tile(valid: &ValidSpec, tile_id: u32) -> Result<TileCuda, String> {
-        let name = &valid.spec().name;
+        let code = TileCode::new(valid, tile_id).map_err(|e| e.to_string())?;
         Ok(TileCuda {
-            cuda_name: format!("tma_{name}"),
-            source: format!("// tma-tile {tile_id} {name}\n"),
+            cuda_name: code.cuda_name(),
+            source: code.source().to_owned(),
         })
     }
 }
