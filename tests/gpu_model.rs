@@ -22,6 +22,32 @@ fn spec_count() -> usize {
         .unwrap_or(3000)
 }
 
+/// `TMA_GPU_ONLY=plain|strided|interleave|repeat|swizzle`: only specs of one kind, to
+/// isolate a fault. `TMA_GPU_TRACE=1`: print each spec before its launch.
+fn wanted(b: &BoundSpec) -> bool {
+    let s = b.spec();
+    match std::env::var("TMA_GPU_ONLY").as_deref() {
+        Ok("plain") => {
+            s.interleave == Interleave::None
+                && s.element_strides.iter().all(|&e| e == 1)
+                && b.plan().boxes == 1
+                && s.swizzle == Swizzle::None
+        }
+        Ok("swizzle") => s.interleave == Interleave::None && s.swizzle != Swizzle::None,
+        Ok("strided") => s.element_strides.iter().any(|&e| e != 1),
+        Ok("interleave") => s.interleave != Interleave::None,
+        Ok("repeat") => b.plan().boxes > 1,
+        Ok("no-interleave") => s.interleave == Interleave::None,
+        _ => true,
+    }
+}
+
+fn trace(i: usize, b: &BoundSpec, coords: &[i64]) {
+    if std::env::var_os("TMA_GPU_TRACE").is_some() {
+        println!("spec #{i}: {}", describe(b, coords));
+    }
+}
+
 fn seed() -> u64 {
     std::env::var("TMA_GPU_SEED")
         .ok()
@@ -107,8 +133,18 @@ fn gpu_loads_match_the_model_bit_for_bit() {
     let mut cov = Coverage::default();
     let mut mismatches = Vec::new();
     let n = spec_count();
-    for i in 0..n {
+    let sanity = sanity_spec();
+    let global = random_bytes(&mut rng, sanity.extent_bytes() as usize);
+    let want = model::load(&sanity, &global, &[3, 5]).expect("model");
+    assert_eq!(gpu.load(&sanity, &global, &[3, 5]), Ok(want), "sanity: a plain 2-D f32 box");
+    let mut i = 0;
+    while i < n {
         let (bound, coords) = random_valid_spec(&mut rng, Arch::Sm90a);
+        if !wanted(&bound) {
+            continue;
+        }
+        i += 1;
+        trace(i, &bound, &coords);
         cov.add(&bound, &coords);
         let global = random_bytes(&mut rng, bound.extent_bytes() as usize);
         let want = model::load(&bound, &global, &coords).expect("model handles every sm_90 spec");
@@ -116,7 +152,12 @@ fn gpu_loads_match_the_model_bit_for_bit() {
         match got {
             Ok(got) if got == want => {}
             Ok(got) => mismatches.push(Mismatch::new(i, describe(&bound, &coords), &want, &got)),
-            Err(e) => mismatches.push(Mismatch::error(i, describe(&bound, &coords), e)),
+            Err(e) => {
+                // A sticky CUDA error: nothing after it can run in this process.
+                println!("launch failed on spec #{i}: {}: {e}", describe(&bound, &coords));
+                mismatches.push(Mismatch::error(i, describe(&bound, &coords), e));
+                break;
+            }
         }
         if i > 0 && i % 500 == 0 {
             println!("  {i}/{n} loads, {} mismatches so far", mismatches.len());
@@ -138,8 +179,14 @@ fn gpu_stores_match_the_model_bit_for_bit() {
     let mut cov = Coverage::default();
     let mut mismatches = Vec::new();
     let n = spec_count();
-    for i in 0..n {
+    let mut i = 0;
+    while i < n {
         let (bound, coords) = random_valid_spec(&mut rng, Arch::Sm90a);
+        if !wanted(&bound) {
+            continue;
+        }
+        i += 1;
+        trace(i, &bound, &coords);
         cov.add(&bound, &coords);
         let before = random_bytes(&mut rng, bound.extent_bytes() as usize);
         let smem = random_bytes(&mut rng, bound.plan().footprint_bytes as usize);
@@ -148,7 +195,11 @@ fn gpu_stores_match_the_model_bit_for_bit() {
         match gpu.store(&bound, &before, &smem, &coords, None) {
             Ok(got) if got == want => {}
             Ok(got) => mismatches.push(Mismatch::new(i, describe(&bound, &coords), &want, &got)),
-            Err(e) => mismatches.push(Mismatch::error(i, describe(&bound, &coords), e)),
+            Err(e) => {
+                println!("launch failed on spec #{i}: {}: {e}", describe(&bound, &coords));
+                mismatches.push(Mismatch::error(i, describe(&bound, &coords), e));
+                break;
+            }
         }
     }
     gpu.dump_mismatches("stores", &mismatches);
@@ -173,6 +224,10 @@ fn gpu_reduce_add_matches_the_model_bit_for_bit() {
     let n = spec_count() / 2;
     while checked < n {
         let (bound, coords) = random_valid_spec(&mut rng, Arch::Sm90a);
+        if !wanted(&bound) {
+            continue;
+        }
+        trace(checked, &bound, &coords);
         let dtype = bound.spec().dtype;
         let before = finite_values(&mut rng, dtype, bound.extent_bytes() as usize);
         let smem = finite_values(&mut rng, dtype, bound.plan().footprint_bytes as usize);
@@ -186,7 +241,11 @@ fn gpu_reduce_add_matches_the_model_bit_for_bit() {
         match gpu.store(&bound, &before, &smem, &coords, Some(ReduceOp::Add)) {
             Ok(got) if got == want => {}
             Ok(got) => mismatches.push(Mismatch::new(checked, describe(&bound, &coords), &want, &got)),
-            Err(e) => mismatches.push(Mismatch::error(checked, describe(&bound, &coords), e)),
+            Err(e) => {
+                println!("launch failed on spec #{checked}: {}: {e}", describe(&bound, &coords));
+                mismatches.push(Mismatch::error(checked, describe(&bound, &coords), e));
+                break;
+            }
         }
     }
     println!("skipped as unsupported by reduce-add: {unsupported:?}");
@@ -231,6 +290,12 @@ fn finite_values(rng: &mut XorShift, dtype: DType, len: usize) -> Vec<u8> {
         _ => {}
     }
     out
+}
+
+/// A plain 2-D f32 tile: if this fails, the harness is broken, not the model.
+fn sanity_spec() -> BoundSpec {
+    let spec = tma_core::TileSpec::new("sanity", DType::F32, [40, 48], [8, 16]);
+    tma_core::validate(&spec).unwrap().bound().unwrap()
 }
 
 #[test]

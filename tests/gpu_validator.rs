@@ -105,6 +105,7 @@ fn gpu_validator_agrees_with_the_driver() {
     let mut own_rules = BTreeMap::<String, usize>::new();
     let mut driver_only = BTreeMap::<String, usize>::new();
     let buffer = gpu.scratch(1 << 16);
+    let mut csv = String::from("verdict,what,dtype,rank,interleave,swizzle,oob,global,strides_bytes,box,estrides,inner_box_bytes,box_bytes,driver\n");
     for _ in 0..n {
         let (bound, _) = random_valid_spec(&mut rng, Arch::Sm90a);
         let mut spec = bound.spec().clone();
@@ -145,6 +146,23 @@ fn gpu_validator_agrees_with_the_driver() {
             (false, true) => "we reject, driver accepts",
         };
         *verdicts.entry(label).or_default() += 1;
+        let elem = spec.dtype.size_bytes().unwrap_or(1);
+        let box_elems: u64 = spec.boxed.iter().map(|&b| u64::from(b)).product();
+        csv.push_str(&format!(
+            "{label},{what},{},{},{},{},{},{:?},{:?},{:?},{:?},{},{},{:?}\n",
+            spec.dtype,
+            spec.rank(),
+            spec.interleave.name(),
+            spec.swizzle.name(),
+            spec.oob_fill.name(),
+            args.global_dim,
+            args.global_strides,
+            args.box_dim,
+            args.element_strides,
+            u64::from(args.box_dim.first().copied().unwrap_or(0)) * elem,
+            box_elems * elem,
+            driver.as_ref().err()
+        ).replace(", ", " "));
         if let Err(rules) = &ours {
             for r in rules.iter().filter(|r| !r.checked_by_driver()) {
                 *own_rules.entry(format!("{r:?}")).or_default() += 1;
@@ -170,5 +188,6 @@ fn gpu_validator_agrees_with_the_driver() {
         println!("DISAGREEMENT {d}");
     }
     gpu.write_text("validator_disagreements.txt", &disagreements.join("\n\n"));
+    gpu.write_text("validator_verdicts.csv", &csv);
     assert!(disagreements.is_empty(), "{} disagreements", disagreements.len());
 }
