@@ -181,6 +181,18 @@ fn gpu_validator_agrees_with_the_driver() {
             }
         }
     }
+    // Exact probes around the box-size limit the driver enforces (227 KB on sm_90):
+    // u8 boxes [k][4][256] of k KB.
+    for k in [168u32, 192, 200, 224, 226, 227, 228, 230, 232, 240, 256] {
+        let spec = TileSpec::new("probe", DType::U8, [256, 4, 256], [k, 4, 256]);
+        let ours = validate(&spec).is_ok();
+        let args = EncodeArgs::from_parts(&spec, &[256, 4, 256], &[1024, 256, 1]);
+        let driver = gpu.encode_result(&args, buffer).is_ok();
+        println!("probe box {k} KB: ours {ours}, driver {driver}");
+        if ours != driver {
+            disagreements.push(format!("box of {k} KB: ours {ours}, driver {driver}"));
+        }
+    }
     println!("validator vs driver over {n} specs: {verdicts:?}");
     println!("rejections by this toolkit's own rules (the driver does not check these): {own_rules:?}");
     println!("driver rejections of specs we rejected by our own rules only: {driver_only:?}");

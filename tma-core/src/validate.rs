@@ -37,8 +37,12 @@ pub enum Rule {
     ElementStrideRange,
     /// Without interleave the hardware ignores the innermost element stride: it must be 1.
     InnerElementStrideIgnored,
-    /// Without interleave, the inner box extent in bytes is a multiple of 16.
+    /// The inner box extent in bytes is a multiple of 16. The driver documents this for
+    /// no interleave; driver 580 on an H100 enforces it with interleave too.
     InnerBoxBytesMultipleOf16,
+    /// The box's data (elements traversed x size) must fit the target's shared memory per
+    /// block: driver 580 on an H100 refuses larger boxes (undocumented).
+    BoxTooLarge,
     /// With swizzle (and no interleave) the inner box extent in bytes fits the swizzle span.
     InnerBoxFitsSwizzleSpan,
     /// 32-byte interleave works only with the 32-byte swizzle.
@@ -86,7 +90,7 @@ impl Rule {
                 | Rule::ElementStrideRange
                 | Rule::InnerBoxBytesMultipleOf16
                 | Rule::InnerBoxFitsSwizzleSpan
-                | Rule::Interleave32NeedsSwizzle32
+                | Rule::BoxTooLarge
                 | Rule::PackedTypeNoInterleave
                 | Rule::PackedTypeAlignment
                 | Rule::NanFillNeedsFloat
@@ -644,13 +648,13 @@ fn check_static(spec: &TileSpec, c: &mut Collector) {
         );
     }
     let inner_bytes = inner_box_bytes(spec);
-    if !interleaved && inner_bytes % INNER_BOX_BYTES_ALIGN != 0 {
+    if inner_bytes % INNER_BOX_BYTES_ALIGN != 0 {
         c.error(
             field_box(spec, inner),
             spec.boxed[inner],
             Rule::InnerBoxBytesMultipleOf16,
             format!(
-                "the inner box extent is {inner_bytes} B ({} x {}); without interleave it must be a multiple of {INNER_BOX_BYTES_ALIGN} B",
+                "the inner box extent is {inner_bytes} B ({} x {}); it must be a multiple of {INNER_BOX_BYTES_ALIGN} B",
                 spec.boxed[inner], spec.dtype
             ),
         );
@@ -794,6 +798,20 @@ fn check_plan(spec: &TileSpec, plan: &SmemPlan, c: &mut Collector) {
                 ),
             );
         }
+    }
+    let box_limit = spec.target.max_smem_per_block();
+    if plan.box_data_bytes > box_limit {
+        c.error(
+            Field::List("boxed"),
+            format!("{:?}", spec.boxed),
+            Rule::BoxTooLarge,
+            format!(
+                "one box holds {} B of data; the driver refuses boxes over the {limit} B of shared memory a block may use on {}",
+                plan.box_data_bytes,
+                spec.target,
+                limit = box_limit
+            ),
+        );
     }
     if plan.tx_bytes > MAX_TX_BYTES {
         c.error(
