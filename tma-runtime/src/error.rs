@@ -8,10 +8,7 @@ use tma_core::{DType, EncodeArgs, SpecErrors};
 #[non_exhaustive]
 pub enum Error {
     /// A CUDA shared library could not be loaded (cudarc would have panicked here).
-    #[error(
-        "CUDA library `{library}` not found; searched:\n  {}\nhint: {hint}",
-        searched.join("\n  ")
-    )]
+    #[error("CUDA library `{library}` not found: {}\nhint: {hint}", summarize_search(searched))]
     CudaLibraryMissing {
         library: String,
         /// Every place tried, with the loader's reason.
@@ -214,4 +211,46 @@ impl From<DriverError> for CuResult {
     fn from(e: DriverError) -> Self {
         CuResult(e.0)
     }
+}
+
+/// "tried N file names (a, b, ...) in these folders: x, y; and by bare name through the
+/// system loader": the places of a library search without their cross product.
+fn summarize_search(searched: &[String]) -> String {
+    let mut names: Vec<&str> = Vec::new();
+    let mut dirs: Vec<&str> = Vec::new();
+    let mut bare = false;
+    for entry in searched {
+        let path = entry.split(" (").next().unwrap_or(entry);
+        match path.rsplit_once('/') {
+            Some((dir, name)) => {
+                if !dirs.contains(&dir) {
+                    dirs.push(dir);
+                }
+                if !names.contains(&name) {
+                    names.push(name);
+                }
+            }
+            None => {
+                bare = true;
+                if !names.contains(&path) {
+                    names.push(path);
+                }
+            }
+        }
+    }
+    let shown: Vec<&str> = names.iter().take(4).copied().collect();
+    let more = names.len().saturating_sub(shown.len());
+    let mut out = format!(
+        "tried {} file names ({}{})",
+        names.len(),
+        shown.join(", "),
+        if more > 0 { format!(", {more} more") } else { String::new() }
+    );
+    if !dirs.is_empty() {
+        out.push_str(&format!(" in {}", dirs.join(", ")));
+    }
+    if bare {
+        out.push_str(if dirs.is_empty() { " through the system loader" } else { ", and through the system loader" });
+    }
+    out
 }
