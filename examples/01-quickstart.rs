@@ -61,12 +61,19 @@ fn main() -> Result<(), Box<dyn Error>> {
     let valid = MpkTile::valid()?;
     let bound = MpkTile::bind(&[4096, 1024])?;
     let plan = valid.plan();
-    println!("tile {} -> CUDA struct {}", MpkTile::NAME, MpkTile::CUDA_NAME);
+    println!(
+        "tile {} -> CUDA struct {}",
+        MpkTile::NAME,
+        MpkTile::CUDA_NAME
+    );
     println!(
         "  {} boxes of {} B each, {} B apart; footprint {} B, aligned to {} B",
         plan.boxes, plan.box_bytes, plan.stride_bytes, plan.footprint_bytes, plan.align_bytes
     );
-    println!("  TX_BYTES = {} (what the mbarrier must expect per call)", MpkTile::TX_BYTES);
+    println!(
+        "  TX_BYTES = {} (what the mbarrier must expect per call)",
+        MpkTile::TX_BYTES
+    );
     if MpkTile::TX_BYTES != 16384 {
         return Err(format!("TX_BYTES is {}, expected 16384", MpkTile::TX_BYTES).into());
     }
@@ -120,12 +127,18 @@ fn run_on_gpu(
     use half::bf16;
     use tma::runtime::{LaunchConfig, TensorMap};
 
-    println!("\nGPU: {} (compute capability {:?})", gpu.name, gpu.compute_capability);
+    println!(
+        "\nGPU: {} (compute capability {:?})",
+        gpu.name, gpu.compute_capability
+    );
     let ctx = CudaContext::new(0)?;
     let stream = ctx.default_stream();
     let (m, k) = (4096usize, 1024usize);
     // Fresh random data every run; the output is poisoned so unwritten tiles show.
-    let mut state = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_nanos() as u64 | 1;
+    let mut state = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_nanos() as u64
+        | 1;
     let input: Vec<bf16> = (0..m * k)
         .map(|_| {
             state ^= state << 13;
@@ -157,12 +170,25 @@ fn run_on_gpu(
     let dump = stream.clone_dtoh(&d_dump)?;
 
     // Shared memory of block (0, 0) == the CPU model's load at (0, 0), bit for bit.
-    let global_bytes: Vec<u8> = input.iter().flat_map(|x| x.to_bits().to_le_bytes()).collect();
+    let global_bytes: Vec<u8> = input
+        .iter()
+        .flat_map(|x| x.to_bits().to_le_bytes())
+        .collect();
     let want_smem = model::load(bound, &global_bytes, &[0, 0])?;
     let smem_diff = want_smem.iter().zip(&dump).filter(|(a, b)| a != b).count();
-    let out_diff = input.iter().zip(&out).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
-    println!("shared memory vs CPU model: {smem_diff} of {} bytes differ", want_smem.len());
-    println!("round trip through TMA load + store: {out_diff} of {} elements differ", m * k);
+    let out_diff = input
+        .iter()
+        .zip(&out)
+        .filter(|(a, b)| a.to_bits() != b.to_bits())
+        .count();
+    println!(
+        "shared memory vs CPU model: {smem_diff} of {} bytes differ",
+        want_smem.len()
+    );
+    println!(
+        "round trip through TMA load + store: {out_diff} of {} elements differ",
+        m * k
+    );
     if smem_diff != 0 || out_diff != 0 {
         return Err("TMA results differ from the model".into());
     }

@@ -108,7 +108,10 @@ impl Coverage {
             c < 0 || c + i64::from(s.boxed[d]) * i64::from(s.repeat[d]) > b.global()[d] as i64
         });
         self.out_of_bounds += usize::from(oob);
-        *self.sizes.entry(s.dtype.size_bytes().unwrap_or(0)).or_default() += 1;
+        *self
+            .sizes
+            .entry(s.dtype.size_bytes().unwrap_or(0))
+            .or_default() += 1;
     }
 }
 
@@ -136,7 +139,11 @@ fn gpu_loads_match_the_model_bit_for_bit() {
     let sanity = sanity_spec();
     let global = random_bytes(&mut rng, sanity.extent_bytes() as usize);
     let want = model::load(&sanity, &global, &[3, 5]).expect("model");
-    assert_eq!(gpu.load(&sanity, &global, &[3, 5]), Ok(want), "sanity: a plain 2-D f32 box");
+    assert_eq!(
+        gpu.load(&sanity, &global, &[3, 5]),
+        Ok(want),
+        "sanity: a plain 2-D f32 box"
+    );
     let mut i = 0;
     while i < n {
         let (bound, coords) = random_valid_spec(&mut rng, Arch::Sm90a);
@@ -154,7 +161,10 @@ fn gpu_loads_match_the_model_bit_for_bit() {
             Ok(got) => mismatches.push(Mismatch::new(i, describe(&bound, &coords), &want, &got)),
             Err(e) => {
                 // A sticky CUDA error: nothing after it can run in this process.
-                println!("launch failed on spec #{i}: {}: {e}", describe(&bound, &coords));
+                println!(
+                    "launch failed on spec #{i}: {}: {e}",
+                    describe(&bound, &coords)
+                );
                 mismatches.push(Mismatch::error(i, describe(&bound, &coords), e));
                 break;
             }
@@ -165,7 +175,11 @@ fn gpu_loads_match_the_model_bit_for_bit() {
     }
     gpu.dump_mismatches("loads", &mismatches);
     report("loads", n, &cov, &mismatches);
-    assert!(mismatches.is_empty(), "{} of {n} loads differ from the model", mismatches.len());
+    assert!(
+        mismatches.is_empty(),
+        "{} of {n} loads differ from the model",
+        mismatches.len()
+    );
 }
 
 #[test]
@@ -196,7 +210,10 @@ fn gpu_stores_match_the_model_bit_for_bit() {
             Ok(got) if got == want => {}
             Ok(got) => mismatches.push(Mismatch::new(i, describe(&bound, &coords), &want, &got)),
             Err(e) => {
-                println!("launch failed on spec #{i}: {}: {e}", describe(&bound, &coords));
+                println!(
+                    "launch failed on spec #{i}: {}: {e}",
+                    describe(&bound, &coords)
+                );
                 mismatches.push(Mismatch::error(i, describe(&bound, &coords), e));
                 break;
             }
@@ -204,7 +221,11 @@ fn gpu_stores_match_the_model_bit_for_bit() {
     }
     gpu.dump_mismatches("stores", &mismatches);
     report("stores", n, &cov, &mismatches);
-    assert!(mismatches.is_empty(), "{} of {n} stores differ from the model", mismatches.len());
+    assert!(
+        mismatches.is_empty(),
+        "{} of {n} stores differ from the model",
+        mismatches.len()
+    );
 }
 
 /// Reduce-add on the types whose addition the model defines; data are small finite values
@@ -240,9 +261,17 @@ fn gpu_reduce_add_matches_the_model_bit_for_bit() {
         checked += 1;
         match gpu.store(&bound, &before, &smem, &coords, Some(ReduceOp::Add)) {
             Ok(got) if got == want => {}
-            Ok(got) => mismatches.push(Mismatch::new(checked, describe(&bound, &coords), &want, &got)),
+            Ok(got) => mismatches.push(Mismatch::new(
+                checked,
+                describe(&bound, &coords),
+                &want,
+                &got,
+            )),
             Err(e) => {
-                println!("launch failed on spec #{checked}: {}: {e}", describe(&bound, &coords));
+                println!(
+                    "launch failed on spec #{checked}: {}: {e}",
+                    describe(&bound, &coords)
+                );
                 mismatches.push(Mismatch::error(checked, describe(&bound, &coords), e));
                 break;
             }
@@ -251,7 +280,11 @@ fn gpu_reduce_add_matches_the_model_bit_for_bit() {
     println!("skipped as unsupported by reduce-add: {unsupported:?}");
     gpu.dump_mismatches("reduce_add", &mismatches);
     report("reduce-add", checked, &cov, &mismatches);
-    assert!(mismatches.is_empty(), "{} of {checked} reduce-adds differ", mismatches.len());
+    assert!(
+        mismatches.is_empty(),
+        "{} of {checked} reduce-adds differ",
+        mismatches.len()
+    );
 }
 
 fn random_bytes(rng: &mut XorShift, len: usize) -> Vec<u8> {

@@ -14,7 +14,12 @@ use tma_core::testgen::{random_valid_spec, XorShift};
 use tma_core::{validate, Arch, DType, EncodeArgs, Interleave, OobFill, Rule, Swizzle, TileSpec};
 
 /// One field pushed to (or just past) a documented boundary.
-fn mutate(rng: &mut XorShift, spec: &mut TileSpec, global: &mut [u64], strides: &mut [u64]) -> String {
+fn mutate(
+    rng: &mut XorShift,
+    spec: &mut TileSpec,
+    global: &mut [u64],
+    strides: &mut [u64],
+) -> String {
     let rank = spec.rank();
     let d = rng.below(rank as u64) as usize;
     let inner = rank - 1;
@@ -97,8 +102,15 @@ fn gpu_validator_agrees_with_the_driver() {
     let Some(gpu) = support::Gpu::open("gpu_validator_agrees_with_the_driver") else {
         return;
     };
-    let n: usize = std::env::var("TMA_GPU_SPECS").ok().and_then(|s| s.parse().ok()).unwrap_or(3000) * 2;
-    let seed = std::env::var("TMA_GPU_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x7a11d);
+    let n: usize = std::env::var("TMA_GPU_SPECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(3000)
+        * 2;
+    let seed = std::env::var("TMA_GPU_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x7a11d);
     let mut rng = XorShift::new(seed);
     let mut disagreements = Vec::new();
     let mut verdicts = BTreeMap::<&str, usize>::new();
@@ -134,7 +146,11 @@ fn gpu_validator_agrees_with_the_driver() {
         };
         let driver_rules: Vec<Rule> = match &ours {
             Ok(()) => vec![],
-            Err(rules) => rules.iter().copied().filter(|r| r.checked_by_driver()).collect(),
+            Err(rules) => rules
+                .iter()
+                .copied()
+                .filter(|r| r.checked_by_driver())
+                .collect(),
         };
         let ours_by_driver_rules_ok = driver_rules.is_empty();
         let args = EncodeArgs::from_parts(&spec, &global, &strides);
@@ -148,21 +164,24 @@ fn gpu_validator_agrees_with_the_driver() {
         *verdicts.entry(label).or_default() += 1;
         let elem = spec.dtype.size_bytes().unwrap_or(1);
         let box_elems: u64 = spec.boxed.iter().map(|&b| u64::from(b)).product();
-        csv.push_str(&format!(
-            "{label},{what},{},{},{},{},{},{:?},{:?},{:?},{:?},{},{},{:?}\n",
-            spec.dtype,
-            spec.rank(),
-            spec.interleave.name(),
-            spec.swizzle.name(),
-            spec.oob_fill.name(),
-            args.global_dim,
-            args.global_strides,
-            args.box_dim,
-            args.element_strides,
-            u64::from(args.box_dim.first().copied().unwrap_or(0)) * elem,
-            box_elems * elem,
-            driver.as_ref().err()
-        ).replace(", ", " "));
+        csv.push_str(
+            &format!(
+                "{label},{what},{},{},{},{},{},{:?},{:?},{:?},{:?},{},{},{:?}\n",
+                spec.dtype,
+                spec.rank(),
+                spec.interleave.name(),
+                spec.swizzle.name(),
+                spec.oob_fill.name(),
+                args.global_dim,
+                args.global_strides,
+                args.box_dim,
+                args.element_strides,
+                u64::from(args.box_dim.first().copied().unwrap_or(0)) * elem,
+                box_elems * elem,
+                driver.as_ref().err()
+            )
+            .replace(", ", " "),
+        );
         if let Err(rules) = &ours {
             for r in rules.iter().filter(|r| !r.checked_by_driver()) {
                 *own_rules.entry(format!("{r:?}")).or_default() += 1;
@@ -194,12 +213,18 @@ fn gpu_validator_agrees_with_the_driver() {
         }
     }
     println!("validator vs driver over {n} specs: {verdicts:?}");
-    println!("rejections by this toolkit's own rules (the driver does not check these): {own_rules:?}");
+    println!(
+        "rejections by this toolkit's own rules (the driver does not check these): {own_rules:?}"
+    );
     println!("driver rejections of specs we rejected by our own rules only: {driver_only:?}");
     for d in disagreements.iter().take(30) {
         println!("DISAGREEMENT {d}");
     }
     gpu.write_text("validator_disagreements.txt", &disagreements.join("\n\n"));
     gpu.write_text("validator_verdicts.csv", &csv);
-    assert!(disagreements.is_empty(), "{} disagreements", disagreements.len());
+    assert!(
+        disagreements.is_empty(),
+        "{} disagreements",
+        disagreements.len()
+    );
 }

@@ -42,7 +42,10 @@ impl Gpu {
     /// Opens device 0 and compiles the harness, or prints why not and returns None.
     pub fn open(test: &str) -> Option<Gpu> {
         let info = tma_runtime::testing::require_gpu_or_skip(test)?;
-        println!("device: {} (cc {:?}, {:?})", info.name, info.compute_capability, info.arch);
+        println!(
+            "device: {} (cc {:?}, {:?})",
+            info.name, info.compute_capability, info.arch
+        );
         let ctx = CudaContext::new(0).expect("context");
         let stream = ctx.default_stream();
         let source = Source::new(include_str!("harness.cu"));
@@ -53,7 +56,14 @@ impl Gpu {
         let load = module.kernel("harness_load").expect("harness_load");
         let store = module.kernel("harness_store").expect("harness_store");
         let out_dir = std::env::var_os("OUT").map(std::path::PathBuf::from);
-        Some(Gpu { ctx, stream, module, load, store, out_dir })
+        Some(Gpu {
+            ctx,
+            stream,
+            module,
+            load,
+            store,
+            out_dir,
+        })
     }
 
     /// Device scratch memory whose address the validator test encodes over.
@@ -79,7 +89,10 @@ impl Gpu {
     }
 
     fn plan(&self, bound: &BoundSpec, coords: &[i64]) -> (BoxPlan, u32) {
-        let mut plan = BoxPlan { coords: [[0; 5]; MAX_BOXES], smem_offset: [0; MAX_BOXES] };
+        let mut plan = BoxPlan {
+            coords: [[0; 5]; MAX_BOXES],
+            smem_offset: [0; MAX_BOXES],
+        };
         let places = bound.plan().repeat_placements(bound.spec());
         assert!(places.len() <= MAX_BOXES, "{} boxes", places.len());
         for (k, p) in places.iter().enumerate() {
@@ -103,23 +116,35 @@ impl Gpu {
             let (ptr, _g) = buf.device_ptr(&self.stream);
             ptr
         };
-        bound.check_base_address(ptr).expect("cudaMalloc is 256-aligned");
+        bound
+            .check_base_address(ptr)
+            .expect("cudaMalloc is 256-aligned");
         let args = EncodeArgs::new(bound);
-        let map = self.encode_result(&args, ptr).unwrap_or_else(|e| panic!("encode: {e}\n{args}"));
+        let map = self
+            .encode_result(&args, ptr)
+            .unwrap_or_else(|e| panic!("encode: {e}\n{args}"));
         (buf, map)
     }
 
     /// TMA load of one call; returns the raw shared-memory bytes (footprint long).
-    pub fn load(&self, bound: &BoundSpec, global: &[u8], coords: &[i64]) -> Result<Vec<u8>, String> {
+    pub fn load(
+        &self,
+        bound: &BoundSpec,
+        global: &[u8],
+        coords: &[i64],
+    ) -> Result<Vec<u8>, String> {
         let (gbuf, map) = self.upload_tensor(bound, global);
         let (plan, boxes) = self.plan(bound, coords);
         let plan_dev = self.stream.clone_htod(&[plan]).map_err(|e| e.to_string())?;
         let footprint = bound.plan().footprint_bytes as u32;
-        let mut out: CudaSlice<u8> =
-            self.stream.clone_htod(&vec![0xA5u8; footprint as usize]).map_err(|e| e.to_string())?;
+        let mut out: CudaSlice<u8> = self
+            .stream
+            .clone_htod(&vec![0xA5u8; footprint as usize])
+            .map_err(|e| e.to_string())?;
         let tx = bound.plan().tx_bytes as u32;
         let rank = bound.spec().rank() as i32;
-        let cfg = LaunchConfig::new(&self.stream, (1, 1, 1), (128, 1, 1)).dynamic_smem(footprint + 1024);
+        let cfg =
+            LaunchConfig::new(&self.stream, (1, 1, 1), (128, 1, 1)).dynamic_smem(footprint + 1024);
         // SAFETY: harness_load(CUtensorMap, const BoxPlan*, int, unsigned x3, unsigned char*).
         unsafe {
             self.load
@@ -159,7 +184,8 @@ impl Gpu {
             Some(ReduceOp::Add) => 1,
             Some(other) => return Err(format!("harness has no {other:?}")),
         };
-        let cfg = LaunchConfig::new(&self.stream, (1, 1, 1), (128, 1, 1)).dynamic_smem(footprint + 1024);
+        let cfg =
+            LaunchConfig::new(&self.stream, (1, 1, 1), (128, 1, 1)).dynamic_smem(footprint + 1024);
         // SAFETY: harness_store(CUtensorMap, const BoxPlan*, int, unsigned x2, const unsigned char*, int).
         unsafe {
             self.store
@@ -212,16 +238,35 @@ impl Mismatch {
             want.len(),
             got.len()
         );
-        Mismatch { index, spec, detail, want: want.to_vec(), got: got.to_vec() }
+        Mismatch {
+            index,
+            spec,
+            detail,
+            want: want.to_vec(),
+            got: got.to_vec(),
+        }
     }
     pub fn error(index: usize, spec: String, e: String) -> Mismatch {
-        Mismatch { index, spec, detail: format!("error: {e}"), want: vec![], got: vec![] }
+        Mismatch {
+            index,
+            spec,
+            detail: format!("error: {e}"),
+            want: vec![],
+            got: vec![],
+        }
     }
     fn full(&self) -> String {
         fn hex(b: &[u8]) -> String {
             b.iter().map(|x| format!("{x:02x}")).collect()
         }
-        format!("#{} {}\n  {}\n  want {}\n  got  {}", self.index, self.spec, self.detail, hex(&self.want), hex(&self.got))
+        format!(
+            "#{} {}\n  {}\n  want {}\n  got  {}",
+            self.index,
+            self.spec,
+            self.detail,
+            hex(&self.want),
+            hex(&self.got)
+        )
     }
 }
 

@@ -745,7 +745,9 @@ fn smem_plan(spec: &TileSpec) -> SmemPlan {
     let data_bytes = spec.dtype.smem_bytes(box_elems.iter().product());
     // Rows (the inner dim) sit at the pitch the hardware uses; a swizzled box fills whole
     // 128-byte lines, since the swizzle moves chunks anywhere within a line.
-    let rows: u64 = box_elems[..box_elems.len().saturating_sub(1)].iter().product();
+    let rows: u64 = box_elems[..box_elems.len().saturating_sub(1)]
+        .iter()
+        .product();
     let pitch = crate::swizzle::row_pitch_bytes(spec, crate::swizzle::DEFAULT_INNER_ROW_LAYOUT);
     let box_bytes = match spec.swizzle {
         Swizzle::None => rows * pitch,

@@ -8,7 +8,10 @@ use tma_core::{DType, EncodeArgs, SpecErrors};
 #[non_exhaustive]
 pub enum Error {
     /// A CUDA shared library could not be loaded (cudarc would have panicked here).
-    #[error("CUDA library `{library}` not found: {}\nhint: {hint}", summarize_search(searched))]
+    #[error(
+        "CUDA library `{library}` not found: {}\nhint: {hint}",
+        summarize_search(searched)
+    )]
     CudaLibraryMissing {
         library: String,
         /// Every place tried, with the loader's reason.
@@ -244,13 +247,21 @@ fn summarize_search(searched: &[String]) -> String {
         "tried {} file names ({}{})",
         names.len(),
         shown.join(", "),
-        if more > 0 { format!(", {more} more") } else { String::new() }
+        if more > 0 {
+            format!(", {more} more")
+        } else {
+            String::new()
+        }
     );
     if !dirs.is_empty() {
         out.push_str(&format!(" in {}", dirs.join(", ")));
     }
     if bare {
-        out.push_str(if dirs.is_empty() { " through the system loader" } else { ", and through the system loader" });
+        out.push_str(if dirs.is_empty() {
+            " through the system loader"
+        } else {
+            ", and through the system loader"
+        });
     }
     out
 }
