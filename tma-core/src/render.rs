@@ -108,19 +108,22 @@ fn prelude_checked() -> Result<String, RenderError> {
 
 /// The reductions `cp.reduce.async.bulk.tensor` has for a tensor-map type (PTX ISA:
 /// `.add` on `.u32 .s32 .u64 .f32 .f16 .bf16`, `.min/.max` on `.u32 .s32 .u64 .s64 .f16
-/// .bf16`, `.inc/.dec` on `.u32`, `.and/.or/.xor` on `.b32 .b64`; `.add` on `i64` is the
-/// `.u64` bits). Only these helpers are generated, so an unsupported one fails to compile.
-/// Mirrors `model::ReduceOp::supports`.
+/// .bf16`, `.inc/.dec` on `.u32`, `.and/.or/.xor` on `.b32 .b64`). Only these helpers are
+/// generated, so an unsupported one fails to compile instead of trapping.
+///
+/// `i64` gets only `min`/`max`: on an H100 (driver 580) a tensor map of type INT64 makes
+/// `.add`, `.and`, `.or` and `.xor` raise "illegal instruction" (the same ops on a UINT64
+/// map run). Encode the map as `u64` for those.
 pub fn reduce_ops(dtype: DType) -> Vec<&'static str> {
     use DType::*;
     let mut ops = Vec::new();
-    if matches!(dtype, U32 | I32 | U64 | I64 | F32 | F32Ftz | F16 | BF16) {
+    if matches!(dtype, U32 | I32 | U64 | F32 | F32Ftz | F16 | BF16) {
         ops.push("add");
     }
     if matches!(dtype, U32 | I32 | U64 | I64 | F16 | BF16) {
         ops.extend(["min", "max"]);
     }
-    if matches!(dtype, U32 | I32 | U64 | I64) {
+    if matches!(dtype, U32 | I32 | U64) {
         ops.extend(["and", "or", "xor"]);
     }
     if dtype == U32 {

@@ -169,6 +169,12 @@ fn reductions_follow_the_ptx_type_table() {
     use tma_core::DType;
     assert_eq!(render::reduce_ops(DType::F64), Vec::<&str>::new());
     assert_eq!(render::reduce_ops(DType::F32), vec!["add"]);
+    // INT64 maps trap on add/and/or/xor (seen on an H100); min/max run.
+    assert_eq!(render::reduce_ops(DType::I64), vec!["min", "max"]);
+    assert_eq!(
+        render::reduce_ops(DType::U64),
+        vec!["add", "min", "max", "and", "or", "xor"]
+    );
     assert_eq!(render::reduce_ops(DType::BF16), vec!["add", "min", "max"]);
     assert_eq!(
         render::reduce_ops(DType::U32),
