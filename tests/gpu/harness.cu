@@ -82,15 +82,17 @@ __device__ __forceinline__ void tma_store_box(const CUtensorMap* map, unsigned s
 #undef TMA_STORE_CASE
 }
 
-// Loads every box of one call into shared memory (pre-zeroed, so padding reads 0 as in the
-// model) and copies `footprint` raw bytes out.
-extern "C" __global__ void harness_load(const __grid_constant__ CUtensorMap map, const BoxPlan* plan,
-                                        int rank, unsigned boxes, unsigned tx_bytes, unsigned footprint,
-                                        unsigned char* out) {
+// Loads every box of one call into shared memory, pre-filled with `fill` (0 in normal runs,
+// so padding reads 0 as in the model), and copies `window` raw bytes out (the footprint, or
+// more when probing where the hardware writes). The plan comes by value in parameter space,
+// as the coordinates of the generated helpers do.
+extern "C" __global__ void harness_load(const __grid_constant__ CUtensorMap map, const __grid_constant__ BoxPlan plan,
+                                        int rank, unsigned boxes, unsigned tx_bytes, unsigned window,
+                                        unsigned fill, unsigned char* out) {
   extern __shared__ unsigned char smem_raw[];
   __shared__ alignas(8) unsigned long long bar;
   unsigned char* smem = aligned_smem(smem_raw);
-  for (unsigned i = threadIdx.x; i < footprint; i += blockDim.x) smem[i] = 0;
+  for (unsigned i = threadIdx.x; i < window; i += blockDim.x) smem[i] = static_cast<unsigned char>(fill);
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
   const unsigned b = smem_addr(&bar);
   if (threadIdx.x == 0) {
@@ -101,19 +103,19 @@ extern "C" __global__ void harness_load(const __grid_constant__ CUtensorMap map,
   if (threadIdx.x == 0) {
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(b), "r"(tx_bytes) : "memory");
     for (unsigned k = 0; k < boxes; ++k)
-      tma_load_box(smem_addr(smem + plan->smem_offset[k]), &map, b, rank, plan->coords[k]);
+      tma_load_box(smem_addr(smem + plan.smem_offset[k]), &map, b, rank, plan.coords[k]);
   }
   if (!mbar_wait_bounded(b, 0)) {
     // Timed out: the transaction bytes never arrived. Mark the output and leave.
-    for (unsigned i = threadIdx.x; i < footprint; i += blockDim.x) out[i] = 0xEE;
+    for (unsigned i = threadIdx.x; i < window; i += blockDim.x) out[i] = 0xEE;
     return;
   }
-  for (unsigned i = threadIdx.x; i < footprint; i += blockDim.x) out[i] = smem[i];
+  for (unsigned i = threadIdx.x; i < window; i += blockDim.x) out[i] = smem[i];
 }
 
 // Copies `footprint` raw bytes into shared memory and stores (op 0) or reduce-adds (op 1)
 // every box of one call to global memory.
-extern "C" __global__ void harness_store(const __grid_constant__ CUtensorMap map, const BoxPlan* plan,
+extern "C" __global__ void harness_store(const __grid_constant__ CUtensorMap map, const __grid_constant__ BoxPlan plan,
                                          int rank, unsigned boxes, unsigned footprint,
                                          const unsigned char* in, int op) {
   extern __shared__ unsigned char smem_raw[];
@@ -123,7 +125,7 @@ extern "C" __global__ void harness_store(const __grid_constant__ CUtensorMap map
   __syncthreads();
   if (threadIdx.x == 0) {
     for (unsigned k = 0; k < boxes; ++k)
-      tma_store_box(&map, smem_addr(smem + plan->smem_offset[k]), rank, plan->coords[k], op);
+      tma_store_box(&map, smem_addr(smem + plan.smem_offset[k]), rank, plan.coords[k], op);
     asm volatile("cp.async.bulk.commit_group;" ::: "memory");
     asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
   }

@@ -20,9 +20,8 @@ int main() {
   CK(cuTensorMapEncodeTiled(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, d, gdim, gstr, box, es,
       CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
   BoxPlan plan = {}; plan.coords[0][0] = 5; plan.coords[0][1] = 3; plan.smem_offset[0] = 0;
-  BoxPlan* dplan; CK(cudaMalloc(&dplan, sizeof plan)); CK(cudaMemcpy(dplan, &plan, sizeof plan, cudaMemcpyHostToDevice));
   unsigned char* out; CK(cudaMalloc(&out, 512));
-  harness_load<<<1, 128, 512 + 1024>>>(map, dplan, 2, 1, 512, 512, out);
+  harness_load<<<1, 128, 512 + 1024>>>(map, plan, 2, 1, 512, 512, 0, out);
   CK(cudaDeviceSynchronize());
   float o[128]; CK(cudaMemcpy(o, out, 512, cudaMemcpyDeviceToHost));
   int bad = 0;

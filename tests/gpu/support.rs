@@ -127,34 +127,40 @@ impl Gpu {
     }
 
     /// TMA load of one call; returns the raw shared-memory bytes (footprint long).
-    pub fn load(
+    pub fn load(&self, bound: &BoundSpec, global: &[u8], coords: &[i64]) -> Result<Vec<u8>, String> {
+        let footprint = bound.plan().footprint_bytes as u32;
+        self.load_window(bound, global, coords, footprint, 0)
+    }
+
+    /// TMA load of one call into shared memory pre-filled with `fill`, returning `window`
+    /// bytes: a window larger than the footprint shows where the hardware really writes.
+    pub fn load_window(
         &self,
         bound: &BoundSpec,
         global: &[u8],
         coords: &[i64],
+        window: u32,
+        fill: u32,
     ) -> Result<Vec<u8>, String> {
         let (gbuf, map) = self.upload_tensor(bound, global);
         let (plan, boxes) = self.plan(bound, coords);
-        let plan_dev = self.stream.clone_htod(&[plan]).map_err(|e| e.to_string())?;
-        let footprint = bound.plan().footprint_bytes as u32;
-        let mut out: CudaSlice<u8> = self
-            .stream
-            .clone_htod(&vec![0xA5u8; footprint as usize])
-            .map_err(|e| e.to_string())?;
+        let mut out: CudaSlice<u8> =
+            self.stream.clone_htod(&vec![0xA5u8; window as usize]).map_err(|e| e.to_string())?;
         let tx = bound.plan().tx_bytes as u32;
         let rank = bound.spec().rank() as i32;
-        let cfg =
-            LaunchConfig::new(&self.stream, (1, 1, 1), (128, 1, 1)).dynamic_smem(footprint + 1024);
-        // SAFETY: harness_load(CUtensorMap, const BoxPlan*, int, unsigned x3, unsigned char*).
+        let cfg = LaunchConfig::new(&self.stream, (1, 1, 1), (128, 1, 1)).dynamic_smem(window + 1024);
+        // SAFETY: harness_load(CUtensorMap, BoxPlan, int, unsigned x4, unsigned char*), both
+        // structs by value with the CUDA layout.
         unsafe {
             self.load
                 .launch_builder(&cfg)
                 .arg(&map)
-                .arg(&plan_dev)
+                .arg(ByValue(&plan))
                 .arg(&rank)
                 .arg(&boxes)
                 .arg(&tx)
-                .arg(&footprint)
+                .arg(&window)
+                .arg(&fill)
                 .arg(&mut out)
                 .launch_and_sync()
         }
@@ -175,7 +181,6 @@ impl Gpu {
     ) -> Result<Vec<u8>, String> {
         let (gbuf, map) = self.upload_tensor(bound, before);
         let (plan, boxes) = self.plan(bound, coords);
-        let plan_dev = self.stream.clone_htod(&[plan]).map_err(|e| e.to_string())?;
         let footprint = bound.plan().footprint_bytes as u32;
         let smem_dev = self.stream.clone_htod(smem).map_err(|e| e.to_string())?;
         let rank = bound.spec().rank() as i32;
@@ -186,12 +191,12 @@ impl Gpu {
         };
         let cfg =
             LaunchConfig::new(&self.stream, (1, 1, 1), (128, 1, 1)).dynamic_smem(footprint + 1024);
-        // SAFETY: harness_store(CUtensorMap, const BoxPlan*, int, unsigned x2, const unsigned char*, int).
+        // SAFETY: harness_store(CUtensorMap, BoxPlan, int, unsigned x2, const unsigned char*, int).
         unsafe {
             self.store
                 .launch_builder(&cfg)
                 .arg(&map)
-                .arg(&plan_dev)
+                .arg(ByValue(&plan))
                 .arg(&rank)
                 .arg(&boxes)
                 .arg(&footprint)
@@ -217,7 +222,6 @@ impl Gpu {
     }
 }
 
-pub fn _unused(_: ByValue<'_, u32>) {}
 
 /// One spec on which hardware and model disagree.
 pub struct Mismatch {
