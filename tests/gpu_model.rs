@@ -154,7 +154,8 @@ fn gpu_loads_match_the_model_bit_for_bit() {
         trace(i, &bound, &coords);
         cov.add(&bound, &coords);
         let global = random_bytes(&mut rng, bound.extent_bytes() as usize);
-        let mut want = model::load(&bound, &global, &coords).expect("model handles every sm_90 spec");
+        let mut want =
+            model::load(&bound, &global, &coords).expect("model handles every sm_90 spec");
         // Twice the footprint comes back: the hardware must leave the second half untouched
         // (zero), or the plan is too small for what TMA really writes.
         let footprint = bound.plan().footprint_bytes as usize;

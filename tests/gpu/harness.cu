@@ -11,6 +11,9 @@ struct alignas(64) CUtensorMap { unsigned long long opaque[16]; };
 #endif
 
 #define MAX_BOXES 64
+#ifndef HARNESS_VARIANT
+#define HARNESS_VARIANT 0
+#endif
 
 struct BoxPlan {
   int coords[MAX_BOXES][5];       // TMA order (innermost first)
@@ -45,6 +48,11 @@ __device__ __forceinline__ bool mbar_wait_bounded(unsigned bar, unsigned phase) 
 
 __device__ __forceinline__ void tma_load_box(unsigned dst, const CUtensorMap* map, unsigned bar, int rank, const int* c) {
   const unsigned long long m = reinterpret_cast<unsigned long long>(map);
+#if HARNESS_VARIANT == 1
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];"
+              :: "r"(dst), "l"(m), "r"(bar), "r"(c[0]), "r"(c[1]) : "memory");
+  return;
+#endif
   switch (rank) {
     case 1: asm volatile("cp.async.bulk.tensor.1d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3}], [%2];"
               :: "r"(dst), "l"(m), "r"(bar), "r"(c[0]) : "memory"); break;
@@ -92,8 +100,10 @@ extern "C" __global__ void harness_load(const __grid_constant__ CUtensorMap map,
   extern __shared__ unsigned char smem_raw[];
   __shared__ alignas(8) unsigned long long bar;
   unsigned char* smem = aligned_smem(smem_raw);
+#if HARNESS_VARIANT < 4
   for (unsigned i = threadIdx.x; i < window; i += blockDim.x) smem[i] = static_cast<unsigned char>(fill);
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
   const unsigned b = smem_addr(&bar);
   if (threadIdx.x == 0) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(b) : "memory");
@@ -102,10 +112,28 @@ extern "C" __global__ void harness_load(const __grid_constant__ CUtensorMap map,
   __syncthreads();
   if (threadIdx.x == 0) {
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(b), "r"(tx_bytes) : "memory");
+#if HARNESS_VARIANT >= 2
+    {
+      const unsigned long long m = reinterpret_cast<unsigned long long>(&map);
+      asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];"
+                   :: "r"(smem_addr(smem)), "l"(m), "r"(b), "r"(5), "r"(3) : "memory");
+    }
+#else
     for (unsigned k = 0; k < boxes; ++k)
       tma_load_box(smem_addr(smem + plan.smem_offset[k]), &map, b, rank, plan.coords[k]);
+#endif
   }
+#if HARNESS_VARIANT >= 3
+  {
+    unsigned done = 0;
+    while (!done)
+      asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.b32 %0, 1, 0, p;\n}\n"
+                   : "=r"(done) : "r"(b), "r"(0) : "memory");
+  }
+  if (false) {
+#else
   if (!mbar_wait_bounded(b, 0)) {
+#endif
     // Timed out: the transaction bytes never arrived. Mark the output and leave.
     for (unsigned i = threadIdx.x; i < window; i += blockDim.x) out[i] = 0xEE;
     return;

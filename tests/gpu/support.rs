@@ -127,7 +127,12 @@ impl Gpu {
     }
 
     /// TMA load of one call; returns the raw shared-memory bytes (footprint long).
-    pub fn load(&self, bound: &BoundSpec, global: &[u8], coords: &[i64]) -> Result<Vec<u8>, String> {
+    pub fn load(
+        &self,
+        bound: &BoundSpec,
+        global: &[u8],
+        coords: &[i64],
+    ) -> Result<Vec<u8>, String> {
         let footprint = bound.plan().footprint_bytes as u32;
         self.load_window(bound, global, coords, footprint, 0)
     }
@@ -144,11 +149,14 @@ impl Gpu {
     ) -> Result<Vec<u8>, String> {
         let (gbuf, map) = self.upload_tensor(bound, global);
         let (plan, boxes) = self.plan(bound, coords);
-        let mut out: CudaSlice<u8> =
-            self.stream.clone_htod(&vec![0xA5u8; window as usize]).map_err(|e| e.to_string())?;
+        let mut out: CudaSlice<u8> = self
+            .stream
+            .clone_htod(&vec![0xA5u8; window as usize])
+            .map_err(|e| e.to_string())?;
         let tx = bound.plan().tx_bytes as u32;
         let rank = bound.spec().rank() as i32;
-        let cfg = LaunchConfig::new(&self.stream, (1, 1, 1), (128, 1, 1)).dynamic_smem(window + 1024);
+        let cfg =
+            LaunchConfig::new(&self.stream, (1, 1, 1), (128, 1, 1)).dynamic_smem(window + 1024);
         // SAFETY: harness_load(CUtensorMap, BoxPlan, int, unsigned x4, unsigned char*), both
         // structs by value with the CUDA layout.
         unsafe {
@@ -221,7 +229,6 @@ impl Gpu {
         self.write_text(&format!("mismatches_{what}.txt"), &text.join("\n"));
     }
 }
-
 
 /// One spec on which hardware and model disagree.
 pub struct Mismatch {

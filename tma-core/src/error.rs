@@ -34,6 +34,11 @@ pub enum Field {
         dim: usize,
         name: Option<String>,
     },
+    /// The coordinate of `dim` passed to a copy (user order).
+    Coord {
+        dim: usize,
+        name: Option<String>,
+    },
     /// A per-dim list whose length is wrong (`"strides"`, `"boxed"`, ...).
     List(&'static str),
     SmemStride,
@@ -58,7 +63,8 @@ impl Field {
             | Field::Stride { dim, .. }
             | Field::Box { dim, .. }
             | Field::ElementStride { dim, .. }
-            | Field::Repeat { dim, .. } => Some(*dim),
+            | Field::Repeat { dim, .. }
+            | Field::Coord { dim, .. } => Some(*dim),
             _ => None,
         }
     }
@@ -87,6 +93,8 @@ impl fmt::Display for Field {
             Field::Box { dim, name } => dim_label(f, "boxed", *dim, name),
             Field::ElementStride { dim, name } => dim_label(f, "element_strides", *dim, name),
             Field::Repeat { dim, name } => dim_label(f, "repeat", *dim, name),
+            Field::Coord { dim, name } => dim_label(f, "coords", *dim, name),
+            Field::Coord { dim, name } => dim_label(f, "coords", *dim, name),
             Field::List(l) => f.write_str(l),
             Field::SmemStride => f.write_str("smem_stride"),
             Field::Interleave => f.write_str("interleave"),

@@ -47,7 +47,10 @@ impl EncodeArgs {
     /// `global` and `strides` (elements) are in user order and must have the spec's rank.
     pub fn from_parts(spec: &TileSpec, global: &[u64], strides: &[u64]) -> EncodeArgs {
         let global_dim = to_tma_order(global);
-        let byte_strides: Vec<u64> = strides.iter().map(|&s| spec.dtype.global_bytes(s)).collect();
+        let byte_strides: Vec<u64> = strides
+            .iter()
+            .map(|&s| spec.dtype.global_bytes(s))
+            .collect();
         let mut global_strides = to_tma_order(&byte_strides);
         if !global_strides.is_empty() {
             global_strides.remove(0);

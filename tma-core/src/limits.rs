@@ -57,3 +57,9 @@ pub const MAX_TX_BYTES: u64 = (1 << 20) - 1;
 /// they exist only on Blackwell).
 pub const PACKED_ALIGN16B_ADDRESS_ALIGN: u64 = 32;
 pub const PACKED_INNER_DIM_MULTIPLE: u64 = 128;
+
+/// The innermost coordinate of a tiled copy, in bytes, must be a multiple of this: on an
+/// H100 (driver 580) `cp.async.bulk.tensor` with an inner coordinate of 20 B traps with
+/// `CUDA_ERROR_ILLEGAL_INSTRUCTION`, while 0, 16, -16, 160 B work (tests/gpu_model.rs and
+/// tests/gpu/standalone_sanity.cu show it). Not in the driver's documentation.
+pub const INNER_COORD_ALIGN: u64 = 16;

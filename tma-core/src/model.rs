@@ -44,6 +44,9 @@ pub enum ModelError {
     },
     #[error("{got} coordinates given for a rank-{rank} tile")]
     CoordCount { rank: usize, got: usize },
+    /// Coordinates the hardware refuses (an innermost coordinate not on 16 bytes).
+    #[error(transparent)]
+    Coords(#[from] crate::SpecErrors),
     /// Coordinates are `.s32` operands of the instruction.
     #[error("coordinate {dim} = {value} (plus the repeat offset) does not fit the instruction's signed 32-bit operand")]
     CoordRange { dim: usize, value: i64 },
@@ -101,21 +104,25 @@ impl ReduceOp {
     /// `.add` on `i64` is accepted as the same bits as `.u64` (CCCL emulates `.add.s64` so).
     pub fn supported_types(self) -> &'static str {
         match self {
-            ReduceOp::Add => "u32, i32, u64, i64, f32, f32_ftz, f16, bf16",
+            ReduceOp::Add => "u32, i32, u64, f32, f32_ftz, f16, bf16",
             ReduceOp::Min | ReduceOp::Max => "u32, i32, u64, i64, f16, bf16",
             ReduceOp::Inc | ReduceOp::Dec => "u32",
-            ReduceOp::And | ReduceOp::Or | ReduceOp::Xor => "u32, i32, u64, i64",
+            ReduceOp::And | ReduceOp::Or | ReduceOp::Xor => "u32, i32, u64",
         }
     }
 
     /// True when the PTX ISA has this reduction on `dtype`.
+    /// Whether the hardware takes this reduction on a tensor map of `dtype`. An INT64 map
+    /// traps with an illegal instruction on add/and/or/xor on an H100 (driver 580; min/max
+    /// run, and every op runs on a UINT64 map), so those are refused here. The renderer
+    /// generates exactly these reductions.
     pub fn supports(self, dtype: DType) -> bool {
         use DType::*;
         match self {
-            ReduceOp::Add => matches!(dtype, U32 | I32 | U64 | I64 | F32 | F32Ftz | F16 | BF16),
+            ReduceOp::Add => matches!(dtype, U32 | I32 | U64 | F32 | F32Ftz | F16 | BF16),
             ReduceOp::Min | ReduceOp::Max => matches!(dtype, U32 | I32 | U64 | I64 | F16 | BF16),
             ReduceOp::Inc | ReduceOp::Dec => dtype == U32,
-            ReduceOp::And | ReduceOp::Or | ReduceOp::Xor => matches!(dtype, U32 | I32 | U64 | I64),
+            ReduceOp::And | ReduceOp::Or | ReduceOp::Xor => matches!(dtype, U32 | I32 | U64),
         }
     }
 }
@@ -261,6 +268,7 @@ fn visit(
             got: coords.len(),
         });
     }
+    bound.valid().check_coords(coords)?;
     let layout = smem_layout(bound, opts)?;
     let plan = bound.plan();
     let n = &plan.box_elems;

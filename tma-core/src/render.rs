@@ -115,21 +115,11 @@ fn prelude_checked() -> Result<String, RenderError> {
 /// `.add`, `.and`, `.or` and `.xor` raise "illegal instruction" (the same ops on a UINT64
 /// map run). Encode the map as `u64` for those.
 pub fn reduce_ops(dtype: DType) -> Vec<&'static str> {
-    use DType::*;
-    let mut ops = Vec::new();
-    if matches!(dtype, U32 | I32 | U64 | F32 | F32Ftz | F16 | BF16) {
-        ops.push("add");
-    }
-    if matches!(dtype, U32 | I32 | U64 | I64 | F16 | BF16) {
-        ops.extend(["min", "max"]);
-    }
-    if matches!(dtype, U32 | I32 | U64) {
-        ops.extend(["and", "or", "xor"]);
-    }
-    if dtype == U32 {
-        ops.extend(["inc", "dec"]);
-    }
-    ops
+    crate::model::ReduceOp::ALL
+        .iter()
+        .filter(|op| op.supports(dtype))
+        .map(|op| op.ptx_name())
+        .collect()
 }
 
 fn map(entries: impl IntoIterator<Item = (&'static str, Value)>) -> Value {
@@ -257,6 +247,7 @@ fn tile_context(valid: &ValidSpec, tile_id: u32) -> Context {
     ctx.insert("tx_bytes", &plan.tx_bytes);
     ctx.insert("smem_bytes", &plan.footprint_bytes);
     ctx.insert("align", &plan.align_bytes);
+    ctx.insert("inner_coord_multiple", &valid.inner_coord_multiple());
     ctx.insert("outer_box", &spec.boxed.first().copied().unwrap_or(1));
     ctx.insert_value("dims", Value::from(dims));
     ctx.insert_value("placements", Value::from(placements));

@@ -224,6 +224,7 @@ fn attempt(rng: &mut XorShift, arch: Arch) -> Option<(BoundSpec, Vec<i64>)> {
     for inner_rows in [InnerRowLayout::PadToSpan, InnerRowLayout::Dense] {
         model::smem_layout(&bound, ModelOptions { inner_rows }).ok()?;
     }
+    let inner_multiple = bound.valid().inner_coord_multiple() as i64;
     let coords = (0..rank)
         .map(|d| {
             let g = global[d] as i64;
@@ -233,6 +234,15 @@ fn attempt(rng: &mut XorShift, arch: Arch) -> Option<(BoundSpec, Vec<i64>)> {
                 1 => g - rng.range(0, reach as u64) as i64,
                 2 => g + rng.range(0, 3) as i64,
                 _ => rng.range(0, g.max(1) as u64 - 1) as i64,
+            }
+        })
+        .enumerate()
+        // The innermost coordinate sits on 16 bytes, as the hardware requires.
+        .map(|(d, c): (usize, i64)| {
+            if d == rank - 1 {
+                c - c.rem_euclid(inner_multiple)
+            } else {
+                c
             }
         })
         .collect();

@@ -71,6 +71,9 @@ pub enum Rule {
     BaseAddressAlignment,
     /// The shared-memory address must be aligned to 128 B and the swizzle period.
     SmemAddressAlignment,
+    /// A copy's coordinates: one per dim, the innermost a multiple of 16 bytes (the H100
+    /// traps with an illegal instruction otherwise).
+    CoordinateAlignment,
 }
 
 impl Rule {
@@ -308,6 +311,45 @@ impl ValidSpec {
         }
         let global: Vec<u64> = self.spec.global.iter().filter_map(|e| e.get()).collect();
         self.bind(&global, None).ok()
+    }
+
+    /// The innermost coordinate of every copy must be a multiple of this many elements
+    /// (16 bytes; see [`crate::limits::INNER_COORD_ALIGN`]).
+    pub fn inner_coord_multiple(&self) -> u64 {
+        let bits = u64::from(self.spec.dtype.global_bits());
+        (INNER_COORD_ALIGN * 8 / bits).max(1)
+    }
+
+    /// Checks the coordinates (user order) of one copy: one per dim, the innermost a
+    /// multiple of [`ValidSpec::inner_coord_multiple`] elements. Repeats keep this, since
+    /// the inner box extent is a multiple of 16 bytes too.
+    pub fn check_coords(&self, coords: &[i64]) -> Result<(), SpecErrors> {
+        let spec = &self.spec;
+        let mut c = Collector::new();
+        let rank = spec.rank();
+        if coords.len() != rank {
+            c.error(
+                Field::List("coords"),
+                coords.len(),
+                Rule::CoordinateAlignment,
+                format!("{} coordinates given for a rank-{rank} tile", coords.len()),
+            );
+            return c.into_result(spec);
+        }
+        let inner = rank - 1;
+        let m = self.inner_coord_multiple() as i64;
+        if coords[inner].rem_euclid(m) != 0 {
+            c.error(
+                Field::Coord { dim: inner, name: name_of(spec, inner) },
+                coords[inner],
+                Rule::CoordinateAlignment,
+                format!(
+                    "the innermost coordinate must be a multiple of {m} elements ({INNER_COORD_ALIGN} B of {}): the H100 traps with an illegal instruction otherwise",
+                    spec.dtype
+                ),
+            );
+        }
+        c.into_result(spec)
     }
 
     /// Checks a shared-memory destination address (or offset from a 1024-aligned base)

@@ -516,6 +516,13 @@ fn addresses_are_checked() {
     assert_eq!(e.errors[0].rule, Rule::BaseAddressAlignment);
     let valid = validate(&repeated()).unwrap();
     assert!(valid.check_smem_address(2048).is_ok());
+    // The innermost coordinate must sit on 16 bytes (8 bf16 elements here).
+    assert_eq!(valid.inner_coord_multiple(), 8);
+    assert!(valid.check_coords(&[3, -8]).is_ok());
+    let e = valid.check_coords(&[0, 4]).unwrap_err();
+    assert_eq!(e.errors[0].rule, Rule::CoordinateAlignment);
+    assert_eq!(e.errors[0].field, Field::Coord { dim: 1, name: None });
+    assert!(e.to_string().contains("multiple of 8 elements"), "{e}");
     let e = valid.check_smem_address(128).unwrap_err();
     assert_eq!(e.errors[0].rule, Rule::SmemAddressAlignment);
     assert!(e.to_string().contains("1024"), "{e}");
