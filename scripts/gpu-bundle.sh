@@ -43,9 +43,11 @@ for line in sys.stdin:
 ' "$out/bin"
 }
 
-cargo test --release --workspace --no-run --message-format=json 2>/dev/null | collect
-cargo build --release --examples --message-format=json 2>/dev/null | collect
-cargo bench --no-run --message-format=json 2>/dev/null | collect
+# A build error must stop the bundle, not leave it silently short of binaries.
+set -o pipefail
+cargo test --release --workspace --no-run --message-format=json | collect
+cargo build --release --examples --message-format=json | collect
+cargo bench --no-run --message-format=json | collect
 strip "$out"/bin/* 2>/dev/null || true
 
 cat > "$out/run.sh" <<'RUN'

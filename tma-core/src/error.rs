@@ -94,7 +94,6 @@ impl fmt::Display for Field {
             Field::ElementStride { dim, name } => dim_label(f, "element_strides", *dim, name),
             Field::Repeat { dim, name } => dim_label(f, "repeat", *dim, name),
             Field::Coord { dim, name } => dim_label(f, "coords", *dim, name),
-            Field::Coord { dim, name } => dim_label(f, "coords", *dim, name),
             Field::List(l) => f.write_str(l),
             Field::SmemStride => f.write_str("smem_stride"),
             Field::Interleave => f.write_str("interleave"),

@@ -326,6 +326,8 @@ fn span_of(e: &SpecError, s: &Spans) -> Span {
     let list = |l: &Option<ListSpans>, d: usize| l.as_ref().map(|l| l.item(d));
     match &e.field {
         Field::Name => s.name.unwrap_or(s.ident),
+        // Coordinates are run-time values; no declaration token carries them.
+        Field::Coord { .. } => s.ident,
         Field::Rank => s.global.whole,
         Field::DType => s.dtype,
         Field::Global { dim, .. } => s.global.item(*dim),
