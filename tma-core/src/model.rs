@@ -208,15 +208,15 @@ pub fn smem_len(bound: &BoundSpec) -> Result<u64, ModelError> {
 
 /// The OOB-NaN a load writes with [`OobFill::NanRequestZeroFma`], little-endian.
 ///
-/// **Unverified guess**: the PTX ISA only calls it "a special NaN called OOB-NaN"; we take the
-/// all-ones-payload positive quiet NaN (`0x7fff` for f16/bf16, `0x7fffffff` for f32/tf32,
-/// `0x7fffffffffffffff` for f64), the canonical NaN NVIDIA arithmetic produces for 16/32-bit
-/// floats. The H100 tests print the bytes they see if this is wrong.
+/// The canonical quiet NaN of the type: `0x7fc00000` (f32/tf32) and `0x7ff8000000000000`
+/// (f64) as an H100 writes them (tests/gpu_model.rs); `0x7e00` (f16) and `0x7fc0` (bf16) by
+/// the same rule, checked by the same tests.
 pub fn oob_nan_bytes(dtype: DType) -> Vec<u8> {
     match dtype.size_bytes() {
-        Some(2) => 0x7fffu16.to_le_bytes().to_vec(),
-        Some(4) => 0x7fff_ffffu32.to_le_bytes().to_vec(),
-        Some(8) => 0x7fff_ffff_ffff_ffffu64.to_le_bytes().to_vec(),
+        Some(2) if dtype == DType::BF16 => 0x7fc0u16.to_le_bytes().to_vec(),
+        Some(2) => 0x7e00u16.to_le_bytes().to_vec(),
+        Some(4) => 0x7fc0_0000u32.to_le_bytes().to_vec(),
+        Some(8) => 0x7ff8_0000_0000_0000u64.to_le_bytes().to_vec(),
         Some(n) => vec![0; n as usize],
         None => Vec::new(),
     }
@@ -276,6 +276,7 @@ fn visit(
     let total: u64 = n.iter().product();
     let global = bound.global();
     let strides = bound.strides();
+    let inner_bound = bound.inner_bound();
     let mut j = vec![0u64; rank];
     for (box_index, place) in plan.repeat_placements(spec).into_iter().enumerate() {
         let mut start = vec![0i64; rank];
@@ -301,7 +302,9 @@ fn visit(
             for d in 0..rank {
                 let g = start[d] + (j[d] as i64) * i64::from(spec.element_strides[d]);
                 index[d] = g;
-                if g < 0 || g as u64 >= global[d] {
+                // The hardware bounds-checks the inner dim rounded up to 16 bytes.
+                let limit = if d == inner { inner_bound } else { global[d] };
+                if g < 0 || g as u64 >= limit {
                     in_bounds = false;
                 } else {
                     elem_off += g as u64 * strides[d];
@@ -450,6 +453,7 @@ fn combine_into(
     opts: ModelOptions,
     mut f: impl FnMut(&mut [u8], &[u8]),
 ) -> Result<(), ModelError> {
+    bound.valid().check_store_coords(coords)?;
     check_global(bound, global.len())?;
     let len = smem_layout(bound, opts)?.len;
     if (smem.len() as u64) < len {

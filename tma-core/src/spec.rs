@@ -279,6 +279,14 @@ impl Arch {
             _ => None,
         }
     }
+    /// Shared memory of one SM: the largest box the driver encodes (an H100 with driver 580
+    /// accepts a 228 KB box and refuses 230 KB; tests/gpu_validator.rs probes it).
+    pub fn smem_per_sm(self) -> u64 {
+        match self {
+            Arch::Sm90a | Arch::Sm100a => 228 * 1024,
+            Arch::Sm120a => 100 * 1024,
+        }
+    }
     /// Blackwell or newer: packed sub-byte types and the atom swizzles exist.
     pub fn is_blackwell(self) -> bool {
         self >= Arch::Sm100a

@@ -40,9 +40,16 @@ pub enum Rule {
     /// The inner box extent in bytes is a multiple of 16. The driver documents this for
     /// no interleave; driver 580 on an H100 enforces it with interleave too.
     InnerBoxBytesMultipleOf16,
-    /// The box's data (elements traversed x size) must fit the target's shared memory per
-    /// block: driver 580 on an H100 refuses larger boxes (undocumented).
+    /// The box's data (elements traversed x size) must fit one SM's shared memory (228 KB on
+    /// sm_90): driver 580 on an H100 refuses larger boxes (undocumented).
     BoxTooLarge,
+    /// An inner dim whose bytes are not a multiple of 16 (warning): TMA bounds-checks the
+    /// inner dim rounded up to 16 bytes, so loads read and stores write past its end.
+    InnerDimRoundedUp,
+    /// Interleaved layouts: the driver encodes them, but the shared memory an H100 fills for
+    /// them is not the documented box (it writes past it), so this toolkit refuses them
+    /// until its model matches the hardware.
+    InterleaveLayoutUnverified,
     /// With swizzle (and no interleave) the inner box extent in bytes fits the swizzle span.
     InnerBoxFitsSwizzleSpan,
     /// 32-byte interleave works only with the 32-byte swizzle.
@@ -74,6 +81,9 @@ pub enum Rule {
     /// A copy's coordinates: one per dim, the innermost a multiple of 16 bytes (the H100
     /// traps with an illegal instruction otherwise).
     CoordinateAlignment,
+    /// Stores and reductions take no negative coordinate (the H100 traps with an illegal
+    /// instruction; loads take them and fill).
+    StoreCoordinateNegative,
 }
 
 impl Rule {
@@ -352,6 +362,25 @@ impl ValidSpec {
         c.into_result(spec)
     }
 
+    /// Checks the coordinates of a store or reduction: those of [`ValidSpec::check_coords`],
+    /// and none negative (the H100 traps on a negative store coordinate).
+    pub fn check_store_coords(&self, coords: &[i64]) -> Result<(), SpecErrors> {
+        self.check_coords(coords)?;
+        let spec = &self.spec;
+        let mut c = Collector::new();
+        for (d, &x) in coords.iter().enumerate() {
+            if x < 0 {
+                c.error(
+                    Field::Coord { dim: d, name: name_of(spec, d) },
+                    x,
+                    Rule::StoreCoordinateNegative,
+                    "stores and reductions take no negative coordinate: the H100 traps with an illegal instruction (loads take them and fill)".into(),
+                );
+            }
+        }
+        c.into_result(spec)
+    }
+
     /// Checks a shared-memory destination address (or offset from a 1024-aligned base)
     /// against the alignment this tile needs.
     pub fn check_smem_address(&self, addr: u64) -> Result<(), SpecErrors> {
@@ -395,13 +424,33 @@ impl BoundSpec {
     pub fn warnings(&self) -> impl Iterator<Item = &SpecError> {
         self.valid.warnings.iter().chain(&self.warnings)
     }
-    /// Bytes from the base address to one past the last element the tensor reaches.
+    /// The inner global dim as TMA bounds-checks it: rounded up to 16 bytes. Elements
+    /// between `global()[inner]` and this are read by loads and written by stores.
+    pub fn inner_bound(&self) -> u64 {
+        let inner = self.global.len() - 1;
+        let dtype = self.spec().dtype;
+        let bytes = dtype
+            .global_bytes(self.global[inner])
+            .next_multiple_of(INNER_COORD_ALIGN);
+        bytes * 8 / u64::from(dtype.global_bits())
+    }
+
+    /// Bytes from the base address to one past the last byte TMA may touch: the last
+    /// element, with the inner dim rounded up to 16 bytes (see [`BoundSpec::inner_bound`]).
     pub fn extent_bytes(&self) -> u64 {
+        let inner = self.global.len() - 1;
         let last: u64 = self
             .global
             .iter()
             .zip(&self.strides)
-            .map(|(&g, &s)| (g - 1) * s)
+            .enumerate()
+            .map(|(d, (&g, &s))| {
+                if d == inner {
+                    (self.inner_bound() - 1) * s
+                } else {
+                    (g - 1) * s
+                }
+            })
             .sum();
         self.spec().dtype.global_bytes(last + 1)
     }
@@ -648,6 +697,16 @@ fn check_static(spec: &TileSpec, c: &mut Collector) {
             ),
         );
     }
+    if interleaved {
+        c.error(
+            Field::Interleave,
+            spec.interleave.name(),
+            Rule::InterleaveLayoutUnverified,
+            "interleaved layouts are not supported yet: the driver encodes them, but an H100 fills more \
+             shared memory than the documented box, so kernels using this plan would overflow it"
+                .into(),
+        );
+    }
     for d in 0..rank {
         let b = spec.boxed[d];
         if b == 0 || b > MAX_BOX_DIM {
@@ -843,14 +902,14 @@ fn check_plan(spec: &TileSpec, plan: &SmemPlan, c: &mut Collector) {
             );
         }
     }
-    let box_limit = spec.target.max_smem_per_block();
+    let box_limit = spec.target.smem_per_sm();
     if plan.box_data_bytes > box_limit {
         c.error(
             Field::List("boxed"),
             format!("{:?}", spec.boxed),
             Rule::BoxTooLarge,
             format!(
-                "one box holds {} B of data; the driver refuses boxes over the {limit} B of shared memory a block may use on {}",
+                "one box holds {} B of data; the driver refuses boxes over the {limit} B of shared memory of one SM on {}",
                 plan.box_data_bytes,
                 spec.target,
                 limit = box_limit
@@ -907,6 +966,18 @@ fn check_global(spec: &TileSpec, global: &[u64], strides: &[u64], c: &mut Collec
                 ),
             );
         }
+    }
+    let inner_bytes = spec.dtype.global_bytes(global[inner]);
+    if inner_bytes % INNER_COORD_ALIGN != 0 && spec.interleave == Interleave::None {
+        c.warning(
+            field_global(spec, inner),
+            global[inner],
+            Rule::InnerDimRoundedUp,
+            format!(
+                "{inner_bytes} B: TMA bounds-checks the inner dim rounded up to 16 bytes, so loads read and stores write up to {} B past its end",
+                inner_bytes.next_multiple_of(INNER_COORD_ALIGN) - inner_bytes
+            ),
+        );
     }
     if strides[inner] != 1 {
         c.error(
