@@ -208,18 +208,37 @@ pub fn smem_len(bound: &BoundSpec) -> Result<u64, ModelError> {
 
 /// The OOB-NaN a load writes with [`OobFill::NanRequestZeroFma`], little-endian.
 ///
-/// The canonical quiet NaN of the type: `0x7fc00000` (f32/tf32) and `0x7ff8000000000000`
-/// (f64) as an H100 writes them (tests/gpu_model.rs); `0x7e00` (f16) and `0x7fc0` (bf16) by
-/// the same rule, checked by the same tests.
+/// An H100 fills with the 16-bit pattern `0x7ff7` repeated, whatever the float type:
+/// `0x7ff7` (f16/bf16), `0x7ff77ff7` (f32/tf32), `0x7ff77ff77ff77ff7` (f64), all NaNs
+/// (tests/gpu_model.rs saw it; the PTX ISA only says "OOB-NaN").
 pub fn oob_nan_bytes(dtype: DType) -> Vec<u8> {
     match dtype.size_bytes() {
-        Some(2) if dtype == DType::BF16 => 0x7fc0u16.to_le_bytes().to_vec(),
-        Some(2) => 0x7e00u16.to_le_bytes().to_vec(),
-        Some(4) => 0x7fc0_0000u32.to_le_bytes().to_vec(),
-        Some(8) => 0x7ff8_0000_0000_0000u64.to_le_bytes().to_vec(),
+        Some(n) if dtype.is_float() => [0xf7u8, 0x7f].repeat(n as usize / 2),
         Some(n) => vec![0; n as usize],
         None => Vec::new(),
     }
+}
+
+/// What a load does to an element on its way into shared memory: TF32 maps round f32 to
+/// TF32 (nearest, ties away: the low 13 mantissa bits go, as `cvt.rna.tf32.f32`); the FTZ
+/// types flush subnormals to signed zero. Seen on an H100 (tests/gpu_model.rs); stores
+/// copy bits unchanged.
+pub fn convert_on_load(dtype: DType, element: &mut [u8]) {
+    let flush = matches!(dtype, DType::F32Ftz | DType::TF32Ftz);
+    let tf32 = matches!(dtype, DType::TF32 | DType::TF32Ftz);
+    if !(flush || tf32) || element.len() != 4 {
+        return;
+    }
+    let mut bits = u32::from_le_bytes([element[0], element[1], element[2], element[3]]);
+    let exponent = (bits >> 23) & 0xff;
+    if flush && exponent == 0 {
+        bits &= 0x8000_0000;
+    } else if tf32 && exponent != 0xff {
+        bits = (bits + 0x1000) & !0x1fff;
+    } else if tf32 {
+        bits &= !0x1fff;
+    }
+    element.copy_from_slice(&bits.to_le_bytes());
 }
 
 /// One element of a call: where it sits in shared memory and (if in bounds) in global memory.
@@ -243,17 +262,28 @@ pub fn elements(
     opts: ModelOptions,
 ) -> Result<Vec<ElementPlace>, ModelError> {
     let mut out = Vec::new();
-    visit(bound, coords, opts, |e| {
+    visit(bound, coords, opts, Access::Load, |e| {
         out.push(e);
         Ok(())
     })?;
     Ok(out)
 }
 
+/// Which way a call moves data: the two bounds-check the inner dim differently.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Access {
+    /// Loads see exactly `global[inner]` elements; the rest is fill.
+    Load,
+    /// Stores and reductions write up to the inner dim rounded up to 16 bytes
+    /// ([`BoundSpec::inner_bound`]), as an H100 does.
+    Store,
+}
+
 fn visit(
     bound: &BoundSpec,
     coords: &[i64],
     opts: ModelOptions,
+    access: Access,
     mut f: impl FnMut(ElementPlace) -> Result<(), ModelError>,
 ) -> Result<SmemLayout, ModelError> {
     let spec = bound.spec();
@@ -302,8 +332,12 @@ fn visit(
             for d in 0..rank {
                 let g = start[d] + (j[d] as i64) * i64::from(spec.element_strides[d]);
                 index[d] = g;
-                // The hardware bounds-checks the inner dim rounded up to 16 bytes.
-                let limit = if d == inner { inner_bound } else { global[d] };
+                // Stores bounds-check the inner dim rounded up to 16 bytes; loads exactly.
+                let limit = if d == inner && access == Access::Store {
+                    inner_bound
+                } else {
+                    global[d]
+                };
                 if g < 0 || g as u64 >= limit {
                     in_bounds = false;
                 } else {
@@ -359,7 +393,7 @@ pub fn load_with(
     };
     let len = smem_layout(bound, opts)?.len;
     let mut out = vec![0u8; len as usize];
-    visit(bound, coords, opts, |e| {
+    visit(bound, coords, opts, Access::Load, |e| {
         let dst = out
             .get_mut(range(e.smem, esize))
             .ok_or(ModelError::SmemTooSmall {
@@ -375,6 +409,7 @@ pub fn load_with(
                         got: global.len() as u64,
                     })?;
                 dst.copy_from_slice(src);
+                convert_on_load(spec.dtype, dst);
             }
             None => dst.copy_from_slice(&fill),
         }
@@ -464,7 +499,7 @@ fn combine_into(
     }
     let esize = bound.spec().dtype.size_bytes().unwrap_or(0);
     let glen = global.len() as u64;
-    visit(bound, coords, opts, |e| {
+    visit(bound, coords, opts, Access::Store, |e| {
         let Some(g) = e.global else { return Ok(()) };
         let src = smem
             .get(range(e.smem, esize))
