@@ -220,23 +220,20 @@ pub fn oob_nan_bytes(dtype: DType) -> Vec<u8> {
 }
 
 /// What a load does to an element on its way into shared memory: TF32 maps round f32 to
-/// TF32 (nearest, ties away: the low 13 mantissa bits go, as `cvt.rna.tf32.f32`); the FTZ
-/// types flush subnormals to signed zero. Seen on an H100 (tests/gpu_model.rs); stores
-/// copy bits unchanged.
+/// TF32 (nearest, ties away: the low 13 mantissa bits go, as `cvt.rna.tf32.f32`) and turn
+/// every NaN into `0x7fffe000`; nothing else changes (the FTZ types do not flush on a copy).
+/// Seen on an H100 (tests/gpu_model.rs); stores copy bits unchanged.
 pub fn convert_on_load(dtype: DType, element: &mut [u8]) {
-    let flush = matches!(dtype, DType::F32Ftz | DType::TF32Ftz);
-    let tf32 = matches!(dtype, DType::TF32 | DType::TF32Ftz);
-    if !(flush || tf32) || element.len() != 4 {
+    if !matches!(dtype, DType::TF32 | DType::TF32Ftz) || element.len() != 4 {
         return;
     }
     let mut bits = u32::from_le_bytes([element[0], element[1], element[2], element[3]]);
     let exponent = (bits >> 23) & 0xff;
-    if flush && exponent == 0 {
-        bits &= 0x8000_0000;
-    } else if tf32 && exponent != 0xff {
+    let mantissa = bits & 0x007f_ffff;
+    if exponent == 0xff && mantissa != 0 {
+        bits = 0x7fff_e000;
+    } else if exponent != 0xff {
         bits = (bits + 0x1000) & !0x1fff;
-    } else if tf32 {
-        bits &= !0x1fff;
     }
     element.copy_from_slice(&bits.to_le_bytes());
 }
