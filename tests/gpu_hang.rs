@@ -1,0 +1,74 @@
+//! Hang -> error, for real: a kernel that declares a wrong transaction byte count (16 bytes
+//! more than its load delivers) would wait forever; compiled with debug waits, the generated
+//! wait gives up, records which tile, barrier, phase and byte count hung, and traps, and the
+//! runtime returns `Error::BarrierTimeout` within about a second.
+//!
+//! The trap leaves the CUDA context unusable, so this file holds exactly one test (the GPU
+//! runner gives every test its own process). Skips visibly without a GPU.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::time::Instant;
+
+use tma::render::KernelSource;
+use tma::runtime::jit::{CompileOptions, Compiler, Source};
+use tma::runtime::{Error, LaunchConfig, TensorMap};
+use tma::{Arch, Tile};
+
+tma::tma_2d! {
+    /// A plain f32 tile: 16 x 16 boxes of a 64 x 64 matrix, 1 KB per load.
+    pub HangTile: f32,
+    global = [R = 64, C = 64],
+    boxed = [16, 16],
+}
+
+const BODY: &str = r#"
+extern "C" __global__ void wrong_byte_count(const __grid_constant__ CUtensorMap map, float* out) {
+  __shared__ __align__(128) unsigned char smem[1024];
+  __shared__ __align__(8) tma_mbarrier bar;
+  if (threadIdx.x == 0) { tma_mbarrier_init(&bar, 1); tma_fence_mbarrier_init(); }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    // The bug under test: 16 bytes more than the load delivers.
+    tma_mbarrier_arrive_expect_tx(&bar, TILE::TX_BYTES + 16);
+    TILE::load(&map, &bar, smem, 0, 0);
+  }
+  TILE::wait(&bar, 0);  // never completes; debug waits turn it into a report
+  out[threadIdx.x] = reinterpret_cast<float*>(smem)[threadIdx.x];
+}
+"#;
+
+#[test]
+fn gpu_a_wrong_byte_count_becomes_a_barrier_timeout() {
+    let Some(_) = tma::runtime::testing::require_gpu_or_skip("gpu_a_wrong_byte_count_becomes_a_barrier_timeout") else {
+        return;
+    };
+    let ctx = cudarc::driver::CudaContext::new(0).unwrap();
+    let stream = ctx.default_stream();
+    let valid = HangTile::valid().unwrap();
+    let body = BODY.replace("TILE", HangTile::CUDA_NAME);
+    let source = Source::new(KernelSource::new().tile(valid).body(&body).build().unwrap());
+    // 200 ms instead of the default second keeps the test short.
+    let options = CompileOptions::new(Arch::Sm90a)
+        .debug_waits(true)
+        .define("TMA_DEBUG_TIMEOUT_NS", "200000000ull");
+    let module = Compiler::global().unwrap().load(&ctx, &source, &options).unwrap();
+    let kernel = module.kernel("wrong_byte_count").unwrap();
+    let input = stream.clone_htod(&vec![1.0f32; 64 * 64]).unwrap();
+    let mut out = stream.alloc_zeros::<f32>(128).unwrap();
+    let map = TensorMap::new(&HangTile::bind(&[64, 64]).unwrap(), &input).unwrap();
+    let cfg = LaunchConfig::new(&stream, (2, 1, 1), (128, 1, 1));
+    let start = Instant::now();
+    // SAFETY: wrong_byte_count(CUtensorMap, float*) with 128 floats of output.
+    let result = unsafe { kernel.launch_builder(&cfg).arg(&map).arg(&mut out).launch_and_sync() };
+    let elapsed = start.elapsed();
+    println!("after {elapsed:?}: {result:?}");
+    match result {
+        Err(Error::BarrierTimeout { tile, expected_tx, phase, .. }) => {
+            assert_eq!(tile, "hang_tile");
+            assert_eq!(u64::from(expected_tx), HangTile::TX_BYTES);
+            assert_eq!(phase, 0);
+        }
+        other => panic!("expected a BarrierTimeout, got {other:?}"),
+    }
+    assert!(elapsed.as_secs_f64() < 1.5, "took {elapsed:?}");
+}
