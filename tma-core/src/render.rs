@@ -43,7 +43,7 @@ pub const DEBUG_TIMEOUT_NS: u64 = 1_000_000_000;
 pub const UNKNOWN_TILE_ID: u32 = 0xffff_ffff;
 
 /// What can go wrong while rendering.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RenderError {
     /// A template failed to parse or render (a bug in `templates/`).
     #[error("template `{template}` failed: {message}")]
@@ -60,7 +60,17 @@ pub enum RenderError {
     ReservedTileId(u32),
 }
 
-fn engine() -> Result<Tera, RenderError> {
+/// The template engine, parsed once per process: every tile declared with a macro renders
+/// through it at expansion time, so parsing per call would cost every build.
+fn engine() -> Result<&'static Tera, RenderError> {
+    static ENGINE: std::sync::OnceLock<Result<Tera, RenderError>> = std::sync::OnceLock::new();
+    ENGINE
+        .get_or_init(build_engine)
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+fn build_engine() -> Result<Tera, RenderError> {
     let mut tera = Tera::new();
     // CUDA is not HTML: never escape.
     tera.autoescape_on(Vec::<&str>::new());
