@@ -23,7 +23,8 @@ fn tool(test: &str, name: &str) -> Option<PathBuf> {
     if found.is_none() {
         let required = std::env::var("CI").is_ok_and(|v| v == "true")
             || std::env::var_os("TMA_REQUIRE_NVRTC").is_some();
-        let why = format!("`{name}` is not on PATH (eval \"$(scripts/cuda-tools.sh)\" installs it)");
+        let why =
+            format!("`{name}` is not on PATH (eval \"$(scripts/cuda-tools.sh)\" installs it)");
         assert!(!required, "{test}: {why}");
         println!("SKIP {test}: {why}");
     }
@@ -58,9 +59,21 @@ fn assemble(ptxas: &Path, cuobjdump: &Path, ptx: &str, dir: &Path, stem: &str) -
     };
     let spill_bytes = number_before(" bytes spill stores") + number_before(" bytes spill loads");
     let stack_bytes = number_before(" bytes stack frame");
-    let dump = Command::new(cuobjdump).arg("-sass").arg(&cubin).output().unwrap();
-    assert!(dump.status.success(), "cuobjdump failed: {}", String::from_utf8_lossy(&dump.stderr));
-    Sass { text: String::from_utf8_lossy(&dump.stdout).to_string(), spill_bytes, stack_bytes }
+    let dump = Command::new(cuobjdump)
+        .arg("-sass")
+        .arg(&cubin)
+        .output()
+        .unwrap();
+    assert!(
+        dump.status.success(),
+        "cuobjdump failed: {}",
+        String::from_utf8_lossy(&dump.stderr)
+    );
+    Sass {
+        text: String::from_utf8_lossy(&dump.stdout).to_string(),
+        spill_bytes,
+        stack_bytes,
+    }
 }
 
 fn count(sass: &str, op: &str) -> usize {
@@ -72,7 +85,9 @@ fn count(sass: &str, op: &str) -> usize {
 #[test]
 fn every_corpus_tile_compiles_to_sm90a_sass_with_its_tma_instructions() {
     let test = "every_corpus_tile_compiles_to_sm90a_sass_with_its_tma_instructions";
-    let Some(_) = require_nvrtc_or_skip(test) else { return };
+    let Some(_) = require_nvrtc_or_skip(test) else {
+        return;
+    };
     let (Some(ptxas), Some(cuobjdump)) = (tool(test, "ptxas"), tool(test, "cuobjdump")) else {
         return;
     };
@@ -90,19 +105,39 @@ fn every_corpus_tile_compiles_to_sm90a_sass_with_its_tma_instructions() {
             let options = CompileOptions::new(Arch::Sm90a).debug_waits(debug_waits);
             let compiled = compiler.compile_source(&source, &options).unwrap();
             assert!(compiled.cubin.starts_with(b"\x7fELF"), "{name}: no CUBIN");
-            let sass = assemble(&ptxas, &cuobjdump, &compiled.ptx, &dir, &format!("{name}_{debug_waits}"));
+            let sass = assemble(
+                &ptxas,
+                &cuobjdump,
+                &compiled.ptx,
+                &dir,
+                &format!("{name}_{debug_waits}"),
+            );
             let boxes = valid.plan().boxes as usize;
             // Each helper issues one instruction per repeated box.
-            assert!(count(&sass.text, "UTMALDG") >= 2 * boxes, "{name}: loads\n{}", sass.text);
+            assert!(
+                count(&sass.text, "UTMALDG") >= 2 * boxes,
+                "{name}: loads\n{}",
+                sass.text
+            );
             assert!(count(&sass.text, "UTMASTG") >= boxes, "{name}: stores");
-            assert!(count(&sass.text, "UTMAPF") >= boxes, "{name}: tile prefetch");
-            assert!(count(&sass.text, "UTMACCTL") >= 1, "{name}: tensormap prefetch/fence");
+            assert!(
+                count(&sass.text, "UTMAPF") >= boxes,
+                "{name}: tile prefetch"
+            );
+            assert!(
+                count(&sass.text, "UTMACCTL") >= 1,
+                "{name}: tensormap prefetch/fence"
+            );
             if !render::reduce_ops(valid.spec().dtype).is_empty() {
                 assert!(count(&sass.text, "UTMAREDG") >= boxes, "{name}: reductions");
             }
             assert!(count(&sass.text, "SYNCS") >= 1, "{name}: mbarrier waits");
             assert_eq!(sass.spill_bytes, 0, "{name}: spills");
-            assert_eq!(count(&sass.text, "LDL") + count(&sass.text, "STL"), 0, "{name}: local memory");
+            assert_eq!(
+                count(&sass.text, "LDL") + count(&sass.text, "STL"),
+                0,
+                "{name}: local memory"
+            );
             println!(
                 "{name} (debug waits {debug_waits}): {} B CUBIN, UTMALDG {} UTMASTG {} UTMAREDG {} UTMAPF {} UTMACCTL {}, stack {} B, spills 0",
                 compiled.cubin.len(),
@@ -137,7 +172,9 @@ struct AttentionTiles {
 #[test]
 fn a_four_tile_struct_gives_a_kernel_that_compiles() {
     let test = "a_four_tile_struct_gives_a_kernel_that_compiles";
-    let Some(_) = require_nvrtc_or_skip(test) else { return };
+    let Some(_) = require_nvrtc_or_skip(test) else {
+        return;
+    };
     let body = format!(
         r#"
 extern "C" __global__ void attention_copy({params}) {{
@@ -168,16 +205,33 @@ extern "C" __global__ void attention_copy({params}) {{
         v = AttentionTiles::TILES[2].smem_offset,
     );
     assert!(AttentionTiles::cuda_params().contains("const __grid_constant__ CUtensorMap q_map"));
-    let source = format!("{}\n{}\n{body}", render::prelude(), AttentionTiles::cuda_helpers());
+    let source = format!(
+        "{}\n{}\n{body}",
+        render::prelude(),
+        AttentionTiles::cuda_helpers()
+    );
     let compiled = Compiler::global()
         .unwrap()
         .compile(&source, &CompileOptions::new(Arch::Sm90a))
         .unwrap_or_else(|e| panic!("{e}"));
     assert!(compiled.ptx.contains(".entry attention_copy"));
-    assert_eq!(compiled.ptx.matches("cp.async.bulk.tensor.2d.shared::cluster").count(), 3);
-    let tiles = AttentionTiles { q: [4096, 64], k: [4096, 64], v: [4096, 64], o: [4096, 64] };
+    assert_eq!(
+        compiled
+            .ptx
+            .matches("cp.async.bulk.tensor.2d.shared::cluster")
+            .count(),
+        3
+    );
+    let tiles = AttentionTiles {
+        q: [4096, 64],
+        k: [4096, 64],
+        v: [4096, 64],
+        o: [4096, 64],
+    };
     let args = tiles.encode_args().unwrap();
     assert_eq!(args.len(), 4);
-    assert!(args.iter().all(|a| a.global_dim == vec![64, 4096] && a.global_strides == vec![128]));
+    assert!(args
+        .iter()
+        .all(|a| a.global_dim == vec![64, 4096] && a.global_strides == vec![128]));
     assert_eq!(AttentionTiles::SMEM_BYTES, 4 * 8192);
 }

@@ -39,7 +39,9 @@ extern "C" __global__ void wrong_byte_count(const __grid_constant__ CUtensorMap 
 
 #[test]
 fn gpu_a_wrong_byte_count_becomes_a_barrier_timeout() {
-    let Some(_) = tma::runtime::testing::require_gpu_or_skip("gpu_a_wrong_byte_count_becomes_a_barrier_timeout") else {
+    let Some(_) = tma::runtime::testing::require_gpu_or_skip(
+        "gpu_a_wrong_byte_count_becomes_a_barrier_timeout",
+    ) else {
         return;
     };
     let ctx = cudarc::driver::CudaContext::new(0).unwrap();
@@ -51,7 +53,10 @@ fn gpu_a_wrong_byte_count_becomes_a_barrier_timeout() {
     let options = CompileOptions::new(Arch::Sm90a)
         .debug_waits(true)
         .define("TMA_DEBUG_TIMEOUT_NS", "200000000ull");
-    let module = Compiler::global().unwrap().load(&ctx, &source, &options).unwrap();
+    let module = Compiler::global()
+        .unwrap()
+        .load(&ctx, &source, &options)
+        .unwrap();
     let kernel = module.kernel("wrong_byte_count").unwrap();
     let input = stream.clone_htod(&vec![1.0f32; 64 * 64]).unwrap();
     let mut out = stream.alloc_zeros::<f32>(128).unwrap();
@@ -59,11 +64,22 @@ fn gpu_a_wrong_byte_count_becomes_a_barrier_timeout() {
     let cfg = LaunchConfig::new(&stream, (2, 1, 1), (128, 1, 1));
     let start = Instant::now();
     // SAFETY: wrong_byte_count(CUtensorMap, float*) with 128 floats of output.
-    let result = unsafe { kernel.launch_builder(&cfg).arg(&map).arg(&mut out).launch_and_sync() };
+    let result = unsafe {
+        kernel
+            .launch_builder(&cfg)
+            .arg(&map)
+            .arg(&mut out)
+            .launch_and_sync()
+    };
     let elapsed = start.elapsed();
     println!("after {elapsed:?}: {result:?}");
     match result {
-        Err(Error::BarrierTimeout { tile, expected_tx, phase, .. }) => {
+        Err(Error::BarrierTimeout {
+            tile,
+            expected_tx,
+            phase,
+            ..
+        }) => {
             assert_eq!(tile, "hang_tile");
             assert_eq!(u64::from(expected_tx), HangTile::TX_BYTES);
             assert_eq!(phase, 0);
