@@ -162,6 +162,27 @@ impl TileArg for Strided {
 
 /// Helpers the generated code calls through `::tma::__private`.
 #[doc(hidden)]
+/// A device buffer a tile's `CUtensorMap` can be encoded over: a `CudaSlice<T>` or
+/// `CudaView<T>` of a TMA element type. `#[derive(TmaTiles)]`'s `tensor_maps` takes one per
+/// field.
+pub trait TileBuffer {
+    /// Encodes `bound` over this buffer (element type, alignment and length are checked
+    /// before the driver is called).
+    fn encode(&self, bound: &BoundSpec) -> Result<tma_runtime::TensorMap, tma_runtime::Error>;
+}
+
+impl<T: tma_runtime::TmaElement> TileBuffer for cudarc::driver::CudaSlice<T> {
+    fn encode(&self, bound: &BoundSpec) -> Result<tma_runtime::TensorMap, tma_runtime::Error> {
+        tma_runtime::TensorMap::new(bound, self)
+    }
+}
+
+impl<T: tma_runtime::TmaElement> TileBuffer for cudarc::driver::CudaView<'_, T> {
+    fn encode(&self, bound: &BoundSpec) -> Result<tma_runtime::TensorMap, tma_runtime::Error> {
+        tma_runtime::TensorMap::new(bound, self)
+    }
+}
+
 pub mod support {
     use super::*;
 
@@ -187,18 +208,26 @@ pub mod support {
     }
 
     /// Encode arguments of one tile from a field's run-time shape.
-    pub fn encode_field<A: TileArg + ?Sized>(
+    pub fn bind_field<A: TileArg + ?Sized>(
         valids: &[ValidSpec],
         index: usize,
         arg: &A,
-    ) -> Result<EncodeArgs, SpecErrors> {
+    ) -> Result<BoundSpec, SpecErrors> {
         let valid = valids.get(index).ok_or_else(|| SpecErrors {
             tile: format!("#{index}"),
             errors: Vec::new(),
         })?;
-        valid
-            .bind(arg.global_dims(), arg.strides())
-            .map(|b| EncodeArgs::new(&b))
+        valid.bind(arg.global_dims(), arg.strides())
+    }
+
+    /// The error for a `tensor_maps` call with the wrong number of buffers.
+    pub fn buffer_count(tiles: usize, given: usize) -> tma_runtime::Error {
+        tma_runtime::Error::InvalidLaunch {
+            kernel: "tensor_maps".into(),
+            reason: format!(
+                "{given} buffers given for {tiles} tiles: one per #[tma] field, in field order"
+            ),
+        }
     }
 
     /// The spec of a declaration that failed to compile (never run: the crate does not

@@ -298,7 +298,7 @@ fn derive_impl(input: &DeriveInput, mut tiles: Vec<FieldTile<'_>>) -> TokenStrea
     let encodes = tiles.iter().enumerate().map(|(i, t)| {
         let field = t.ident;
         // Spanned on the field's type: a type that is not a `TileArg` errors there.
-        quote_spanned!(t.ty.span()=> #p::encode_field(valid, #i, &self.#field)?)
+        quote_spanned!(t.ty.span()=> #p::bind_field(valid, #i, &self.#field)?)
     });
     let warnings: TokenStream = tiles
         .iter()
@@ -350,11 +350,17 @@ fn derive_impl(input: &DeriveInput, mut tiles: Vec<FieldTile<'_>>) -> TokenStrea
                 #p::cached_valid_all(&VALID, Self::tile_specs)
             }
 
+            /// Every tile bound to its field's run-time shape, in field order: all rules
+            /// checked on the concrete dims and strides.
+            pub fn bound_specs(&self) -> #p::Result<#p::Vec<#p::BoundSpec>, #p::SpecErrors> {
+                let valid = Self::valid_specs()?;
+                #p::Ok(#p::Vec::from([#(#encodes),*]))
+            }
+
             /// `cuTensorMapEncodeTiled` arguments of every tile, in field order, from the
             /// fields' run-time shapes.
             pub fn encode_args(&self) -> #p::Result<#p::Vec<#p::EncodeArgs>, #p::SpecErrors> {
-                let valid = Self::valid_specs()?;
-                #p::Ok(#p::Vec::from([#(#encodes),*]))
+                #p::Ok(self.bound_specs()?.iter().map(#p::EncodeArgs::new).collect())
             }
 
             #runtime
@@ -364,10 +370,29 @@ fn derive_impl(input: &DeriveInput, mut tiles: Vec<FieldTile<'_>>) -> TokenStrea
     }
 }
 
-/// Runtime encoding, to be wired once `tma_runtime` lands: one `CUtensorMap` per field
-/// from the field's device buffer. Generates nothing yet.
-fn runtime_methods(_tiles: &[FieldTile<'_>]) -> TokenStream {
-    TokenStream::new()
+/// Runtime encoding: one `CUtensorMap` per field, over the field's device buffer, in field
+/// (= kernel parameter) order.
+fn runtime_methods(tiles: &[FieldTile<'_>]) -> TokenStream {
+    let p = private();
+    let n = tiles.len();
+    quote! {
+        /// One `CUtensorMap` per tile, in field order (the order of `CUDA_PARAMS`), each
+        /// encoded over `buffers[i]` with field `i`'s run-time shape. Push them to the
+        /// kernel in that order: `for map in &maps { launch.arg(map); }`.
+        pub fn tensor_maps(
+            &self,
+            buffers: &[&dyn #p::TileBuffer],
+        ) -> #p::Result<#p::Vec<#p::TensorMap>, #p::RuntimeError> {
+            if buffers.len() != #n {
+                return #p::Err(#p::buffer_count(#n, buffers.len()));
+            }
+            let mut maps = #p::Vec::with_capacity(#n);
+            for (bound, buffer) in self.bound_specs()?.iter().zip(buffers) {
+                maps.push(buffer.encode(bound)?);
+            }
+            #p::Ok(maps)
+        }
+    }
 }
 
 fn map_param(field: &Ident) -> String {
