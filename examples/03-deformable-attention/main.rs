@@ -1,0 +1,342 @@
+//! Multi-scale deformable attention (forward) with one `[2][2][32]` TMA box per sampling
+//! point: N = 6, 8 heads, 4 levels (92x160, 46x80, 23x40, 12x20), Q = 1000, 8 points per
+//! level, 32 channels per head; value `[N][S][heads][32]` in f16 and in bf16.
+//!
+//! The value tile is declared once (`setup.rs`, `tma_3d!` with run-time H, W and strides):
+//! each (batch, head, level) is a `[H][W][32]` view whose rows skip the other heads, bound
+//! with `bind_strided` and encoded over the sub-view of the value buffer where it starts:
+//! 192 tensor maps, uploaded to global memory. `msda_tma` loads each point's bilinear
+//! neighbourhood as one TMA box (out-of-bounds corners arrive as zeros: the operator's
+//! padding); `msda_ldg` does the same with plain loads. Both are checked against an f64
+//! CPU reference on fresh random inputs (locations partly outside [0, 1] and on its
+//! borders); the example exits non-zero on a NaN or an error above the limits.
+//!
+//! Without a GPU it validates the tiles, renders the kernels and compiles the f16 and bf16
+//! variants with NVRTC, then says so and exits 0.
+//!
+//! Run: `eval "$(scripts/cuda-tools.sh)"; cargo run --release --example 03-deformable-attention`
+
+mod reference;
+#[allow(dead_code)] // shared with benches/msda.rs, which uses other parts
+mod setup;
+
+use std::time::Instant;
+
+use reference::{msda_reference, Msda};
+use setup::{Check, Device, Elem, Res, Rng};
+use tma::runtime::jit::Compiler;
+use tma::EncodeArgs;
+
+fn main() -> Res<()> {
+    let m = Msda::seed();
+    setup::check_sizes(&m)?;
+    println!(
+        "multi-scale deformable attention: N {}, heads {}, levels {:?}, Q {}, P {}, C {} (S = {} rows per batch)",
+        m.batch,
+        m.heads,
+        m.levels,
+        m.queries,
+        m.points,
+        m.channels,
+        m.spatial()
+    );
+
+    // 1. The tiles, validated at compile time; one view bound here as an example.
+    for elem in Elem::ALL {
+        let valid = elem.valid()?;
+        let plan = valid.plan();
+        println!(
+            "tile {} ({}): TX_BYTES {} per box, {} B of shared memory per box, aligned to {} B",
+            elem.cuda_name(),
+            elem.name(),
+            elem.tx_bytes(),
+            plan.footprint_bytes,
+            plan.align_bytes
+        );
+        if elem.tx_bytes() != u64::from(setup::BOX_BYTES) {
+            return Err(format!("TX_BYTES {} != 256", elem.tx_bytes()).into());
+        }
+    }
+    let (h, w) = m.levels[0];
+    let bound = Elem::F16.bind_view(h, w, m.heads)?;
+    println!(
+        "level 0 view of one (batch, head): {} B extent\n{}",
+        bound.extent_bytes(),
+        EncodeArgs::new(&bound)
+    );
+    let mut views = 0;
+    for elem in Elem::ALL {
+        for &(h, w) in &m.levels {
+            elem.bind_view(h, w, m.heads)?;
+            views += m.batch * m.heads;
+        }
+    }
+    println!(
+        "bound all {views} views ({} per type)",
+        views / Elem::ALL.len()
+    );
+
+    // 2. Render and compile both variants (and the debug-wait builds the GPU run uses).
+    let compiler = match Compiler::global() {
+        Ok(c) => c,
+        Err(e) => {
+            println!(
+                "NVRTC is not available:\n  {e}\nget it with: eval \"$(scripts/cuda-tools.sh)\""
+            );
+            return Err(e.into());
+        }
+    };
+    for elem in Elem::ALL {
+        let t = Instant::now();
+        let (source, _, compiled) = setup::compile(compiler, elem, false)?;
+        println!(
+            "compiled {} ({} lines) with NVRTC: {} B of CUBIN for sm_90a, {} TMA loads in the PTX ({:.2} s)",
+            elem.name(),
+            source.text().lines().count(),
+            compiled.cubin.len(),
+            compiled.ptx.matches("cp.async.bulk.tensor.3d").count(),
+            t.elapsed().as_secs_f64()
+        );
+        if compiled.cubin.is_empty() {
+            return Err(format!("no CUBIN for {}", elem.name()).into());
+        }
+        setup::compile(compiler, elem, true)?;
+    }
+
+    // 3. On a GPU: run and check.
+    let gpu = match tma::runtime::gpu_available() {
+        Ok(gpu) => gpu,
+        Err(e) => {
+            println!("\nno GPU here ({e});\neverything up to the compiled CUBINs is done. On an sm_90 GPU this example also runs both kernels against the f64 reference.");
+            return Ok(());
+        }
+    };
+    println!(
+        "\nGPU: {} (compute capability {:?})",
+        gpu.name, gpu.compute_capability
+    );
+    let ctx = cudarc::driver::CudaContext::new(0)?;
+    let mut rng = Rng::from_clock();
+    let mut failed = Vec::new();
+    for elem in Elem::ALL {
+        let t = Instant::now();
+        let inp = setup::inputs(&m, elem, &mut rng);
+        let [inside, near, border, far] = inp.classes;
+        println!(
+            "\n{}: sampling points: {inside} inside, {near} near the image (some outside), {border} on borders, {far} far outside",
+            elem.name()
+        );
+        // Debug waits: a hung mbarrier becomes an error naming block and thread.
+        let mut dev = Device::new(&ctx, compiler, &m, &inp, true)?;
+        let (out_tma, out_ldg) = dev.run_both()?;
+        let gpu_s = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let reference = msda_reference(&m, &inp.value, &inp.loc, &inp.attn);
+        println!(
+            "  inputs + GPU {gpu_s:.2} s, f64 reference {:.2} s",
+            t.elapsed().as_secs_f64()
+        );
+        for (name, out) in [("msda_tma", &out_tma), ("msda_ldg", &out_ldg)] {
+            let c = Check::new(elem, out, &reference);
+            let ok = c.ok(elem);
+            println!(
+                "  {name}: {} {}",
+                c.line(elem, &reference),
+                if ok { "OK" } else { "FAIL" }
+            );
+            if !ok {
+                failed.push(format!("{name} {}", elem.name()));
+            }
+        }
+        let (differ, max, bad) = setup::compare_outputs(elem, &out_tma, &out_ldg);
+        println!(
+            "  msda_tma vs msda_ldg: {differ} of {} elements differ in bits (max {max:.3e}), {bad} non-finite",
+            out_tma.len()
+        );
+    }
+    if !failed.is_empty() {
+        return Err(format!("wrong results: {}", failed.join(", ")).into());
+    }
+    println!("\nOK: both kernels match the f64 reference in f16 and bf16");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::reference::{msda_reference, Msda};
+    use super::setup::{self, Elem, Rng};
+
+    fn tiny() -> Msda {
+        Msda {
+            batch: 1,
+            queries: 1,
+            heads: 1,
+            channels: 2,
+            points: 1,
+            levels: vec![(2, 2), (1, 1)],
+        }
+    }
+
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() <= 1e-12 * (1.0 + b.abs())
+    }
+
+    /// value[row][c]: level 0 is 2x2 (rows 0..4), level 1 is 1x1 (row 4).
+    fn tiny_value() -> Vec<f32> {
+        vec![
+            1.0, 10.0, // (0, 0)
+            2.0, 20.0, // (0, 1)
+            3.0, 30.0, // (1, 0)
+            4.0, 40.0, // (1, 1)
+            5.0, 50.0, // level 1 (0, 0)
+        ]
+    }
+
+    fn run(locs: [[f32; 2]; 2], attn: [f32; 2]) -> Vec<f64> {
+        let m = tiny();
+        let loc: Vec<f32> = locs.iter().flatten().copied().collect();
+        msda_reference(&m, &tiny_value(), &loc, &attn)
+    }
+
+    #[test]
+    fn centre_of_a_2x2_level_averages_the_four_pixels() {
+        // x = y = 0.5 -> h_im = w_im = 0.5: each pixel weighs 1/4. Level 1 sampled at its
+        // pixel centre (0.5, 0.5) -> exactly 5 / 50.
+        let out = run([[0.5, 0.5], [0.5, 0.5]], [0.25, 0.75]);
+        assert!(close(out[0], 0.25 * 2.5 + 0.75 * 5.0), "{out:?}");
+        assert!(close(out[1], 0.25 * 25.0 + 0.75 * 50.0), "{out:?}");
+    }
+
+    #[test]
+    fn pixel_centres_and_bilinear_fractions() {
+        // x = 0.75 (w_im = 1.0), y = 0.25 (h_im = 0.0): exactly pixel (0, 1) = 2.
+        let out = run([[0.75, 0.25], [2.0, 0.5]], [1.0, 1.0]);
+        assert!(close(out[0], 2.0), "{out:?}");
+        // x = 0.625 (w_im = 0.75), y = 0.375 (h_im = 0.25):
+        // 0.75 * (0.25 * 1 + 0.75 * 2) + 0.25 * (0.25 * 3 + 0.75 * 4) = 2.25.
+        let out = run([[0.625, 0.375], [2.0, 0.5]], [1.0, 0.0]);
+        assert!(close(out[0], 2.25), "{out:?}");
+        assert!(close(out[1], 22.5), "{out:?}");
+    }
+
+    #[test]
+    fn zero_padding_at_and_beyond_the_borders() {
+        // x = y = 0 -> h_im = w_im = -0.5: only pixel (0, 0), with weight 0.25.
+        let out = run([[0.0, 0.0], [5.0, 5.0]], [1.0, 1.0]);
+        assert!(close(out[0], 0.25), "{out:?}");
+        // x = y = 1 -> h_im = w_im = 1.5: only pixel (1, 1), weight 0.25. Level 1 at
+        // (1, 0.5): w_im = 0.5 -> half of its pixel.
+        let out = run([[1.0, 1.0], [1.0, 0.5]], [1.0, 1.0]);
+        assert!(close(out[0], 0.25 * 4.0 + 0.5 * 5.0), "{out:?}");
+        // h_im <= -1 (y = -0.25 -> -1.0) or far away: nothing.
+        let out = run([[0.5, -0.25], [-3.0, 0.5]], [1.0, 1.0]);
+        assert!(close(out[0], 0.0) && close(out[1], 0.0), "{out:?}");
+        // Just inside the -1 border: tiny but non-zero.
+        let out = run([[0.5, -0.2], [-3.0, 0.5]], [1.0, 1.0]);
+        // h_im = -0.9 -> row 0 weight 0.1; w_im = 0.5 -> (1 + 2) / 2.
+        assert!((out[0] - 0.1 * 1.5).abs() < 1e-6, "{out:?}");
+    }
+
+    #[test]
+    fn batches_run_in_parallel_like_one_thread() {
+        let m = Msda {
+            batch: 3,
+            queries: 5,
+            heads: 2,
+            channels: 4,
+            points: 2,
+            levels: vec![(3, 4), (2, 2)],
+        };
+        let mut rng = Rng::new(7);
+        let value: Vec<f32> = (0..m.value_len())
+            .map(|_| rng.range(-1.0, 1.0) as f32)
+            .collect();
+        let loc: Vec<f32> = (0..2 * m.attn_len())
+            .map(|_| rng.range(-0.2, 1.2) as f32)
+            .collect();
+        let attn: Vec<f32> = (0..m.attn_len()).map(|_| rng.unit() as f32).collect();
+        let all = msda_reference(&m, &value, &loc, &attn);
+        // Batch 1 alone, by shifting it to batch 0 of a one-batch problem.
+        let one = Msda {
+            batch: 1,
+            ..m.clone()
+        };
+        let (vs, as_) = (
+            m.spatial() * m.heads * m.channels,
+            m.queries * m.heads * m.points_per_head(),
+        );
+        let b1 = msda_reference(
+            &one,
+            &value[vs..2 * vs],
+            &loc[2 * as_..4 * as_],
+            &attn[as_..2 * as_],
+        );
+        let os = m.queries * m.heads * m.channels;
+        assert_eq!(&all[os..2 * os], &b1[..]);
+    }
+
+    #[test]
+    fn inputs_cover_every_location_class_and_normalise_weights() {
+        let m = Msda {
+            batch: 1,
+            queries: 40,
+            ..Msda::seed()
+        };
+        let inp = setup::inputs(&m, Elem::Bf16, &mut Rng::new(1));
+        assert!(inp.classes.iter().all(|&c| c > 0), "{:?}", inp.classes);
+        assert!(inp.loc.iter().any(|&x| x == 0.0) && inp.loc.iter().any(|&x| x == 1.0));
+        for group in inp.attn.chunks(m.points_per_head()) {
+            let s: f32 = group.iter().sum();
+            assert!((s - 1.0).abs() < 1e-5, "{s}");
+        }
+        assert_eq!(inp.value_bits.len(), m.value_len());
+    }
+
+    #[test]
+    fn views_and_checks() -> Result<(), Box<dyn std::error::Error>> {
+        let m = Msda::seed();
+        setup::check_sizes(&m)?;
+        // The last view ends exactly at the end of the value tensor.
+        let (h, w) = m.levels[3];
+        let bound = Elem::F16.bind_view(h, w, m.heads)?;
+        let offset = (((m.batch - 1) * m.spatial() + m.level_start()[3]) * m.heads + m.heads - 1)
+            * m.channels;
+        assert_eq!(offset + (bound.extent_bytes() / 2) as usize, m.value_len());
+        // Exact output passes, poison fails.
+        let reference = vec![0.5f64, -0.25, 0.125];
+        let good: Vec<u16> = reference
+            .iter()
+            .map(|&r| Elem::F16.to_bits(r as f32))
+            .collect();
+        assert!(setup::Check::new(Elem::F16, &good, &reference).ok(Elem::F16));
+        let bad = vec![setup::POISON; 3];
+        let c = setup::Check::new(Elem::F16, &bad, &reference);
+        assert!(!c.ok(Elem::F16) && c.non_finite == 3);
+        Ok(())
+    }
+
+    /// The full seed size: how long the reference takes, and that an output which is the
+    /// reference rounded to f16 / bf16 passes the checks with room to spare.
+    /// `cargo test --release --example 03-deformable-attention -- --ignored --nocapture`
+    #[test]
+    #[ignore]
+    fn seed_reference_and_rounding_floor() {
+        let m = Msda::seed();
+        let mut rng = Rng::new(11);
+        for elem in Elem::ALL {
+            let inp = setup::inputs(&m, elem, &mut rng);
+            let t = std::time::Instant::now();
+            let reference = msda_reference(&m, &inp.value, &inp.loc, &inp.attn);
+            let secs = t.elapsed().as_secs_f64();
+            let rounded: Vec<u16> = reference.iter().map(|&r| elem.to_bits(r as f32)).collect();
+            let c = setup::Check::new(elem, &rounded, &reference);
+            println!(
+                "{}: reference {secs:.2} s; {}",
+                elem.name(),
+                c.line(elem, &reference)
+            );
+            assert!(c.ok(elem));
+            assert!(c.rel_l2 * 2.5 < elem.rel_l2_tolerance(), "{c:?}");
+        }
+    }
+}

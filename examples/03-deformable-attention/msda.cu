@@ -1,0 +1,182 @@
+// Multi-scale deformable attention, forward (MSDA), two ways:
+//   msda_tma : each sampling point's 2 x 2 x 32 bilinear neighbourhood is one 3-D TMA box
+//              [2][2][32] over the level's [H][W][C] view of one (batch, head); out-of-bounds
+//              neighbours arrive as zeros from the hardware, which is the operator's padding.
+//   msda_ldg : the same operator with plain global loads, the baseline.
+//
+// Layouts (the standard ones):
+//   value    [N][S][HEADS][32] f16 (or bf16), S = sum over levels of H_l * W_l
+//   loc      [N][Q][HEADS][L][P][2] f32 in [0, 1], (x = along W, y = along H)
+//   attn     [N][Q][HEADS][L][P] f32
+//   out      [N][Q][HEADS * 32] (element type of value), accumulated in f32
+//
+// Work split: one block per (batch, query), one warp per head, one lane per sampling point
+// (L * P = 32) while issuing loads, one lane per channel while accumulating. Each warp has
+// its own mbarrier (per-warp barriers were the fastest in the seed experiments).
+// The tile helpers (tma_msda_value::load, TX_BYTES) are generated from the tile declaration.
+
+#define MSDA_HEADS 8
+#define MSDA_LEVELS 4
+#define MSDA_POINTS 8
+#define MSDA_CH 32
+#define MSDA_PTS (MSDA_LEVELS * MSDA_POINTS)
+#define MSDA_BOX_BYTES (2 * 2 * MSDA_CH * 2)
+#define MSDA_SMEM_ALIGN 128u
+#define MSDA_WARP_SMEM_BYTES (MSDA_PTS * MSDA_BOX_BYTES)
+#define MSDA_TMA_SMEM_BYTES (MSDA_HEADS * MSDA_WARP_SMEM_BYTES)
+
+static_assert(MSDA_PTS == 32, "one lane per sampling point");
+
+struct MsdaLevels {
+  int h[MSDA_LEVELS];
+  int w[MSDA_LEVELS];
+  int start[MSDA_LEVELS];
+};
+
+__device__ __forceinline__ float msda_to_f32(unsigned short bits) {
+#if MSDA_BF16
+  return __uint_as_float(static_cast<unsigned>(bits) << 16);
+#else
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(bits));
+  return f;
+#endif
+}
+
+__device__ __forceinline__ unsigned short msda_from_f32(float f) {
+  unsigned short h;
+#if MSDA_BF16
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
+#else
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+#endif
+  return h;
+}
+
+// The sampling point of this lane: its level, neighbourhood corner and bilinear fractions.
+struct MsdaPoint {
+  int level, h0, w0;
+  float lh, lw, weight;
+};
+
+__device__ __forceinline__ MsdaPoint msda_point(const float* __restrict__ loc, const float* __restrict__ attn,
+                                                const MsdaLevels& lv, long long pq_head, int lane) {
+  MsdaPoint p;
+  p.level = lane / MSDA_POINTS;
+  const long long i = pq_head * MSDA_PTS + lane;
+  const float x = loc[2 * i], y = loc[2 * i + 1];
+  const int H = lv.h[p.level], W = lv.w[p.level];
+  // Coordinates in f32 (never f16: rounding there moves samples to the wrong pixel).
+  const float h_im = y * H - 0.5f, w_im = x * W - 0.5f;
+  const bool inside = h_im > -1.f && w_im > -1.f && h_im < H && w_im < W;
+  if (inside) {
+    const float hf = floorf(h_im), wf = floorf(w_im);
+    p.h0 = static_cast<int>(hf);  // in [-1, H - 1]: the box is at most partly outside
+    p.w0 = static_cast<int>(wf);  // in [-1, W - 1]
+    p.lh = h_im - hf;
+    p.lw = w_im - wf;
+    p.weight = attn[i];
+  } else {
+    // Contributes nothing (grid_sample zero padding). Its box is still loaded, so that the
+    // expected byte count stays exact, but at (0, 0): always inside the image, whatever
+    // the location was (even NaN or huge), with weight and fractions 0.
+    p.h0 = 0;
+    p.w0 = 0;
+    p.lh = 0.f;
+    p.lw = 0.f;
+    p.weight = 0.f;
+  }
+  return p;
+}
+
+// What the generated tile helpers must agree with (the tile is declared on the host).
+static_assert(tma_msda_value::RANK == 3u, "[H][W][C] view");
+static_assert(tma_msda_value::BOXES == 1u, "one box per load");
+static_assert(tma_msda_value::TX_BYTES == MSDA_BOX_BYTES, "a [2][2][32] 16-bit box is 256 bytes");
+static_assert(tma_msda_value::SMEM_BYTES == MSDA_BOX_BYTES, "boxes are packed 256 bytes apart");
+static_assert(tma_msda_value::SMEM_ALIGN <= MSDA_SMEM_ALIGN, "per-lane boxes stay aligned");
+static_assert(MSDA_BOX_BYTES % MSDA_SMEM_ALIGN == 0 || MSDA_SMEM_ALIGN % MSDA_BOX_BYTES == 0, "box alignment");
+
+// Dynamic shared memory: MSDA_TMA_SMEM_BYTES (+ MSDA_SMEM_ALIGN slack for the alignment).
+extern "C" __global__ void __launch_bounds__(MSDA_HEADS * 32)
+msda_tma(const CUtensorMap* __restrict__ maps,  // [N][HEADS][LEVELS], in global memory
+         const float* __restrict__ loc, const float* __restrict__ attn, unsigned short* __restrict__ out,
+         const __grid_constant__ MsdaLevels lv, int queries) {
+  extern __shared__ unsigned char msda_smem_raw[];
+  __shared__ __align__(8) tma_mbarrier bars[MSDA_HEADS];
+  const unsigned smem_base = tma_smem_addr(msda_smem_raw);
+  unsigned char* msda_smem =
+      msda_smem_raw + (((smem_base + MSDA_SMEM_ALIGN - 1u) & ~(MSDA_SMEM_ALIGN - 1u)) - smem_base);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int b = blockIdx.x / queries;
+  const int head = warp;
+  const long long pq_head = static_cast<long long>(blockIdx.x) * MSDA_HEADS + head;
+  // Descriptor (b, head, level) is maps[(b * HEADS + head) * LEVELS + level].
+  const CUtensorMap* head_maps = maps + (b * MSDA_HEADS + head) * MSDA_LEVELS;
+  if (lane < MSDA_LEVELS) tma_prefetch_tensormap(head_maps + lane);
+  tma_mbarrier* bar = &bars[warp];
+  if (lane == 0) {
+    tma_mbarrier_init(bar, 1);  // one arrival per phase: lane 0's arrive_expect_tx
+    tma_fence_mbarrier_init();  // visible to the async proxy before any copy signals it
+  }
+  __syncwarp();
+  const MsdaPoint p = msda_point(loc, attn, lv, pq_head, lane);
+  unsigned char* tiles = msda_smem + warp * MSDA_WARP_SMEM_BYTES;
+  // 32 boxes x 256 B = 8192 B complete this warp's phase 0.
+  if (lane == 0) tma_mbarrier_arrive_expect_tx(bar, MSDA_PTS * tma_msda_value::TX_BYTES);
+  __syncwarp();
+  // Every point loads its box, even an invisible one (at (0, 0), weight 0): the expected
+  // byte count stays exact. Coordinates in user order (h, w, c); c = 0 is 16-byte aligned.
+  tma_msda_value::load(head_maps + p.level, bar, tiles + lane * MSDA_BOX_BYTES, p.h0, p.w0, 0);
+  tma_mbarrier_wait(bar, 0, MSDA_PTS * tma_msda_value::TX_BYTES, tma_msda_value::TILE_ID);
+
+  float acc = 0.f;
+  const int c = lane;
+#pragma unroll 4
+  for (int pt = 0; pt < MSDA_PTS; ++pt) {
+    const float lh = __shfl_sync(0xffffffffu, p.lh, pt);
+    const float lw = __shfl_sync(0xffffffffu, p.lw, pt);
+    const float a = __shfl_sync(0xffffffffu, p.weight, pt);
+    const unsigned short* t = reinterpret_cast<const unsigned short*>(tiles + pt * MSDA_BOX_BYTES);
+    const float v00 = msda_to_f32(t[0 * MSDA_CH + c]), v01 = msda_to_f32(t[1 * MSDA_CH + c]);
+    const float v10 = msda_to_f32(t[2 * MSDA_CH + c]), v11 = msda_to_f32(t[3 * MSDA_CH + c]);
+    acc += a * ((1.f - lh) * ((1.f - lw) * v00 + lw * v01) + lh * ((1.f - lw) * v10 + lw * v11));
+  }
+  out[pq_head * MSDA_CH + c] = msda_from_f32(acc);
+}
+
+extern "C" __global__ void __launch_bounds__(MSDA_HEADS * 32)
+msda_ldg(const unsigned short* __restrict__ value, int spatial,  // value [N][S][HEADS][32]
+         const float* __restrict__ loc, const float* __restrict__ attn, unsigned short* __restrict__ out,
+         const __grid_constant__ MsdaLevels lv, int queries) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int b = blockIdx.x / queries;
+  const int head = warp;
+  const long long pq_head = static_cast<long long>(blockIdx.x) * MSDA_HEADS + head;
+  const MsdaPoint p = msda_point(loc, attn, lv, pq_head, lane);
+  const int c = lane;
+  float acc = 0.f;
+#pragma unroll 4
+  for (int pt = 0; pt < MSDA_PTS; ++pt) {
+    const int level = pt / MSDA_POINTS;
+    const int h0 = __shfl_sync(0xffffffffu, p.h0, pt);
+    const int w0 = __shfl_sync(0xffffffffu, p.w0, pt);
+    const float lh = __shfl_sync(0xffffffffu, p.lh, pt);
+    const float lw = __shfl_sync(0xffffffffu, p.lw, pt);
+    const float a = __shfl_sync(0xffffffffu, p.weight, pt);
+    const int H = lv.h[level], W = lv.w[level];
+    const unsigned short* base =
+        value + ((static_cast<long long>(b) * spatial + lv.start[level]) * MSDA_HEADS + head) * MSDA_CH + c;
+    float v[2][2];
+#pragma unroll
+    for (int dh = 0; dh < 2; ++dh)
+#pragma unroll
+      for (int dw = 0; dw < 2; ++dw) {
+        const int hh = h0 + dh, ww = w0 + dw;
+        const bool in = hh >= 0 && hh < H && ww >= 0 && ww < W;
+        v[dh][dw] = in ? msda_to_f32(__ldg(base + (static_cast<long long>(hh) * W + ww) * MSDA_HEADS * MSDA_CH)) : 0.f;
+      }
+    acc += a * ((1.f - lh) * ((1.f - lw) * v[0][0] + lw * v[0][1]) + lh * ((1.f - lw) * v[1][0] + lw * v[1][1]));
+  }
+  out[pq_head * MSDA_CH + c] = msda_from_f32(acc);
+}
