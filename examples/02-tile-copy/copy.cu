@@ -1,0 +1,221 @@
+// Persistent, multi-stage TMA copy and a swizzled transpose, written with the generated tile
+// helpers. Shared by examples/02-tile-copy (main.rs) and benches/tile_copy.rs.
+//
+// One file, three translation units; the host prepends one #define to pick a section:
+//   TMA_COPY_TILE=<tma_ struct>       tile_copy_s2 .. tile_copy_s6 (STAGES = 2 .. 6)
+//   TMA_TRANSPOSE_TILE=<tma_ struct>  tile_transpose (a 32 x 32 f32 tile, 128B swizzle)
+//   TMA_COPY_UTILS                    tile_fill_u16, tile_random_u16, tile_count_diff_u16
+//
+// tile_copy: thread 0 of each block drives a ring of STAGES shared-memory slots, one mbarrier
+// each. It keeps the ring full of tile loads, stores each tile as soon as it has landed, and
+// refills a slot only once the store that reads it has finished reading shared memory
+// (cp.async.bulk.wait_group.read). Blocks stride over the tiles (grid = SMs x blocks per SM).
+// The same tile spec (box, swizzle, repeats) serves both maps: the load swizzles into shared
+// memory and the store un-swizzles, so the copy is the identity for every swizzle mode.
+//
+// tile_transpose: one 32 x 32 f32 tile is loaded with the 128B swizzle; 64 threads each move
+// a 4 x 4 block (four 16-byte loads, a register transpose, four 16-byte stores) into a second
+// swizzled tile, which one thread then stores with TMA at the transposed coordinates. The
+// thread -> block mapping makes both the loads and the stores free of bank conflicts.
+
+// Rounds a pointer into shared memory up to `align` (a power of two) in the shared window.
+static __device__ __forceinline__ unsigned char* copy_align_up(unsigned char* p, unsigned align) {
+  const unsigned a = tma_smem_addr(p);
+  return p + (((a + align - 1u) & ~(align - 1u)) - a);
+}
+
+// Bytes of dynamic shared memory this launch got.
+static __device__ __forceinline__ unsigned copy_dynamic_smem_bytes() {
+  unsigned n;
+  asm volatile("mov.u32 %0, %%dynamic_smem_size;" : "=r"(n));
+  return n;
+}
+
+#if defined(TMA_COPY_TILE)
+// ---- the multi-stage copy ------------------------------------------------------------------
+
+// Shared memory of one ring slot: the tile's footprint rounded up to its alignment, so every
+// slot starts aligned. The host asks for STAGES * COPY_SLOT_BYTES + SMEM_ALIGN bytes (the
+// extra SMEM_ALIGN lets the base be rounded up).
+constexpr unsigned COPY_SLOT_BYTES =
+    (TMA_COPY_TILE::SMEM_BYTES + TMA_COPY_TILE::SMEM_ALIGN - 1u) / TMA_COPY_TILE::SMEM_ALIGN *
+    TMA_COPY_TILE::SMEM_ALIGN;
+
+// Tile k (0-based) of this block: linear tile index blockIdx.x + k * gridDim.x, row-major
+// over tiles_outer x tiles_inner; one tile is call_rows x call_cols elements (box x repeats).
+// Coordinates are in elements, user order (outer, inner). Edge tiles may reach past the
+// tensor: loads fill zeros there, stores skip it.
+template <int STAGES>
+static __device__ __forceinline__ void tile_copy_run(const CUtensorMap* src, const CUtensorMap* dst,
+                                                     int tiles_outer, int tiles_inner,
+                                                     int call_rows, int call_cols) {
+  static_assert(STAGES >= 2 && STAGES <= 8, "2 to 8 stages");
+  extern __shared__ unsigned char copy_smem_raw[];
+  __shared__ __align__(8) tma_mbarrier full[STAGES];
+  if (threadIdx.x != 0) return;  // one thread issues everything; the others have nothing to do
+
+  unsigned char* smem = copy_align_up(copy_smem_raw, TMA_COPY_TILE::SMEM_ALIGN);
+  // The ring must fit in what the host gave: a short allocation would let TMA write past it.
+  if (static_cast<unsigned>(smem - copy_smem_raw) + STAGES * COPY_SLOT_BYTES > copy_dynamic_smem_bytes())
+    __trap();
+
+  tma_prefetch_tensormap(src);
+  tma_prefetch_tensormap(dst);
+  for (int s = 0; s < STAGES; ++s) tma_mbarrier_init(&full[s], 1);
+  tma_fence_mbarrier_init();  // the inits, visible to the async proxy before the first load
+  tma_async_proxy_fence();
+
+  const int block = static_cast<int>(blockIdx.x), grid = static_cast<int>(gridDim.x);
+  const int total = tiles_outer * tiles_inner;
+  const int mine = block < total ? (total - 1 - block) / grid + 1 : 0;  // tiles of this block
+
+  auto issue = [&](int k) {  // load tile k into slot k % STAGES
+    const int t = block + k * grid;
+    const int s = k % STAGES;
+    TMA_COPY_TILE::arrive_expect_tx(&full[s]);  // TX_BYTES: every repeated box
+    TMA_COPY_TILE::load(src, &full[s], smem + s * COPY_SLOT_BYTES, (t / tiles_inner) * call_rows,
+                        (t % tiles_inner) * call_cols);
+  };
+
+  for (int k = 0; k < STAGES && k < mine; ++k) issue(k);
+  for (int k = 0; k < mine; ++k) {
+    const int t = block + k * grid;
+    const int s = k % STAGES;
+    // The (k / STAGES)-th use of slot s completes phase k / STAGES of its mbarrier.
+    TMA_COPY_TILE::wait(&full[s], static_cast<unsigned>(k / STAGES) & 1u);
+    // The data was written by the async proxy and is read by it; the fence is cheap insurance.
+    tma_async_proxy_fence();
+    TMA_COPY_TILE::store(dst, smem + s * COPY_SLOT_BYTES, (t / tiles_inner) * call_rows,
+                         (t % tiles_inner) * call_cols);
+    tma_store_commit_group();  // one bulk group per tile
+    // Slot (k - 1) % STAGES is free once the store of tile k - 1 has read it: at most one
+    // group (tile k's) may still be reading. Refill it with tile k - 1 + STAGES.
+    const int next = k - 1 + STAGES;
+    if (k >= 1 && next < mine) {
+      tma_store_async_wait<1>();  // .read
+      issue(next);
+    }
+  }
+  // Shared memory must outlive the stores' reads; wait for the writes too, so the kernel
+  // ends with its output in global memory.
+  tma_store_async_wait_complete<0>();
+}
+
+#define TMA_COPY_KERNEL(S)                                                                        \
+  extern "C" __global__ void __launch_bounds__(32)                                              \
+      tile_copy_s##S(const __grid_constant__ CUtensorMap src, const __grid_constant__ CUtensorMap dst, \
+                     int tiles_outer, int tiles_inner, int call_rows, int call_cols) {          \
+    tile_copy_run<S>(&src, &dst, tiles_outer, tiles_inner, call_rows, call_cols);               \
+  }
+TMA_COPY_KERNEL(2)
+TMA_COPY_KERNEL(3)
+TMA_COPY_KERNEL(4)
+TMA_COPY_KERNEL(5)
+TMA_COPY_KERNEL(6)
+#undef TMA_COPY_KERNEL
+#endif  // TMA_COPY_TILE
+
+#if defined(TMA_TRANSPOSE_TILE)
+// ---- the swizzled transpose ------------------------------------------------------------------
+
+static_assert(TMA_TRANSPOSE_TILE::BOXES == 1u, "one box per call");
+static_assert(TMA_TRANSPOSE_TILE::SMEM_BYTES == 32u * 32u * 4u, "a 32 x 32 f32 box, 128-byte rows");
+static_assert(TMA_TRANSPOSE_TILE::SMEM_ALIGN == 1024u, "the 128B swizzle: 1024-byte aligned tiles");
+
+// Byte offset of logical byte `b` of a 1024-aligned tile with 128-byte rows under the 128B
+// swizzle: the 16-byte chunk index (bits 4..6) is XORed with the row index mod 8 (bits 7..9).
+static __device__ __forceinline__ unsigned swizzle128(unsigned b) { return b ^ (((b >> 7) & 7u) << 4); }
+
+// Thread t = 8 q + i (t < 64) owns the 4 x 4 block (R, C) = (i, (i + q) % 8) of the input tile:
+// rows 4R .. 4R+3, 16-byte chunk C. Each quarter-warp (8 threads, one 128-byte wavefront of
+// 16-byte accesses) then touches 8 distinct chunks both when reading input rows 4R + j
+// (chunk C ^ (4R + j) % 8) and when writing output rows 4C + j (chunk R ^ (4C + j) % 8).
+extern "C" __global__ void __launch_bounds__(64)
+tile_transpose(const __grid_constant__ CUtensorMap src, const __grid_constant__ CUtensorMap dst,
+               int tiles_outer, int tiles_inner) {
+  extern __shared__ unsigned char tr_smem_raw[];
+  __shared__ __align__(8) tma_mbarrier bar;
+  unsigned char* smem = copy_align_up(tr_smem_raw, 1024u);
+  unsigned char* in = smem;           // input tile, as TMA swizzled it
+  unsigned char* out = smem + 4096;   // output tile, swizzled for the TMA store
+  if (threadIdx.x == 0) {
+    if (static_cast<unsigned>(smem - tr_smem_raw) + 8192u > copy_dynamic_smem_bytes()) __trap();
+    tma_prefetch_tensormap(&src);
+    tma_prefetch_tensormap(&dst);
+    tma_mbarrier_init(&bar, 1);
+    tma_fence_mbarrier_init();
+    tma_async_proxy_fence();
+  }
+  __syncthreads();
+
+  const unsigned i = threadIdx.x & 7u, q = threadIdx.x >> 3;
+  const unsigned R = i, C = (i + q) & 7u;
+  unsigned phase = 0;
+  const int total = tiles_outer * tiles_inner;
+  for (int t = blockIdx.x; t < total; t += gridDim.x) {
+    const int r0 = (t / tiles_inner) * 32, c0 = (t % tiles_inner) * 32;  // input coords (row, col)
+    if (threadIdx.x == 0) {
+      TMA_TRANSPOSE_TILE::arrive_expect_tx(&bar);
+      TMA_TRANSPOSE_TILE::load(&src, &bar, in, r0, c0);
+    }
+    TMA_TRANSPOSE_TILE::wait(&bar, phase);
+    phase ^= 1u;
+
+    float4 v[4];
+#pragma unroll
+    for (unsigned j = 0; j < 4; ++j)  // input rows 4R + j, columns 4C .. 4C+3
+      v[j] = *reinterpret_cast<const float4*>(in + swizzle128((4u * R + j) * 128u + C * 16u));
+    const float4 w[4] = {make_float4(v[0].x, v[1].x, v[2].x, v[3].x),
+                         make_float4(v[0].y, v[1].y, v[2].y, v[3].y),
+                         make_float4(v[0].z, v[1].z, v[2].z, v[3].z),
+                         make_float4(v[0].w, v[1].w, v[2].w, v[3].w)};
+#pragma unroll
+    for (unsigned j = 0; j < 4; ++j)  // output rows 4C + j (input column), columns 4R .. 4R+3
+      *reinterpret_cast<float4*>(out + swizzle128((4u * C + j) * 128u + R * 16u)) = w[j];
+
+    tma_async_proxy_fence();  // each thread's generic-proxy writes -> visible to the TMA store
+    __syncthreads();          // every thread has read `in` and written `out`
+    if (threadIdx.x == 0) {
+      TMA_TRANSPOSE_TILE::store(&dst, out, c0, r0);  // output tensor is [cols][rows]
+      tma_store_commit_group();
+      tma_store_async_wait<0>();  // .read: `out` may be rewritten after the barrier below
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) tma_store_async_wait_complete<0>();
+}
+#endif  // TMA_TRANSPOSE_TILE
+
+#if defined(TMA_COPY_UTILS)
+// ---- helpers for the benchmark: fill, random fill, compare --------------------------------------
+
+extern "C" __global__ void tile_fill_u16(unsigned short* p, unsigned long long n, unsigned short v) {
+  for (unsigned long long i = blockIdx.x * static_cast<unsigned long long>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<unsigned long long>(gridDim.x) * blockDim.x)
+    p[i] = v;
+}
+
+// splitmix64 of (seed, index), masked with 0x7f7f: finite bf16 values, never 0xffff (the poison).
+extern "C" __global__ void tile_random_u16(unsigned short* p, unsigned long long n, unsigned long long seed) {
+  for (unsigned long long i = blockIdx.x * static_cast<unsigned long long>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<unsigned long long>(gridDim.x) * blockDim.x) {
+    unsigned long long z = seed + (i + 1ull) * 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    p[i] = static_cast<unsigned short>(z >> 16) & 0x7f7fu;
+  }
+}
+
+// *diff += number of i < n with a[i] != b[i].
+extern "C" __global__ void tile_count_diff_u16(const unsigned short* a, const unsigned short* b,
+                                               unsigned long long n, unsigned long long* diff) {
+  unsigned long long local = 0;
+  for (unsigned long long i = blockIdx.x * static_cast<unsigned long long>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<unsigned long long>(gridDim.x) * blockDim.x)
+    local += a[i] != b[i] ? 1ull : 0ull;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) local += __shfl_down_sync(0xffffffffu, local, o);
+  if ((threadIdx.x & 31u) == 0 && local != 0) atomicAdd(diff, local);
+}
+#endif  // TMA_COPY_UTILS
