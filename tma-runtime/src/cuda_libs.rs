@@ -12,7 +12,8 @@
 //!
 //! The library found stays loaded for the life of the process. The dynamic loader then hands
 //! cudarc the same library when it asks for it by its soname (`libnvrtc.so.13`), and we check
-//! that cudarc's own search lands on it ([`Error::CudaLibraryShadowed`] otherwise).
+//! that cudarc's own search lands on it ([`Error::CudaLibraryShadowed`] otherwise, for NVRTC;
+//! any libcuda serves, which lets profilers interpose theirs).
 //! NVRTC 13 `dlopen`s `libnvrtc-builtins.so.13.0` by bare name when it compiles; it is
 //! preloaded from the directory libnvrtc came from, so `LD_LIBRARY_PATH` need not name it.
 
@@ -233,7 +234,10 @@ fn check_cudarc_agrees(which: CudaLib, ours: &LoadedLib) -> Result<(), Error> {
             }
             Err(_) => true, // bare name found by the system loader: it is cudarc's own.
         };
-        if same {
+        // Profilers and sanitizers (ncu, compute-sanitizer) put their own libcuda ahead of
+        // the driver's; any libcuda cudarc opens serves, so only NVRTC must be ours (its
+        // version keys the compile cache).
+        if same || which == CudaLib::Driver {
             return Ok(());
         }
         return Err(Error::CudaLibraryShadowed {
