@@ -22,7 +22,7 @@ fn spec_count() -> usize {
         .unwrap_or(3000)
 }
 
-/// `TMA_GPU_ONLY=plain|strided|interleave|repeat|swizzle`: only specs of one kind, to
+/// `TMA_GPU_ONLY=plain|strided|interleave|repeat|swizzle|tf32`: only specs of one kind, to
 /// isolate a fault. `TMA_GPU_TRACE=1`: print each spec before its launch.
 fn wanted(b: &BoundSpec) -> bool {
     let s = b.spec();
@@ -38,6 +38,7 @@ fn wanted(b: &BoundSpec) -> bool {
         Ok("interleave") => s.interleave != Interleave::None,
         Ok("repeat") => b.plan().boxes > 1,
         Ok("no-interleave") => s.interleave == Interleave::None,
+        Ok("tf32") => matches!(s.dtype, DType::TF32 | DType::TF32Ftz),
         _ => true,
     }
 }

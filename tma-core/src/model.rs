@@ -220,7 +220,7 @@ pub fn oob_nan_bytes(dtype: DType) -> Vec<u8> {
 }
 
 /// What a load does to an element on its way into shared memory: TF32 maps round f32 to
-/// TF32 (nearest, ties away: the low 13 mantissa bits go, as `cvt.rna.tf32.f32`) and turn
+/// TF32 (nearest, ties to even: the low 13 mantissa bits go) and turn
 /// every NaN into `0x7fffe000`; nothing else changes (the FTZ types do not flush on a copy).
 /// Seen on an H100 (tests/gpu_model.rs); stores copy bits unchanged.
 pub fn convert_on_load(dtype: DType, element: &mut [u8]) {
@@ -233,7 +233,9 @@ pub fn convert_on_load(dtype: DType, element: &mut [u8]) {
     if exponent == 0xff && mantissa != 0 {
         bits = 0x7fff_e000;
     } else if exponent != 0xff {
-        bits = (bits + 0x1000) & !0x1fff;
+        // round to nearest, ties to even
+        let lsb = (bits >> 13) & 1;
+        bits = (bits + 0x0fff + lsb) & !0x1fff;
     }
     element.copy_from_slice(&bits.to_le_bytes());
 }

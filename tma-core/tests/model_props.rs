@@ -373,3 +373,20 @@ fn print_pictures() {
     let narrow = TileSpec::new("narrow", DType::F16, [64, 64], [16, 16]).swizzle(Swizzle::B64);
     println!("{}", tma_core::picture::smem_picture(&bind(&narrow)));
 }
+
+/// TF32 loads round to nearest, ties to even (an H100 showed ties away is wrong).
+#[test]
+fn tf32_rounding_ties_to_even() {
+    let round = |bits: u32| {
+        let mut b = bits.to_le_bytes();
+        model::convert_on_load(DType::TF32, &mut b);
+        u32::from_le_bytes(b)
+    };
+    assert_eq!(round(0x4000_1000), 0x4000_0000); // tie, even below: down
+    assert_eq!(round(0x4000_3000), 0x4000_4000); // tie, odd below: up
+    assert_eq!(round(0x4000_1001), 0x4000_2000); // above the tie: up
+    assert_eq!(round(0x4000_0fff), 0x4000_0000); // below: down
+    assert_eq!(round(0x2bb9_b9e5), 0x2bb9_c000); // seen on the H100
+    assert_eq!(round(0x7fc0_0001), 0x7fff_e000); // NaN
+    assert_eq!(round(0x7f80_0000), 0x7f80_0000); // inf
+}
