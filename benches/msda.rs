@@ -86,7 +86,7 @@ fn main() -> Res<()> {
         }
     };
     println!(
-        "msda on {} (sm {:?}): N {} heads {} levels {:?} Q {} P {} C {}; {} blocks x {} threads, TMA smem {} B",
+        "msda on {} (sm {:?}): N {} heads {} levels {:?} Q {} P {} C {}; {} blocks x {} threads, TMA: {} points per phase, smem {} B",
         gpu.name,
         gpu.compute_capability,
         m.batch,
@@ -97,7 +97,8 @@ fn main() -> Res<()> {
         m.channels,
         m.batch * m.queries,
         setup::BLOCK,
-        setup::TMA_DYNAMIC_SMEM
+        setup::phase_points(),
+        setup::tma_dynamic_smem()
     );
     let ctx = CudaContext::new(0)?;
     let mut rng = Rng::from_clock();

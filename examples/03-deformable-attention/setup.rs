@@ -28,10 +28,21 @@ pub const CHANNELS: usize = 32;
 pub const BLOCK: u32 = (HEADS * 32) as u32;
 /// One [2][2][32] 16-bit box per sampling point.
 pub const BOX_BYTES: u32 = 2 * 2 * CHANNELS as u32 * 2;
-/// 8 warps x 32 points x 256 B = 64 KB of boxes ...
-pub const TMA_SMEM_BYTES: u32 = HEADS as u32 * (LEVELS * POINTS) as u32 * BOX_BYTES;
-/// ... plus the slack msda_tma uses to align them to MSDA_SMEM_ALIGN (128 B).
-pub const TMA_DYNAMIC_SMEM: u32 = TMA_SMEM_BYTES + 128;
+/// Points a warp gathers per mbarrier phase (MSDA_PHASE_PTS in msda.cu): all 32 by default,
+/// `MSDA_PHASE_POINTS=4|8|16|32` to compare (the benchmark reports which one ran). On an H100
+/// smaller phases doubled the resident warps but ran slower (BENCHMARKS.md).
+pub fn phase_points() -> u32 {
+    std::env::var("MSDA_PHASE_POINTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|n: &u32| [1, 2, 4, 8, 16, 32].contains(n))
+        .unwrap_or(32)
+}
+/// 8 warps x phase_points() x 256 B of boxes (64 KB at 32 points) plus the slack msda_tma
+/// uses to align them to MSDA_SMEM_ALIGN (128 B).
+pub fn tma_dynamic_smem() -> u32 {
+    HEADS as u32 * phase_points() * BOX_BYTES + 128
+}
 
 /// The value tile in f16: a `[H][W][C = 32]` view of one (batch, head, level) whose rows
 /// skip the other heads (strides, in elements: `[W * heads * 32, heads * 32, 1]`).
@@ -160,6 +171,7 @@ pub fn kernel_source(elem: Elem) -> Res<Source> {
 pub fn compile_options(elem: Elem, debug: bool) -> CompileOptions {
     CompileOptions::new(Arch::Sm90a)
         .define("MSDA_BF16", if elem == Elem::Bf16 { "1" } else { "0" })
+        .define("MSDA_PHASE_PTS", phase_points().to_string())
         .debug_waits(debug)
         .line_info(true)
 }
@@ -450,7 +462,7 @@ impl Device {
     /// msda_tma (asynchronous on the stream).
     pub fn launch_tma(&mut self) -> Res<()> {
         let cfg = LaunchConfig::new(&self.stream, self.grid(), (BLOCK, 1, 1))
-            .dynamic_smem(TMA_DYNAMIC_SMEM);
+            .dynamic_smem(tma_dynamic_smem());
         let queries = self.m.queries as i32;
         // SAFETY: msda_tma(const CUtensorMap* maps, const float* loc, const float* attn,
         // unsigned short* out, MsdaLevels lv, int queries); the maps cover views of `value`
