@@ -177,6 +177,58 @@ impl Gpu {
         self.stream.clone_dtoh(&out).map_err(|e| e.to_string())
     }
 
+    /// A TMA load straight from encode arguments, no spec: for probing layouts this toolkit
+    /// refuses (interleave). `boxes`: TMA-order coordinates and smem offsets of each copy.
+    pub fn load_raw(
+        &self,
+        args: &EncodeArgs,
+        global: &[u8],
+        boxes: &[([i32; 5], u32)],
+        tx: u32,
+        window: u32,
+        fill: u32,
+    ) -> Result<Vec<u8>, String> {
+        let gbuf = self.stream.clone_htod(global).map_err(|e| e.to_string())?;
+        let ptr = {
+            let (ptr, _g) = gbuf.device_ptr(&self.stream);
+            ptr
+        };
+        let map = self.encode_result(args, ptr)?;
+        let mut plan = BoxPlan {
+            coords: [[0; 5]; MAX_BOXES],
+            smem_offset: [0; MAX_BOXES],
+        };
+        for (k, (c, off)) in boxes.iter().enumerate() {
+            plan.coords[k] = *c;
+            plan.smem_offset[k] = *off;
+        }
+        let n = boxes.len() as u32;
+        let rank = args.rank as i32;
+        let mut out: CudaSlice<u8> = self
+            .stream
+            .clone_htod(&vec![0xA5u8; window as usize])
+            .map_err(|e| e.to_string())?;
+        let cfg =
+            LaunchConfig::new(&self.stream, (1, 1, 1), (128, 1, 1)).dynamic_smem(window + 1024);
+        // SAFETY: harness_load(CUtensorMap, BoxPlan, int, unsigned x4, unsigned char*).
+        unsafe {
+            self.load
+                .launch_builder(&cfg)
+                .arg(&map)
+                .arg(ByValue(&plan))
+                .arg(&rank)
+                .arg(&n)
+                .arg(&tx)
+                .arg(&window)
+                .arg(&fill)
+                .arg(&mut out)
+                .launch_and_sync()
+        }
+        .map_err(|e| e.to_string())?;
+        drop(gbuf);
+        self.stream.clone_dtoh(&out).map_err(|e| e.to_string())
+    }
+
     /// TMA store (op None) or reduce (Some(Add)) of one call from raw shared-memory bytes;
     /// returns the whole global tensor afterwards.
     pub fn store(
