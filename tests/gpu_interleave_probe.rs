@@ -26,6 +26,17 @@ fn self_describing(len: usize) -> Vec<u8> {
         .collect()
 }
 
+/// dtype, global (outer -> inner), strides (elements), box, interleave, swizzle, coords.
+type Case = (
+    DType,
+    Vec<u64>,
+    Vec<u64>,
+    Vec<u32>,
+    Interleave,
+    Swizzle,
+    Vec<i64>,
+);
+
 #[test]
 #[ignore = "a probe: run with --ignored on a GPU"]
 fn probe_interleaved_layouts() {
@@ -34,15 +45,7 @@ fn probe_interleaved_layouts() {
     };
     let mut report = String::new();
     // (dtype, global outer->inner, strides (elements), box, interleave, swizzle, coords user order)
-    let cases: Vec<(
-        DType,
-        Vec<u64>,
-        Vec<u64>,
-        Vec<u32>,
-        Interleave,
-        Swizzle,
-        Vec<i64>,
-    )> = vec![
+    let cases: Vec<Case> = vec![
         (
             DType::U8,
             vec![4, 6, 16],
