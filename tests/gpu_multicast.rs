@@ -1,0 +1,115 @@
+//! The multicast load on real clusters: in each cluster of 2 (and of 4) blocks, block rank 0
+//! issues `load_multicast` with a mask of every rank, and each block waits on its own
+//! mbarrier (armed for the tile's `TX_BYTES`) and copies its shared memory out. Every block
+//! must hold the same box, equal to the CPU model's load, bit for bit. Skips visibly without
+//! a GPU.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use tma::core::model;
+use tma::render::KernelSource;
+use tma::runtime::jit::{CompileOptions, Compiler, Source};
+use tma::runtime::{LaunchConfig, TensorMap};
+use tma::{Arch, Tile};
+
+tma::tma_2d! {
+    /// 32 x 32 f32 boxes of a 256 x 256 matrix with the 128B swizzle.
+    pub CastTile: f32,
+    global = [R = 256, C = 256],
+    boxed = [32, 32],
+    swizzle = 128,
+}
+
+const BODY: &str = r#"
+extern "C" __global__ void multicast_probe(const __grid_constant__ CUtensorMap map, unsigned char* out) {
+  extern __shared__ unsigned char raw[];
+  __shared__ __align__(8) tma_mbarrier bar;
+  const unsigned base = tma_smem_addr(raw);
+  unsigned char* smem = raw + (((base + TILE::SMEM_ALIGN - 1) & ~(TILE::SMEM_ALIGN - 1)) - base);
+  unsigned rank, size;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+  asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(size));
+  if (threadIdx.x == 0) {
+    tma_mbarrier_init(&bar, 1);
+    tma_fence_mbarrier_init();
+    TILE::arrive_expect_tx(&bar);  // each block expects the whole box on its own barrier
+  }
+  // Every block's barrier is armed before any copy may signal it.
+  asm volatile("barrier.cluster.arrive.release.aligned; barrier.cluster.wait.acquire.aligned;" ::: "memory");
+  const int cluster = blockIdx.x / size;
+  if (rank == 0 && threadIdx.x == 0)
+    TILE::load_multicast(&map, &bar, smem, static_cast<unsigned short>((1u << size) - 1u), 32 * cluster, 32);
+  TILE::wait(&bar, 0);
+  for (unsigned i = threadIdx.x; i < TILE::SMEM_BYTES; i += blockDim.x)
+    out[blockIdx.x * TILE::SMEM_BYTES + i] = smem[i];
+  // No block leaves while a peer's copy may still target it.
+  asm volatile("barrier.cluster.arrive.release.aligned; barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+"#;
+
+#[test]
+fn gpu_multicast_fills_every_block_of_the_cluster() {
+    let Some(_) = tma::runtime::testing::require_gpu_or_skip(
+        "gpu_multicast_fills_every_block_of_the_cluster",
+    ) else {
+        return;
+    };
+    let ctx = cudarc::driver::CudaContext::new(0).unwrap();
+    let stream = ctx.default_stream();
+    let bound = CastTile::bind(&[256, 256]).unwrap();
+    let mut seed = 0x2545f4914f6cdd1du64 ^ u64::from(std::process::id());
+    let input: Vec<u8> = (0..256 * 256 * 4)
+        .map(|_| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed >> 24) as u8
+        })
+        .collect();
+    let d_in = stream.clone_htod(&input).unwrap();
+    let map = TensorMap::new(&bound, &d_in).unwrap();
+    let body = BODY.replace("TILE", CastTile::CUDA_NAME);
+    let source = Source::new(
+        KernelSource::new()
+            .tile(CastTile::valid().unwrap())
+            .body(&body)
+            .build()
+            .unwrap(),
+    );
+    let module = Compiler::global()
+        .unwrap()
+        .load(
+            &ctx,
+            &source,
+            &CompileOptions::new(Arch::Sm90a).debug_waits(true),
+        )
+        .unwrap();
+    let kernel = module.kernel("multicast_probe").unwrap();
+    let per_block = CastTile::SMEM_BYTES as usize;
+    for cluster in [2u32, 4] {
+        let blocks = 4 * cluster;
+        let mut out = stream
+            .clone_htod(&vec![0xa5u8; blocks as usize * per_block])
+            .unwrap();
+        let cfg = LaunchConfig::new(&stream, (blocks, 1, 1), (128, 1, 1))
+            .dynamic_smem((CastTile::SMEM_BYTES + CastTile::SMEM_ALIGN) as u32)
+            .cluster((cluster, 1, 1));
+        // SAFETY: multicast_probe(CUtensorMap, unsigned char*) with one footprint per block.
+        unsafe {
+            kernel
+                .launch_builder(&cfg)
+                .arg(&map)
+                .arg(&mut out)
+                .launch_and_sync()
+        }
+        .unwrap();
+        let got = stream.clone_dtoh(&out).unwrap();
+        for b in 0..blocks as usize {
+            let c = (b / cluster as usize) as i64;
+            let want = model::load(&bound, &input, &[32 * c, 32]).unwrap();
+            let block = &got[b * per_block..(b + 1) * per_block];
+            let wrong = want.iter().zip(block).filter(|(a, g)| a != g).count();
+            assert_eq!(wrong, 0, "cluster of {cluster}, block {b}: {wrong} of {per_block} bytes differ from the model");
+        }
+        println!("cluster of {cluster}: {blocks} blocks, each holds the multicast box bit for bit");
+    }
+}
