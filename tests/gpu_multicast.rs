@@ -65,7 +65,11 @@ fn gpu_multicast_fills_every_block_of_the_cluster() {
             (seed >> 24) as u8
         })
         .collect();
-    let d_in = stream.clone_htod(&input).unwrap();
+    let values: Vec<f32> = input
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect();
+    let d_in = stream.clone_htod(&values).unwrap();
     let map = TensorMap::new(&bound, &d_in).unwrap();
     let body = BODY.replace("TILE", CastTile::CUDA_NAME);
     let source = Source::new(
