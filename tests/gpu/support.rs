@@ -149,12 +149,30 @@ impl Gpu {
     ) -> Result<Vec<u8>, String> {
         let (gbuf, map) = self.upload_tensor(bound, global);
         let (plan, boxes) = self.plan(bound, coords);
+        let tx = bound.plan().tx_bytes as u32;
+        let rank = bound.spec().rank() as i32;
+        let out = self.launch_load(&map, &plan, rank, boxes, tx, window, fill);
+        drop(gbuf);
+        out
+    }
+
+    /// One harness_load launch: the copies of `plan` into shared memory pre-filled with
+    /// `fill`, `window` bytes back.
+    #[allow(clippy::too_many_arguments)]
+    fn launch_load(
+        &self,
+        map: &TensorMap,
+        plan: &BoxPlan,
+        rank: i32,
+        boxes: u32,
+        tx: u32,
+        window: u32,
+        fill: u32,
+    ) -> Result<Vec<u8>, String> {
         let mut out: CudaSlice<u8> = self
             .stream
             .clone_htod(&vec![0xA5u8; window as usize])
             .map_err(|e| e.to_string())?;
-        let tx = bound.plan().tx_bytes as u32;
-        let rank = bound.spec().rank() as i32;
         let cfg =
             LaunchConfig::new(&self.stream, (1, 1, 1), (128, 1, 1)).dynamic_smem(window + 1024);
         // SAFETY: harness_load(CUtensorMap, BoxPlan, int, unsigned x4, unsigned char*), both
@@ -162,8 +180,8 @@ impl Gpu {
         unsafe {
             self.load
                 .launch_builder(&cfg)
-                .arg(&map)
-                .arg(ByValue(&plan))
+                .arg(map)
+                .arg(ByValue(plan))
                 .arg(&rank)
                 .arg(&boxes)
                 .arg(&tx)
@@ -173,7 +191,6 @@ impl Gpu {
                 .launch_and_sync()
         }
         .map_err(|e| e.to_string())?;
-        drop(gbuf);
         self.stream.clone_dtoh(&out).map_err(|e| e.to_string())
     }
 
@@ -202,31 +219,17 @@ impl Gpu {
             plan.coords[k] = *c;
             plan.smem_offset[k] = *off;
         }
-        let n = boxes.len() as u32;
-        let rank = args.rank as i32;
-        let mut out: CudaSlice<u8> = self
-            .stream
-            .clone_htod(&vec![0xA5u8; window as usize])
-            .map_err(|e| e.to_string())?;
-        let cfg =
-            LaunchConfig::new(&self.stream, (1, 1, 1), (128, 1, 1)).dynamic_smem(window + 1024);
-        // SAFETY: harness_load(CUtensorMap, BoxPlan, int, unsigned x4, unsigned char*).
-        unsafe {
-            self.load
-                .launch_builder(&cfg)
-                .arg(&map)
-                .arg(ByValue(&plan))
-                .arg(&rank)
-                .arg(&n)
-                .arg(&tx)
-                .arg(&window)
-                .arg(&fill)
-                .arg(&mut out)
-                .launch_and_sync()
-        }
-        .map_err(|e| e.to_string())?;
+        let out = self.launch_load(
+            &map,
+            &plan,
+            args.rank as i32,
+            boxes.len() as u32,
+            tx,
+            window,
+            fill,
+        );
         drop(gbuf);
-        self.stream.clone_dtoh(&out).map_err(|e| e.to_string())
+        out
     }
 
     /// TMA store (op None) or reduce (Some(Add)) of one call from raw shared-memory bytes;
