@@ -133,7 +133,8 @@ fn probe_interleaved_layouts() {
             + 1)
             * esize;
         let data = self_describing(extent as usize + 64);
-        let mut tma: Vec<i32> = coords.iter().rev().map(|&c| c as i32).collect();
+        let user: Vec<i32> = coords.iter().map(|&c| c as i32).collect();
+        let mut tma = tma_core::to_tma_order(&user);
         tma.resize(5, 0);
         let c5: [i32; 5] = tma.try_into().unwrap();
         let data_bytes = boxed.iter().map(|&b| u64::from(b)).product::<u64>() * esize;

@@ -8,17 +8,22 @@
 //!   elements; element `j` reads global index `coords[d] + j * element_strides[d]` (the nvFuser
 //!   "TMA modeling in depth" pseudo-code, and the driver's "TMA loads ceil(boxDim[i] /
 //!   elementStrides[i]) elements").
-//! - Out of bounds (an index `< 0` or `>= global[d]` in any dim): loads write zero, or the
-//!   OOB-NaN of [`oob_nan_bytes`] with [`OobFill::NanRequestZeroFma`]; stores and reductions
-//!   skip the element (PTX ISA "Out of Boundary Access").
+//! - Out of bounds: loads write zero, or the OOB-NaN of [`oob_nan_bytes`] with
+//!   [`OobFill::NanRequestZeroFma`], for an index `< 0` or `>= global[d]` in any dim; stores
+//!   and reductions skip out-of-bounds elements, but bounds-check the inner dim rounded up to
+//!   16 bytes ([`BoundSpec::inner_bound`]), as an H100 does. Stores take no negative
+//!   coordinate and every copy's innermost coordinate sits on 16 bytes
+//!   ([`crate::ValidSpec::check_store_coords`], [`crate::ValidSpec::check_coords`]).
+//! - On the way into shared memory TF32 maps round to TF32 ([`convert_on_load`]).
 //! - Shared memory: the box is written row by row (innermost dim fastest); rows are
 //!   [`crate::swizzle::row_pitch_bytes`] apart; then [`crate::swizzle::swizzle`] permutes the
 //!   address. Repeated boxes land at [`crate::SmemPlan::repeat_placements`].
-//! - Interleave (16B/32B): the innermost TMA dim is the C slice of one pixel (PTX ISA
-//!   "Interleave layout": "sequential C elements are grouped in 16 byte or 32 byte quantities").
-//!   The model places each slice in its own 16/32-byte chunk of shared memory (row pitch = the
-//!   chunk), which the swizzle then permutes like any other row. This reading of the PTX
-//!   figures (NC/(32B)HWC(32B), 32B swizzle) is **not yet checked on hardware**.
+//! - Interleave (16B/32B): the code here places each C slice in its own 16/32-byte chunk, a
+//!   reading of the PTX figures that an H100 contradicts (docs/interleave-probe-h100.txt);
+//!   `validate` refuses interleaved specs, so no bound spec reaches this path until it is fixed.
+//!
+//! Everything above was checked against an H100 bit for bit (tests/gpu_model.rs,
+//! BENCHMARKS.md), except interleave and the Blackwell-only swizzles.
 //!
 //! The shared-memory result starts at a base aligned to the swizzle period, as validation
 //! demands of every destination.

@@ -84,11 +84,16 @@ pub const MAX_TENSOR_BYTES: u64 = 256 * 1024;
 /// A random spec that validates and binds for `arch`, and coordinates for one call.
 ///
 /// Covers ranks 1-5, element sizes 1/2/4/8, every swizzle `arch` has (inner boxes from 16 B up
-/// to the span, so narrower-than-span rows too), 16B/32B interleave, element strides, repeats,
+/// to the span, so narrower-than-span rows too), element strides, repeats,
 /// explicit smem strides, padded global strides, NaN fill; coordinates straddle every edge
 /// (negative, inside, past the end). Tensors stay below [`MAX_TENSOR_BYTES`]. Specs whose
 /// repeated boxes would overlap under either [`InnerRowLayout`] are not generated, so
 /// [`crate::model`] accepts every one.
+/// Interleaved specs are not generated while `validate` refuses them
+/// (`Rule::InterleaveLayoutUnverified`): every one would be rejected. Turn this on when the
+/// model of interleaved layouts matches the hardware.
+const GENERATE_INTERLEAVE: bool = false;
+
 pub fn random_valid_spec(rng: &mut XorShift, arch: Arch) -> (BoundSpec, Vec<i64>) {
     loop {
         if let Some(found) = attempt(rng, arch) {
@@ -100,7 +105,7 @@ pub fn random_valid_spec(rng: &mut XorShift, arch: Arch) -> (BoundSpec, Vec<i64>
 fn attempt(rng: &mut XorShift, arch: Arch) -> Option<(BoundSpec, Vec<i64>)> {
     let dtype = *rng.pick(&DTYPES)?;
     let esize = dtype.size_bytes()?;
-    let interleave = if rng.chance(1, 8) {
+    let interleave = if GENERATE_INTERLEAVE && rng.chance(1, 8) {
         *rng.pick(&[Interleave::B16, Interleave::B32])?
     } else {
         Interleave::None
