@@ -1,194 +1,752 @@
-//! Probe of interleaved layouts on a GPU, which this toolkit refuses until its model matches
-//! the hardware (`Rule::InterleaveLayoutUnverified`). Not a pass/fail test: it records, for a
-//! few interleaved specs, which transaction byte count completes the mbarrier and where each
-//! 4-byte group of global memory lands in shared memory, under $OUT/interleave_probe.txt.
-//! Run it explicitly: `TMA_REQUIRE_GPU=1 ./bin/test-gpu_interleave_probe --ignored`.
+//! Probe of interleaved layouts on a GPU: the raw data the model of interleave is fitted to.
+//! Not a pass/fail test of the toolkit: for hand-picked and random interleaved encode
+//! arguments it records, for loads, the exact transaction bytes the copy counts on the
+//! mbarrier and every byte it wrote into a poisoned shared-memory window, and for stores,
+//! every global word written and where in shared memory it came from.
+//!
+//! Global memory holds self-describing words (word `w` of the buffer = `w | 0x5a000000`), the
+//! tensor starts 2 MiB into the buffer, and strides are padded, so every byte names its
+//! origin. A case that faults ends its process: the runner (`tests/gpu/run-interleave-probe.sh`)
+//! starts the next process after it. Output: `$OUT/interleave_raw.txt`, one line per case,
+//! analysed offline (`scripts/interleave_fit.py`).
+//!
+//! `probe_kernels_compile` (no GPU needed) keeps the probe kernels compiling in CI.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 #[path = "gpu/support.rs"]
 mod support;
 
-use std::fmt::Write;
-use tma_core::{DType, EncodeArgs, Interleave, Swizzle, TileSpec};
+use std::io::Write as _;
 
-/// Global bytes that say where they came from: 4-byte group `q` holds (q as u24, 0x5a).
-fn self_describing(len: usize) -> Vec<u8> {
-    (0..len)
-        .map(|i| {
-            let q = i / 4;
-            match i % 4 {
-                0 => q as u8,
-                1 => (q >> 8) as u8,
-                2 => (q >> 16) as u8,
-                _ => 0x5a,
-            }
-        })
-        .collect()
+use cudarc::driver::{CudaSlice, DevicePtr};
+use tma_core::{Arch, DType, EncodeArgs, Interleave, L2Promotion, OobFill, Swizzle};
+use tma_runtime::jit::{CompileOptions, Compiler, Source};
+use tma_runtime::launch::ByValue;
+use tma_runtime::LaunchConfig;
+
+const PROBE_SOURCE: &str = include_str!("gpu/interleave_probe.cu");
+/// Bytes of poisoned shared memory each load writes into and returns.
+const WINDOW: u32 = 200 * 1024;
+/// Bytes of the global buffer, and where in it the tensor starts.
+const GLOBAL_BYTES: usize = 8 << 20;
+const BASE: u64 = 2 << 20;
+
+/// `Coords` of the probe kernels: TMA order, innermost first.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct Coords {
+    c: [i32; 5],
+}
+// SAFETY: plain old data with the CUDA struct's layout.
+unsafe impl cudarc::driver::DeviceRepr for Coords {}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Op {
+    Load,
+    Store,
 }
 
-/// dtype, global (outer -> inner), strides (elements), box, interleave, swizzle, coords.
-type Case = (
-    DType,
-    Vec<u64>,
-    Vec<u64>,
-    Vec<u32>,
-    Interleave,
-    Swizzle,
-    Vec<i64>,
-);
+/// One probe: encode arguments in TMA order (innermost first), byte strides without dim 0.
+#[derive(Clone, Debug)]
+struct Case {
+    op: Op,
+    dtype: DType,
+    dims: Vec<u64>,
+    strides: Vec<u64>,
+    boxd: Vec<u32>,
+    estrides: Vec<u32>,
+    interleave: Interleave,
+    swizzle: Swizzle,
+    coords: Vec<i32>,
+    /// Cases the driver may accept but the hardware may fault on go last.
+    risky: bool,
+}
+
+impl Case {
+    fn args(&self) -> EncodeArgs {
+        EncodeArgs {
+            data_type: self.dtype,
+            rank: self.dims.len() as u32,
+            global_dim: self.dims.clone(),
+            global_strides: self.strides.clone(),
+            box_dim: self.boxd.clone(),
+            element_strides: self.estrides.clone(),
+            interleave: self.interleave,
+            swizzle: self.swizzle,
+            l2_promotion: L2Promotion::None,
+            oob_fill: OobFill::Zero,
+        }
+    }
+    fn json(&self, index: usize) -> String {
+        format!(
+            "{{\"i\":{index},\"op\":\"{:?}\",\"dtype\":\"{}\",\"esize\":{},\"dims\":{:?},\"strides\":{:?},\"box\":{:?},\"es\":{:?},\"il\":{},\"sw\":{},\"coords\":{:?}}}",
+            self.op,
+            self.dtype,
+            self.dtype.size_bytes().unwrap_or(0),
+            self.dims,
+            self.strides,
+            self.boxd,
+            self.estrides,
+            self.interleave.chunk_bytes().unwrap_or(0),
+            self.swizzle.span_bytes().unwrap_or(0),
+            self.coords
+        )
+    }
+}
+
+/// Dense-ish padded byte strides: dim 1 starts at `row` bytes, each outer dim adds `pad`.
+fn padded_strides(dims: &[u64], row: u64, pad: u64) -> Vec<u64> {
+    let mut out = vec![row];
+    for d in 1..dims.len() - 1 {
+        let prev = out[d - 1];
+        out.push(prev * dims[d] + pad);
+    }
+    out
+}
+
+#[allow(clippy::too_many_arguments)]
+fn case(
+    op: Op,
+    dtype: DType,
+    dims: &[u64],
+    strides: Vec<u64>,
+    boxd: &[u32],
+    estrides: &[u32],
+    interleave: Interleave,
+    swizzle: Swizzle,
+    coords: &[i32],
+) -> Case {
+    let risky =
+        dtype.size_bytes() == Some(1) || (interleave == Interleave::B32 && swizzle != Swizzle::B32);
+    Case {
+        op,
+        dtype,
+        dims: dims.to_vec(),
+        strides,
+        boxd: boxd.to_vec(),
+        estrides: estrides.to_vec(),
+        interleave,
+        swizzle,
+        coords: coords.to_vec(),
+        risky,
+    }
+}
+
+/// Hand-picked cases: one question each (what does box dim 0 / 1 / 2 select, the inner
+/// coordinate, several chunks, OOB at every edge, element strides, swizzles, ranks 4 and 5).
+fn targeted() -> Vec<Case> {
+    use DType::*;
+    use Interleave::{B16 as I16, B32 as I32i};
+    use Op::*;
+    use Swizzle::{None as SN, B128, B32, B64};
+    let mut v = Vec::new();
+    let d3 = [8u64, 5, 4];
+    let s3 = padded_strides(&d3, 48, 32); // [48, 272]
+    for (boxd, coords) in [
+        ([8u32, 3, 2], [0i32, 1, 1]),
+        ([8, 5, 3], [0, 0, 0]),
+        ([8, 1, 1], [0, 2, 3]),
+        ([8, 2, 4], [0, 0, 0]),
+        ([8, 4, 1], [0, 3, 1]), // past the end of dim 1
+        ([8, 3, 2], [0, -2, 0]),
+        ([8, 3, 2], [0, 0, -1]),
+        ([8, 3, 3], [0, 1, 3]), // past the end of dim 2
+        ([8, 3, 2], [-8, 0, 0]),
+        ([8, 3, 2], [8, 0, 0]),
+        ([16, 3, 2], [0, 0, 0]),
+    ] {
+        v.push(case(
+            Load,
+            U16,
+            &d3,
+            s3.clone(),
+            &boxd,
+            &[1, 1, 1],
+            I16,
+            SN,
+            &coords,
+        ));
+    }
+    // Two chunks of C per pixel row, and a partial last chunk.
+    let d3c = [16u64, 5, 4];
+    let s3c = padded_strides(&d3c, 64, 48);
+    for (boxd, coords) in [
+        ([16u32, 3, 2], [0i32, 1, 1]),
+        ([8, 3, 2], [8, 1, 1]),
+        ([8, 3, 2], [0, 1, 1]),
+        ([24, 2, 2], [0, 0, 0]),
+    ] {
+        v.push(case(
+            Load,
+            U16,
+            &d3c,
+            s3c.clone(),
+            &boxd,
+            &[1, 1, 1],
+            I16,
+            SN,
+            &coords,
+        ));
+    }
+    let d3p = [12u64, 5, 4];
+    v.push(case(
+        Load,
+        U16,
+        &d3p,
+        padded_strides(&d3p, 64, 48),
+        &[16, 3, 2],
+        &[1, 1, 1],
+        I16,
+        SN,
+        &[0, 0, 0],
+    ));
+    // Element sizes 4 and 8.
+    v.push(case(
+        Load,
+        U32,
+        &[4, 5, 4],
+        padded_strides(&[4, 5, 4], 48, 32),
+        &[4, 3, 2],
+        &[1, 1, 1],
+        I16,
+        SN,
+        &[0, 1, 1],
+    ));
+    v.push(case(
+        Load,
+        U64,
+        &[2, 5, 4],
+        padded_strides(&[2, 5, 4], 48, 32),
+        &[2, 3, 2],
+        &[1, 1, 1],
+        I16,
+        SN,
+        &[0, 1, 1],
+    ));
+    v.push(case(
+        Load,
+        F16,
+        &d3,
+        s3.clone(),
+        &[8, 3, 2],
+        &[1, 1, 1],
+        I16,
+        SN,
+        &[0, 1, 1],
+    ));
+    // Element strides, dim 0 included.
+    v.push(case(
+        Load,
+        U16,
+        &d3,
+        s3.clone(),
+        &[8, 4, 2],
+        &[1, 2, 1],
+        I16,
+        SN,
+        &[0, 0, 0],
+    ));
+    v.push(case(
+        Load,
+        U16,
+        &d3,
+        s3.clone(),
+        &[8, 3, 4],
+        &[1, 1, 2],
+        I16,
+        SN,
+        &[0, 0, 0],
+    ));
+    v.push(case(
+        Load,
+        U16,
+        &d3c,
+        s3c.clone(),
+        &[16, 3, 2],
+        &[2, 1, 1],
+        I16,
+        SN,
+        &[0, 0, 0],
+    ));
+    // Swizzles with 16-byte interleave: 8 rows x 2 so every line of a period shows.
+    let dsw = [8u64, 8, 3];
+    let ssw = padded_strides(&dsw, 32, 16);
+    for sw in [SN, B32, B64, B128] {
+        v.push(case(
+            Load,
+            U16,
+            &dsw,
+            ssw.clone(),
+            &[8, 8, 2],
+            &[1, 1, 1],
+            I16,
+            sw,
+            &[0, 0, 0],
+        ));
+    }
+    // 32-byte interleave with the 32B swizzle.
+    let d32 = [16u64, 5, 4];
+    let s32 = padded_strides(&d32, 64, 32);
+    v.push(case(
+        Load,
+        U16,
+        &d32,
+        s32.clone(),
+        &[16, 3, 2],
+        &[1, 1, 1],
+        I32i,
+        B32,
+        &[0, 1, 1],
+    ));
+    v.push(case(
+        Load,
+        U32,
+        &[8, 5, 4],
+        padded_strides(&[8, 5, 4], 64, 32),
+        &[8, 3, 2],
+        &[1, 1, 1],
+        I32i,
+        B32,
+        &[0, 1, 1],
+    ));
+    v.push(case(
+        Load,
+        U16,
+        &[16, 8, 3],
+        padded_strides(&[16, 8, 3], 64, 32),
+        &[16, 8, 2],
+        &[1, 1, 1],
+        I32i,
+        B32,
+        &[0, 0, 0],
+    ));
+    v.push(case(
+        Load,
+        U16,
+        &[8, 5, 4],
+        padded_strides(&[8, 5, 4], 32, 32),
+        &[8, 3, 2],
+        &[1, 1, 1],
+        I32i,
+        B32,
+        &[0, 1, 1],
+    ));
+    // Ranks 4 and 5.
+    let d4 = [8u64, 4, 3, 3];
+    v.push(case(
+        Load,
+        U16,
+        &d4,
+        padded_strides(&d4, 48, 32),
+        &[8, 3, 2, 2],
+        &[1, 1, 1, 1],
+        I16,
+        SN,
+        &[0, 1, 1, 1],
+    ));
+    let d5 = [8u64, 3, 3, 2, 2];
+    v.push(case(
+        Load,
+        U16,
+        &d5,
+        padded_strides(&d5, 32, 16),
+        &[8, 2, 2, 2, 2],
+        &[1, 1, 1, 1, 1],
+        I16,
+        SN,
+        &[0, 1, 1, 0, 1],
+    ));
+    // The first probe's dense shapes, to compare.
+    v.push(case(
+        Load,
+        F16,
+        &[8, 6, 4],
+        vec![16, 96],
+        &[8, 3, 2],
+        &[1, 1, 1],
+        I16,
+        SN,
+        &[0, 0, 0],
+    ));
+    // Stores.
+    for (boxd, coords) in [
+        ([8u32, 3, 2], [0i32, 1, 1]),
+        ([8, 4, 2], [0, 3, 3]),
+        ([8, 2, 2], [8, 0, 0]),
+    ] {
+        v.push(case(
+            Store,
+            U16,
+            &d3,
+            s3.clone(),
+            &boxd,
+            &[1, 1, 1],
+            I16,
+            SN,
+            &coords,
+        ));
+    }
+    v.push(case(
+        Store,
+        U16,
+        &d3c,
+        s3c.clone(),
+        &[16, 3, 2],
+        &[1, 1, 1],
+        I16,
+        SN,
+        &[0, 1, 1],
+    ));
+    v.push(case(
+        Store,
+        U16,
+        &dsw,
+        ssw.clone(),
+        &[8, 8, 2],
+        &[1, 1, 1],
+        I16,
+        B128,
+        &[0, 0, 0],
+    ));
+    v.push(case(
+        Store,
+        U16,
+        &d32,
+        s32,
+        &[16, 3, 2],
+        &[1, 1, 1],
+        I32i,
+        B32,
+        &[0, 1, 1],
+    ));
+    v.push(case(
+        Store,
+        U16,
+        &d3,
+        s3.clone(),
+        &[8, 4, 2],
+        &[1, 2, 1],
+        I16,
+        SN,
+        &[0, 0, 0],
+    ));
+    // Risky: one-byte elements (a public report saw an H100 fault on these) and 32-byte
+    // interleave without the 32B swizzle.
+    v.push(case(
+        Load,
+        U8,
+        &[16, 5, 4],
+        padded_strides(&[16, 5, 4], 48, 32),
+        &[16, 3, 2],
+        &[1, 1, 1],
+        I16,
+        SN,
+        &[0, 1, 1],
+    ));
+    v.push(case(
+        Load,
+        U8,
+        &[16, 6, 4],
+        vec![16, 96],
+        &[16, 3, 2],
+        &[1, 1, 1],
+        I16,
+        SN,
+        &[0, 0, 0],
+    ));
+    v.push(case(
+        Store,
+        U8,
+        &[16, 5, 4],
+        padded_strides(&[16, 5, 4], 48, 32),
+        &[16, 3, 2],
+        &[1, 1, 1],
+        I16,
+        SN,
+        &[0, 1, 1],
+    ));
+    v.push(case(
+        Load,
+        U16,
+        &d32,
+        padded_strides(&d32, 64, 32),
+        &[16, 3, 2],
+        &[1, 1, 1],
+        I32i,
+        SN,
+        &[0, 1, 1],
+    ));
+    v.push(case(
+        Load,
+        U16,
+        &d32,
+        padded_strides(&d32, 64, 32),
+        &[16, 3, 2],
+        &[1, 1, 1],
+        I32i,
+        B128,
+        &[0, 1, 1],
+    ));
+    v
+}
+
+/// xorshift64*: deterministic random cases.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    fn range(&mut self, lo: i64, hi: i64) -> i64 {
+        lo + self.below((hi - lo + 1) as u64) as i64
+    }
+    fn pick<T: Copy>(&mut self, xs: &[T]) -> T {
+        xs[self.below(xs.len() as u64) as usize]
+    }
+}
+
+/// Random interleaved cases over element sizes, ranks, chunks of C, padded strides, element
+/// strides, swizzles and coordinates at and past every edge.
+fn random(count: usize, seed: u64) -> Vec<Case> {
+    let mut rng = Rng(seed);
+    let mut out = Vec::new();
+    while out.len() < count {
+        let il = if rng.below(4) == 0 {
+            Interleave::B32
+        } else {
+            Interleave::B16
+        };
+        let chunk = il.chunk_bytes().unwrap_or(16);
+        let dtype = rng.pick(&[
+            DType::U16,
+            DType::U16,
+            DType::U32,
+            DType::U64,
+            DType::F16,
+            DType::BF16,
+            DType::F32,
+            DType::U8,
+        ]);
+        let esize = dtype.size_bytes().unwrap_or(1);
+        let rank = rng.range(3, 5) as usize;
+        let chunk_elems = chunk / esize;
+        // dim 0: whole chunks, sometimes a partial last chunk (whole words).
+        let chunks = rng.range(1, 3) as u64;
+        let mut d0 = chunks * chunk_elems;
+        if rng.below(4) == 0 {
+            let cut = (4 / esize).max(1) * rng.range(1, 2) as u64;
+            d0 = d0.saturating_sub(cut).max(1);
+        }
+        let mut dims = vec![d0];
+        for _ in 1..rank {
+            dims.push(rng.range(1, 6) as u64);
+        }
+        let align = if il == Interleave::B32 { 32 } else { 16 };
+        let row = (d0 * esize).next_multiple_of(align) + align * rng.below(3);
+        let pad = align * rng.below(3);
+        let strides = padded_strides(&dims, row, pad);
+        let extent = strides[rank - 2] * dims[rank - 1];
+        if extent > 1 << 20 {
+            continue;
+        }
+        // box dim 0: a multiple of 16 bytes (the driver demands it).
+        let b0 = (16 / esize).max(1) * rng.range(1, (2 * chunk / 16) as i64) as u64;
+        let mut boxd = vec![b0 as u32];
+        let mut estrides = vec![1u32];
+        for d in 1..rank {
+            boxd.push(rng.range(1, 5) as u32);
+            estrides.push(if rng.below(5) == 0 {
+                rng.range(2, 3) as u32
+            } else {
+                1
+            });
+            let _ = d;
+        }
+        if rng.below(8) == 0 {
+            estrides[0] = 2;
+        }
+        let swizzle = if il == Interleave::B32 {
+            Swizzle::B32
+        } else {
+            rng.pick(&[Swizzle::None, Swizzle::B32, Swizzle::B64, Swizzle::B128])
+        };
+        let op = if rng.below(3) == 0 {
+            Op::Store
+        } else {
+            Op::Load
+        };
+        let step = (16 / esize).max(1) as i64;
+        let mut coords = vec![step * rng.range(-1, chunks as i64)];
+        for &dim in &dims[1..] {
+            coords.push(rng.range(-2, dim as i64 + 1) as i32 as i64);
+        }
+        if op == Op::Store {
+            for c in &mut coords {
+                *c = (*c).max(0);
+            }
+        }
+        let coords: Vec<i32> = coords.iter().map(|&c| c as i32).collect();
+        out.push(case(
+            op, dtype, &dims, strides, &boxd, &estrides, il, swizzle, &coords,
+        ));
+    }
+    out
+}
+
+fn all_cases() -> Vec<Case> {
+    let mut cases = targeted();
+    cases.extend(random(240, 0x1a7e_41ea_5eed_0001));
+    // Safe cases first, so a fault costs as little as possible.
+    cases.sort_by_key(|c| c.risky);
+    cases
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
 
 #[test]
-#[ignore = "a probe: run with --ignored on a GPU"]
+fn probe_kernels_compile() {
+    if tma_runtime::testing::require_nvrtc_or_skip("probe_kernels_compile").is_none() {
+        return;
+    }
+    let compiled = Compiler::global()
+        .expect("NVRTC")
+        .compile(PROBE_SOURCE, &CompileOptions::new(Arch::Sm90a))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(compiled.ptx.contains("mbarrier.complete_tx"));
+    assert!(!all_cases().is_empty());
+}
+
+#[test]
+#[ignore = "a probe: run with --ignored on a GPU (tests/gpu/run-interleave-probe.sh)"]
 fn probe_interleaved_layouts() {
     let Some(gpu) = support::Gpu::open("probe_interleaved_layouts") else {
         return;
     };
-    let mut report = String::new();
-    // (dtype, global outer->inner, strides (elements), box, interleave, swizzle, coords user order)
-    let cases: Vec<Case> = vec![
-        (
-            DType::U8,
-            vec![4, 6, 16],
-            vec![96, 16, 1],
-            vec![2, 3, 16],
-            Interleave::B16,
-            Swizzle::None,
-            vec![0, 0, 0],
-        ),
-        (
-            DType::U8,
-            vec![4, 6, 16],
-            vec![96, 16, 1],
-            vec![2, 3, 16],
-            Interleave::B16,
-            Swizzle::None,
-            vec![1, 2, 0],
-        ),
-        (
-            DType::F16,
-            vec![4, 6, 8],
-            vec![48, 8, 1],
-            vec![2, 3, 8],
-            Interleave::B16,
-            Swizzle::None,
-            vec![0, 0, 0],
-        ),
-        (
-            DType::F32,
-            vec![4, 6, 8],
-            vec![48, 8, 1],
-            vec![2, 3, 8],
-            Interleave::B32,
-            Swizzle::B32,
-            vec![0, 0, 0],
-        ),
-        (
-            DType::U8,
-            vec![4, 6, 16],
-            vec![96, 16, 1],
-            vec![2, 3, 16],
-            Interleave::B16,
-            Swizzle::B32,
-            vec![0, 0, 0],
-        ),
-        (
-            DType::U8,
-            vec![4, 6, 16],
-            vec![96, 16, 1],
-            vec![2, 3, 16],
-            Interleave::B16,
-            Swizzle::B128,
-            vec![0, 0, 0],
-        ),
-        (
-            DType::U8,
-            vec![2, 8, 16],
-            vec![128, 16, 1],
-            vec![1, 8, 16],
-            Interleave::B16,
-            Swizzle::B128,
-            vec![0, 0, 0],
-        ),
-        (
-            DType::U8,
-            vec![4, 6, 32],
-            vec![192, 32, 1],
-            vec![2, 3, 32],
-            Interleave::B16,
-            Swizzle::None,
-            vec![0, 0, 0],
-        ),
-    ];
-    for (dtype, global, strides, boxed, il, swz, coords) in cases {
-        let spec = TileSpec::new("probe", dtype, global.clone(), boxed.clone())
-            .interleave(il)
-            .swizzle(swz);
-        let args = EncodeArgs::from_parts(&spec, &global, &strides);
-        let esize = dtype.size_bytes().unwrap();
-        let extent = (global
-            .iter()
-            .zip(&strides)
-            .map(|(&g, &s)| (g - 1) * s)
-            .sum::<u64>()
-            + 1)
-            * esize;
-        let data = self_describing(extent as usize + 64);
-        let user: Vec<i32> = coords.iter().map(|&c| c as i32).collect();
-        let mut tma = tma_core::to_tma_order(&user);
-        tma.resize(5, 0);
-        let c5: [i32; 5] = tma.try_into().unwrap();
-        let data_bytes = boxed.iter().map(|&b| u64::from(b)).product::<u64>() * esize;
-        let window = 16384u32;
-        writeln!(report, "== {dtype} global {global:?} strides {strides:?} box {boxed:?} {} swizzle {} coords {coords:?}; data bytes {data_bytes}", il.name(), swz.name()).unwrap();
-        writeln!(report, "{args}").unwrap();
-        let mut found = None;
-        for tx in [
-            data_bytes,
-            data_bytes * 2,
-            data_bytes * 4,
-            data_bytes / 2,
-            256,
-            512,
-            1024,
-            2048,
-        ] {
-            match gpu.load_raw(&args, &data, &[(c5, 0)], tx as u32, window, 0xcd) {
-                Ok(smem) if smem.iter().all(|&b| b == 0xee) => {
-                    writeln!(report, "  tx {tx}: timed out").unwrap();
-                }
-                Ok(smem) => {
-                    writeln!(report, "  tx {tx}: completed").unwrap();
-                    found = Some(smem);
-                    break;
-                }
-                Err(e) => {
-                    writeln!(report, "  tx {tx}: {e}").unwrap();
-                    break;
-                }
+    let module = Compiler::global()
+        .expect("NVRTC")
+        .load(
+            &gpu.ctx,
+            &Source::new(PROBE_SOURCE),
+            &CompileOptions::new(Arch::Sm90a),
+        )
+        .expect("probe kernels compile");
+    let load = module.kernel("probe_load").expect("probe_load");
+    let store = module.kernel("probe_store").expect("probe_store");
+    let out_dir = std::path::PathBuf::from(std::env::var_os("OUT").unwrap_or_else(|| ".".into()));
+    let from: usize = std::env::var("PROBE_FROM")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let mut raw = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(out_dir.join("interleave_raw.txt"))
+        .expect("output file");
+    let pattern: Vec<u8> = (0..GLOBAL_BYTES / 4)
+        .flat_map(|w| (w as u32 | 0x5a00_0000).to_le_bytes())
+        .collect();
+    let cases = all_cases();
+    for (i, c) in cases.iter().enumerate().skip(from) {
+        let _ = std::fs::write(out_dir.join("probe_next"), (i + 1).to_string());
+        let desc = c.json(i);
+        let gbuf: CudaSlice<u8> = gpu.stream.clone_htod(&pattern).expect("upload");
+        let base = {
+            let (ptr, _g) = gbuf.device_ptr(&gpu.stream);
+            ptr
+        } + BASE;
+        let map = match gpu.encode_result(&c.args(), base) {
+            Ok(m) => m,
+            Err(e) => {
+                writeln!(raw, "E {desc} {e}").unwrap();
+                continue;
             }
-        }
-        if let Some(smem) = found {
-            let last = smem.iter().rposition(|&b| b != 0xcd).map_or(0, |p| p + 1);
-            writeln!(report, "  bytes written up to {last}").unwrap();
-            for (i, g) in smem[..last.div_ceil(16) * 16].chunks(4).enumerate() {
-                let cell = if g == [0xcd; 4] {
-                    "  ----".to_string()
-                } else if g[3] == 0x5a {
-                    format!(
-                        "{:6}",
-                        u32::from(g[0]) | u32::from(g[1]) << 8 | u32::from(g[2]) << 16
-                    )
-                } else {
-                    format!(" {:02x}{:02x}{:02x}{:02x}", g[0], g[1], g[2], g[3])
+        };
+        let mut coords = Coords { c: [0; 5] };
+        coords.c[..c.coords.len()].copy_from_slice(&c.coords);
+        let rank = c.dims.len() as i32;
+        let cfg =
+            LaunchConfig::new(&gpu.stream, (1, 1, 1), (128, 1, 1)).dynamic_smem(WINDOW + 1024);
+        match c.op {
+            Op::Load => {
+                let mut out: CudaSlice<u8> =
+                    gpu.stream.alloc_zeros(WINDOW as usize).expect("alloc");
+                let mut info: CudaSlice<i64> = gpu.stream.alloc_zeros(1).expect("alloc");
+                // SAFETY: probe_load(CUtensorMap, int, Coords, unsigned, unsigned char*, long long*).
+                let r = unsafe {
+                    load.launch_builder(&cfg)
+                        .arg(&map)
+                        .arg(&rank)
+                        .arg(ByValue(&coords))
+                        .arg(&WINDOW)
+                        .arg(&mut out)
+                        .arg(&mut info)
+                        .launch_and_sync()
                 };
-                if i % 8 == 0 {
-                    write!(report, "\n  {:5}:", i * 4).unwrap();
+                if let Err(e) = r {
+                    writeln!(raw, "F {desc} {}", e.to_string().replace('\n', " ")).unwrap();
+                    std::process::exit(42);
                 }
-                report.push_str(&cell);
+                let smem = gpu.stream.clone_dtoh(&out).expect("read smem");
+                let counted = gpu.stream.clone_dtoh(&info).expect("read info")[0];
+                let last = smem
+                    .chunks(16)
+                    .rposition(|ch| ch.iter().any(|&b| b != 0xcd))
+                    .map_or(0, |p| (p + 1) * 16);
+                writeln!(raw, "L {desc} {counted} {}", hex(&smem[..last])).unwrap();
             }
-            report.push('\n');
+            Op::Store => {
+                // SAFETY: probe_store(CUtensorMap, int, Coords, unsigned).
+                let r = unsafe {
+                    store
+                        .launch_builder(&cfg)
+                        .arg(&map)
+                        .arg(&rank)
+                        .arg(ByValue(&coords))
+                        .arg(&WINDOW)
+                        .launch_and_sync()
+                };
+                if let Err(e) = r {
+                    writeln!(raw, "F {desc} {}", e.to_string().replace('\n', " ")).unwrap();
+                    std::process::exit(42);
+                }
+                let after = gpu.stream.clone_dtoh(&gbuf).expect("read global");
+                // Runs of written words: (global byte offset from the base, smem word, words).
+                let mut runs: Vec<(i64, u32, u32)> = Vec::new();
+                for (w, word) in after.chunks(4).enumerate() {
+                    let v = u32::from_le_bytes([word[0], word[1], word[2], word[3]]);
+                    if v == w as u32 | 0x5a00_0000 {
+                        continue;
+                    }
+                    let g = (w * 4) as i64 - BASE as i64;
+                    let s = if v >> 24 == 0xa5 {
+                        v & 0x00ff_ffff
+                    } else {
+                        u32::MAX
+                    };
+                    match runs.last_mut() {
+                        Some((g0, s0, n))
+                            if *g0 + 4 * i64::from(*n) == g && s != u32::MAX && *s0 + *n == s =>
+                        {
+                            *n += 1
+                        }
+                        _ => runs.push((g, s, 1)),
+                    }
+                }
+                let text: Vec<String> = runs
+                    .iter()
+                    .map(|(g, s, n)| format!("{g}:{s}:{n}"))
+                    .collect();
+                writeln!(raw, "S {desc} {}", text.join(",")).unwrap();
+            }
         }
+        raw.flush().unwrap();
     }
-    println!("{report}");
-    gpu.write_text("interleave_probe.txt", &report);
+    let _ = std::fs::write(out_dir.join("probe_next"), "done");
 }
