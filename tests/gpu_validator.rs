@@ -212,6 +212,7 @@ fn gpu_validator_agrees_with_the_driver() {
             disagreements.push(format!("box of {k} KB: ours {ours}, driver {driver}"));
         }
     }
+    interleaved_box_probes(&gpu, buffer, &mut disagreements);
     println!("validator vs driver over {n} specs: {verdicts:?}");
     println!(
         "rejections by this toolkit's own rules (the driver does not check these): {own_rules:?}"
@@ -227,4 +228,73 @@ fn gpu_validator_agrees_with_the_driver() {
         "{} disagreements",
         disagreements.len()
     );
+}
+
+/// How the driver sizes an interleaved box against the shared-memory limit: boxes over 228 KB
+/// when counted in chunks but not in elements, and with or without the dim-1 box the
+/// hardware ignores. Each line gives the driver's verdict beside every way of counting; a
+/// spec our validator accepts must be one the driver accepts, and the other way round.
+fn interleaved_box_probes(gpu: &support::Gpu, buffer: u64, disagreements: &mut Vec<String>) {
+    use tma_core::{L2Promotion, OobFill};
+    // (dtype, TMA-order dims, byte strides, box)
+    let probes: [(DType, [u64; 3], [u64; 2], [u32; 3]); 10] = [
+        (DType::U8, [256, 4, 256], [4096, 16384], [256, 1, 56]),
+        (DType::U8, [256, 4, 256], [4096, 16384], [256, 1, 57]),
+        (DType::U8, [256, 4, 256], [4096, 16384], [256, 1, 58]),
+        (DType::U64, [256, 4, 256], [4096, 16384], [256, 1, 57]),
+        (DType::U64, [256, 4, 256], [4096, 16384], [256, 1, 58]),
+        (DType::U64, [256, 256, 4], [4096, 1 << 20], [256, 256, 1]),
+        (DType::U64, [256, 256, 4], [4096, 1 << 20], [256, 128, 1]),
+        (DType::U8, [16, 256, 64], [256, 65536], [16, 256, 60]),
+        (DType::U8, [16, 256, 64], [256, 65536], [16, 256, 56]),
+        (DType::U16, [256, 8, 64], [4096, 32768], [256, 8, 57]),
+    ];
+    for (dtype, dims, strides, boxd) in probes {
+        let esize = dtype.size_bytes().unwrap_or(1);
+        let b: Vec<u64> = boxd.iter().map(|&x| u64::from(x)).collect();
+        let elements_all = b.iter().product::<u64>() * esize;
+        let chunks_all = b.iter().product::<u64>() * 16;
+        let chunks_no_dim1 = b[0] * b[2] * 16;
+        let elements_no_dim1 = b[0] * b[2] * esize;
+        let args = EncodeArgs {
+            data_type: dtype,
+            rank: 3,
+            global_dim: dims.to_vec(),
+            global_strides: strides.to_vec(),
+            box_dim: boxd.to_vec(),
+            element_strides: vec![1, 1, 1],
+            interleave: Interleave::B16,
+            swizzle: Swizzle::None,
+            l2_promotion: L2Promotion::None,
+            oob_fill: OobFill::Zero,
+        };
+        let driver = gpu.encode_result(&args, buffer);
+        // Our verdict on the same map, as a user would declare it (dim 1's box as given).
+        let user_box: Vec<u32> = boxd.iter().rev().copied().collect();
+        let user_global: Vec<u64> = dims.iter().rev().copied().collect();
+        let user_strides = [strides[1] / esize, strides[0] / esize, 1];
+        let spec = TileSpec::new("ilbox", dtype, user_global.clone(), user_box)
+            .strides(user_strides)
+            .interleave(Interleave::B16);
+        let ours: Vec<Rule> =
+            match validate(&spec).and_then(|v| v.bind(&user_global, Some(&user_strides))) {
+                Ok(_) => vec![],
+                Err(e) => e.errors.iter().map(|e| e.rule).collect(),
+            };
+        let ours_driver_rules: Vec<Rule> = ours
+            .iter()
+            .copied()
+            .filter(|r| r.checked_by_driver())
+            .collect();
+        println!(
+            "interleaved box probe {dtype} box {boxd:?}: driver {}; bytes as elements {elements_all} (without dim 1 {elements_no_dim1}), as chunks {chunks_all} (without dim 1 {chunks_no_dim1}); ours {ours:?}",
+            if driver.is_ok() { "accepts" } else { "rejects" },
+        );
+        if ours_driver_rules.is_empty() != driver.is_ok() {
+            disagreements.push(format!(
+                "interleaved box {dtype} {boxd:?}: ours {ours:?}, driver {:?}",
+                driver.err()
+            ));
+        }
+    }
 }

@@ -1,7 +1,7 @@
 tma::tma_3d! {
-    pub Nchw: f16,
-    global = [C = 64, H = 64, W = 64],
-    boxed = [8, 8, 16],
+    pub Nc16wc16: f16,
+    global = [N = 4, C16 = 4, W = 64],
+    boxed = [2, 1, 16],
     interleave = 32,
     swizzle = 64,
 }

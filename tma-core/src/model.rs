@@ -18,12 +18,14 @@
 //! - Shared memory: the box is written row by row (innermost dim fastest); rows are
 //!   [`crate::swizzle::row_pitch_bytes`] apart; then [`crate::swizzle::swizzle`] permutes the
 //!   address. Repeated boxes land at [`crate::SmemPlan::repeat_placements`].
-//! - Interleave (16B/32B): the code here places each C slice in its own 16/32-byte chunk, a
-//!   reading of the PTX figures that an H100 contradicts (docs/interleave-probe-h100.txt);
-//!   `validate` refuses interleaved specs, so no bound spec reaches this path until it is fixed.
+//! - Interleave (16B/32B): the unit of the innermost dim is a chunk of 16 or 32 bytes, not an
+//!   element: the inner extent, box, coordinate and element stride count chunks, chunk `c` of
+//!   a row is `c * chunk` bytes into it, bounds are checked per chunk, rows are packed in
+//!   shared memory, and one position is taken along dim 1 (validation demands a box of 1
+//!   there). Fitted to an H200's raw dumps (docs/INTERLEAVE.md, tests/interleave_dumps.rs).
 //!
-//! Everything above was checked against an H100 bit for bit (tests/gpu_model.rs,
-//! BENCHMARKS.md), except interleave and the Blackwell-only swizzles.
+//! Everything above was checked against an H100 or H200 bit for bit (tests/gpu_model.rs,
+//! BENCHMARKS.md), except the Blackwell-only swizzles.
 //!
 //! The shared-memory result starts at a base aligned to the swizzle period, as validation
 //! demands of every destination.
@@ -252,8 +254,11 @@ pub struct ElementPlace {
     pub smem: u64,
     /// Byte offset in global memory from the tensor's base; `None` out of bounds.
     pub global: Option<u64>,
-    /// The global element index (user order); may be negative or past the end.
+    /// The global element index (user order); may be negative or past the end. With
+    /// interleave the innermost entry is the chunk; see [`ElementPlace::in_chunk`].
     pub index: Vec<i64>,
+    /// With interleave, the element's position inside its chunk (0 otherwise).
+    pub in_chunk: u64,
     /// Which repeated box (index into [`crate::SmemPlan::repeat_placements`]).
     pub box_index: usize,
 }
@@ -296,6 +301,10 @@ fn visit(
         .dtype
         .size_bytes()
         .ok_or(ModelError::PackedType { dtype: spec.dtype })?;
+    // With interleave each step of the innermost dim is a chunk of several elements.
+    let chunk = spec.interleave.chunk_bytes();
+    let unit = chunk.unwrap_or(esize);
+    let per_unit = unit / esize;
     if coords.len() != rank {
         return Err(ModelError::CoordCount {
             rank,
@@ -328,11 +337,12 @@ fn visit(
                 rest /= n[d];
             }
             let row = lin / n[inner];
-            let local = row * layout.row_pitch + j[inner] * esize;
-            let smem = swizzle::swizzle(spec.swizzle, place.smem_offset + local);
+            let local = row * layout.row_pitch + j[inner] * unit;
             let mut index = vec![0i64; rank];
             let mut in_bounds = true;
+            // Elements from the base; with interleave, bytes (the inner dim counts chunks).
             let mut elem_off: u64 = 0;
+            let mut byte_off: u64 = 0;
             for d in 0..rank {
                 let g = start[d] + (j[d] as i64) * i64::from(spec.element_strides[d]);
                 index[d] = g;
@@ -344,16 +354,31 @@ fn visit(
                 };
                 if g < 0 || g as u64 >= limit {
                     in_bounds = false;
+                } else if let Some(chunk) = chunk {
+                    byte_off += if d == inner {
+                        g as u64 * chunk
+                    } else {
+                        spec.dtype.global_bytes(g as u64 * strides[d])
+                    };
                 } else {
                     elem_off += g as u64 * strides[d];
                 }
             }
-            f(ElementPlace {
-                smem,
-                global: in_bounds.then(|| spec.dtype.global_bytes(elem_off)),
-                index,
-                box_index,
-            })?;
+            let global = match chunk {
+                Some(_) => byte_off,
+                None => spec.dtype.global_bytes(elem_off),
+            };
+            // The swizzle moves 16-byte pieces: the elements of a 32-byte chunk are placed
+            // one by one.
+            for k in 0..per_unit {
+                f(ElementPlace {
+                    smem: swizzle::swizzle(spec.swizzle, place.smem_offset + local + k * esize),
+                    global: in_bounds.then_some(global + k * esize),
+                    index: index.clone(),
+                    in_chunk: k,
+                    box_index,
+                })?;
+            }
         }
     }
     Ok(layout)

@@ -246,6 +246,10 @@ fn tile_context(valid: &ValidSpec, tile_id: u32) -> Context {
     ctx.insert("swizzle_cu", spec.swizzle.cu_name());
     ctx.insert("interleave", spec.interleave.name());
     ctx.insert("interleave_cu", spec.interleave.cu_name());
+    ctx.insert(
+        "interleave_chunk",
+        &spec.interleave.chunk_bytes().unwrap_or(0),
+    );
     ctx.insert("l2", spec.l2_promotion.name());
     ctx.insert("l2_cu", spec.l2_promotion.cu_name());
     ctx.insert("oob", spec.oob_fill.name());
@@ -423,7 +427,7 @@ pub fn exercise_body_checked(valid: &ValidSpec) -> Result<String, RenderError> {
 /// strides, interleave, dtype sizes 1/2/4/8 and the Mirage MPK seed. The snapshot tests and
 /// the NVRTC compile test (root package) render every entry.
 pub mod corpus {
-    use crate::spec::{L2Promotion, OobFill, Swizzle, TileSpec};
+    use crate::spec::{Interleave, L2Promotion, OobFill, Swizzle, TileSpec};
     use crate::validate::{validate, ValidSpec};
     use crate::DType;
 
@@ -458,8 +462,18 @@ pub mod corpus {
                 .dim_names(["n", "c", "h", "w"])
                 .swizzle(Swizzle::B128)
                 .l2_promotion(L2Promotion::B256),
-            // Interleaved layouts are refused until the model matches the H100
-            // (Rule::InterleaveLayoutUnverified); a 5-D strided i32 tile stands in.
+            // NC/8HWC8 activations: the innermost dim counts 16-byte chunks (8 channels of
+            // one pixel); one channel slice per box, two slices per call.
+            TileSpec::new("r4_nc8hwc8_f16", DType::F16, [2, 4, 16, 32], [1, 1, 8, 8])
+                .dim_names(["n", "c8", "h", "w"])
+                .interleave(Interleave::B16)
+                .swizzle(Swizzle::B128)
+                .repeat([1, 2, 1, 1]),
+            // 32-byte chunks (8 f32 channels), with the 32B swizzle they require.
+            TileSpec::new("r3_nc8wc8_f32", DType::F32, [4, 8, 64], [2, 1, 8])
+                .dim_names(["n", "c8", "w"])
+                .interleave(Interleave::B32)
+                .swizzle(Swizzle::B32),
             TileSpec::new("r5_bf16", DType::BF16, [2, 3, 4, 8, 64], [1, 2, 2, 4, 64])
                 .dim_names(["a", "b", "c", "d", "e"])
                 .swizzle(Swizzle::B128)

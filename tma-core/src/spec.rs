@@ -123,14 +123,25 @@ impl Swizzle {
     }
 }
 
-/// Global-memory interleave (`CUtensorMapInterleave`).
+/// Global-memory interleave (`CUtensorMapInterleave`): NC/8HWC8-style layouts, where the
+/// channels of each pixel sit in 16- or 32-byte chunks and a row of pixels is a run of
+/// contiguous chunks.
+///
+/// What the hardware does with an interleaved map (measured on an H200, docs/INTERLEAVE.md;
+/// NVIDIA's documentation does not say):
+/// - the innermost dim counts **chunks**, not elements: its global extent, box, coordinate
+///   and element stride are all in chunks, and chunk `c` of a row starts `c * chunk` bytes
+///   after the row (the chunks of a row are contiguous);
+/// - the box along the user's dim 1 (TMA dim `rank - 2`) is ignored: a copy takes one
+///   position there, so validation demands a box of 1;
+/// - rows are packed in shared memory, never padded to the swizzle span.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum Interleave {
     #[default]
     None = 0,
-    /// NC/8HWC8-style: the innermost dim is a 16-byte chunk.
+    /// NC/8HWC8-style: the innermost dim is a run of 16-byte chunks.
     B16 = 1,
-    /// NC/16HWC16-style: the innermost dim is a 32-byte chunk.
+    /// NC/16HWC16-style: the innermost dim is a run of 32-byte chunks.
     B32 = 2,
 }
 
@@ -350,14 +361,17 @@ pub struct TileSpec {
     pub dtype: DType,
     /// Optional names of the dims (outer -> inner), used in errors and generated comments.
     pub dim_names: Vec<Option<String>>,
-    /// Global extent of each dim, outer -> inner, in elements.
+    /// Global extent of each dim, outer -> inner, in elements (the innermost in chunks with
+    /// interleave: see [`Interleave`]).
     pub global: Vec<Extent>,
     /// Global strides in elements, outer -> inner; the innermost must be 1 (TMA's dim 0
     /// is always contiguous). `None`: dense row-major strides derived from `global`.
     pub strides: Option<Vec<Extent>>,
-    /// Box (tile) extent of each dim, outer -> inner, in elements.
+    /// Box (tile) extent of each dim, outer -> inner, in elements (the innermost in chunks
+    /// with interleave).
     pub boxed: Vec<u32>,
-    /// Traversal stride of each dim inside the box (1 = every element).
+    /// Traversal stride of each dim inside the box (1 = every element; chunks for the
+    /// innermost dim with interleave).
     pub element_strides: Vec<u32>,
     pub interleave: Interleave,
     pub swizzle: Swizzle,
@@ -455,6 +469,23 @@ impl TileSpec {
     pub fn target(mut self, a: Arch) -> Self {
         self.target = a;
         self
+    }
+
+    /// Bytes one step along the innermost dim covers: one element, or one chunk with
+    /// interleave. `None` for the packed sub-byte types (no whole bytes per element).
+    pub fn inner_unit_bytes(&self) -> Option<u64> {
+        self.interleave
+            .chunk_bytes()
+            .or_else(|| self.dtype.size_bytes())
+    }
+
+    /// Elements one step along the innermost dim covers (1, or a chunk's worth with
+    /// interleave): what dense strides and stride checks count the inner dim in.
+    pub fn inner_unit_elements(&self) -> u64 {
+        match (self.interleave.chunk_bytes(), self.dtype.size_bytes()) {
+            (Some(chunk), Some(size)) => (chunk / size).max(1),
+            _ => 1,
+        }
     }
 
     /// The name of user dim `d`, if given.

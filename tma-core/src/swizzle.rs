@@ -92,23 +92,28 @@ pub fn pattern_bytes(mode: Swizzle) -> u64 {
     }
 }
 
-/// Bytes one box row (the innermost dim) carries: `ceil(box / estride) * element size`.
+/// Bytes one box row (the innermost dim) carries: `ceil(box / estride)` elements, or
+/// chunks with interleave (the innermost dim counts chunks then: see [`crate::Interleave`]).
 pub fn row_bytes(spec: &TileSpec) -> u64 {
     let inner = spec.rank().saturating_sub(1);
-    let elems = match (spec.boxed.get(inner), spec.element_strides.get(inner)) {
+    let steps = match (spec.boxed.get(inner), spec.element_strides.get(inner)) {
         (Some(&b), Some(&e)) => u64::from(b).div_ceil(u64::from(e.max(1))),
         _ => 0,
     };
-    spec.dtype.smem_bytes(elems)
+    match spec.interleave.chunk_bytes() {
+        Some(chunk) => steps * chunk,
+        None => spec.dtype.smem_bytes(steps),
+    }
 }
 
 /// Bytes from one box row to the next in shared memory (before swizzling), using `layout`
-/// for rows narrower than the swizzle span. With interleave, a row is one interleave chunk
-/// (16 or 32 B; the C slice of one pixel), rounded up to whole chunks.
+/// for rows narrower than the swizzle span. Interleaved rows are always packed: an H200
+/// puts a 32-byte row under the 128B swizzle 32 bytes after the previous one (the XOR then
+/// applies to those addresses), whatever `layout` says.
 pub fn row_pitch_bytes(spec: &TileSpec, layout: InnerRowLayout) -> u64 {
     let row = row_bytes(spec);
-    if let Some(chunk) = spec.interleave.chunk_bytes() {
-        return row.max(1).next_multiple_of(chunk);
+    if spec.interleave.chunk_bytes().is_some() {
+        return row;
     }
     match (layout, spec.swizzle.span_bytes()) {
         (InnerRowLayout::PadToSpan, Some(span)) if row < span => span,

@@ -85,14 +85,11 @@ pub const MAX_TENSOR_BYTES: u64 = 256 * 1024;
 ///
 /// Covers ranks 1-5, element sizes 1/2/4/8, every swizzle `arch` has (inner boxes from 16 B up
 /// to the span, so narrower-than-span rows too), element strides, repeats,
-/// explicit smem strides, padded global strides, NaN fill; coordinates straddle every edge
-/// (negative, inside, past the end). Tensors stay below [`MAX_TENSOR_BYTES`]. Specs whose
-/// repeated boxes would overlap under either [`InnerRowLayout`] are not generated, so
+/// explicit smem strides, padded global strides, NaN fill, and one spec in eight interleaved
+/// (16B or 32B chunks, the inner dim in chunks, any chunk coordinate); coordinates straddle
+/// every edge (negative, inside, past the end). Tensors stay below [`MAX_TENSOR_BYTES`]. Specs
+/// whose repeated boxes would overlap under either [`InnerRowLayout`] are not generated, so
 /// [`crate::model`] accepts every one.
-/// Interleaved specs are not generated while `validate` refuses them
-/// (`Rule::InterleaveLayoutUnverified`): every one would be rejected. Turn this on when the
-/// model of interleaved layouts matches the hardware.
-const GENERATE_INTERLEAVE: bool = false;
 
 pub fn random_valid_spec(rng: &mut XorShift, arch: Arch) -> (BoundSpec, Vec<i64>) {
     loop {
@@ -105,7 +102,7 @@ pub fn random_valid_spec(rng: &mut XorShift, arch: Arch) -> (BoundSpec, Vec<i64>
 fn attempt(rng: &mut XorShift, arch: Arch) -> Option<(BoundSpec, Vec<i64>)> {
     let dtype = *rng.pick(&DTYPES)?;
     let esize = dtype.size_bytes()?;
-    let interleave = if GENERATE_INTERLEAVE && rng.chance(1, 8) {
+    let interleave = if rng.chance(1, 8) {
         *rng.pick(&[Interleave::B16, Interleave::B32])?
     } else {
         Interleave::None
@@ -130,11 +127,19 @@ fn attempt(rng: &mut XorShift, arch: Arch) -> Option<(BoundSpec, Vec<i64>)> {
     };
     let inner = rank - 1;
 
-    // Innermost dim: global extent and box.
+    // Innermost dim: global extent and box (chunks with interleave).
     let (g_inner, b_inner) = match interleave.chunk_bytes() {
-        Some(chunk) => {
-            let per_chunk = (chunk / esize).max(1);
-            (per_chunk, per_chunk)
+        Some(_) => {
+            // The driver checks box x element size as if the box counted elements: a
+            // multiple of 16 bytes, so the chunk count is a multiple of 16 / esize.
+            let step = (16 / esize).max(1);
+            let b = (step * rng.range(1, 3)).min(256 / step * step);
+            let g = match rng.below(3) {
+                0 => b,
+                1 => rng.range(1, b),
+                _ => rng.range(b, 2 * b),
+            };
+            (g.max(1), b)
         }
         None => {
             let max_box_bytes = swizzle.span_bytes().unwrap_or(128);
@@ -165,6 +170,13 @@ fn attempt(rng: &mut XorShift, arch: Arch) -> Option<(BoundSpec, Vec<i64>)> {
             estrides[d] = rng.range(2, 3) as u32;
         }
     }
+    if interleave != Interleave::None {
+        // One position along dim 1 per copy (the hardware ignores a larger box there).
+        boxed[1] = 1;
+        if rng.chance(1, 5) {
+            estrides[inner] = rng.range(2, 3) as u32;
+        }
+    }
     // Global strides (elements): dense or padded, byte strides multiples of the alignment.
     let align = if interleave == Interleave::B32 {
         32
@@ -172,8 +184,10 @@ fn attempt(rng: &mut XorShift, arch: Arch) -> Option<(BoundSpec, Vec<i64>)> {
         16
     };
     let mut strides = vec![1u64; rank];
+    let inner_unit = interleave.chunk_bytes().map_or(1, |c| c / esize);
     for d in (0..inner).rev() {
-        let span_bytes = strides[d + 1] * global[d + 1] * esize;
+        let unit = if d + 1 == inner { inner_unit } else { 1 };
+        let span_bytes = strides[d + 1] * unit * global[d + 1] * esize;
         let mut bytes = span_bytes.next_multiple_of(align);
         if rng.chance(1, 4) {
             bytes += align * rng.range(1, 3);
@@ -263,15 +277,26 @@ mod tests {
         for arch in [Arch::Sm90a, Arch::Sm100a] {
             let mut a = XorShift::new(7);
             let mut b = XorShift::new(7);
-            for _ in 0..200 {
+            let mut interleaved = [0usize; 2];
+            for _ in 0..400 {
                 let (x, cx) = random_valid_spec(&mut a, arch);
                 let (y, cy) = random_valid_spec(&mut b, arch);
-                assert_eq!((x.spec(), cx), (y.spec(), cy));
+                assert_eq!((x.spec(), &cx), (y.spec(), &cy));
                 assert!(x.extent_bytes() <= MAX_TENSOR_BYTES);
                 if arch == Arch::Sm90a {
                     assert!(!x.spec().swizzle.is_blackwell_only());
                 }
+                match x.spec().interleave {
+                    Interleave::B16 => interleaved[0] += 1,
+                    Interleave::B32 => interleaved[1] += 1,
+                    Interleave::None => {}
+                }
             }
+            // About one spec in eight is interleaved, both chunk sizes.
+            assert!(
+                interleaved[0] >= 15 && interleaved[1] >= 5,
+                "{interleaved:?}"
+            );
         }
     }
 }

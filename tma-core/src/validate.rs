@@ -38,7 +38,8 @@ pub enum Rule {
     /// Without interleave the hardware ignores the innermost element stride: it must be 1.
     InnerElementStrideIgnored,
     /// The inner box extent in bytes is a multiple of 16. The driver documents this for
-    /// no interleave; driver 580 on an H100 enforces it with interleave too.
+    /// no interleave; driver 580 enforces it with interleave too, counting the box in
+    /// elements although the hardware then counts it in chunks.
     InnerBoxBytesMultipleOf16,
     /// The box's data (elements traversed x size) must fit one SM's shared memory (228 KB on
     /// sm_90): driver 580 on an H100 refuses larger boxes (undocumented).
@@ -46,10 +47,9 @@ pub enum Rule {
     /// An inner dim whose bytes are not a multiple of 16 (warning): TMA bounds-checks the
     /// inner dim rounded up to 16 bytes, so loads read and stores write past its end.
     InnerDimRoundedUp,
-    /// Interleaved layouts: the driver encodes them, but the shared memory an H100 fills for
-    /// them is not the documented box (it writes past it), so this toolkit refuses them
-    /// until its model matches the hardware.
-    InterleaveLayoutUnverified,
+    /// With interleave the hardware copies one position along the user's dim 1 (TMA dim
+    /// `rank - 2`) whatever its box says (an H200 showed it), so that box must be 1.
+    InterleaveDim1BoxIsOne,
     /// With swizzle (and no interleave) the inner box extent in bytes fits the swizzle span.
     InnerBoxFitsSwizzleSpan,
     /// 32-byte interleave works only with the 32-byte swizzle.
@@ -116,7 +116,9 @@ impl Rule {
 /// box lands.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct SmemPlan {
-    /// Elements per dim that one box writes (user order): ceil(box / element_stride).
+    /// Elements per dim that one box writes (user order): ceil(box / element_stride). With
+    /// interleave the innermost counts chunks, and dim 1 is 1 (the hardware takes one
+    /// position there).
     pub box_elems: Vec<u64>,
     /// Bytes of data one box delivers: its elements times their size. What the mbarrier
     /// counts.
@@ -296,7 +298,7 @@ impl ValidSpec {
                 }
                 out
             }
-            (None, None) => dense_strides(global),
+            (None, None) => dense_strides(global, spec.inner_unit_elements()),
         };
         check_global(spec, global, &strides, &mut c);
         let (errors, warnings) = c.split();
@@ -324,8 +326,12 @@ impl ValidSpec {
     }
 
     /// The innermost coordinate of every copy must be a multiple of this many elements
-    /// (16 bytes; see [`crate::limits::INNER_COORD_ALIGN`]).
+    /// (16 bytes; see [`crate::limits::INNER_COORD_ALIGN`]). With interleave the coordinate
+    /// counts chunks, each 16 or 32 bytes, so any value sits on 16 bytes: 1.
     pub fn inner_coord_multiple(&self) -> u64 {
+        if self.spec.interleave != Interleave::None {
+            return 1;
+        }
         let bits = u64::from(self.spec.dtype.global_bits());
         (INNER_COORD_ALIGN * 8 / bits).max(1)
     }
@@ -425,9 +431,13 @@ impl BoundSpec {
         self.valid.warnings.iter().chain(&self.warnings)
     }
     /// The inner global dim as TMA bounds-checks it: rounded up to 16 bytes. Elements
-    /// between `global()[inner]` and this are read by loads and written by stores.
+    /// between `global()[inner]` and this are read by loads and written by stores. With
+    /// interleave the dim counts chunks of 16 or 32 bytes: no rounding.
     pub fn inner_bound(&self) -> u64 {
         let inner = self.global.len() - 1;
+        if self.spec().interleave != Interleave::None {
+            return self.global[inner];
+        }
         let dtype = self.spec().dtype;
         let bytes = dtype
             .global_bytes(self.global[inner])
@@ -436,9 +446,18 @@ impl BoundSpec {
     }
 
     /// Bytes from the base address to one past the last byte TMA may touch: the last
-    /// element, with the inner dim rounded up to 16 bytes (see [`BoundSpec::inner_bound`]).
+    /// element, with the inner dim rounded up to 16 bytes (see [`BoundSpec::inner_bound`]);
+    /// with interleave, the end of the last chunk.
     pub fn extent_bytes(&self) -> u64 {
         let inner = self.global.len() - 1;
+        if let Some(chunk) = self.spec().interleave.chunk_bytes() {
+            let outer: u64 = self.global[..inner]
+                .iter()
+                .zip(&self.strides)
+                .map(|(&g, &s)| self.spec().dtype.global_bytes((g - 1) * s))
+                .sum();
+            return outer + self.global[inner] * chunk;
+        }
         let last: u64 = self
             .global
             .iter()
@@ -486,11 +505,17 @@ fn base_address_align(spec: &TileSpec) -> u64 {
     }
 }
 
-/// Dense row-major strides (elements) for `global` (user order).
-pub fn dense_strides(global: &[u64]) -> Vec<u64> {
-    let mut strides = vec![1u64; global.len()];
-    for d in (0..global.len().saturating_sub(1)).rev() {
-        strides[d] = strides[d + 1].saturating_mul(global[d + 1]);
+/// Dense row-major strides (elements) for `global` (user order), whose innermost step covers
+/// `inner_unit` elements (1; a chunk's worth with interleave, see
+/// [`TileSpec::inner_unit_elements`]). The innermost stride is 1 step.
+pub fn dense_strides(global: &[u64], inner_unit: u64) -> Vec<u64> {
+    let rank = global.len();
+    let mut strides = vec![1u64; rank];
+    for d in (0..rank.saturating_sub(1)).rev() {
+        let step = if d + 1 == rank - 1 { inner_unit } else { 1 };
+        strides[d] = strides[d + 1]
+            .saturating_mul(step)
+            .saturating_mul(global[d + 1]);
     }
     strides
 }
@@ -515,7 +540,7 @@ pub fn validate(spec: &TileSpec) -> Result<ValidSpec, SpecErrors> {
         let global: Vec<u64> = spec.global.iter().filter_map(|e| e.get()).collect();
         let strides: Vec<u64> = match &spec.strides {
             Some(s) => s.iter().filter_map(|e| e.get()).collect(),
-            None => dense_strides(&global),
+            None => dense_strides(&global, spec.inner_unit_elements()),
         };
         let mut g = Collector::new();
         check_global(spec, &global, &strides, &mut g);
@@ -697,13 +722,14 @@ fn check_static(spec: &TileSpec, c: &mut Collector) {
             ),
         );
     }
-    if interleaved {
+    if interleaved && rank >= MIN_RANK_INTERLEAVED && spec.boxed[1] != 1 {
         c.error(
-            Field::Interleave,
-            spec.interleave.name(),
-            Rule::InterleaveLayoutUnverified,
-            "interleaved layouts are not supported yet: the driver encodes them, but an H100 fills more \
-             shared memory than the documented box, so kernels using this plan would overflow it"
+            field_box(spec, 1),
+            spec.boxed[1],
+            Rule::InterleaveDim1BoxIsOne,
+            "with interleave the hardware copies one position along dim 1 (the channel-slice dim) \
+             whatever its box says (the driver accepts any box; an H200 ignores it): use a box of 1, and \
+             `repeat` along this dim for several positions per call"
                 .into(),
         );
     }
@@ -750,14 +776,24 @@ fn check_static(spec: &TileSpec, c: &mut Collector) {
     }
     let inner_bytes = inner_box_bytes(spec);
     if inner_bytes % INNER_BOX_BYTES_ALIGN != 0 {
+        let message = if interleaved {
+            format!(
+                "with interleave the inner box counts chunks, but the driver checks it as {} elements of {} = {inner_bytes} B, which must be a multiple of {INNER_BOX_BYTES_ALIGN} B: use a multiple of {} chunks",
+                spec.boxed[inner],
+                spec.dtype,
+                INNER_BOX_BYTES_ALIGN / spec.dtype.size_bytes().unwrap_or(1).max(1)
+            )
+        } else {
+            format!(
+                "the inner box extent is {inner_bytes} B ({} x {}); it must be a multiple of {INNER_BOX_BYTES_ALIGN} B",
+                spec.boxed[inner], spec.dtype
+            )
+        };
         c.error(
             field_box(spec, inner),
             spec.boxed[inner],
             Rule::InnerBoxBytesMultipleOf16,
-            format!(
-                "the inner box extent is {inner_bytes} B ({} x {}); it must be a multiple of {INNER_BOX_BYTES_ALIGN} B",
-                spec.boxed[inner], spec.dtype
-            ),
+            message,
         );
     }
     if let (false, Some(span)) = (interleaved, spec.swizzle.span_bytes()) {
@@ -837,18 +873,31 @@ fn check_static(spec: &TileSpec, c: &mut Collector) {
 
 /// The shared-memory plan. Needs the list lengths to be right.
 fn smem_plan(spec: &TileSpec) -> SmemPlan {
+    let interleaved = spec.interleave != Interleave::None;
     let box_elems: Vec<u64> = spec
         .boxed
         .iter()
         .zip(&spec.element_strides)
-        .map(|(&b, &e)| u64::from(b).div_ceil(u64::from(e.max(1))))
+        .enumerate()
+        .map(|(d, (&b, &e))| {
+            // The hardware copies one position along dim 1 of an interleaved map.
+            if interleaved && d == 1 && spec.rank() >= MIN_RANK_INTERLEAVED {
+                1
+            } else {
+                u64::from(b).div_ceil(u64::from(e.max(1)))
+            }
+        })
         .collect();
-    let data_bytes = spec.dtype.smem_bytes(box_elems.iter().product());
     // Rows (the inner dim) sit at the pitch the hardware uses; a swizzled box fills whole
     // 128-byte lines, since the swizzle moves chunks anywhere within a line.
     let rows: u64 = box_elems[..box_elems.len().saturating_sub(1)]
         .iter()
         .product();
+    let data_bytes = if interleaved {
+        rows * crate::swizzle::row_bytes(spec)
+    } else {
+        spec.dtype.smem_bytes(box_elems.iter().product())
+    };
     let pitch = crate::swizzle::row_pitch_bytes(spec, crate::swizzle::DEFAULT_INNER_ROW_LAYOUT);
     let box_bytes = match spec.swizzle {
         Swizzle::None => rows * pitch,
@@ -1023,7 +1072,14 @@ fn check_global(spec: &TileSpec, global: &[u64], strides: &[u64], c: &mut Collec
                 format!("{bytes} B; global strides must be below 2^40 B (cuTensorMapEncodeTiled: globalStrides)"),
             );
         }
-        let inside = strides[d + 1].saturating_mul(global[d + 1]);
+        let unit = if d + 1 == inner {
+            spec.inner_unit_elements()
+        } else {
+            1
+        };
+        let inside = strides[d + 1]
+            .saturating_mul(unit)
+            .saturating_mul(global[d + 1]);
         if strides[d] < inside && strides[d] != 0 {
             c.warning(
                 field_stride(spec, d),

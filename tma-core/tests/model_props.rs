@@ -205,14 +205,17 @@ fn check_spec(bound: &BoundSpec, coords: &[i64], seed: u64) {
             }
             let got = &smem[e.smem as usize..(e.smem + esize) as usize];
             match e.global {
-                // In-bounds elements equal a naive gather from the global index.
+                // In-bounds elements equal a naive gather from the global index (with
+                // interleave the innermost index counts chunks of several elements).
                 Some(_) => {
-                    let off: i64 = e
-                        .index
+                    let inner = spec.rank() - 1;
+                    let outer: i64 = e.index[..inner]
                         .iter()
                         .zip(bound.strides())
                         .map(|(&i, &s)| i * s as i64)
                         .sum();
+                    let unit = spec.inner_unit_elements() as i64;
+                    let off = outer + e.index[inner] * unit + e.in_chunk as i64;
                     let off = off as usize * esize as usize;
                     // ... after the load's conversion (TF32 rounding, FTZ).
                     let mut want = global[off..off + esize as usize].to_vec();
