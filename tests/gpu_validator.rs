@@ -236,8 +236,9 @@ fn gpu_validator_agrees_with_the_driver() {
 /// spec our validator accepts must be one the driver accepts, and the other way round.
 fn interleaved_box_probes(gpu: &support::Gpu, buffer: u64, disagreements: &mut Vec<String>) {
     use tma_core::{L2Promotion, OobFill};
-    // (dtype, TMA-order dims, byte strides, box)
-    let probes: [(DType, [u64; 3], [u64; 2], [u32; 3]); 10] = [
+    /// dtype, TMA-order dims, byte strides, box.
+    type Probe = (DType, [u64; 3], [u64; 2], [u32; 3]);
+    let probes: [Probe; 10] = [
         (DType::U8, [256, 4, 256], [4096, 16384], [256, 1, 56]),
         (DType::U8, [256, 4, 256], [4096, 16384], [256, 1, 57]),
         (DType::U8, [256, 4, 256], [4096, 16384], [256, 1, 58]),

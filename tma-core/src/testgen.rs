@@ -90,7 +90,6 @@ pub const MAX_TENSOR_BYTES: u64 = 256 * 1024;
 /// every edge (negative, inside, past the end). Tensors stay below [`MAX_TENSOR_BYTES`]. Specs
 /// whose repeated boxes would overlap under either [`InnerRowLayout`] are not generated, so
 /// [`crate::model`] accepts every one.
-
 pub fn random_valid_spec(rng: &mut XorShift, arch: Arch) -> (BoundSpec, Vec<i64>) {
     loop {
         if let Some(found) = attempt(rng, arch) {

@@ -42,8 +42,13 @@ pub enum Rule {
     /// elements although the hardware then counts it in chunks.
     InnerBoxBytesMultipleOf16,
     /// The box's data (elements traversed x size) must fit one SM's shared memory (228 KB on
-    /// sm_90): driver 580 on an H100 refuses larger boxes (undocumented).
+    /// sm_90): driver 580 on an H100 refuses larger boxes (undocumented). The driver counts
+    /// an interleaved box in elements too, dim 1 included (an H200 probe showed it).
     BoxTooLarge,
+    /// With interleave a box moves whole chunks, more bytes than the driver's element count:
+    /// those must fit one SM's shared memory too, or the copy overflows it. The driver
+    /// accepts such boxes (an H200 probe showed it), so this rule is the toolkit's.
+    InterleaveBoxTooLarge,
     /// An inner dim whose bytes are not a multiple of 16 (warning): TMA bounds-checks the
     /// inner dim rounded up to 16 bytes, so loads read and stores write past its end.
     InnerDimRoundedUp,
@@ -921,6 +926,19 @@ fn smem_plan(spec: &TileSpec) -> SmemPlan {
     }
 }
 
+/// The box bytes the driver compares with an SM's shared memory: every dim's traversed
+/// elements times the element size. With interleave that is not what the copy moves (the
+/// inner dim counts chunks and dim 1 is one position), but it is what the driver checks.
+fn driver_box_bytes(spec: &TileSpec) -> u64 {
+    let elements: u64 = spec
+        .boxed
+        .iter()
+        .zip(&spec.element_strides)
+        .map(|(&b, &e)| u64::from(b).div_ceil(u64::from(e.max(1))))
+        .product();
+    spec.dtype.smem_bytes(elements)
+}
+
 fn check_plan(spec: &TileSpec, plan: &SmemPlan, c: &mut Collector) {
     if plan.boxes > 1 {
         let stride = spec
@@ -952,16 +970,27 @@ fn check_plan(spec: &TileSpec, plan: &SmemPlan, c: &mut Collector) {
         }
     }
     let box_limit = spec.target.smem_per_sm();
-    if plan.box_data_bytes > box_limit {
+    let driver_bytes = driver_box_bytes(spec);
+    if driver_bytes > box_limit {
         c.error(
             Field::List("boxed"),
             format!("{:?}", spec.boxed),
             Rule::BoxTooLarge,
             format!(
-                "one box holds {} B of data; the driver refuses boxes over the {limit} B of shared memory of one SM on {}",
-                plan.box_data_bytes,
+                "one box holds {driver_bytes} B of data{}; the driver refuses boxes over the {box_limit} B of shared memory of one SM on {}",
+                if spec.interleave == Interleave::None { "" } else { " counted as the driver does (in elements, every dim's box)" },
                 spec.target,
-                limit = box_limit
+            ),
+        );
+    }
+    if spec.interleave != Interleave::None && plan.box_data_bytes > box_limit {
+        c.error(
+            Field::List("boxed"),
+            format!("{:?}", spec.boxed),
+            Rule::InterleaveBoxTooLarge,
+            format!(
+                "with interleave one box moves {} B of chunks, more than the {box_limit} B of shared memory of one SM on {}: the copy would overflow it (the driver checks the box in elements, {driver_bytes} B, and accepts it)",
+                plan.box_data_bytes, spec.target,
             ),
         );
     }

@@ -278,6 +278,19 @@ fn rows() -> Vec<Row> {
             Field::List("boxed"),
         ),
         row(
+            "an interleaved box's chunks fit the shared memory of an SM",
+            || {
+                TileSpec::new("ilbig", DType::U8, [256, 4, 256], [57, 1, 256])
+                    .interleave(Interleave::B16)
+            },
+            || {
+                TileSpec::new("ilbig", DType::U8, [256, 4, 256], [58, 1, 256])
+                    .interleave(Interleave::B16)
+            },
+            Rule::InterleaveBoxTooLarge,
+            Field::List("boxed"),
+        ),
+        row(
             "with interleave the box along dim 1 is 1",
             interleaved,
             || interleaved().boxed_([2, 4, 16]),
