@@ -8,7 +8,7 @@
 //! tensor starts 2 MiB into the buffer, and strides are padded, so every byte names its
 //! origin. A case that faults ends its process: the runner (`tests/gpu/run-interleave-probe.sh`)
 //! starts the next process after it. Output: `$OUT/interleave_raw.txt`, one line per case,
-//! analysed offline (`scripts/interleave_fit.py`).
+//! replayed against the CPU model without a GPU by `tests/interleave_dumps.rs` (docs/INTERLEAVE.md).
 //!
 //! `probe_kernels_compile` (no GPU needed) keeps the probe kernels compiling in CI.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]

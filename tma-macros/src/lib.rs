@@ -47,7 +47,8 @@ tile_macro! {
     ///     strides = [10368, 64, 1],              // optional, elements; `_`: run time
     ///     element_strides = [1, 1, 1],           // optional
     ///     swizzle = none,                        // none|32|64|128|128b_atom_32b|..; or mpk_b = 0..3
-    ///     interleave = none,                     // none|16|32
+    ///     interleave = none,                     // none|16|32: the inner dim then counts
+    ///                                            // 16/32-byte chunks, dim 1's box is 1
     ///     l2_promotion = 128,                    // none|64|128|256
     ///     oob_fill = zero,                       // zero|nan
     ///     repeat = [1, 1, 1],                    // boxes per call along each dim
