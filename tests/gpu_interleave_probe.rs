@@ -24,7 +24,11 @@ use tma_runtime::jit::{CompileOptions, Compiler, Source};
 use tma_runtime::launch::ByValue;
 use tma_runtime::LaunchConfig;
 
-const PROBE_SOURCE: &str = include_str!("gpu/interleave_probe.cu");
+/// The probe kernels, after the harness whose copy functions they use.
+const PROBE_SOURCE: &str = concat!(
+    include_str!("gpu/harness.cu"),
+    include_str!("gpu/interleave_probe.cu")
+);
 /// Bytes of poisoned shared memory each load writes into and returns.
 const WINDOW: u32 = 200 * 1024;
 /// Bytes of the global buffer, and where in it the tensor starts.
@@ -132,362 +136,100 @@ fn case(
     }
 }
 
-/// Hand-picked cases: one question each (what does box dim 0 / 1 / 2 select, the inner
-/// coordinate, several chunks, OOB at every edge, element strides, swizzles, ranks 4 and 5).
+/// Hand-picked cases, one question each (what box dims 0 / 1 / 2 select, the inner
+/// coordinate, several chunks and a partial last one, OOB at every edge, element sizes,
+/// element strides, swizzles, 32-byte chunks, ranks 4 and 5, stores), one per line:
+/// `op dtype dims strides box element-strides interleave swizzle coords`, all TMA order;
+/// `strides` is `row+pad` (padded: dim 1 at `row` bytes, each outer dim adds `pad`) or an
+/// explicit byte list. One-byte elements (a public report saw an H100 fault on them) and
+/// 32-byte chunks without the 32B swizzle come last.
+const TARGETED: &str = "
+L u16 8,5,4    48+32  8,3,2   1,1,1 16 0   0,1,1
+L u16 8,5,4    48+32  8,5,3   1,1,1 16 0   0,0,0
+L u16 8,5,4    48+32  8,1,1   1,1,1 16 0   0,2,3
+L u16 8,5,4    48+32  8,2,4   1,1,1 16 0   0,0,0
+L u16 8,5,4    48+32  8,4,1   1,1,1 16 0   0,3,1
+L u16 8,5,4    48+32  8,3,2   1,1,1 16 0   0,-2,0
+L u16 8,5,4    48+32  8,3,2   1,1,1 16 0   0,0,-1
+L u16 8,5,4    48+32  8,3,3   1,1,1 16 0   0,1,3
+L u16 8,5,4    48+32  8,3,2   1,1,1 16 0   -8,0,0
+L u16 8,5,4    48+32  8,3,2   1,1,1 16 0   8,0,0
+L u16 8,5,4    48+32  16,3,2  1,1,1 16 0   0,0,0
+L u16 16,5,4   64+48  16,3,2  1,1,1 16 0   0,1,1
+L u16 16,5,4   64+48  8,3,2   1,1,1 16 0   8,1,1
+L u16 16,5,4   64+48  8,3,2   1,1,1 16 0   0,1,1
+L u16 16,5,4   64+48  24,2,2  1,1,1 16 0   0,0,0
+L u16 12,5,4   64+48  16,3,2  1,1,1 16 0   0,0,0
+L u32 4,5,4    48+32  4,3,2   1,1,1 16 0   0,1,1
+L u64 2,5,4    48+32  2,3,2   1,1,1 16 0   0,1,1
+L f16 8,5,4    48+32  8,3,2   1,1,1 16 0   0,1,1
+L u16 8,5,4    48+32  8,4,2   1,2,1 16 0   0,0,0
+L u16 8,5,4    48+32  8,3,4   1,1,2 16 0   0,0,0
+L u16 16,5,4   64+48  16,3,2  2,1,1 16 0   0,0,0
+L u16 8,8,3    32+16  8,8,2   1,1,1 16 0   0,0,0
+L u16 8,8,3    32+16  8,8,2   1,1,1 16 32  0,0,0
+L u16 8,8,3    32+16  8,8,2   1,1,1 16 64  0,0,0
+L u16 8,8,3    32+16  8,8,2   1,1,1 16 128 0,0,0
+L u16 16,5,4   64+32  16,3,2  1,1,1 32 32  0,1,1
+L u32 8,5,4    64+32  8,3,2   1,1,1 32 32  0,1,1
+L u16 16,8,3   64+32  16,8,2  1,1,1 32 32  0,0,0
+L u16 8,5,4    32+32  8,3,2   1,1,1 32 32  0,1,1
+L u16 8,4,3,3  48+32  8,3,2,2 1,1,1,1 16 0 0,1,1,1
+L u16 8,3,3,2,2 32+16 8,2,2,2,2 1,1,1,1,1 16 0 0,1,1,0,1
+L f16 8,6,4    16,96  8,3,2   1,1,1 16 0   0,0,0
+S u16 8,5,4    48+32  8,3,2   1,1,1 16 0   0,1,1
+S u16 8,5,4    48+32  8,4,2   1,1,1 16 0   0,3,3
+S u16 8,5,4    48+32  8,2,2   1,1,1 16 0   8,0,0
+S u16 16,5,4   64+48  16,3,2  1,1,1 16 0   0,1,1
+S u16 8,8,3    32+16  8,8,2   1,1,1 16 128 0,0,0
+S u16 16,5,4   64+32  16,3,2  1,1,1 32 32  0,1,1
+S u16 8,5,4    48+32  8,4,2   1,2,1 16 0   0,0,0
+L u8  16,5,4   48+32  16,3,2  1,1,1 16 0   0,1,1
+L u8  16,6,4   16,96  16,3,2  1,1,1 16 0   0,0,0
+S u8  16,5,4   48+32  16,3,2  1,1,1 16 0   0,1,1
+L u16 16,5,4   64+32  16,3,2  1,1,1 32 0   0,1,1
+L u16 16,5,4   64+32  16,3,2  1,1,1 32 128 0,1,1
+";
+
 fn targeted() -> Vec<Case> {
-    use DType::*;
-    use Interleave::{B16 as I16, B32 as I32i};
-    use Op::*;
-    use Swizzle::{None as SN, B128, B32, B64};
-    let mut v = Vec::new();
-    let d3 = [8u64, 5, 4];
-    let s3 = padded_strides(&d3, 48, 32); // [48, 272]
-    for (boxd, coords) in [
-        ([8u32, 3, 2], [0i32, 1, 1]),
-        ([8, 5, 3], [0, 0, 0]),
-        ([8, 1, 1], [0, 2, 3]),
-        ([8, 2, 4], [0, 0, 0]),
-        ([8, 4, 1], [0, 3, 1]), // past the end of dim 1
-        ([8, 3, 2], [0, -2, 0]),
-        ([8, 3, 2], [0, 0, -1]),
-        ([8, 3, 3], [0, 1, 3]), // past the end of dim 2
-        ([8, 3, 2], [-8, 0, 0]),
-        ([8, 3, 2], [8, 0, 0]),
-        ([16, 3, 2], [0, 0, 0]),
-    ] {
-        v.push(case(
-            Load,
-            U16,
-            &d3,
-            s3.clone(),
-            &boxd,
-            &[1, 1, 1],
-            I16,
-            SN,
-            &coords,
-        ));
+    fn nums<T: std::str::FromStr>(field: &str) -> Vec<T>
+    where
+        T::Err: std::fmt::Debug,
+    {
+        field.split(',').map(|x| x.parse().unwrap()).collect()
     }
-    // Two chunks of C per pixel row, and a partial last chunk.
-    let d3c = [16u64, 5, 4];
-    let s3c = padded_strides(&d3c, 64, 48);
-    for (boxd, coords) in [
-        ([16u32, 3, 2], [0i32, 1, 1]),
-        ([8, 3, 2], [8, 1, 1]),
-        ([8, 3, 2], [0, 1, 1]),
-        ([24, 2, 2], [0, 0, 0]),
-    ] {
-        v.push(case(
-            Load,
-            U16,
-            &d3c,
-            s3c.clone(),
-            &boxd,
-            &[1, 1, 1],
-            I16,
-            SN,
-            &coords,
-        ));
-    }
-    let d3p = [12u64, 5, 4];
-    v.push(case(
-        Load,
-        U16,
-        &d3p,
-        padded_strides(&d3p, 64, 48),
-        &[16, 3, 2],
-        &[1, 1, 1],
-        I16,
-        SN,
-        &[0, 0, 0],
-    ));
-    // Element sizes 4 and 8.
-    v.push(case(
-        Load,
-        U32,
-        &[4, 5, 4],
-        padded_strides(&[4, 5, 4], 48, 32),
-        &[4, 3, 2],
-        &[1, 1, 1],
-        I16,
-        SN,
-        &[0, 1, 1],
-    ));
-    v.push(case(
-        Load,
-        U64,
-        &[2, 5, 4],
-        padded_strides(&[2, 5, 4], 48, 32),
-        &[2, 3, 2],
-        &[1, 1, 1],
-        I16,
-        SN,
-        &[0, 1, 1],
-    ));
-    v.push(case(
-        Load,
-        F16,
-        &d3,
-        s3.clone(),
-        &[8, 3, 2],
-        &[1, 1, 1],
-        I16,
-        SN,
-        &[0, 1, 1],
-    ));
-    // Element strides, dim 0 included.
-    v.push(case(
-        Load,
-        U16,
-        &d3,
-        s3.clone(),
-        &[8, 4, 2],
-        &[1, 2, 1],
-        I16,
-        SN,
-        &[0, 0, 0],
-    ));
-    v.push(case(
-        Load,
-        U16,
-        &d3,
-        s3.clone(),
-        &[8, 3, 4],
-        &[1, 1, 2],
-        I16,
-        SN,
-        &[0, 0, 0],
-    ));
-    v.push(case(
-        Load,
-        U16,
-        &d3c,
-        s3c.clone(),
-        &[16, 3, 2],
-        &[2, 1, 1],
-        I16,
-        SN,
-        &[0, 0, 0],
-    ));
-    // Swizzles with 16-byte interleave: 8 rows x 2 so every line of a period shows.
-    let dsw = [8u64, 8, 3];
-    let ssw = padded_strides(&dsw, 32, 16);
-    for sw in [SN, B32, B64, B128] {
-        v.push(case(
-            Load,
-            U16,
-            &dsw,
-            ssw.clone(),
-            &[8, 8, 2],
-            &[1, 1, 1],
-            I16,
-            sw,
-            &[0, 0, 0],
-        ));
-    }
-    // 32-byte interleave with the 32B swizzle.
-    let d32 = [16u64, 5, 4];
-    let s32 = padded_strides(&d32, 64, 32);
-    v.push(case(
-        Load,
-        U16,
-        &d32,
-        s32.clone(),
-        &[16, 3, 2],
-        &[1, 1, 1],
-        I32i,
-        B32,
-        &[0, 1, 1],
-    ));
-    v.push(case(
-        Load,
-        U32,
-        &[8, 5, 4],
-        padded_strides(&[8, 5, 4], 64, 32),
-        &[8, 3, 2],
-        &[1, 1, 1],
-        I32i,
-        B32,
-        &[0, 1, 1],
-    ));
-    v.push(case(
-        Load,
-        U16,
-        &[16, 8, 3],
-        padded_strides(&[16, 8, 3], 64, 32),
-        &[16, 8, 2],
-        &[1, 1, 1],
-        I32i,
-        B32,
-        &[0, 0, 0],
-    ));
-    v.push(case(
-        Load,
-        U16,
-        &[8, 5, 4],
-        padded_strides(&[8, 5, 4], 32, 32),
-        &[8, 3, 2],
-        &[1, 1, 1],
-        I32i,
-        B32,
-        &[0, 1, 1],
-    ));
-    // Ranks 4 and 5.
-    let d4 = [8u64, 4, 3, 3];
-    v.push(case(
-        Load,
-        U16,
-        &d4,
-        padded_strides(&d4, 48, 32),
-        &[8, 3, 2, 2],
-        &[1, 1, 1, 1],
-        I16,
-        SN,
-        &[0, 1, 1, 1],
-    ));
-    let d5 = [8u64, 3, 3, 2, 2];
-    v.push(case(
-        Load,
-        U16,
-        &d5,
-        padded_strides(&d5, 32, 16),
-        &[8, 2, 2, 2, 2],
-        &[1, 1, 1, 1, 1],
-        I16,
-        SN,
-        &[0, 1, 1, 0, 1],
-    ));
-    // The first probe's dense shapes, to compare.
-    v.push(case(
-        Load,
-        F16,
-        &[8, 6, 4],
-        vec![16, 96],
-        &[8, 3, 2],
-        &[1, 1, 1],
-        I16,
-        SN,
-        &[0, 0, 0],
-    ));
-    // Stores.
-    for (boxd, coords) in [
-        ([8u32, 3, 2], [0i32, 1, 1]),
-        ([8, 4, 2], [0, 3, 3]),
-        ([8, 2, 2], [8, 0, 0]),
-    ] {
-        v.push(case(
-            Store,
-            U16,
-            &d3,
-            s3.clone(),
-            &boxd,
-            &[1, 1, 1],
-            I16,
-            SN,
-            &coords,
-        ));
-    }
-    v.push(case(
-        Store,
-        U16,
-        &d3c,
-        s3c.clone(),
-        &[16, 3, 2],
-        &[1, 1, 1],
-        I16,
-        SN,
-        &[0, 1, 1],
-    ));
-    v.push(case(
-        Store,
-        U16,
-        &dsw,
-        ssw.clone(),
-        &[8, 8, 2],
-        &[1, 1, 1],
-        I16,
-        B128,
-        &[0, 0, 0],
-    ));
-    v.push(case(
-        Store,
-        U16,
-        &d32,
-        s32,
-        &[16, 3, 2],
-        &[1, 1, 1],
-        I32i,
-        B32,
-        &[0, 1, 1],
-    ));
-    v.push(case(
-        Store,
-        U16,
-        &d3,
-        s3.clone(),
-        &[8, 4, 2],
-        &[1, 2, 1],
-        I16,
-        SN,
-        &[0, 0, 0],
-    ));
-    // Risky: one-byte elements (a public report saw an H100 fault on these) and 32-byte
-    // interleave without the 32B swizzle.
-    v.push(case(
-        Load,
-        U8,
-        &[16, 5, 4],
-        padded_strides(&[16, 5, 4], 48, 32),
-        &[16, 3, 2],
-        &[1, 1, 1],
-        I16,
-        SN,
-        &[0, 1, 1],
-    ));
-    v.push(case(
-        Load,
-        U8,
-        &[16, 6, 4],
-        vec![16, 96],
-        &[16, 3, 2],
-        &[1, 1, 1],
-        I16,
-        SN,
-        &[0, 0, 0],
-    ));
-    v.push(case(
-        Store,
-        U8,
-        &[16, 5, 4],
-        padded_strides(&[16, 5, 4], 48, 32),
-        &[16, 3, 2],
-        &[1, 1, 1],
-        I16,
-        SN,
-        &[0, 1, 1],
-    ));
-    v.push(case(
-        Load,
-        U16,
-        &d32,
-        padded_strides(&d32, 64, 32),
-        &[16, 3, 2],
-        &[1, 1, 1],
-        I32i,
-        SN,
-        &[0, 1, 1],
-    ));
-    v.push(case(
-        Load,
-        U16,
-        &d32,
-        padded_strides(&d32, 64, 32),
-        &[16, 3, 2],
-        &[1, 1, 1],
-        I32i,
-        B128,
-        &[0, 1, 1],
-    ));
-    v
+    TARGETED
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let dims: Vec<u64> = nums(f[2]);
+            let strides = match f[3].split_once('+') {
+                Some((row, pad)) => {
+                    padded_strides(&dims, row.parse().unwrap(), pad.parse().unwrap())
+                }
+                None => nums(f[3]),
+            };
+            let interleave = match f[6] {
+                "16" => Interleave::B16,
+                _ => Interleave::B32,
+            };
+            let swizzle = match f[7] {
+                "0" => Swizzle::None,
+                "32" => Swizzle::B32,
+                "64" => Swizzle::B64,
+                _ => Swizzle::B128,
+            };
+            let op = if f[0] == "S" { Op::Store } else { Op::Load };
+            let dtype = DType::parse(f[1]).unwrap();
+            let boxd: Vec<u32> = nums(f[4]);
+            let estrides: Vec<u32> = nums(f[5]);
+            let coords: Vec<i32> = nums(f[8]);
+            case(
+                op, dtype, &dims, strides, &boxd, &estrides, interleave, swizzle, &coords,
+            )
+        })
+        .collect()
 }
 
 /// xorshift64*: deterministic random cases.
@@ -621,6 +363,24 @@ fn probe_kernels_compile() {
         .unwrap_or_else(|e| panic!("{e}"));
     assert!(compiled.ptx.contains("mbarrier.complete_tx"));
     assert!(!all_cases().is_empty());
+}
+
+/// The cases are the ones the committed H200 dump was made from, in the same order, so a
+/// rerun reproduces it line for line (it did, byte for byte).
+#[test]
+fn probe_cases_are_the_dumped_ones() {
+    use std::io::Read;
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(&include_bytes!("data/interleave_probe_h200.txt.gz")[..])
+        .read_to_string(&mut text)
+        .unwrap();
+    let cases = all_cases();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), cases.len());
+    for (i, (line, c)) in lines.iter().zip(&cases).enumerate() {
+        let header = &line[2..=line.find('}').unwrap()];
+        assert_eq!(header, c.json(i), "case {i}");
+    }
 }
 
 #[test]

@@ -10,22 +10,13 @@
 //
 // probe_store: shared memory holds self-describing words (word k = k | 0xA5000000), one box
 // is stored and waited for; the host reads global memory back.
-#if defined(__CUDACC_RTC__)
-struct alignas(64) CUtensorMap { unsigned long long opaque[16]; };
-#endif
+//
+// Compiled after harness.cu (the test prepends it): tma_load_box, tma_store_box, smem_addr
+// and aligned_smem come from there.
 
 #define PROBE_TX_MAX 1048575u  // 2^20 - 1: the largest mbarrier tx-count
 
 struct Coords { int c[5]; };  // TMA order (innermost first)
-
-__device__ __forceinline__ unsigned probe_smem_addr(const void* p) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
-
-__device__ __forceinline__ unsigned char* probe_aligned(unsigned char* raw) {
-  unsigned a = probe_smem_addr(raw);
-  return raw + (((a + 1023u) & ~1023u) - a);
-}
 
 __device__ __forceinline__ unsigned long long probe_now() {
   unsigned long long t;
@@ -33,47 +24,15 @@ __device__ __forceinline__ unsigned long long probe_now() {
   return t;
 }
 
-__device__ __forceinline__ void probe_copy_in(unsigned dst, const CUtensorMap* map, unsigned bar, int rank, const int* c) {
-  const unsigned long long m = reinterpret_cast<unsigned long long>(map);
-  switch (rank) {
-    case 1: asm volatile("cp.async.bulk.tensor.1d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3}], [%2];"
-              :: "r"(dst), "l"(m), "r"(bar), "r"(c[0]) : "memory"); break;
-    case 2: asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];"
-              :: "r"(dst), "l"(m), "r"(bar), "r"(c[0]), "r"(c[1]) : "memory"); break;
-    case 3: asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], [%2];"
-              :: "r"(dst), "l"(m), "r"(bar), "r"(c[0]), "r"(c[1]), "r"(c[2]) : "memory"); break;
-    case 4: asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6}], [%2];"
-              :: "r"(dst), "l"(m), "r"(bar), "r"(c[0]), "r"(c[1]), "r"(c[2]), "r"(c[3]) : "memory"); break;
-    default: asm volatile("cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6, %7}], [%2];"
-              :: "r"(dst), "l"(m), "r"(bar), "r"(c[0]), "r"(c[1]), "r"(c[2]), "r"(c[3]), "r"(c[4]) : "memory"); break;
-  }
-}
-
-__device__ __forceinline__ void probe_copy_out(const CUtensorMap* map, unsigned src, int rank, const int* c) {
-  const unsigned long long m = reinterpret_cast<unsigned long long>(map);
-  switch (rank) {
-    case 1: asm volatile("cp.async.bulk.tensor.1d.global.shared::cta.tile.bulk_group [%0, {%2}], [%1];"
-              :: "l"(m), "r"(src), "r"(c[0]) : "memory"); break;
-    case 2: asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group [%0, {%2, %3}], [%1];"
-              :: "l"(m), "r"(src), "r"(c[0]), "r"(c[1]) : "memory"); break;
-    case 3: asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.tile.bulk_group [%0, {%2, %3, %4}], [%1];"
-              :: "l"(m), "r"(src), "r"(c[0]), "r"(c[1]), "r"(c[2]) : "memory"); break;
-    case 4: asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.tile.bulk_group [%0, {%2, %3, %4, %5}], [%1];"
-              :: "l"(m), "r"(src), "r"(c[0]), "r"(c[1]), "r"(c[2]), "r"(c[3]) : "memory"); break;
-    default: asm volatile("cp.async.bulk.tensor.5d.global.shared::cta.tile.bulk_group [%0, {%2, %3, %4, %5, %6}], [%1];"
-              :: "l"(m), "r"(src), "r"(c[0]), "r"(c[1]), "r"(c[2]), "r"(c[3]), "r"(c[4]) : "memory"); break;
-  }
-}
-
 // info[0]: bytes the copy counted on the mbarrier (-1: more than PROBE_TX_MAX).
 extern "C" __global__ void probe_load(const __grid_constant__ CUtensorMap map, int rank, Coords coords,
                                       unsigned window, unsigned char* out, long long* info) {
   extern __shared__ unsigned char smem_raw[];
   __shared__ alignas(8) unsigned long long bar;
-  unsigned char* smem = probe_aligned(smem_raw);
+  unsigned char* smem = aligned_smem(smem_raw);
   for (unsigned i = threadIdx.x; i < window; i += blockDim.x) smem[i] = 0xCD;
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-  const unsigned b = probe_smem_addr(&bar);
+  const unsigned b = smem_addr(&bar);
   if (threadIdx.x == 0) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(b) : "memory");
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
@@ -81,7 +40,7 @@ extern "C" __global__ void probe_load(const __grid_constant__ CUtensorMap map, i
   __syncthreads();
   if (threadIdx.x == 0) {
     asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;" :: "r"(b), "r"(PROBE_TX_MAX) : "memory");
-    probe_copy_in(probe_smem_addr(smem), &map, b, rank, coords.c);
+    tma_load_box(smem_addr(smem), &map, b, rank, coords.c);
     const unsigned long long start = probe_now();
     while (probe_now() - start < 1000000ull) {
     }
@@ -107,13 +66,13 @@ extern "C" __global__ void probe_load(const __grid_constant__ CUtensorMap map, i
 extern "C" __global__ void probe_store(const __grid_constant__ CUtensorMap map, int rank, Coords coords,
                                        unsigned window) {
   extern __shared__ unsigned char smem_raw[];
-  unsigned char* smem = probe_aligned(smem_raw);
+  unsigned char* smem = aligned_smem(smem_raw);
   unsigned* words = reinterpret_cast<unsigned*>(smem);
   for (unsigned i = threadIdx.x; i < window / 4; i += blockDim.x) words[i] = i | 0xA5000000u;
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
   __syncthreads();
   if (threadIdx.x == 0) {
-    probe_copy_out(&map, probe_smem_addr(smem), rank, coords.c);
+    tma_store_box(&map, smem_addr(smem), rank, coords.c, 0);
     asm volatile("cp.async.bulk.commit_group;" ::: "memory");
     asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
   }
