@@ -271,11 +271,14 @@ fn interleaved_box_probes(gpu: &support::Gpu, buffer: u64, disagreements: &mut V
         };
         let driver = gpu.encode_result(&args, buffer);
         // Our verdict on the same map, as a user would declare it (dim 1's box as given).
-        let user_box: Vec<u32> = boxd.iter().rev().copied().collect();
-        let user_global: Vec<u64> = dims.iter().rev().copied().collect();
-        let user_strides = [strides[1] / esize, strides[0] / esize, 1];
+        // to_tma_order reverses: applied to TMA order it gives the user's.
+        let user_box: Vec<u32> = tma_core::to_tma_order(&boxd);
+        let user_global: Vec<u64> = tma_core::to_tma_order(&dims);
+        let mut user_strides: Vec<u64> =
+            tma_core::to_tma_order(&strides.map(|bytes| bytes / esize));
+        user_strides.push(1);
         let spec = TileSpec::new("ilbox", dtype, user_global.clone(), user_box)
-            .strides(user_strides)
+            .strides(user_strides.clone())
             .interleave(Interleave::B16);
         let ours: Vec<Rule> =
             match validate(&spec).and_then(|v| v.bind(&user_global, Some(&user_strides))) {

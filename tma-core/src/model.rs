@@ -303,7 +303,7 @@ fn visit(
         .ok_or(ModelError::PackedType { dtype: spec.dtype })?;
     // With interleave each step of the innermost dim is a chunk of several elements.
     let chunk = spec.interleave.chunk_bytes();
-    let unit = chunk.unwrap_or(esize);
+    let unit = spec.inner_unit_bytes().unwrap_or(esize);
     let per_unit = unit / esize;
     if coords.len() != rank {
         return Err(ModelError::CoordCount {
