@@ -302,7 +302,6 @@ fn visit(
         .size_bytes()
         .ok_or(ModelError::PackedType { dtype: spec.dtype })?;
     // With interleave each step of the innermost dim is a chunk of several elements.
-    let chunk = spec.interleave.chunk_bytes();
     let unit = spec.inner_unit_bytes().unwrap_or(esize);
     let per_unit = unit / esize;
     if coords.len() != rank {
@@ -340,9 +339,7 @@ fn visit(
             let local = row * layout.row_pitch + j[inner] * unit;
             let mut index = vec![0i64; rank];
             let mut in_bounds = true;
-            // Elements from the base; with interleave, bytes (the inner dim counts chunks).
-            let mut elem_off: u64 = 0;
-            let mut byte_off: u64 = 0;
+            let mut global_off: u64 = 0;
             for d in 0..rank {
                 let g = start[d] + (j[d] as i64) * i64::from(spec.element_strides[d]);
                 index[d] = g;
@@ -354,26 +351,19 @@ fn visit(
                 };
                 if g < 0 || g as u64 >= limit {
                     in_bounds = false;
-                } else if let Some(chunk) = chunk {
-                    byte_off += if d == inner {
-                        g as u64 * chunk
-                    } else {
-                        spec.dtype.global_bytes(g as u64 * strides[d])
-                    };
                 } else {
-                    elem_off += g as u64 * strides[d];
+                    // Bytes per step: the inner dim (stride 1) steps by an element or a
+                    // chunk, the others by their stride in elements.
+                    let step = if d == inner { unit } else { strides[d] * esize };
+                    global_off += g as u64 * step;
                 }
             }
-            let global = match chunk {
-                Some(_) => byte_off,
-                None => spec.dtype.global_bytes(elem_off),
-            };
             // The swizzle moves 16-byte pieces: the elements of a 32-byte chunk are placed
             // one by one.
             for k in 0..per_unit {
                 f(ElementPlace {
                     smem: swizzle::swizzle(spec.swizzle, place.smem_offset + local + k * esize),
-                    global: in_bounds.then_some(global + k * esize),
+                    global: in_bounds.then_some(global_off + k * esize),
                     index: index.clone(),
                     in_chunk: k,
                     box_index,

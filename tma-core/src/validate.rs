@@ -879,20 +879,11 @@ fn check_static(spec: &TileSpec, c: &mut Collector) {
 /// The shared-memory plan. Needs the list lengths to be right.
 fn smem_plan(spec: &TileSpec) -> SmemPlan {
     let interleaved = spec.interleave != Interleave::None;
-    let box_elems: Vec<u64> = spec
-        .boxed
-        .iter()
-        .zip(&spec.element_strides)
-        .enumerate()
-        .map(|(d, (&b, &e))| {
-            // The hardware copies one position along dim 1 of an interleaved map.
-            if interleaved && d == 1 && spec.rank() >= MIN_RANK_INTERLEAVED {
-                1
-            } else {
-                u64::from(b).div_ceil(u64::from(e.max(1)))
-            }
-        })
-        .collect();
+    let mut box_elems = traversed(spec);
+    if interleaved && spec.rank() >= MIN_RANK_INTERLEAVED {
+        // The hardware copies one position along dim 1 of an interleaved map.
+        box_elems[1] = 1;
+    }
     // Rows (the inner dim) sit at the pitch the hardware uses; a swizzled box fills whole
     // 128-byte lines, since the swizzle moves chunks anywhere within a line.
     let rows: u64 = box_elems[..box_elems.len().saturating_sub(1)]
@@ -930,13 +921,17 @@ fn smem_plan(spec: &TileSpec) -> SmemPlan {
 /// elements times the element size. With interleave that is not what the copy moves (the
 /// inner dim counts chunks and dim 1 is one position), but it is what the driver checks.
 fn driver_box_bytes(spec: &TileSpec) -> u64 {
-    let elements: u64 = spec
-        .boxed
+    spec.dtype.smem_bytes(traversed(spec).iter().product())
+}
+
+/// Per dim (user order), the steps a box traverses as the encode arguments state it:
+/// `ceil(box / element_stride)`.
+fn traversed(spec: &TileSpec) -> Vec<u64> {
+    spec.boxed
         .iter()
         .zip(&spec.element_strides)
         .map(|(&b, &e)| u64::from(b).div_ceil(u64::from(e.max(1))))
-        .product();
-    spec.dtype.smem_bytes(elements)
+        .collect()
 }
 
 fn check_plan(spec: &TileSpec, plan: &SmemPlan, c: &mut Collector) {
