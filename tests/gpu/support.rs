@@ -93,7 +93,7 @@ impl Gpu {
             coords: [[0; 5]; MAX_BOXES],
             smem_offset: [0; MAX_BOXES],
         };
-        let places = bound.plan().repeat_placements(bound.spec());
+        let places = bound.valid().repeat_placements();
         assert!(places.len() <= MAX_BOXES, "{} boxes", places.len());
         for (k, p) in places.iter().enumerate() {
             let user: Vec<i32> = coords

@@ -1,5 +1,6 @@
 //! Element types: every `CUtensorMapDataType` of CUDA 13, plus friendly aliases.
 
+use crate::size::Size;
 use std::fmt;
 
 /// One `CUtensorMapDataType`. The discriminants are the driver's enum values
@@ -150,16 +151,23 @@ impl DType {
         }
     }
 
-    /// Bytes that `elements` elements occupy in global memory (rounded up to whole bytes).
-    pub fn global_bytes(self, elements: u64) -> u64 {
-        (elements * u64::from(self.global_bits())).div_ceil(8)
+    /// Bytes that `elements` elements occupy in global memory (rounded up to whole bytes;
+    /// see [`DType::is_whole_bytes`]). Overflows instead of wrapping.
+    pub fn global_bytes(self, elements: impl Into<Size>) -> Size {
+        (elements.into() * u64::from(self.global_bits())).div_ceil(8)
+    }
+
+    /// True when `elements` elements end on a byte boundary: always for the whole-byte
+    /// types; for the packed sub-byte types only for some counts (two 6-bit values do not).
+    pub fn is_whole_bytes(self, elements: u64) -> bool {
+        (u128::from(elements) * u128::from(self.global_bits())) % 8 == 0
     }
 
     /// Bytes that `elements` elements occupy in shared memory after a TMA load
     /// (the ALIGN16B packed types leave gaps: 16 values per 16 bytes).
-    pub fn smem_bytes(self, elements: u64) -> u64 {
+    pub fn smem_bytes(self, elements: impl Into<Size>) -> Size {
         match self {
-            DType::U4x16Align16B | DType::U6x16Align16B => elements.div_ceil(16) * 16,
+            DType::U4x16Align16B | DType::U6x16Align16B => elements.into().div_ceil(16) * 16u64,
             _ => self.global_bytes(elements),
         }
     }
@@ -233,9 +241,11 @@ mod tests {
         assert_eq!(DType::F16.size_bytes(), Some(2));
         assert_eq!(DType::F64.size_bytes(), Some(8));
         assert_eq!(DType::U4x16Align8B.size_bytes(), None);
-        assert_eq!(DType::U4x16Align8B.global_bytes(16), 8);
-        assert_eq!(DType::U4x16Align16B.smem_bytes(16), 16);
-        assert_eq!(DType::U6x16Align16B.global_bytes(16), 12);
+        assert_eq!(DType::U4x16Align8B.global_bytes(16u64).get(), Some(8));
+        assert_eq!(DType::U4x16Align16B.smem_bytes(16u64).get(), Some(16));
+        assert_eq!(DType::U6x16Align16B.global_bytes(16u64).get(), Some(12));
+        assert_eq!(DType::F64.global_bytes(1u64 << 61).get(), None);
+        assert!(DType::U6x16Align16B.is_whole_bytes(4) && !DType::U6x16Align16B.is_whole_bytes(2));
         assert!(DType::TF32.is_float() && !DType::I32.is_float());
     }
 }

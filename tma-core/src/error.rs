@@ -7,6 +7,10 @@ use std::fmt;
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Field {
     Name,
+    /// `dim_names[dim]`.
+    DimName {
+        dim: usize,
+    },
     Rank,
     DType,
     /// `global[dim]`.
@@ -64,7 +68,8 @@ impl Field {
             | Field::Box { dim, .. }
             | Field::ElementStride { dim, .. }
             | Field::Repeat { dim, .. }
-            | Field::Coord { dim, .. } => Some(*dim),
+            | Field::Coord { dim, .. }
+            | Field::DimName { dim } => Some(*dim),
             _ => None,
         }
     }
@@ -86,6 +91,7 @@ impl fmt::Display for Field {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Field::Name => f.write_str("name"),
+            Field::DimName { dim } => write!(f, "dim_names[{dim}]"),
             Field::Rank => f.write_str("rank"),
             Field::DType => f.write_str("dtype"),
             Field::Global { dim, name } => dim_label(f, "global", *dim, name),

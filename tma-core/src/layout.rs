@@ -37,29 +37,33 @@ pub struct EncodeArgs {
 }
 
 impl EncodeArgs {
-    /// The encode arguments of a bound spec.
+    /// The encode arguments of a bound spec: its byte strides were computed and checked
+    /// when it was bound.
     pub fn new(bound: &BoundSpec) -> EncodeArgs {
-        EncodeArgs::from_parts(bound.spec(), bound.global(), bound.strides())
+        EncodeArgs::assemble(bound.spec(), bound.global(), bound.byte_strides())
     }
 
     /// The arguments an unchecked spec would pass, for testing the validator against the
     /// driver. Use [`EncodeArgs::new`] for real work: only a bound spec is known to be valid.
-    /// `global` and `strides` (elements) are in user order and must have the spec's rank.
+    /// `global` and `strides` (elements) are in user order. The innermost stride is dropped
+    /// (TMA's dim 0 has none); a byte stride that does not fit in 64 bits becomes `u64::MAX`,
+    /// which the driver refuses like any stride of 2^40 B or more.
     pub fn from_parts(spec: &TileSpec, global: &[u64], strides: &[u64]) -> EncodeArgs {
-        let global_dim = to_tma_order(global);
-        let byte_strides: Vec<u64> = strides
+        let outer = &strides[..strides.len().saturating_sub(1)];
+        let byte_strides: Vec<u64> = outer
             .iter()
-            .map(|&s| spec.dtype.global_bytes(s))
+            .map(|&s| spec.dtype.global_bytes(s).get().unwrap_or(u64::MAX))
             .collect();
-        let mut global_strides = to_tma_order(&byte_strides);
-        if !global_strides.is_empty() {
-            global_strides.remove(0);
-        }
+        EncodeArgs::assemble(spec, global, &byte_strides)
+    }
+
+    /// Reverses everything to TMA order. `byte_strides` are the outer dims' (user order).
+    fn assemble(spec: &TileSpec, global: &[u64], byte_strides: &[u64]) -> EncodeArgs {
         EncodeArgs {
             data_type: spec.dtype,
-            rank: spec.rank() as u32,
-            global_dim,
-            global_strides,
+            rank: u32::try_from(spec.rank()).unwrap_or(u32::MAX),
+            global_dim: to_tma_order(global),
+            global_strides: to_tma_order(byte_strides),
             box_dim: to_tma_order(&spec.boxed),
             element_strides: to_tma_order(&spec.element_strides),
             interleave: spec.interleave,
@@ -147,7 +151,7 @@ mod tests {
             (8192, 2, 8192)
         );
         assert_eq!(plan.align_bytes, 1024);
-        let places = plan.repeat_placements(valid.spec());
+        let places = valid.repeat_placements();
         assert_eq!(places[1].global_offset, vec![0, 64]);
         assert_eq!(places[1].smem_offset, 8192);
         let args = EncodeArgs::new(

@@ -7,11 +7,13 @@
 
 pub mod dtype;
 pub mod error;
+pub mod ident;
 pub mod layout;
 pub mod limits;
 pub mod model;
 pub mod picture;
 pub mod render;
+pub mod size;
 pub mod spec;
 pub mod swizzle;
 pub mod testgen;
@@ -20,5 +22,6 @@ pub mod validate;
 pub use dtype::DType;
 pub use error::{Field, Severity, SpecError, SpecErrors};
 pub use layout::{to_tma_order, EncodeArgs};
+pub use size::Size;
 pub use spec::{Arch, Extent, Interleave, L2Promotion, OobFill, Swizzle, TileSpec, MAX_RANK};
 pub use validate::{validate, BoundSpec, RepeatPlacement, Rule, SmemPlan, ValidSpec};

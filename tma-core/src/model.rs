@@ -17,7 +17,7 @@
 //! - On the way into shared memory TF32 maps round to TF32 ([`convert_on_load`]).
 //! - Shared memory: the box is written row by row (innermost dim fastest); rows are
 //!   [`crate::swizzle::row_pitch_bytes`] apart; then [`crate::swizzle::swizzle`] permutes the
-//!   address. Repeated boxes land at [`crate::SmemPlan::repeat_placements`].
+//!   address. Repeated boxes land at [`crate::ValidSpec::repeat_placements`].
 //! - Interleave (16B/32B): the unit of the innermost dim is a chunk of 16 or 32 bytes, not an
 //!   element: the inner extent, box, coordinate and element stride count chunks, chunk `c` of
 //!   a row is `c * chunk` bytes into it, bounds are checked per chunk, rows are packed in
@@ -31,6 +31,7 @@
 //! demands of every destination.
 
 use crate::dtype::DType;
+use crate::size::Size;
 use crate::spec::OobFill;
 use crate::swizzle::{self, InnerRowLayout, DEFAULT_INNER_ROW_LAYOUT};
 use crate::validate::BoundSpec;
@@ -61,6 +62,11 @@ pub enum ModelError {
     GlobalTooSmall { needed: u64, got: u64 },
     #[error("the shared-memory buffer holds {got} bytes but one call spans {needed}")]
     SmemTooSmall { needed: u64, got: u64 },
+    /// One call spans more shared memory than an SM has: no kernel can run it (validation
+    /// only warns about footprints above the per-block limit), so the model refuses to
+    /// allocate it.
+    #[error("one call spans {len} B of shared memory; an SM on the target has {limit} B")]
+    SmemTooLarge { len: Size, limit: u64 },
     /// With rows padded to the swizzle span a box takes more shared memory than its data.
     #[error("repeated boxes are {stride} B apart but each spans {extent} B of shared memory (rows padded to the swizzle span): give a larger smem_stride")]
     BoxesOverlap { stride: u64, extent: u64 },
@@ -183,7 +189,7 @@ pub fn smem_layout(bound: &BoundSpec, opts: ModelOptions) -> Result<SmemLayout, 
     }
     let plan = bound.plan();
     let inner = plan.box_elems.len().saturating_sub(1);
-    let rows: u64 = plan.box_elems[..inner].iter().product();
+    let rows: Size = plan.box_elems[..inner].iter().copied().product();
     let row_pitch = swizzle::row_pitch_bytes(spec, opts.inner_rows);
     // The swizzle permutes 16-byte chunks within a 128-byte line, so a swizzled box whose
     // data ends inside a line may put bytes anywhere in that line.
@@ -191,6 +197,19 @@ pub fn smem_layout(bound: &BoundSpec, opts: ModelOptions) -> Result<SmemLayout, 
         crate::spec::Swizzle::None => rows * row_pitch,
         _ => (rows * row_pitch).next_multiple_of(128),
     };
+    let len = (Size::new(plan.boxes) - 1u64) * plan.stride_bytes + box_extent;
+    let limit = spec.target.smem_per_sm();
+    let (Some(rows), Some(row_pitch), Some(box_extent), Some(len)) =
+        (rows.get(), row_pitch.get(), box_extent.get(), len.get())
+    else {
+        return Err(ModelError::SmemTooLarge { len, limit });
+    };
+    if len > limit {
+        return Err(ModelError::SmemTooLarge {
+            len: Size::new(len),
+            limit,
+        });
+    }
     if plan.boxes > 1 && plan.stride_bytes < box_extent {
         return Err(ModelError::BoxesOverlap {
             stride: plan.stride_bytes,
@@ -198,13 +217,13 @@ pub fn smem_layout(bound: &BoundSpec, opts: ModelOptions) -> Result<SmemLayout, 
         });
     }
     Ok(SmemLayout {
-        row_bytes: swizzle::row_bytes(spec),
+        row_bytes: swizzle::row_bytes(spec).get().unwrap_or(row_pitch),
         row_pitch,
         rows,
         box_extent,
         stride: plan.stride_bytes,
         boxes: plan.boxes,
-        len: (plan.boxes - 1) * plan.stride_bytes + box_extent,
+        len,
     })
 }
 
@@ -259,7 +278,7 @@ pub struct ElementPlace {
     pub index: Vec<i64>,
     /// With interleave, the element's position inside its chunk (0 otherwise).
     pub in_chunk: u64,
-    /// Which repeated box (index into [`crate::SmemPlan::repeat_placements`]).
+    /// Which repeated box (index into [`crate::ValidSpec::repeat_placements`]).
     pub box_index: usize,
 }
 
@@ -320,7 +339,7 @@ fn visit(
     let strides = bound.strides();
     let inner_bound = bound.inner_bound();
     let mut j = vec![0u64; rank];
-    for (box_index, place) in plan.repeat_placements(spec).into_iter().enumerate() {
+    for (box_index, place) in bound.valid().repeat_placements().into_iter().enumerate() {
         let mut start = vec![0i64; rank];
         for d in 0..rank {
             let s = coords[d] + place.global_offset[d];

@@ -174,8 +174,8 @@ fn tile_context(valid: &ValidSpec, tile_id: u32) -> Context {
             ])
         })
         .collect();
-    let placements: Vec<Value> = plan
-        .repeat_placements(spec)
+    let placements: Vec<Value> = valid
+        .repeat_placements()
         .iter()
         .enumerate()
         .map(|(n, p)| {

@@ -43,6 +43,7 @@
 //! ([`InnerRowLayout::PadToSpan`], [`DEFAULT_INNER_ROW_LAYOUT`]); [`row_pitch_bytes`] is the one
 //! function that decides, so the H100 run can settle it by switching the constant.
 
+use crate::size::Size;
 use crate::spec::{Swizzle, TileSpec};
 
 /// How rows of a box whose inner extent is narrower than the swizzle span are laid out.
@@ -94,14 +95,14 @@ pub fn pattern_bytes(mode: Swizzle) -> u64 {
 
 /// Bytes one box row (the innermost dim) carries: `ceil(box / estride)` elements, or
 /// chunks with interleave (the innermost dim counts chunks then: see [`crate::Interleave`]).
-pub fn row_bytes(spec: &TileSpec) -> u64 {
+pub fn row_bytes(spec: &TileSpec) -> Size {
     let inner = spec.rank().saturating_sub(1);
     let steps = match (spec.boxed.get(inner), spec.element_strides.get(inner)) {
         (Some(&b), Some(&e)) => u64::from(b).div_ceil(u64::from(e.max(1))),
         _ => 0,
     };
     match spec.interleave.chunk_bytes() {
-        Some(chunk) => steps * chunk,
+        Some(chunk) => Size::new(steps) * chunk,
         None => spec.dtype.smem_bytes(steps),
     }
 }
@@ -110,13 +111,13 @@ pub fn row_bytes(spec: &TileSpec) -> u64 {
 /// for rows narrower than the swizzle span. Interleaved rows are always packed: an H200
 /// puts a 32-byte row under the 128B swizzle 32 bytes after the previous one (the XOR then
 /// applies to those addresses), whatever `layout` says.
-pub fn row_pitch_bytes(spec: &TileSpec, layout: InnerRowLayout) -> u64 {
+pub fn row_pitch_bytes(spec: &TileSpec, layout: InnerRowLayout) -> Size {
     let row = row_bytes(spec);
     if spec.interleave.chunk_bytes().is_some() {
         return row;
     }
     match (layout, spec.swizzle.span_bytes()) {
-        (InnerRowLayout::PadToSpan, Some(span)) if row < span => span,
+        (InnerRowLayout::PadToSpan, Some(span)) if row.is_below(span) => Size::new(span),
         _ => row,
     }
 }

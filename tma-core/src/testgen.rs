@@ -225,12 +225,12 @@ fn attempt(rng: &mut XorShift, arch: Arch) -> Option<(BoundSpec, Vec<i64>)> {
         let rows: u64 = (0..inner)
             .map(|d| u64::from(boxed[d]).div_ceil(u64::from(estrides[d])))
             .product();
-        rows * swz::row_pitch_bytes(&spec, InnerRowLayout::PadToSpan)
+        swz::row_pitch_bytes(&spec, InnerRowLayout::PadToSpan) * rows
     };
     let boxes: u64 = repeat.iter().map(|&r| u64::from(r)).product();
-    if boxes > 1 {
-        let align_bytes = swizzle.period_bytes().max(crate::limits::SMEM_ALIGN);
-        let mut stride_bytes = padded.next_multiple_of(align_bytes);
+    let align_bytes = swizzle.period_bytes().max(crate::limits::SMEM_ALIGN);
+    if let (true, Some(mut stride_bytes)) = (boxes > 1, padded.next_multiple_of(align_bytes).get())
+    {
         if rng.chance(1, 3) {
             stride_bytes += align_bytes;
         }

@@ -4,13 +4,18 @@
 
 use crate::error::{Field, Severity, SpecError, SpecErrors};
 use crate::limits::*;
+use crate::size::Size;
 use crate::spec::{Extent, Interleave, OobFill, Swizzle, TileSpec};
 
 /// Each rule a spec can break. Tests match on these; messages carry the numbers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Rule {
-    /// The tile name must be a C identifier: it names CUDA helpers.
+    /// Tile and dim names reach generated CUDA: each must be a C identifier that is no
+    /// C/C++ keyword, no reserved name (`__x`, `_X`) and no CUDA built-in variable.
     NameIsIdentifier,
+    /// A size computed from the spec (bytes of a stride, of the tensor, of one call) does
+    /// not fit in 64 bits: more than any GPU can address.
+    SizeOverflow,
     /// Rank in [1, 5].
     RankRange,
     /// Interleave needs rank >= 3.
@@ -25,7 +30,10 @@ pub enum Rule {
     StrideAlignment,
     /// Byte strides are below 2^40.
     StrideMax,
-    /// A stride smaller than the span of the dims inside it makes elements alias (warning).
+    /// Packed sub-byte types: a stride must end on a whole byte (it is encoded in bytes).
+    StrideWholeBytes,
+    /// A stride smaller than the span of the dims inside it (0 included) makes elements alias
+    /// (warning).
     StrideOverlap,
     /// Run-time dims/strides must agree with the static ones and be given for every runtime one.
     RuntimeShapeMismatch,
@@ -89,6 +97,9 @@ pub enum Rule {
     /// Stores and reductions take no negative coordinate (the H100 traps with an illegal
     /// instruction; loads take them and fill).
     StoreCoordinateNegative,
+    /// Coordinates are signed 32-bit operands of the instruction: every coordinate, plus the
+    /// offset of the last repeated box, must fit in `i32`.
+    CoordinateRange,
 }
 
 impl Rule {
@@ -143,15 +154,19 @@ pub struct SmemPlan {
     pub align_bytes: u64,
 }
 
-impl SmemPlan {
+impl ValidSpec {
     /// Where repeated box `i` (user order, `i[d] < repeat[d]`) lands: its offset from the
     /// call's coordinates in global elements (user order: `i[d] * boxed[d]`), and its
     /// byte offset in shared memory (`linear(i) * stride_bytes`, `linear` row-major over
     /// the repeat shape, last dim fastest). Every dim counts, so no two boxes collide.
-    pub fn repeat_placements(&self, spec: &TileSpec) -> Vec<RepeatPlacement> {
+    /// Validation bounds the count: each box delivers at least one byte and one call at
+    /// most [`MAX_TX_BYTES`].
+    pub fn repeat_placements(&self) -> Vec<RepeatPlacement> {
+        let spec = &self.spec;
+        let plan = &self.plan;
         let rank = spec.rank();
-        let mut out = Vec::with_capacity(self.boxes as usize);
-        for linear in 0..self.boxes {
+        let mut out = Vec::new();
+        for linear in 0..plan.boxes {
             let mut rest = linear;
             let mut index = vec![0u32; rank];
             for d in (0..rank).rev() {
@@ -165,7 +180,7 @@ impl SmemPlan {
             out.push(RepeatPlacement {
                 index,
                 global_offset,
-                smem_offset: linear * self.stride_bytes,
+                smem_offset: linear * plan.stride_bytes,
             });
         }
         out
@@ -197,6 +212,12 @@ pub struct BoundSpec {
     valid: ValidSpec,
     global: Vec<u64>,
     strides: Vec<u64>,
+    /// The outer dims' `strides` in bytes (user order), each proven below 2^40.
+    byte_strides: Vec<u64>,
+    /// See [`BoundSpec::inner_bound`].
+    inner_bound: u64,
+    /// See [`BoundSpec::extent_bytes`]; proven to fit in 64 bits.
+    extent_bytes: u64,
     warnings: Vec<SpecError>,
 }
 
@@ -303,22 +324,31 @@ impl ValidSpec {
                 }
                 out
             }
-            (None, None) => dense_strides(global, spec.inner_unit_elements()),
+            (None, None) => match dense_strides(global, spec.inner_unit_elements()) {
+                Some(s) => s,
+                None => {
+                    dense_overflow(spec, global, &mut c);
+                    return Err(c.finish(spec));
+                }
+            },
         };
-        check_global(spec, global, &strides, &mut c);
+        let sizes = check_global(spec, global, &strides, &mut c);
         let (errors, warnings) = c.split();
-        if !errors.is_empty() {
-            return Err(SpecErrors {
+        match sizes {
+            Some(sizes) if errors.is_empty() => Ok(BoundSpec {
+                valid: self.clone(),
+                global: global.to_vec(),
+                strides,
+                byte_strides: sizes.byte_strides,
+                inner_bound: sizes.inner_bound,
+                extent_bytes: sizes.extent_bytes,
+                warnings,
+            }),
+            _ => Err(SpecErrors {
                 tile: spec.name.clone(),
                 errors,
-            });
+            }),
         }
-        Ok(BoundSpec {
-            valid: self.clone(),
-            global: global.to_vec(),
-            strides,
-            warnings,
-        })
     }
 
     /// The bound spec when every dim and stride is static.
@@ -356,6 +386,29 @@ impl ValidSpec {
                 format!("{} coordinates given for a rank-{rank} tile", coords.len()),
             );
             return c.into_result(spec);
+        }
+        for (d, &x) in coords.iter().enumerate() {
+            // The last repeated box starts (repeat - 1) boxes further along this dim.
+            let last = i128::from(x)
+                + i128::from(spec.repeat[d].saturating_sub(1)) * i128::from(spec.boxed[d]);
+            if i32::try_from(x).is_err() || i32::try_from(last).is_err() {
+                c.error(
+                    Field::Coord { dim: d, name: name_of(spec, d) },
+                    x,
+                    Rule::CoordinateRange,
+                    if i32::try_from(x).is_err() {
+                        format!(
+                            "coordinates are signed 32-bit operands of cp.async.bulk.tensor: they must be in [{}, {}]",
+                            i32::MIN,
+                            i32::MAX
+                        )
+                    } else {
+                        format!(
+                            "the last repeated box starts at {last}, outside the signed 32-bit range of cp.async.bulk.tensor's coordinates"
+                        )
+                    },
+                );
+            }
         }
         let inner = rank - 1;
         let m = self.inner_coord_multiple() as i64;
@@ -431,6 +484,11 @@ impl BoundSpec {
     pub fn strides(&self) -> &[u64] {
         &self.strides
     }
+    /// The outer dims' strides in bytes (user order, each below 2^40; the innermost dim,
+    /// contiguous, has none): `globalStrides` before it is reversed.
+    pub fn byte_strides(&self) -> &[u64] {
+        &self.byte_strides
+    }
     /// Warnings of the static spec and of the bound shape.
     pub fn warnings(&self) -> impl Iterator<Item = &SpecError> {
         self.valid.warnings.iter().chain(&self.warnings)
@@ -439,44 +497,15 @@ impl BoundSpec {
     /// between `global()[inner]` and this are read by loads and written by stores. With
     /// interleave the dim counts chunks of 16 or 32 bytes: no rounding.
     pub fn inner_bound(&self) -> u64 {
-        let inner = self.global.len() - 1;
-        if self.spec().interleave != Interleave::None {
-            return self.global[inner];
-        }
-        let dtype = self.spec().dtype;
-        let bytes = dtype
-            .global_bytes(self.global[inner])
-            .next_multiple_of(INNER_COORD_ALIGN);
-        bytes * 8 / u64::from(dtype.global_bits())
+        self.inner_bound
     }
 
     /// Bytes from the base address to one past the last byte TMA may touch: the last
     /// element, with the inner dim rounded up to 16 bytes (see [`BoundSpec::inner_bound`]);
-    /// with interleave, the end of the last chunk.
+    /// with interleave, the end of the last chunk. Binding refuses shapes whose extent does
+    /// not fit in 64 bits ([`Rule::SizeOverflow`]).
     pub fn extent_bytes(&self) -> u64 {
-        let inner = self.global.len() - 1;
-        if let Some(chunk) = self.spec().interleave.chunk_bytes() {
-            let outer: u64 = self.global[..inner]
-                .iter()
-                .zip(&self.strides)
-                .map(|(&g, &s)| self.spec().dtype.global_bytes((g - 1) * s))
-                .sum();
-            return outer + self.global[inner] * chunk;
-        }
-        let last: u64 = self
-            .global
-            .iter()
-            .zip(&self.strides)
-            .enumerate()
-            .map(|(d, (&g, &s))| {
-                if d == inner {
-                    (self.inner_bound() - 1) * s
-                } else {
-                    (g - 1) * s
-                }
-            })
-            .sum();
-        self.spec().dtype.global_bytes(last + 1)
+        self.extent_bytes
     }
     /// Checks the global base address of a buffer against the alignment TMA needs.
     pub fn check_base_address(&self, addr: u64) -> Result<(), SpecErrors> {
@@ -512,17 +541,29 @@ fn base_address_align(spec: &TileSpec) -> u64 {
 
 /// Dense row-major strides (elements) for `global` (user order), whose innermost step covers
 /// `inner_unit` elements (1; a chunk's worth with interleave, see
-/// [`TileSpec::inner_unit_elements`]). The innermost stride is 1 step.
-pub fn dense_strides(global: &[u64], inner_unit: u64) -> Vec<u64> {
+/// [`TileSpec::inner_unit_elements`]). The innermost stride is 1 step. `None` when a stride
+/// does not fit in 64 bits.
+pub fn dense_strides(global: &[u64], inner_unit: u64) -> Option<Vec<u64>> {
     let rank = global.len();
     let mut strides = vec![1u64; rank];
     for d in (0..rank.saturating_sub(1)).rev() {
         let step = if d + 1 == rank - 1 { inner_unit } else { 1 };
-        strides[d] = strides[d + 1]
-            .saturating_mul(step)
-            .saturating_mul(global[d + 1]);
+        strides[d] = (Size::new(strides[d + 1]) * step * global[d + 1]).get()?;
     }
-    strides
+    Some(strides)
+}
+
+/// The finding for dense strides that overflow: the shape itself is too large.
+fn dense_overflow(spec: &TileSpec, global: &[u64], c: &mut Collector) {
+    c.error(
+        Field::List("global"),
+        format!("{global:?}"),
+        Rule::SizeOverflow,
+        format!(
+            "the dense strides of this shape of {} need more than 2^64 - 1 elements: more than any GPU can address",
+            spec.dtype
+        ),
+    );
 }
 
 /// Checks every rule on `spec`. Global dims/strides are checked when static; run-time
@@ -543,29 +584,47 @@ pub fn validate(spec: &TileSpec) -> Result<ValidSpec, SpecErrors> {
     let mut global_warnings = Vec::new();
     if all_static {
         let global: Vec<u64> = spec.global.iter().filter_map(|e| e.get()).collect();
-        let strides: Vec<u64> = match &spec.strides {
-            Some(s) => s.iter().filter_map(|e| e.get()).collect(),
+        let mut g = Collector::new();
+        let strides: Option<Vec<u64>> = match &spec.strides {
+            Some(s) => Some(s.iter().filter_map(|e| e.get()).collect()),
             None => dense_strides(&global, spec.inner_unit_elements()),
         };
-        let mut g = Collector::new();
-        check_global(spec, &global, &strides, &mut g);
+        match strides {
+            Some(strides) => {
+                check_global(spec, &global, &strides, &mut g);
+            }
+            None => dense_overflow(spec, &global, &mut g),
+        }
         let (errs, warns) = g.split();
         c.findings.extend(errs);
         global_warnings = warns;
     }
+    let fitted = plan.fit();
+    if fitted.is_none() && !c.has_errors() {
+        // Every size above is bounded by a limit checked in `check_plan`; this is a
+        // safety net, not a finding anyone should meet.
+        c.error(
+            Field::SmemFootprint,
+            "?",
+            Rule::SizeOverflow,
+            "a shared-memory size of one call does not fit in 64 bits".into(),
+        );
+    }
     let (errors, mut warnings) = c.split();
-    if !errors.is_empty() {
-        return Err(SpecErrors {
+    match fitted {
+        Some(plan) if errors.is_empty() => {
+            warnings.extend(global_warnings);
+            Ok(ValidSpec {
+                spec: spec.clone(),
+                plan,
+                warnings,
+            })
+        }
+        _ => Err(SpecErrors {
             tile: spec.name.clone(),
             errors,
-        });
+        }),
     }
-    warnings.extend(global_warnings);
-    Ok(ValidSpec {
-        spec: spec.clone(),
-        plan,
-        warnings,
-    })
 }
 
 /// Collects findings so every violation is reported at once.
@@ -600,6 +659,9 @@ impl Collector {
     }
     fn warning(&mut self, field: Field, value: impl ToString, rule: Rule, message: String) {
         self.push(Severity::Warning, field, value, rule, message);
+    }
+    fn has_errors(&self) -> bool {
+        self.findings.iter().any(|f| f.severity == Severity::Error)
     }
     fn split(self) -> (Vec<SpecError>, Vec<SpecError>) {
         self.findings
@@ -656,22 +718,32 @@ fn field_repeat(spec: &TileSpec, d: usize) -> Field {
     }
 }
 
-fn is_c_identifier(s: &str) -> bool {
-    let mut chars = s.chars();
-    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
-}
-
 /// Rank and list lengths. Returns false when the per-dim rules cannot be checked.
 fn check_shape_lists(spec: &TileSpec, c: &mut Collector) -> bool {
     let rank = spec.rank();
-    if !is_c_identifier(&spec.name) {
+    if let Err(problem) = crate::ident::check_name(&spec.name) {
         c.error(
             Field::Name,
             format!("{:?}", spec.name),
             Rule::NameIsIdentifier,
-            "the tile name names CUDA helpers, so it must be an identifier ([A-Za-z_][A-Za-z0-9_]*)".into(),
+            format!(
+                "the tile name names CUDA helpers (`tma_<name>`); this one {}",
+                problem.describe()
+            ),
         );
+    }
+    for (d, name) in spec.dim_names.iter().enumerate() {
+        if let Some(Err(problem)) = name.as_deref().map(crate::ident::check_name) {
+            c.error(
+                Field::DimName { dim: d },
+                format!("{:?}", name.as_deref().unwrap_or_default()),
+                Rule::NameIsIdentifier,
+                format!(
+                    "dim names appear in generated CUDA; this one {}",
+                    problem.describe()
+                ),
+            );
+        }
     }
     if rank == 0 || rank > MAX_RANK {
         c.error(
@@ -709,7 +781,8 @@ fn check_shape_lists(spec: &TileSpec, c: &mut Collector) -> bool {
 /// The inner box extent in bytes (the box's last user dim).
 fn inner_box_bytes(spec: &TileSpec) -> u64 {
     let inner = spec.rank() - 1;
-    spec.dtype.global_bytes(u64::from(spec.boxed[inner]))
+    // A u32 box of at most 64-bit elements: below 2^38 bits, no overflow possible.
+    (u64::from(spec.boxed[inner]) * u64::from(spec.dtype.global_bits())).div_ceil(8)
 }
 
 /// Rules on the static parts: box, element strides, swizzle, interleave, dtype, target.
@@ -876,8 +949,39 @@ fn check_static(spec: &TileSpec, c: &mut Collector) {
     }
 }
 
+/// The sizes of a shared-memory plan before they are proven to fit: each [`Size`] may
+/// have overflowed. [`check_plan`] reports the rules on them; [`PlanSizes::fit`] turns them
+/// into a [`SmemPlan`] once they all fit.
+struct PlanSizes {
+    box_elems: Vec<u64>,
+    box_data_bytes: Size,
+    box_bytes: Size,
+    boxes: Size,
+    stride_bytes: Size,
+    tx_bytes: Size,
+    footprint_bytes: Size,
+    align_bytes: u64,
+    /// What the driver compares with an SM's shared memory (see [`driver_box_bytes`]).
+    driver_box_bytes: Size,
+}
+
+impl PlanSizes {
+    fn fit(&self) -> Option<SmemPlan> {
+        Some(SmemPlan {
+            box_elems: self.box_elems.clone(),
+            box_data_bytes: self.box_data_bytes.get()?,
+            box_bytes: self.box_bytes.get()?,
+            boxes: self.boxes.get()?,
+            stride_bytes: self.stride_bytes.get()?,
+            tx_bytes: self.tx_bytes.get()?,
+            footprint_bytes: self.footprint_bytes.get()?,
+            align_bytes: self.align_bytes,
+        })
+    }
+}
+
 /// The shared-memory plan. Needs the list lengths to be right.
-fn smem_plan(spec: &TileSpec) -> SmemPlan {
+fn smem_plan(spec: &TileSpec) -> PlanSizes {
     let interleaved = spec.interleave != Interleave::None;
     let mut box_elems = traversed(spec);
     if interleaved && spec.rank() >= MIN_RANK_INTERLEAVED {
@@ -886,42 +990,46 @@ fn smem_plan(spec: &TileSpec) -> SmemPlan {
     }
     // Rows (the inner dim) sit at the pitch the hardware uses; a swizzled box fills whole
     // 128-byte lines, since the swizzle moves chunks anywhere within a line.
-    let rows: u64 = box_elems[..box_elems.len().saturating_sub(1)]
+    let rows: Size = box_elems[..box_elems.len().saturating_sub(1)]
         .iter()
+        .copied()
         .product();
     let data_bytes = if interleaved {
         rows * crate::swizzle::row_bytes(spec)
     } else {
-        spec.dtype.smem_bytes(box_elems.iter().product())
+        spec.dtype
+            .smem_bytes(box_elems.iter().copied().product::<Size>())
     };
     let pitch = crate::swizzle::row_pitch_bytes(spec, crate::swizzle::DEFAULT_INNER_ROW_LAYOUT);
     let box_bytes = match spec.swizzle {
         Swizzle::None => rows * pitch,
         _ => (rows * pitch).next_multiple_of(128),
     };
-    let boxes: u64 = spec.repeat.iter().map(|&r| u64::from(r.max(1))).product();
+    let boxes: Size = spec.repeat.iter().map(|&r| r.max(1)).product();
     let align_bytes = spec.swizzle.period_bytes().max(SMEM_ALIGN);
     let stride_bytes = match spec.smem_stride {
         Some(elems) => spec.dtype.smem_bytes(elems),
         None => box_bytes.next_multiple_of(align_bytes),
     };
-    SmemPlan {
+    PlanSizes {
         box_elems,
         box_data_bytes: data_bytes,
         box_bytes,
         boxes,
         stride_bytes,
         tx_bytes: data_bytes * boxes,
-        footprint_bytes: (boxes - 1) * stride_bytes + box_bytes,
+        footprint_bytes: (boxes - 1u64) * stride_bytes + box_bytes,
         align_bytes,
+        driver_box_bytes: driver_box_bytes(spec),
     }
 }
 
 /// The box bytes the driver compares with an SM's shared memory: every dim's traversed
 /// elements times the element size. With interleave that is not what the copy moves (the
 /// inner dim counts chunks and dim 1 is one position), but it is what the driver checks.
-fn driver_box_bytes(spec: &TileSpec) -> u64 {
-    spec.dtype.smem_bytes(traversed(spec).iter().product())
+fn driver_box_bytes(spec: &TileSpec) -> Size {
+    spec.dtype
+        .smem_bytes(traversed(spec).into_iter().product::<Size>())
 }
 
 /// Per dim (user order), the steps a box traverses as the encode arguments state it:
@@ -934,12 +1042,31 @@ fn traversed(spec: &TileSpec) -> Vec<u64> {
         .collect()
 }
 
-fn check_plan(spec: &TileSpec, plan: &SmemPlan, c: &mut Collector) {
-    if plan.boxes > 1 {
-        let stride = spec
-            .smem_stride
-            .map_or(plan.stride_bytes.to_string(), |s| s.to_string());
-        if plan.stride_bytes < plan.box_bytes {
+/// The rules on a plan's sizes; an overflowed size counts as larger than every limit.
+fn check_plan(spec: &TileSpec, plan: &PlanSizes, c: &mut Collector) {
+    let boxes = plan.boxes.get().unwrap_or(u64::MAX);
+    let smem_stride_value = |bytes: Size| {
+        spec.smem_stride
+            .map_or(bytes.to_string(), |s| s.to_string())
+    };
+    if !plan.stride_bytes.is_below(u64::MAX) && spec.smem_stride.is_some() {
+        c.error(
+            Field::SmemStride,
+            smem_stride_value(plan.stride_bytes),
+            Rule::SizeOverflow,
+            format!(
+                "{} elements of {} are more than 2^64 - 1 bytes: more than any GPU can address",
+                smem_stride_value(plan.stride_bytes),
+                spec.dtype
+            ),
+        );
+    } else if boxes > 1 {
+        let stride = smem_stride_value(plan.stride_bytes);
+        if plan
+            .box_bytes
+            .get()
+            .is_none_or(|b| plan.stride_bytes.is_below(b))
+        {
             c.error(
                 Field::SmemStride,
                 stride.clone(),
@@ -950,7 +1077,7 @@ fn check_plan(spec: &TileSpec, plan: &SmemPlan, c: &mut Collector) {
                 ),
             );
         }
-        if plan.stride_bytes % plan.align_bytes != 0 {
+        if !plan.stride_bytes.is_multiple_of(plan.align_bytes) {
             c.error(
                 Field::SmemStride,
                 stride,
@@ -965,8 +1092,8 @@ fn check_plan(spec: &TileSpec, plan: &SmemPlan, c: &mut Collector) {
         }
     }
     let box_limit = spec.target.smem_per_sm();
-    let driver_bytes = driver_box_bytes(spec);
-    if driver_bytes > box_limit {
+    let driver_bytes = plan.driver_box_bytes;
+    if !driver_bytes.is_below(box_limit + 1) {
         c.error(
             Field::List("boxed"),
             format!("{:?}", spec.boxed),
@@ -978,7 +1105,7 @@ fn check_plan(spec: &TileSpec, plan: &SmemPlan, c: &mut Collector) {
             ),
         );
     }
-    if spec.interleave != Interleave::None && plan.box_data_bytes > box_limit {
+    if spec.interleave != Interleave::None && !plan.box_data_bytes.is_below(box_limit + 1) {
         c.error(
             Field::List("boxed"),
             format!("{:?}", spec.boxed),
@@ -989,7 +1116,7 @@ fn check_plan(spec: &TileSpec, plan: &SmemPlan, c: &mut Collector) {
             ),
         );
     }
-    if plan.tx_bytes > MAX_TX_BYTES {
+    if !plan.tx_bytes.is_below(MAX_TX_BYTES + 1) {
         c.error(
             Field::SmemFootprint,
             plan.tx_bytes,
@@ -1001,23 +1128,48 @@ fn check_plan(spec: &TileSpec, plan: &SmemPlan, c: &mut Collector) {
         );
     }
     let limit = spec.target.max_smem_per_block();
-    if plan.footprint_bytes > limit {
-        c.warning(
+    match plan.footprint_bytes.get() {
+        Some(bytes) if bytes > limit => c.warning(
             Field::SmemFootprint,
-            plan.footprint_bytes,
+            bytes,
             Rule::SmemFootprintLimit,
             format!(
-                "one call spans {} B of shared memory; a block on {} may use at most {limit} B",
-                plan.footprint_bytes, spec.target
+                "one call spans {bytes} B of shared memory; a block on {} may use at most {limit} B",
+                spec.target
             ),
-        );
+        ),
+        Some(_) => {}
+        None if !c.has_errors() => c.error(
+            Field::SmemStride,
+            smem_stride_value(plan.stride_bytes),
+            Rule::SizeOverflow,
+            format!(
+                "{boxes} repeated boxes {} B apart span more than 2^64 - 1 bytes of shared memory",
+                plan.stride_bytes
+            ),
+        ),
+        None => {}
     }
 }
 
-/// Rules on concrete global dims and strides (elements, user order).
-fn check_global(spec: &TileSpec, global: &[u64], strides: &[u64], c: &mut Collector) {
+/// Sizes of a bound shape, each proven to fit in 64 bits.
+struct GlobalSizes {
+    byte_strides: Vec<u64>,
+    inner_bound: u64,
+    extent_bytes: u64,
+}
+
+/// Rules on concrete global dims and strides (elements, user order). Returns the shape's
+/// sizes when every one of them fits (findings may still have been recorded).
+fn check_global(
+    spec: &TileSpec,
+    global: &[u64],
+    strides: &[u64],
+    c: &mut Collector,
+) -> Option<GlobalSizes> {
     let rank = spec.rank();
     let inner = rank - 1;
+    let dtype = spec.dtype;
     #[allow(clippy::needless_range_loop)] // d indexes global, boxed and the field names
     for d in 0..rank {
         let g = global[d];
@@ -1040,17 +1192,20 @@ fn check_global(spec: &TileSpec, global: &[u64], strides: &[u64], c: &mut Collec
             );
         }
     }
-    let inner_bytes = spec.dtype.global_bytes(global[inner]);
-    if inner_bytes % INNER_COORD_ALIGN != 0 && spec.interleave == Interleave::None {
-        c.warning(
-            field_global(spec, inner),
-            global[inner],
-            Rule::InnerDimRoundedUp,
-            format!(
-                "{inner_bytes} B: TMA bounds-checks the inner dim rounded up to 16 bytes, so loads read and stores write up to {} B past its end",
-                inner_bytes.next_multiple_of(INNER_COORD_ALIGN) - inner_bytes
-            ),
-        );
+    let interleaved = spec.interleave != Interleave::None;
+    let inner_bytes = dtype.global_bytes(global[inner]);
+    if let (false, Some(bytes)) = (interleaved, inner_bytes.get()) {
+        if bytes % INNER_COORD_ALIGN != 0 {
+            c.warning(
+                field_global(spec, inner),
+                global[inner],
+                Rule::InnerDimRoundedUp,
+                format!(
+                    "{bytes} B: TMA bounds-checks the inner dim rounded up to 16 bytes, so loads read and stores write up to {} B past its end",
+                    INNER_COORD_ALIGN - bytes % INNER_COORD_ALIGN
+                ),
+            );
+        }
     }
     if strides[inner] != 1 {
         c.error(
@@ -1063,17 +1218,38 @@ fn check_global(spec: &TileSpec, global: &[u64], strides: &[u64], c: &mut Collec
     let align = if spec.interleave == Interleave::B32 {
         STRIDE_ALIGN_INTERLEAVE_32B
     } else if matches!(
-        spec.dtype,
+        dtype,
         crate::DType::U4x16Align16B | crate::DType::U6x16Align16B
     ) {
         PACKED_ALIGN16B_ADDRESS_ALIGN
     } else {
         STRIDE_ALIGN
     };
+    let mut byte_strides: Vec<Size> = Vec::with_capacity(rank);
     for d in 0..inner {
-        let bytes = spec.dtype.global_bytes(strides[d]);
-        if bytes % align != 0 {
-            let rule = if align == PACKED_ALIGN16B_ADDRESS_ALIGN && spec.dtype.is_packed() {
+        let bytes = dtype.global_bytes(strides[d]);
+        byte_strides.push(bytes);
+        if !dtype.is_whole_bytes(strides[d]) {
+            c.error(
+                field_stride(spec, d),
+                strides[d],
+                Rule::StrideWholeBytes,
+                format!(
+                    "{} elements of {dtype} ({} bits each) do not end on a byte, and strides are encoded in bytes: use a multiple of {} elements",
+                    strides[d],
+                    dtype.global_bits(),
+                    8 / gcd(8, u64::from(dtype.global_bits()))
+                ),
+            );
+        } else if !bytes.is_below(MAX_STRIDE_BYTES) {
+            c.error(
+                field_stride(spec, d),
+                strides[d],
+                Rule::StrideMax,
+                format!("{} elements of {dtype} = {bytes} B; global strides must be below 2^40 B (cuTensorMapEncodeTiled: globalStrides)", strides[d]),
+            );
+        } else if !bytes.is_multiple_of(align) {
+            let rule = if align == PACKED_ALIGN16B_ADDRESS_ALIGN && dtype.is_packed() {
                 Rule::PackedTypeAlignment
             } else {
                 Rule::StrideAlignment
@@ -1083,53 +1259,109 @@ fn check_global(spec: &TileSpec, global: &[u64], strides: &[u64], c: &mut Collec
                 strides[d],
                 rule,
                 format!(
-                    "{} elements of {} = {bytes} B; global strides must be multiples of {align} B (cuTensorMapEncodeTiled: globalStrides)",
-                    strides[d], spec.dtype
+                    "{} elements of {dtype} = {bytes} B; global strides must be multiples of {align} B (cuTensorMapEncodeTiled: globalStrides)",
+                    strides[d]
                 ),
             );
         }
-        if bytes >= MAX_STRIDE_BYTES {
-            c.error(
-                field_stride(spec, d),
-                strides[d],
-                Rule::StrideMax,
-                format!("{bytes} B; global strides must be below 2^40 B (cuTensorMapEncodeTiled: globalStrides)"),
-            );
-        }
-        let unit = if d + 1 == inner {
-            spec.inner_unit_elements()
-        } else {
-            1
-        };
-        let inside = strides[d + 1]
-            .saturating_mul(unit)
-            .saturating_mul(global[d + 1]);
-        if strides[d] < inside && strides[d] != 0 {
-            c.warning(
-                field_stride(spec, d),
-                strides[d],
-                Rule::StrideOverlap,
-                format!(
-                    "the dim inside spans {inside} elements, more than this stride: elements alias (loads may duplicate, stores race)"
-                ),
-            );
+        // Positions along a dim of extent 1 cannot alias each other.
+        if global[d] > 1 {
+            let unit = if d + 1 == inner {
+                spec.inner_unit_elements()
+            } else {
+                1
+            };
+            let inside = Size::new(strides[d + 1]) * unit * global[d + 1];
+            if strides[d] == 0 {
+                c.warning(
+                    field_stride(spec, d),
+                    0,
+                    Rule::StrideOverlap,
+                    format!(
+                        "every one of the {} positions along this dim reads and writes the same elements (loads duplicate, stores race)",
+                        global[d]
+                    ),
+                );
+            } else if inside.get().is_none_or(|v| v > strides[d]) {
+                c.warning(
+                    field_stride(spec, d),
+                    strides[d],
+                    Rule::StrideOverlap,
+                    format!(
+                        "the dim inside spans {inside} elements, more than this stride: elements alias (loads may duplicate, stores race)"
+                    ),
+                );
+            }
         }
     }
-    if spec.dtype.is_packed()
-        && matches!(
-            spec.dtype,
-            crate::DType::U4x16Align16B | crate::DType::U6x16Align16B
-        )
-        && global[inner] % PACKED_INNER_DIM_MULTIPLE != 0
+    if matches!(
+        dtype,
+        crate::DType::U4x16Align16B | crate::DType::U6x16Align16B
+    ) && global[inner] % PACKED_INNER_DIM_MULTIPLE != 0
     {
         c.error(
             field_global(spec, inner),
             global[inner],
             Rule::PackedTypeAlignment,
             format!(
-                "with {} the inner global dim must be a multiple of {PACKED_INNER_DIM_MULTIPLE}",
-                spec.dtype
+                "with {dtype} the inner global dim must be a multiple of {PACKED_INNER_DIM_MULTIPLE}"
             ),
         );
+    }
+    if c.has_errors() {
+        return None;
+    }
+    // Every dim is in [1, 2^32] and every stride below 2^40 B here: only the extent can
+    // still overflow (2^32 positions of a 2^40-byte stride).
+    let (inner_bound, extent) = match spec.interleave.chunk_bytes() {
+        Some(chunk) => {
+            let outer: Size = (0..inner).map(|d| byte_strides[d] * (global[d] - 1)).sum();
+            (
+                Size::new(global[inner]),
+                outer + Size::new(global[inner]) * chunk,
+            )
+        }
+        None => {
+            let bound = (inner_bytes.next_multiple_of(INNER_COORD_ALIGN) * 8u64)
+                .div_floor(u64::from(dtype.global_bits()));
+            let last: Size = (0..inner)
+                .map(|d| byte_strides[d] * (global[d] - 1))
+                .sum::<Size>()
+                + dtype.global_bytes(bound);
+            (bound, last)
+        }
+    };
+    match (
+        inner_bound.get(),
+        extent.get(),
+        byte_strides
+            .iter()
+            .map(|b| b.get())
+            .collect::<Option<Vec<u64>>>(),
+    ) {
+        (Some(inner_bound), Some(extent_bytes), Some(byte_strides)) => Some(GlobalSizes {
+            byte_strides,
+            inner_bound,
+            extent_bytes,
+        }),
+        _ => {
+            c.error(
+                Field::List("global"),
+                format!("{global:?}"),
+                Rule::SizeOverflow,
+                format!(
+                    "this shape of {dtype} with strides {strides:?} spans {extent} bytes: more than any GPU can address"
+                ),
+            );
+            None
+        }
+    }
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
     }
 }

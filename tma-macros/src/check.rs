@@ -61,6 +61,8 @@ pub struct Spans {
 pub struct ListSpans {
     pub whole: Span,
     pub items: Vec<Span>,
+    /// Each item's dim name (`H = 94`), where one is written.
+    pub names: Vec<Option<Span>>,
 }
 
 impl ListSpans {
@@ -326,6 +328,13 @@ fn span_of(e: &SpecError, s: &Spans) -> Span {
     let list = |l: &Option<ListSpans>, d: usize| l.as_ref().map(|l| l.item(d));
     match &e.field {
         Field::Name => s.name.unwrap_or(s.ident),
+        Field::DimName { dim } => s
+            .global
+            .names
+            .get(*dim)
+            .copied()
+            .flatten()
+            .unwrap_or(s.global.item(*dim)),
         // Coordinates are run-time values; no declaration token carries them.
         Field::Coord { .. } => s.ident,
         Field::Rank => s.global.whole,
@@ -594,6 +603,11 @@ fn list_spans(list: &List) -> ListSpans {
     ListSpans {
         whole: list.span,
         items: list.items.iter().map(|i: &Item| i.value.span()).collect(),
+        names: list
+            .items
+            .iter()
+            .map(|i: &Item| i.name.as_ref().map(Ident::span))
+            .collect(),
     }
 }
 

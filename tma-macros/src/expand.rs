@@ -275,14 +275,25 @@ pub fn derive(input: &DeriveInput) -> TokenStream {
 fn derive_impl(input: &DeriveInput, mut tiles: Vec<FieldTile<'_>>) -> TokenStream {
     let p = private();
     // The shared-memory layout: fields in order, each at its alignment.
-    let mut end = 0u64;
+    let mut span = tma_core::Size::ZERO;
     let mut align = 1u64;
     for t in &mut tiles {
         let plan = t.checked.valid.plan();
-        t.offset = end.next_multiple_of(plan.align_bytes);
-        end = t.offset + plan.footprint_bytes;
+        let offset = span.next_multiple_of(plan.align_bytes);
+        span = offset + plan.footprint_bytes;
         align = align.max(plan.align_bytes);
+        let (Some(offset), Some(_)) = (offset.get(), span.get()) else {
+            let e = syn::Error::new(
+                t.ident.span(),
+                format!(
+                    "the tiles up to this field span {span} bytes of shared memory: more than any GPU has"
+                ),
+            );
+            return fallback::derive(input, Some(e));
+        };
+        t.offset = offset;
     }
+    let end = span.get().unwrap_or_default();
     let infos = tiles.iter().map(|t| tile_info(t));
     let params = tiles
         .iter()
