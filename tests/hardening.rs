@@ -159,7 +159,7 @@ fn near_valid_spec(rng: &mut XorShift) -> TileSpec {
     let rank = spec.rank();
     for _ in 0..rng.below(3) {
         let d = rng.below(rank as u64) as usize;
-        match rng.below(10) {
+        match rng.below(11) {
             0 => spec.global[d] = Extent::Static(u64_field(rng, |r| r.range(1, 1 << 33))),
             1 => {
                 if let Some(s) = spec.strides.as_mut() {
@@ -175,7 +175,15 @@ fn near_valid_spec(rng: &mut XorShift) -> TileSpec {
                 spec.dim_names = (0..rank).map(|_| Some(name(rng))).collect();
             }
             8 => spec.dtype = *rng.pick(&DType::ALL).unwrap(),
-            _ => spec.swizzle = *rng.pick(&Swizzle::ALL).unwrap(),
+            9 => spec.swizzle = *rng.pick(&Swizzle::ALL).unwrap(),
+            _ => {
+                // A huge dense shape: the extent, or a dense stride, leaves u64.
+                let dims = [1 << 16, (1 << 31) + 1, (1 << 32) - 1, 1 << 32];
+                for g in &mut spec.global {
+                    *g = Extent::Static(*rng.pick(&dims).unwrap());
+                }
+                spec.strides = None;
+            }
         }
     }
     spec
@@ -301,14 +309,18 @@ fn check_plan_exact(valid: &ValidSpec) {
     if boxes <= 64 {
         assert_eq!(valid.repeat_placements().len() as u128, boxes);
     }
-    // Names that reach CUDA are identifiers.
-    assert!(
-        tma::ident::check_name(&spec.name).is_ok(),
-        "{:?}",
-        spec.name
-    );
-    for n in spec.dim_names.iter().flatten() {
-        assert!(tma::ident::check_name(n).is_ok(), "{n:?}");
+    // Names that reach CUDA are identifiers (checked here independently of tma::ident).
+    for n in std::iter::once(&spec.name).chain(spec.dim_names.iter().flatten()) {
+        let mut chars = n.chars();
+        assert!(
+            chars
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+                && !n.contains("__")
+                && !["int", "class", "threadIdx"].contains(&n.as_str()),
+            "{n:?} reached a valid spec"
+        );
     }
 }
 
