@@ -282,12 +282,14 @@ unsafe impl cudarc::driver::ValidAsZeroBits for TensorMap {}
 
 impl TensorMapArray {
     /// Uploads `maps` on `stream`. The device copy is aligned as `CUtensorMap` requires
-    /// (cudarc allocations are 256-byte aligned; elements are `size_of::<CUtensorMap>()` apart).
+    /// (driver allocations are 256-byte aligned, checked here against [`TENSOR_MAP_ALIGN`];
+    /// elements are `size_of::<CUtensorMap>()` apart).
     pub fn upload(stream: &Arc<CudaStream>, maps: Vec<TensorMap>) -> Result<TensorMapArray, Error> {
         crate::cuda_libs::libcuda_available()?;
         let device = stream
             .clone_htod(&maps)
             .map_err(Error::driver("cuMemcpyHtoD"))?;
+        check_array_address(device.device_ptr(stream).0)?;
         Ok(TensorMapArray { maps, device })
     }
     /// Replaces map `i` (host and device). Kernels already running see it only after the
@@ -321,6 +323,19 @@ impl TensorMapArray {
     }
 }
 
+/// A device array of maps must start at a multiple of the `CUtensorMap` alignment: the kernel
+/// indexes it as `const CUtensorMap*`.
+fn check_array_address(address: u64) -> Result<(), Error> {
+    if address % TENSOR_MAP_ALIGN as u64 == 0 {
+        Ok(())
+    } else {
+        Err(Error::TensorMapArrayMisaligned {
+            address,
+            align: TENSOR_MAP_ALIGN,
+        })
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::panic, clippy::unwrap_used)]
 mod tests {
@@ -335,6 +350,19 @@ mod tests {
     fn size_and_alignment_follow_the_driver_struct() {
         assert_eq!(std::mem::size_of::<TensorMap>(), TENSOR_MAP_BYTES);
         assert_eq!(std::mem::align_of::<TensorMap>(), TENSOR_MAP_ALIGN);
+    }
+
+    #[test]
+    fn map_arrays_start_at_the_map_alignment() {
+        assert!(check_array_address(0x7f00_0000_0000).is_ok());
+        assert!(check_array_address(0x7f00_0000_0000 + TENSOR_MAP_ALIGN as u64).is_ok());
+        let off = 0x7f00_0000_0000 + TENSOR_MAP_ALIGN as u64 / 2;
+        match check_array_address(off) {
+            Err(e @ Error::TensorMapArrayMisaligned { .. }) => {
+                assert!(e.to_string().contains(&format!("{off:#x}")), "{e}");
+            }
+            other => panic!("expected a misalignment error, got {other:?}"),
+        }
     }
 
     #[test]
