@@ -25,10 +25,9 @@ use tma_runtime::launch::ByValue;
 use tma_runtime::LaunchConfig;
 
 /// The probe kernels, after the harness whose copy functions they use.
-const PROBE_SOURCE: &str = concat!(
-    include_str!("gpu/harness.cu"),
-    include_str!("gpu/interleave_probe.cu")
-);
+fn probe_source() -> String {
+    support::harness_source() + include_str!("gpu/interleave_probe.cu")
+}
 /// Bytes of poisoned shared memory each load writes into and returns.
 const WINDOW: u32 = 200 * 1024;
 /// Bytes of the global buffer, and where in it the tensor starts.
@@ -359,7 +358,7 @@ fn probe_kernels_compile() {
     }
     let compiled = Compiler::global()
         .expect("NVRTC")
-        .compile(PROBE_SOURCE, &CompileOptions::new(Arch::Sm90a))
+        .compile(&probe_source(), &CompileOptions::new(Arch::Sm90a))
         .unwrap_or_else(|e| panic!("{e}"));
     assert!(compiled.ptx.contains("mbarrier.complete_tx"));
     assert!(!all_cases().is_empty());
@@ -393,7 +392,7 @@ fn probe_interleaved_layouts() {
         .expect("NVRTC")
         .load(
             &gpu.ctx,
-            &Source::new(PROBE_SOURCE),
+            &Source::new(probe_source()),
             &CompileOptions::new(Arch::Sm90a),
         )
         .expect("probe kernels compile");

@@ -38,6 +38,15 @@ pub struct Gpu {
     out_dir: Option<std::path::PathBuf>,
 }
 
+/// The harness kernels after the tma prelude (its `CUtensorMap`, the host type's layout).
+pub fn harness_source() -> String {
+    format!(
+        "{}{}",
+        tma_core::render::prelude(),
+        include_str!("harness.cu")
+    )
+}
+
 impl Gpu {
     /// Opens device 0 and compiles the harness, or prints why not and returns None.
     pub fn open(test: &str) -> Option<Gpu> {
@@ -48,7 +57,7 @@ impl Gpu {
         );
         let ctx = CudaContext::new(0).expect("context");
         let stream = ctx.default_stream();
-        let source = Source::new(include_str!("harness.cu"));
+        let source = Source::new(harness_source());
         let module = Compiler::global()
             .expect("NVRTC")
             .load(&ctx, &source, &CompileOptions::new(Arch::Sm90a))

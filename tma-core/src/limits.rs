@@ -63,3 +63,14 @@ pub const PACKED_INNER_DIM_MULTIPLE: u64 = 128;
 /// `CUDA_ERROR_ILLEGAL_INSTRUCTION`, while 0, 16, -16, 160 B work (tests/gpu_model.rs and
 /// tests/gpu/standalone_sanity.cu show it). Not in the driver's documentation.
 pub const INNER_COORD_ALIGN: u64 = 16;
+
+/// Size of a `CUtensorMap` in bytes (cuda.h: `cuuint64_t opaque[CU_TENSOR_MAP_NUM_QWORDS]`,
+/// 16 words). The generated prelude declares the device type with it and `static_assert`s it;
+/// tma-runtime asserts at compile time that cudarc's host type has it.
+pub const TENSOR_MAP_BYTES: usize = 128;
+
+/// Alignment of a `CUtensorMap` in bytes: cuda.h of CUDA 13 declares it `alignas(128)`
+/// (CUDA 12's was 64), and so does the cudarc binding the runtime uses (`cuda-13000`).
+/// Host and device must agree: a struct holding maps, or an array of them, has the same
+/// layout on both sides only if the alignment is the same. Used like [`TENSOR_MAP_BYTES`].
+pub const TENSOR_MAP_ALIGN: usize = 128;

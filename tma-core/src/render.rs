@@ -25,6 +25,7 @@
 //! Output is deterministic: the same specs give the same bytes.
 
 use crate::layout::{to_tma_order, EncodeArgs};
+use crate::limits::{TENSOR_MAP_ALIGN, TENSOR_MAP_BYTES};
 use crate::spec::{Extent, TileSpec};
 use crate::validate::ValidSpec;
 use crate::DType;
@@ -113,6 +114,9 @@ pub fn prelude() -> String {
 fn prelude_checked() -> Result<String, RenderError> {
     let mut ctx = Context::new();
     ctx.insert("debug_timeout_ns", &DEBUG_TIMEOUT_NS);
+    ctx.insert("tensor_map_bytes", &TENSOR_MAP_BYTES);
+    ctx.insert("tensor_map_words", &(TENSOR_MAP_BYTES / 8));
+    ctx.insert("tensor_map_align", &TENSOR_MAP_ALIGN);
     render("prelude.cuh.tera", &ctx)
 }
 

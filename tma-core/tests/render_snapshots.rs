@@ -1,6 +1,7 @@
 //! Snapshots of the rendered CUDA for the corpus, plus determinism and the MPK seed.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use tma_core::limits::{TENSOR_MAP_ALIGN, TENSOR_MAP_BYTES};
 use tma_core::render::{self, corpus, exercise_body, header, KernelSource, TileCode};
 use tma_core::validate;
 
@@ -85,7 +86,13 @@ fn prelude_polls_with_selp_and_no_branch_in_asm() {
     for line in p.lines().filter(|l| !l.trim_start().starts_with("//")) {
         assert!(!line.contains("bra"), "branch in inline PTX: {line}");
     }
-    assert!(p.contains("struct alignas(64) CUtensorMap { unsigned long long opaque[16]; };"));
+    assert!(p.contains(&format!(
+        "struct alignas({TENSOR_MAP_ALIGN}) CUtensorMap {{ unsigned long long opaque[{}]; }};",
+        TENSOR_MAP_BYTES / 8
+    )));
+    assert!(p.contains(&format!(
+        "static_assert(alignof(CUtensorMap) == {TENSOR_MAP_ALIGN},"
+    )));
     assert!(p.contains("cp.async.bulk.wait_group.read %0;"));
     assert!(p.contains("fence.proxy.tensormap::generic.acquire.gpu"));
 }

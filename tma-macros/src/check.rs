@@ -29,6 +29,12 @@ impl Errors {
             None => self.0 = Some(e),
         }
     }
+    /// Moves `other`'s errors after these.
+    pub fn append(&mut self, other: Errors) {
+        if let Some(e) = other.0 {
+            self.push_error(e);
+        }
+    }
     pub fn is_empty(&self) -> bool {
         self.0.is_none()
     }
@@ -110,9 +116,17 @@ const SCALAR_KEYS: [&str; 10] = [
 ];
 
 /// Checks one tile: syntax-level errors first (unknown keys, bad values), then, if
-/// those are clean, `tma_core::validate` with each finding at its token.
+/// those are clean, `tma_core::validate` with each finding at its token. Appends this
+/// tile's errors to `errs`; errors already there (another field's) do not stop the checks.
 pub fn tile(input: TileInput<'_>, errs: &mut Errors) -> Option<Checked> {
-    let before = errs.is_empty();
+    let mut own = Errors::default();
+    let checked = tile_alone(input, &mut own);
+    errs.append(own);
+    checked
+}
+
+/// [`tile`] with an accumulator holding this tile's errors only.
+fn tile_alone(input: TileInput<'_>, errs: &mut Errors) -> Option<Checked> {
     let mut b = Builder::default();
     let mut seen: HashMap<&'static str, Span> = HashMap::new();
     let mut flags = Vec::new();
@@ -196,7 +210,8 @@ pub fn tile(input: TileInput<'_>, errs: &mut Errors) -> Option<Checked> {
             check_name(&b.dim_names, *d, id, errs);
         }
     }
-    if !(before && errs.is_empty()) {
+    // Syntax errors: validating a half-read spec would only add findings about defaults.
+    if !errs.is_empty() {
         return None;
     }
     let ((gspans, gvals), (bspans, bvals), (dtype, dtype_span)) = (global?, boxed?, b.dtype?);

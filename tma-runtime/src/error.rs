@@ -147,6 +147,10 @@ pub enum Error {
     #[error("module compiled with debug waits has no `tma_debug_record` global: the source lacks the tma prelude ({result})")]
     DebugRecordMissing { result: CuResult },
 
+    /// A device array of tensor maps that does not start at the `CUtensorMap` alignment.
+    #[error("tensor map array at {address:#x} is not {align}-byte aligned as CUtensorMap must be; allocate it with the driver (cuMemAlloc aligns to 256 bytes)")]
+    TensorMapArrayMisaligned { address: u64, align: usize },
+
     /// A launch configuration the hardware cannot run.
     #[error("launch of `{kernel}`: {reason}")]
     InvalidLaunch { kernel: String, reason: String },

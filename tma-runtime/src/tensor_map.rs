@@ -8,18 +8,32 @@ use cudarc::driver::sys::{
     CUtensorMapSwizzle as CuSwizzle,
 };
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DeviceRepr};
+use tma_core::limits::{TENSOR_MAP_ALIGN, TENSOR_MAP_BYTES};
 use tma_core::{BoundSpec, DType, EncodeArgs, Interleave, L2Promotion, OobFill, Swizzle};
 
 use crate::error::Error;
 
-/// One TMA descriptor (`CUtensorMap`: 128 bytes, 64-byte aligned, whatever cudarc's sys type
-/// says). Pushed to kernels BY VALUE (`builder.arg(&map)` copies the 128 bytes into the
-/// parameter space): declare the kernel parameter `const __grid_constant__ CUtensorMap map`.
+/// One TMA descriptor: cudarc's `CUtensorMap` (CUDA 13: 128 bytes, 128-byte aligned), whose
+/// size and alignment are checked at compile time against [`TENSOR_MAP_BYTES`] and
+/// [`TENSOR_MAP_ALIGN`], the numbers the generated CUDA declares its `CUtensorMap` with.
+/// Pushed to kernels BY VALUE (`builder.arg(&map)` copies the 128 bytes into the parameter
+/// space): declare the kernel parameter `const __grid_constant__ CUtensorMap map`.
 ///
 /// The map holds the buffer's address: keep the buffer alive while kernels use the map.
 #[repr(transparent)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct TensorMap(pub sys::CUtensorMap);
+
+// The device side declares `CUtensorMap` from tma_core's numbers (templates/prelude.cuh.tera
+// static_asserts them); a cudarc or CUDA upgrade that changes the host type fails here.
+const _: () = assert!(
+    std::mem::size_of::<sys::CUtensorMap>() == TENSOR_MAP_BYTES,
+    "cudarc's CUtensorMap size differs from tma_core::limits::TENSOR_MAP_BYTES"
+);
+const _: () = assert!(
+    std::mem::align_of::<sys::CUtensorMap>() == TENSOR_MAP_ALIGN,
+    "cudarc's CUtensorMap alignment differs from tma_core::limits::TENSOR_MAP_ALIGN"
+);
 
 // SAFETY: `CUtensorMap` is plain bytes the driver wrote; a kernel parameter of type
 // `CUtensorMap` is exactly this layout (`repr(transparent)` over cudarc's `repr(C, align)`
@@ -268,12 +282,14 @@ unsafe impl cudarc::driver::ValidAsZeroBits for TensorMap {}
 
 impl TensorMapArray {
     /// Uploads `maps` on `stream`. The device copy is aligned as `CUtensorMap` requires
-    /// (cudarc allocations are 256-byte aligned; elements are `size_of::<CUtensorMap>()` apart).
+    /// (driver allocations are 256-byte aligned, checked here against [`TENSOR_MAP_ALIGN`];
+    /// elements are `size_of::<CUtensorMap>()` apart).
     pub fn upload(stream: &Arc<CudaStream>, maps: Vec<TensorMap>) -> Result<TensorMapArray, Error> {
         crate::cuda_libs::libcuda_available()?;
         let device = stream
             .clone_htod(&maps)
             .map_err(Error::driver("cuMemcpyHtoD"))?;
+        check_array_address(device.device_ptr(stream).0)?;
         Ok(TensorMapArray { maps, device })
     }
     /// Replaces map `i` (host and device). Kernels already running see it only after the
@@ -307,6 +323,19 @@ impl TensorMapArray {
     }
 }
 
+/// A device array of maps must start at a multiple of the `CUtensorMap` alignment: the kernel
+/// indexes it as `const CUtensorMap*`.
+fn check_array_address(address: u64) -> Result<(), Error> {
+    if address % TENSOR_MAP_ALIGN as u64 == 0 {
+        Ok(())
+    } else {
+        Err(Error::TensorMapArrayMisaligned {
+            address,
+            align: TENSOR_MAP_ALIGN,
+        })
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::panic, clippy::unwrap_used)]
 mod tests {
@@ -319,12 +348,21 @@ mod tests {
 
     #[test]
     fn size_and_alignment_follow_the_driver_struct() {
-        assert_eq!(std::mem::size_of::<TensorMap>(), 128);
-        assert_eq!(
-            std::mem::align_of::<TensorMap>(),
-            std::mem::align_of::<sys::CUtensorMap>()
-        );
-        assert!(std::mem::align_of::<TensorMap>() >= 64);
+        assert_eq!(std::mem::size_of::<TensorMap>(), TENSOR_MAP_BYTES);
+        assert_eq!(std::mem::align_of::<TensorMap>(), TENSOR_MAP_ALIGN);
+    }
+
+    #[test]
+    fn map_arrays_start_at_the_map_alignment() {
+        assert!(check_array_address(0x7f00_0000_0000).is_ok());
+        assert!(check_array_address(0x7f00_0000_0000 + TENSOR_MAP_ALIGN as u64).is_ok());
+        let off = 0x7f00_0000_0000 + TENSOR_MAP_ALIGN as u64 / 2;
+        match check_array_address(off) {
+            Err(e @ Error::TensorMapArrayMisaligned { .. }) => {
+                assert!(e.to_string().contains(&format!("{off:#x}")), "{e}");
+            }
+            other => panic!("expected a misalignment error, got {other:?}"),
+        }
     }
 
     #[test]

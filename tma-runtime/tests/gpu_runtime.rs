@@ -13,9 +13,9 @@ use tma_runtime::launch::LaunchConfig;
 use tma_runtime::testing::require_gpu_or_skip;
 use tma_runtime::{Error, TensorMap};
 
-const SRC: &str = r#"
+/// The test kernels; [`src`] puts the tma prelude (`CUtensorMap`, the hang record) first.
+const KERNELS: &str = r#"
 // tma-tile 0 probe
-struct alignas(64) CUtensorMap { unsigned long long opaque[16]; };
 extern "C" __global__ void copy_map(const __grid_constant__ CUtensorMap map, unsigned long long* out) {
     if (threadIdx.x < 16) out[threadIdx.x] = map.opaque[threadIdx.x];
 }
@@ -28,13 +28,11 @@ extern "C" __global__ void cluster_rank(unsigned int* out) {
     if (threadIdx.x == 0) out[blockIdx.x] = smem[0];
 }
 #ifdef TMA_DEBUG
-struct tma_hang_record { unsigned int hung, bx, by, bz, thread, barrier, phase, expected_tx, tile_id, pad; unsigned long long waited_ns; };
-extern "C" __device__ tma_hang_record* tma_debug_record;
 extern "C" __global__ void fake_hang() {
     if (blockIdx.x == 1 && threadIdx.x == 5) {
         tma_hang_record* r = tma_debug_record;
         if (atomicCAS(&r->hung, 0u, 1u) == 0u) {
-            r->bx = blockIdx.x; r->by = 0; r->bz = 0; r->thread = threadIdx.x;
+            r->block_x = blockIdx.x; r->block_y = 0; r->block_z = 0; r->thread = threadIdx.x;
             r->barrier = 0x40; r->phase = 1; r->expected_tx = 4096; r->tile_id = 0; r->waited_ns = 123;
             __threadfence_system();
         }
@@ -44,12 +42,18 @@ extern "C" __global__ void fake_hang() {
 #endif
 "#;
 
+fn src() -> String {
+    tma_core::render::prelude() + KERNELS
+}
+
 fn setup(test: &str, debug: bool) -> Option<(Arc<CudaContext>, Arc<tma_runtime::Module>)> {
     let info = require_gpu_or_skip(test)?;
     let ctx = CudaContext::new(0).expect("context");
     let compiler = Compiler::global().expect("nvrtc");
     let opts = CompileOptions::new(info.arch.expect("tma arch")).debug_waits(debug);
-    let module = compiler.load(&ctx, &Source::new(SRC), &opts).expect("load");
+    let module = compiler
+        .load(&ctx, &Source::new(src()), &opts)
+        .expect("load");
     Some((ctx, module))
 }
 
@@ -152,7 +156,7 @@ fn gpu_sources_compile_without_gpu() -> Result<(), Error> {
     let compiler = Compiler::global()?;
     for debug in [false, true] {
         let opts = CompileOptions::new(tma_core::Arch::Sm90a).debug_waits(debug);
-        let c = compiler.compile(SRC, &opts)?;
+        let c = compiler.compile(&src(), &opts)?;
         assert_eq!(c.ptx.contains("tma_debug_record"), debug);
     }
     Ok(())

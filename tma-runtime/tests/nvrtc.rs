@@ -148,3 +148,62 @@ fn dump_dir_gets_source_ptx_and_cubin() -> Result<(), Error> {
     let _ = std::fs::remove_dir_all(&dump);
     Ok(())
 }
+
+/// A struct holding two maps, pushed by value (`ByValue`) it would have this host layout.
+#[repr(C)]
+struct MapsAndCount {
+    a: tma_runtime::TensorMap,
+    n: i32,
+    b: tma_runtime::TensorMap,
+}
+
+/// The rendered prelude, then `static_assert`s that the device `CUtensorMap` is `size` bytes
+/// and `align`-aligned, and that the device twin of [`MapsAndCount`] is `pair_size` bytes
+/// (NVRTC has no constant `offsetof`; the size shows where `b` went).
+fn layout_probe(size: usize, align: usize, pair_size: usize) -> String {
+    format!(
+        r#"{prelude}
+static_assert(sizeof(CUtensorMap) == {size} && alignof(CUtensorMap) == {align}, "tma-layout-probe: CUtensorMap");
+struct MapsAndCount {{ CUtensorMap a; int n; CUtensorMap b; }};
+static_assert(sizeof(MapsAndCount) == {pair_size}, "tma-layout-probe: MapsAndCount");
+extern "C" __global__ void probe(const __grid_constant__ MapsAndCount m, unsigned long long* out) {{
+    out[0] = m.b.opaque[0] + m.n;
+}}
+"#,
+        prelude = tma_core::render::prelude()
+    )
+}
+
+#[test]
+fn prelude_tensor_map_has_the_host_size_and_alignment() -> Result<(), Error> {
+    if require_nvrtc_or_skip("prelude_tensor_map_has_the_host_size_and_alignment").is_none() {
+        return Ok(());
+    }
+    let compiler = Compiler::with_config(JitConfig {
+        cache: false,
+        ..config("layout")
+    })?;
+    let opts = CompileOptions::new(Arch::Sm90a);
+    let size = std::mem::size_of::<cudarc::driver::sys::CUtensorMap>();
+    let align = std::mem::align_of::<cudarc::driver::sys::CUtensorMap>();
+    let pair = std::mem::size_of::<MapsAndCount>();
+    eprintln!("host CUtensorMap: {size} bytes, {align}-aligned; MapsAndCount: {pair} bytes");
+    let c = compiler.compile(&layout_probe(size, align, pair), &opts)?;
+    assert!(c.ptx.contains(".entry probe"));
+    // The probe can fail: any other size or alignment is a compile error. (The old
+    // `alignas(64)` declaration made MapsAndCount 320 bytes, `b` at 192, not 384 and 256.)
+    for (s, a, o) in [
+        (size, align / 2, pair),
+        (size, align * 2, pair),
+        (size + 8, align, pair),
+        (size, align, pair - align / 2),
+    ] {
+        match compiler.compile(&layout_probe(s, a, o), &opts) {
+            Err(Error::Compile { log, .. }) => {
+                assert!(log.contains("tma-layout-probe"), "({s}, {a}, {o}): {log}")
+            }
+            other => panic!("({s}, {a}, {o}) should not compile: {other:?}"),
+        }
+    }
+    Ok(())
+}
