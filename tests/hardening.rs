@@ -498,13 +498,16 @@ fn one_case(rng: &mut XorShift, t: &mut Tally) {
         Err(e) => assert!(!e.to_string().is_empty()),
     }
     let _ = check_buffer::<f64>(&bound, addr, len);
+    if rng.chance(1, 8) && bound.plan().tx_bytes <= 1 << 14 {
+        assert!(!tma::picture::smem_picture(&bound).is_empty());
+    }
     if let Some(coords) = coords {
         t.modelled += usize::from(check_model(rng, &bound, &coords));
     }
 }
 
 /// 100,000 random specs through validate -> bind -> EncodeArgs -> check_buffer / check_coords
-/// / check_smem_address -> render -> model. Set `TMA_HARDENING_CASES` for more (or fewer).
+/// / check_smem_address -> render -> picture -> model. Set `TMA_HARDENING_CASES` for more (or fewer).
 #[test]
 fn no_input_panics_or_wraps() {
     let cases: usize = std::env::var("TMA_HARDENING_CASES")
