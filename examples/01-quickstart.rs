@@ -9,9 +9,9 @@
 
 use std::error::Error;
 
-use tma::core::{model, picture};
 use tma::render::KernelSource;
 use tma::runtime::jit::{CompileOptions, Compiler, Source};
+use tma::{model, picture};
 use tma::{Arch, EncodeArgs, Tile};
 
 tma::tma_2d! {

@@ -12,7 +12,7 @@
 use std::error::Error;
 
 use half::f16;
-use tma::core::model;
+use tma::model;
 use tma::render::KernelSource;
 use tma::runtime::jit::{CompileOptions, Compiler, Source};
 use tma::{Arch, EncodeArgs, Tile};

@@ -1,5 +1,4 @@
 #![doc = include_str!("../README.md")]
-pub use tma_core as core;
 pub use tma_core::*;
 pub use tma_macros::*;
 pub use tma_runtime as runtime;

@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use tma::core::render::{self, corpus::corpus, exercise_body, KernelSource};
+use tma::render::{self, corpus::corpus, exercise_body, KernelSource};
 use tma::runtime::jit::{CompileOptions, Compiler, Source};
 use tma::runtime::testing::require_nvrtc_or_skip;
 use tma::{Arch, TmaTiles, ValidSpec};

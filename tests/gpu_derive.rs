@@ -4,7 +4,7 @@
 //! small integers, exact) through `o` produces the right tensor. Skips visibly without a GPU.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use tma::core::render;
+use tma::render;
 use tma::runtime::jit::{CompileOptions, Compiler};
 use tma::runtime::LaunchConfig;
 use tma::{Arch, TmaTiles};

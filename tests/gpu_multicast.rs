@@ -5,7 +5,7 @@
 //! a GPU.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use tma::core::model;
+use tma::model;
 use tma::render::KernelSource;
 use tma::runtime::jit::{CompileOptions, Compiler, Source};
 use tma::runtime::{LaunchConfig, TensorMap};

@@ -2,7 +2,7 @@
 //! has the spec, validation, encode arguments and CUDA of the same tile built by hand.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use tma::core::{validate, DType, EncodeArgs, Extent, Rule, Swizzle, TileSpec};
+use tma::{validate, DType, EncodeArgs, Extent, Rule, Swizzle, TileSpec};
 use tma::{Role, Strided, Tile, TmaTiles};
 
 tma::tma_3d! {
@@ -39,7 +39,7 @@ tma::tma_2d! {
     smem_stride = 4096,
 }
 
-fn hand_valid(spec: &TileSpec) -> tma::core::ValidSpec {
+fn hand_valid(spec: &TileSpec) -> tma::ValidSpec {
     validate(spec).unwrap_or_else(|e| panic!("{e}"))
 }
 
@@ -76,10 +76,10 @@ fn explicit_strides_give_the_same_encoding() {
     assert_eq!(strided.global_dim, dense.global_dim);
     assert_eq!(
         strided.l2_promotion,
-        tma::core::L2Promotion::B128,
+        tma::L2Promotion::B128,
         "every option reaches the spec"
     );
-    assert_eq!(strided.oob_fill, tma::core::OobFill::NanRequestZeroFma);
+    assert_eq!(strided.oob_fill, tma::OobFill::NanRequestZeroFma);
 }
 
 #[test]
@@ -116,7 +116,7 @@ fn run_time_dims_are_checked_against_static_ones() {
 
 #[test]
 fn cuda_source_is_rendered_at_compile_time_by_the_core_renderer() {
-    use tma::core::render::TileCode;
+    use tma::render::TileCode;
     for (valid, name, source) in [
         (
             DeformValue::valid(),
@@ -190,7 +190,7 @@ fn four_field_struct_parameters_and_smem_plan() {
     {
         assert_eq!(t.tx_bytes, valid.tx_bytes());
         assert_eq!(t.smem_offset % valid.plan().align_bytes, 0);
-        let code = tma::core::render::TileCode::new(valid, id as u32).unwrap();
+        let code = tma::render::TileCode::new(valid, id as u32).unwrap();
         assert_eq!(t.cuda_name, code.cuda_name());
         helpers.push(code.source().to_owned());
     }

@@ -7,7 +7,7 @@ use std::error::Error;
 use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream};
-use tma::core::model;
+use tma::model;
 use tma::render::KernelSource;
 use tma::runtime::jit::Source;
 use tma::runtime::{Kernel, LaunchConfig, TensorMap};

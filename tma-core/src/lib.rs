@@ -1,7 +1,7 @@
 //! The pure core of `tma`: the tile spec, validation of every TMA rule, the one layout
 //! mapping, swizzle math, a bit-exact CPU model of TMA, and CUDA rendering.
 //!
-//! Data flows one way: [`TileSpec`] -> [`validate`] -> [`ValidSpec`] -> [`ValidSpec::bind`]
+//! Data flows one way: [`TileSpec`] -> [`validate()`] -> [`ValidSpec`] -> [`ValidSpec::bind`]
 //! -> [`BoundSpec`] -> [`EncodeArgs`] (host) / model / rendered CUDA (device).
 #![forbid(unsafe_code)]
 

@@ -34,11 +34,11 @@ pub const GLOBAL_ADDRESS_ALIGN_INTERLEAVE_32B: u64 = 32;
 pub const MAX_BOX_DIM: u32 = 256;
 
 /// Without interleave, the inner box extent in bytes must be a multiple of this
-/// ("When interleave is CU_TENSOR_MAP_INTERLEAVE_NONE, { boxDim[0] * elementSizeInBytes(
-/// tensorDataType) } must be a multiple of 16 bytes").
+/// ("When interleave is CU_TENSOR_MAP_INTERLEAVE_NONE, `{ boxDim[0] * elementSizeInBytes(
+/// tensorDataType) }` must be a multiple of 16 bytes").
 pub const INNER_BOX_BYTES_ALIGN: u64 = 16;
 
-/// Largest element (traversal) stride ("elementStrides[i] must be non-zero and less than
+/// Largest element (traversal) stride ("`elementStrides[i]` must be non-zero and less than
 /// or equal to 8").
 pub const MAX_ELEMENT_STRIDE: u32 = 8;
 

@@ -6,8 +6,8 @@
 //! # Semantics (PTX ISA "Tensors", "cp.async.bulk.tensor"; CUDA driver `cuTensorMapEncodeTiled`)
 //! - Box traversal: along user dim `d` the box holds `ceil(boxed[d] / element_strides[d])`
 //!   elements; element `j` reads global index `coords[d] + j * element_strides[d]` (the nvFuser
-//!   "TMA modeling in depth" pseudo-code, and the driver's "TMA loads ceil(boxDim[i] /
-//!   elementStrides[i]) elements").
+//!   "TMA modeling in depth" pseudo-code, and the driver's "TMA loads `ceil(boxDim[i] /
+//!   elementStrides[i])` elements").
 //! - Out of bounds: loads write zero, or the OOB-NaN of [`oob_nan_bytes`] with
 //!   [`OobFill::NanRequestZeroFma`], for an index `< 0` or `>= global[d]` in any dim; stores
 //!   and reductions skip out-of-bounds elements, but bounds-check the inner dim rounded up to

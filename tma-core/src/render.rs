@@ -1,4 +1,4 @@
-//! CUDA rendering: tera 2 templates (`templates/` at the workspace root, embedded) turn a
+//! CUDA rendering: tera 2 templates (`tma-core/templates/`, embedded) turn a
 //! [`ValidSpec`] into self-contained CUDA C++ helpers that compile under NVRTC with no
 //! include path.
 //!
@@ -32,10 +32,10 @@ use crate::DType;
 use std::collections::BTreeMap;
 use tera::{Context, Tera, Value};
 
-const PRELUDE_TEMPLATE: &str = include_str!("../../templates/prelude.cuh.tera");
-const COMPONENTS_TEMPLATE: &str = include_str!("../../templates/components.tera");
-const TILE_TEMPLATE: &str = include_str!("../../templates/tile.cuh.tera");
-const EXERCISE_TEMPLATE: &str = include_str!("../../templates/exercise.cu.tera");
+const PRELUDE_TEMPLATE: &str = include_str!("../templates/prelude.cuh.tera");
+const COMPONENTS_TEMPLATE: &str = include_str!("../templates/components.tera");
+const TILE_TEMPLATE: &str = include_str!("../templates/tile.cuh.tera");
+const EXERCISE_TEMPLATE: &str = include_str!("../templates/exercise.cu.tera");
 
 /// Default of `TMA_DEBUG_TIMEOUT_NS` (docs/CONTRACTS.md: 1 s of `%globaltimer`).
 pub const DEBUG_TIMEOUT_NS: u64 = 1_000_000_000;
@@ -46,7 +46,7 @@ pub const UNKNOWN_TILE_ID: u32 = 0xffff_ffff;
 /// What can go wrong while rendering.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RenderError {
-    /// A template failed to parse or render (a bug in `templates/`).
+    /// A template failed to parse or render (a bug in `tma-core/templates/`).
     #[error("template `{template}` failed: {message}")]
     Template { template: String, message: String },
     /// Two tiles of one translation unit share a name: their structs would collide.

@@ -1,6 +1,6 @@
 //! The tile spec: plain data, dims outer -> inner exactly as the user writes them.
 //!
-//! Nothing here is checked; [`crate::validate`] turns a [`TileSpec`] into a
+//! Nothing here is checked; [`crate::validate()`] turns a [`TileSpec`] into a
 //! [`crate::ValidSpec`], the only thing that can be laid out, rendered or encoded.
 
 use crate::dtype::DType;

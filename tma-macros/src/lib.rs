@@ -5,8 +5,8 @@
 //! runtime calls. Every finding points at the token that caused it. See the `tma` crate
 //! for the syntax and the generated API (`tma::Tile`, `tma::TileInfo`).
 //!
-//! Layout: [`parse`] (token shapes) -> [`check`] (spec + validation, spanned errors) ->
-//! [`expand`] (generated code; [`fallback`] on error). [`render`] is the one place the
+//! Layout: `parse` (token shapes) -> `check` (spec + validation, spanned errors) ->
+//! `expand` (generated code; `fallback` on error). `render` is the one place the
 //! CUDA helpers are produced.
 
 mod check;

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Checks that every crate of the workspace packages, as `cargo publish` would build it:
+#
+# 1. `cargo package --workspace` packs each crate and builds its library from the packed
+#    files alone (about 8 s with a warm target dir, 1.5 min cold, on 2 cores);
+# 2. every file that a packed .rs file embeds with `include_str!`/`include_bytes!` (tests,
+#    examples and benches too, which step 1 does not build) is in that crate's package.
+#
+# --allow-dirty: it checks the working tree, committed or not.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+cargo package --workspace --allow-dirty --quiet
+
+python3 - <<'PY'
+import json, os, re, subprocess, sys
+
+def cargo(*args):
+    return subprocess.run(["cargo", *args], check=True, capture_output=True, text=True).stdout
+
+# A literal path only; include_str!(concat!(...)) is not checked.
+INCLUDE = re.compile(r'include_(?:str|bytes)!\(\s*"([^"]+)"\s*\)')
+bad = []
+for pkg in json.loads(cargo("metadata", "--no-deps", "--format-version", "1"))["packages"]:
+    name, root = pkg["name"], os.path.dirname(pkg["manifest_path"])
+    listed = cargo("package", "-p", name, "--allow-dirty", "--list", "--quiet").split()
+    files = set(listed)
+    for rel in listed:
+        path = os.path.join(root, rel)
+        if not rel.endswith(".rs") or not os.path.isfile(path):
+            continue
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        for m in INCLUDE.finditer(text):
+            target = os.path.normpath(os.path.join(os.path.dirname(rel), m.group(1)))
+            if target not in files:
+                line = text.count("\n", 0, m.start()) + 1
+                bad.append(f"{name}: {rel}:{line} includes {m.group(1)}, not in the package")
+for b in bad:
+    print(b, file=sys.stderr)
+sys.exit(1 if bad else 0)
+PY
+echo "check-package: every crate packs, builds from its package, and holds the files it includes"
