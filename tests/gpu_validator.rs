@@ -11,7 +11,9 @@ mod support;
 
 use std::collections::BTreeMap;
 use tma_core::testgen::{random_valid_spec, XorShift};
-use tma_core::{validate, Arch, DType, EncodeArgs, Interleave, OobFill, Rule, Swizzle, TileSpec};
+use tma_core::{
+    validate, Arch, DType, EncodeArgs, Extent, Interleave, OobFill, Rule, Swizzle, TileSpec,
+};
 
 /// One field pushed to (or just past) a documented boundary.
 fn mutate(
@@ -128,6 +130,11 @@ fn gpu_validator_agrees_with_the_driver() {
         } else {
             mutate(&mut rng, &mut spec, &mut global, &mut strides)
         };
+        // The shape goes through `bind` (the run-time path) so that mutated dims and strides
+        // are judged by the rules; left static, every one was refused as a mismatch with the
+        // declared shape (RuntimeShapeMismatch, a rule of ours) and never compared.
+        spec.global = vec![Extent::Runtime; spec.rank()];
+        spec.strides = Some(vec![Extent::Runtime; spec.rank()]);
         let base_offset: u64 = spec
             .name
             .strip_prefix("base_offset_")
@@ -212,6 +219,10 @@ fn gpu_validator_agrees_with_the_driver() {
             disagreements.push(format!("box of {k} KB: ours {ours}, driver {driver}"));
         }
     }
+    assert!(
+        !own_rules.contains_key("RuntimeShapeMismatch"),
+        "a mutated shape was refused as a mismatch instead of judged: {own_rules:?}"
+    );
     interleaved_box_probes(&gpu, buffer, &mut disagreements);
     println!("validator vs driver over {n} specs: {verdicts:?}");
     println!(
