@@ -224,6 +224,7 @@ fn gpu_validator_agrees_with_the_driver() {
         "a mutated shape was refused as a mismatch instead of judged: {own_rules:?}"
     );
     interleaved_box_probes(&gpu, buffer, &mut disagreements);
+    element_stride_box_probes(&gpu, buffer, &mut disagreements);
     println!("validator vs driver over {n} specs: {verdicts:?}");
     println!(
         "rejections by this toolkit's own rules (the driver does not check these): {own_rules:?}"
@@ -308,6 +309,65 @@ fn interleaved_box_probes(gpu: &support::Gpu, buffer: u64, disagreements: &mut V
         if ours_driver_rules.is_empty() != driver.is_ok() {
             disagreements.push(format!(
                 "interleaved box {dtype} {boxd:?}: ours {ours:?}, driver {:?}",
+                driver.err()
+            ));
+        }
+    }
+}
+
+/// How the driver sizes a box with element strides against the shared-memory limit
+/// (233472 B on sm_90): each probe prints the driver's verdict beside the box counted with
+/// `ceil(box / element_stride)` per dim (what the copy moves), with `floor`, and without
+/// element strides. u64 elements, inner box 16 (128 B), dense `[256][256][256]`.
+fn element_stride_box_probes(gpu: &support::Gpu, buffer: u64, disagreements: &mut Vec<String>) {
+    // User order: box of the two outer dims, their element strides.
+    let probes: [([u32; 2], [u32; 2]); 10] = [
+        ([57, 32], [1, 1]),   // exactly 1824 rows of 128 B: at the limit
+        ([57, 33], [1, 1]),   // one over
+        ([57, 64], [2, 1]),   // ceil 29 x 64 = 1856 over; floor 28 x 64 = 1792 under
+        ([64, 57], [1, 2]),   // the same on the other dim
+        ([59, 64], [2, 1]),   // ceil 1920, floor 1856: both over
+        ([85, 64], [3, 1]),   // ceil 29 x 64 over, floor 28 x 64 under
+        ([58, 64], [2, 1]),   // exact: 29 x 64 = 1856, over
+        ([56, 64], [2, 1]),   // exact: 28 x 64 = 1792, under
+        ([255, 255], [8, 8]), // ceil 32 x 32 = 1024, floor 31 x 31
+        ([7, 256], [8, 2]),   // ceil 1 x 128, floor 0 x 128
+    ];
+    let limit = Arch::Sm90a.smem_per_sm();
+    for (boxed, estrides) in probes {
+        let spec = TileSpec::new(
+            "esbox",
+            DType::U64,
+            [256, 256, 256],
+            [boxed[0], boxed[1], 16],
+        )
+        .element_strides([estrides[0], estrides[1], 1]);
+        let count = |f: fn(u64, u64) -> u64| -> u64 {
+            (0..2)
+                .map(|d| f(u64::from(boxed[d]), u64::from(estrides[d])))
+                .product::<u64>()
+                * 16
+                * 8
+        };
+        let (ceil, floor) = (count(u64::div_ceil), count(|b, e| b / e));
+        let full = u64::from(boxed[0]) * u64::from(boxed[1]) * 128;
+        let ours: Vec<Rule> = match validate(&spec).and_then(|v| v.bind(&[256, 256, 256], None)) {
+            Ok(_) => vec![],
+            Err(e) => e.errors.iter().map(|e| e.rule).collect(),
+        };
+        let args = EncodeArgs::from_parts(&spec, &[256, 256, 256], &[65536, 256, 1]);
+        let driver = gpu.encode_result(&args, buffer);
+        println!(
+            "element-stride box probe box {boxed:?}x16 estrides {estrides:?}: driver {}; bytes with ceil {ceil}{}, floor {floor}{}, no strides {full}{}; ours {ours:?}",
+            if driver.is_ok() { "accepts" } else { "rejects" },
+            if ceil > limit { " (over)" } else { "" },
+            if floor > limit { " (over)" } else { "" },
+            if full > limit { " (over)" } else { "" },
+        );
+        let ours_by_driver_rules = ours.iter().all(|r| !r.checked_by_driver());
+        if ours_by_driver_rules != driver.is_ok() {
+            disagreements.push(format!(
+                "element-stride box {boxed:?} {estrides:?}: ours {ours:?}, driver {:?}",
                 driver.err()
             ));
         }

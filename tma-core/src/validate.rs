@@ -50,13 +50,16 @@ pub enum Rule {
     /// elements although the hardware then counts it in chunks.
     InnerBoxBytesMultipleOf16,
     /// The box's data (elements traversed x size) must fit one SM's shared memory (228 KB on
-    /// sm_90): driver 580 on an H100 refuses larger boxes (undocumented). The driver counts
-    /// an interleaved box in elements too, dim 1 included (an H200 probe showed it).
+    /// sm_90): driver 580 on an H100 refuses larger boxes (undocumented). It counts
+    /// `floor(box / element_stride)` elements per dim (an H100 probe showed floor, not the
+    /// ceil the copy moves), and an interleaved box in elements, dim 1 included (an H200
+    /// probe showed it).
     BoxTooLarge,
-    /// With interleave a box moves whole chunks, more bytes than the driver's element count:
-    /// those must fit one SM's shared memory too, or the copy overflows it. The driver
-    /// accepts such boxes (an H200 probe showed it), so this rule is the toolkit's.
-    InterleaveBoxTooLarge,
+    /// A box moves more bytes than the driver counts (whole chunks with interleave;
+    /// `ceil(box / element_stride)` elements per dim, not the driver's floor): those must fit
+    /// one SM's shared memory too, or the copy overflows it. The driver accepts such boxes
+    /// (an H200 and an H100 probe showed it), so this rule is the toolkit's.
+    BoxDataTooLarge,
     /// An inner dim whose bytes are not a multiple of 16 (warning): TMA bounds-checks the
     /// inner dim rounded up to 16 bytes, so loads read and stores write past its end.
     InnerDimRoundedUp,
@@ -1024,12 +1027,17 @@ fn smem_plan(spec: &TileSpec) -> PlanSizes {
     }
 }
 
-/// The box bytes the driver compares with an SM's shared memory: every dim's traversed
-/// elements times the element size. With interleave that is not what the copy moves (the
-/// inner dim counts chunks and dim 1 is one position), but it is what the driver checks.
+/// The box bytes the driver compares with an SM's shared memory: per dim
+/// `floor(box / element_stride)` elements, times the element size. That is not what the
+/// copy moves (`ceil` per dim; chunks with interleave, where dim 1 is one position), but an
+/// H100 showed it is what the driver checks: box 57 with element stride 2 counts 28.
 fn driver_box_bytes(spec: &TileSpec) -> Size {
-    spec.dtype
-        .smem_bytes(traversed(spec).into_iter().product::<Size>())
+    let counted = spec
+        .boxed
+        .iter()
+        .zip(&spec.element_strides)
+        .map(|(&b, &e)| u64::from(b) / u64::from(e.max(1)));
+    spec.dtype.smem_bytes(counted.product::<Size>())
 }
 
 /// Per dim (user order), the steps a box traverses as the encode arguments state it:
@@ -1093,26 +1101,29 @@ fn check_plan(spec: &TileSpec, plan: &PlanSizes, c: &mut Collector) {
     }
     let box_limit = spec.target.smem_per_sm();
     let driver_bytes = plan.driver_box_bytes;
+    let interleaved = spec.interleave != Interleave::None;
     if !driver_bytes.is_below(box_limit + 1) {
         c.error(
             Field::List("boxed"),
             format!("{:?}", spec.boxed),
             Rule::BoxTooLarge,
             format!(
-                "one box holds {driver_bytes} B of data{}; the driver refuses boxes over the {box_limit} B of shared memory of one SM on {}",
-                if spec.interleave == Interleave::None { "" } else { " counted as the driver does (in elements, every dim's box)" },
+                "one box holds {driver_bytes} B of data counted as the driver does ({}); the driver refuses boxes over the {box_limit} B of shared memory of one SM on {}",
+                if interleaved { "in elements, every dim's box" } else { "floor(box / element stride) elements per dim" },
                 spec.target,
             ),
         );
-    }
-    if spec.interleave != Interleave::None && !plan.box_data_bytes.is_below(box_limit + 1) {
+    } else if !plan.box_data_bytes.is_below(box_limit + 1) {
         c.error(
             Field::List("boxed"),
             format!("{:?}", spec.boxed),
-            Rule::InterleaveBoxTooLarge,
+            Rule::BoxDataTooLarge,
             format!(
-                "with interleave one box moves {} B of chunks, more than the {box_limit} B of shared memory of one SM on {}: the copy would overflow it (the driver checks the box in elements, {driver_bytes} B, and accepts it)",
-                plan.box_data_bytes, spec.target,
+                "one box moves {} B ({}), more than the {box_limit} B of shared memory of one SM on {}: the copy would overflow it (the driver counts {driver_bytes} B, {}, and accepts it)",
+                plan.box_data_bytes,
+                if interleaved { "whole chunks" } else { "ceil(box / element stride) elements per dim" },
+                spec.target,
+                if interleaved { "in elements" } else { "with floor(box / element stride)" },
             ),
         );
     }

@@ -287,7 +287,35 @@ fn rows() -> Vec<Row> {
                 TileSpec::new("ilbig", DType::U8, [256, 4, 256], [58, 1, 256])
                     .interleave(Interleave::B16)
             },
-            Rule::InterleaveBoxTooLarge,
+            Rule::BoxDataTooLarge,
+            Field::List("boxed"),
+        ),
+        // The driver counts floor(box / element stride) per dim (an H100 accepts 57 / 2 as
+        // 28 rows); the copy moves ceil = 29: 237568 B, more than one SM has.
+        row(
+            "a strided box whose copy overflows an SM",
+            || {
+                TileSpec::new("esbig", DType::U64, [256, 256, 256], [56, 64, 16])
+                    .element_strides([2, 1, 1])
+            },
+            || {
+                TileSpec::new("esbig", DType::U64, [256, 256, 256], [57, 64, 16])
+                    .element_strides([2, 1, 1])
+            },
+            Rule::BoxDataTooLarge,
+            Field::List("boxed"),
+        ),
+        row(
+            "a strided box the driver counts over the limit",
+            || {
+                TileSpec::new("esbig", DType::U64, [256, 256, 256], [56, 64, 16])
+                    .element_strides([2, 1, 1])
+            },
+            || {
+                TileSpec::new("esbig", DType::U64, [256, 256, 256], [58, 64, 16])
+                    .element_strides([2, 1, 1])
+            },
+            Rule::BoxTooLarge,
             Field::List("boxed"),
         ),
         row(
