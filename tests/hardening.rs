@@ -689,7 +689,9 @@ fn the_model_refuses_a_footprint_larger_than_an_sm() {
     let bound = validate(&spec).unwrap().bound().unwrap();
     let global = vec![0u8; bound.extent_bytes() as usize];
     match model::load(&bound, &global, &[0, 0]) {
-        Err(model::ModelError::SmemTooLarge { limit, .. }) => assert_eq!(limit, 228 * 1024),
+        Err(model::ModelError::Layout(tma::smem::LayoutError::TooLarge { limit, .. })) => {
+            assert_eq!(limit, 228 * 1024)
+        }
         other => panic!("{other:?}"),
     }
 }

@@ -128,7 +128,7 @@ pub struct SpecError {
     /// The offending value as the user would recognise it.
     pub value: String,
     /// Which rule; tests match on this.
-    pub rule: crate::validate::Rule,
+    pub rule: crate::rules::Rule,
     /// The rule in words, with the numbers that apply.
     pub message: String,
     pub severity: Severity,

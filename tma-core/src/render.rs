@@ -120,14 +120,9 @@ fn prelude_checked() -> Result<String, RenderError> {
     render("prelude.cuh.tera", &ctx)
 }
 
-/// The reductions `cp.reduce.async.bulk.tensor` has for a tensor-map type (PTX ISA:
-/// `.add` on `.u32 .s32 .u64 .f32 .f16 .bf16`, `.min/.max` on `.u32 .s32 .u64 .s64 .f16
-/// .bf16`, `.inc/.dec` on `.u32`, `.and/.or/.xor` on `.b32 .b64`). Only these helpers are
-/// generated, so an unsupported one fails to compile instead of trapping.
-///
-/// `i64` gets only `min`/`max`: on an H100 (driver 580) a tensor map of type INT64 makes
-/// `.add`, `.and`, `.or` and `.xor` raise "illegal instruction" (the same ops on a UINT64
-/// map run). Encode the map as `u64` for those.
+/// The reductions generated for a tensor-map type: exactly those of
+/// [`crate::model::ReduceOp::supported_types`], so an unsupported one fails to compile instead
+/// of trapping.
 pub fn reduce_ops(dtype: DType) -> Vec<&'static str> {
     crate::model::ReduceOp::ALL
         .iter()

@@ -1,4 +1,5 @@
-//! Swizzle math: where a byte of a TMA box lands in shared memory.
+//! The swizzle: one type for the mode and everything it implies (span, period, pattern,
+//! XOR terms, Mirage MPK's class, the driver's enum value and name, the arch it needs).
 //!
 //! # What the hardware does (sources)
 //!
@@ -31,94 +32,174 @@
 //! (taken here) and whether it applies before or after the 32-byte permutation (irrelevant
 //! here: the two commute, both are XORs keyed on bit 7, which neither changes).
 //!
-//! # A box narrower than the swizzle span
 //!
-//! The programming guide says: "if the swizzle width exceeds the inner dimension, ensure that
-//! the shared memory is allocated to accommodate the full swizzle width". Read literally, each
-//! box row then occupies a whole span in shared memory (rows padded to the span, then the
-//! address XOR). The other reading is rows packed at the inner-bytes pitch and the XOR applied
-//! to those addresses (which would need no extra memory, making the guide's warning moot).
-//! Common code never exercises the case: CUTLASS, ThunderKittens, Triton and DeepGEMM all choose
-//! the swizzle whose span equals the box's inner bytes. We take the guide's reading
-//! ([`InnerRowLayout::PadToSpan`], [`DEFAULT_INNER_ROW_LAYOUT`]); [`row_pitch_bytes`] is the one
-//! function that decides, so the H100 run can settle it by switching the constant.
+//! Rows of a box narrower than the span are padded to it: see [`crate::smem`].
 
-use crate::size::Size;
-use crate::spec::{Swizzle, TileSpec};
-
-/// How rows of a box whose inner extent is narrower than the swizzle span are laid out.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum InnerRowLayout {
-    /// Each row starts a new span (pitch = span bytes); the tail of the span stays unwritten.
-    PadToSpan,
-    /// Rows packed at the inner-bytes pitch; the XOR then applies to those addresses.
-    Dense,
+/// Shared-memory swizzle mode (`CUtensorMapSwizzle`). Discriminants are the driver's values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum Swizzle {
+    #[default]
+    None = 0,
+    /// 16-byte chunks permuted within a 32-byte span (pattern repeats every 256 B).
+    B32 = 1,
+    /// 16-byte chunks permuted within a 64-byte span (pattern repeats every 512 B).
+    B64 = 2,
+    /// 16-byte chunks permuted within a 128-byte span (pattern repeats every 1024 B).
+    B128 = 3,
+    /// Blackwell: 32-byte chunks within a 128-byte span.
+    B128Atom32B = 4,
+    /// Blackwell: 32-byte chunks within 128 B, lower/upper 8 B of each 16 B swapped on alternate rows.
+    B128Atom32BFlip8B = 5,
+    /// Blackwell: 64-byte chunks within a 128-byte span.
+    B128Atom64B = 6,
 }
 
-/// The layout the model uses unless told otherwise (see the module docs for why).
-pub const DEFAULT_INNER_ROW_LAYOUT: InnerRowLayout = InnerRowLayout::PadToSpan;
+impl Swizzle {
+    pub const ALL: [Swizzle; 7] = [
+        Swizzle::None,
+        Swizzle::B32,
+        Swizzle::B64,
+        Swizzle::B128,
+        Swizzle::B128Atom32B,
+        Swizzle::B128Atom32BFlip8B,
+        Swizzle::B128Atom64B,
+    ];
 
-/// Shared-memory byte offset of a byte at unswizzled offset `offset`, both relative to a
-/// base aligned to [`Swizzle::period_bytes`] (or any 1024-byte boundary).
-/// Every mode is an involution, so [`unswizzle`] is the same map.
-pub fn swizzle(mode: Swizzle, offset: u64) -> u64 {
-    let o = offset;
-    match mode {
-        Swizzle::None => o,
-        Swizzle::B32 => o ^ ((o >> 3) & 0x10),
-        Swizzle::B64 => o ^ ((o >> 3) & 0x30),
-        Swizzle::B128 => o ^ ((o >> 3) & 0x70),
-        Swizzle::B128Atom32B => o ^ ((o >> 2) & 0x60),
-        Swizzle::B128Atom32BFlip8B => o ^ ((o >> 2) & 0x60) ^ ((o >> 4) & 0x08),
-        Swizzle::B128Atom64B => o ^ ((o >> 1) & 0x40),
+    /// Mirage MPK's swizzle class `B`: 0 = none, 1 = 32B, 2 = 64B, 3 = 128B.
+    pub fn from_mpk_class(b: u32) -> Option<Swizzle> {
+        match b {
+            0 => Some(Swizzle::None),
+            1 => Some(Swizzle::B32),
+            2 => Some(Swizzle::B64),
+            3 => Some(Swizzle::B128),
+            _ => None,
+        }
     }
-}
 
-/// The unswizzled offset of the byte stored at shared-memory offset `physical`.
-pub fn unswizzle(mode: Swizzle, physical: u64) -> u64 {
-    // Each mode XORs low bits with higher bits it leaves unchanged: applying it twice is
-    // the identity.
-    swizzle(mode, physical)
-}
-
-/// Bytes after which the pattern repeats (the XOR keys cycle). Distinct from
-/// [`Swizzle::period_bytes`] (the alignment the toolkit demands, 8 lines of the span) only for
-/// the Blackwell atom modes, whose keys repeat sooner.
-pub fn pattern_bytes(mode: Swizzle) -> u64 {
-    match mode {
-        Swizzle::None => 16,
-        Swizzle::B32 | Swizzle::B128Atom64B => 256,
-        Swizzle::B64 | Swizzle::B128Atom32B | Swizzle::B128Atom32BFlip8B => 512,
-        Swizzle::B128 => 1024,
+    /// Parses `none`, `32`, `64`, `128`, `32b`, `128b_atom_32b`, ... (case-insensitive).
+    pub fn parse(s: &str) -> Option<Swizzle> {
+        let lower = s.to_ascii_lowercase();
+        Some(match lower.trim_start_matches("swizzle_") {
+            "none" | "0" => Swizzle::None,
+            "32" | "32b" => Swizzle::B32,
+            "64" | "64b" => Swizzle::B64,
+            "128" | "128b" => Swizzle::B128,
+            "128b_atom_32b" => Swizzle::B128Atom32B,
+            "128b_atom_32b_flip_8b" => Swizzle::B128Atom32BFlip8B,
+            "128b_atom_64b" => Swizzle::B128Atom64B,
+            _ => return None,
+        })
     }
-}
 
-/// Bytes one box row (the innermost dim) carries: `ceil(box / estride)` elements, or
-/// chunks with interleave (the innermost dim counts chunks then: see [`crate::Interleave`]).
-pub fn row_bytes(spec: &TileSpec) -> Size {
-    let inner = spec.rank().saturating_sub(1);
-    let steps = match (spec.boxed.get(inner), spec.element_strides.get(inner)) {
-        (Some(&b), Some(&e)) => u64::from(b).div_ceil(u64::from(e.max(1))),
-        _ => 0,
-    };
-    match spec.interleave.chunk_bytes() {
-        Some(chunk) => Size::new(steps) * chunk,
-        None => spec.dtype.smem_bytes(steps),
-    }
-}
+    pub const ACCEPTED: &'static str =
+        "none, 32, 64, 128, 128b_atom_32b, 128b_atom_32b_flip_8b, 128b_atom_64b (or mpk_b = 0..3)";
 
-/// Bytes from one box row to the next in shared memory (before swizzling), using `layout`
-/// for rows narrower than the swizzle span. Interleaved rows are always packed: an H200
-/// puts a 32-byte row under the 128B swizzle 32 bytes after the previous one (the XOR then
-/// applies to those addresses), whatever `layout` says.
-pub fn row_pitch_bytes(spec: &TileSpec, layout: InnerRowLayout) -> Size {
-    let row = row_bytes(spec);
-    if spec.interleave.chunk_bytes().is_some() {
-        return row;
+    pub fn name(self) -> &'static str {
+        match self {
+            Swizzle::None => "none",
+            Swizzle::B32 => "32B",
+            Swizzle::B64 => "64B",
+            Swizzle::B128 => "128B",
+            Swizzle::B128Atom32B => "128B_ATOM_32B",
+            Swizzle::B128Atom32BFlip8B => "128B_ATOM_32B_FLIP_8B",
+            Swizzle::B128Atom64B => "128B_ATOM_64B",
+        }
     }
-    match (layout, spec.swizzle.span_bytes()) {
-        (InnerRowLayout::PadToSpan, Some(span)) if row.is_below(span) => Size::new(span),
-        _ => row,
+
+    pub fn cu_name(self) -> &'static str {
+        match self {
+            Swizzle::None => "CU_TENSOR_MAP_SWIZZLE_NONE",
+            Swizzle::B32 => "CU_TENSOR_MAP_SWIZZLE_32B",
+            Swizzle::B64 => "CU_TENSOR_MAP_SWIZZLE_64B",
+            Swizzle::B128 => "CU_TENSOR_MAP_SWIZZLE_128B",
+            Swizzle::B128Atom32B => "CU_TENSOR_MAP_SWIZZLE_128B_ATOM_32B",
+            Swizzle::B128Atom32BFlip8B => "CU_TENSOR_MAP_SWIZZLE_128B_ATOM_32B_FLIP_8B",
+            Swizzle::B128Atom64B => "CU_TENSOR_MAP_SWIZZLE_128B_ATOM_64B",
+        }
+    }
+
+    /// The swizzle span in bytes: the largest inner box extent the mode allows
+    /// (`cuTensorMapEncodeTiled`: "the bounding box inner dimension ... must be less than
+    /// or equal to the swizzle size"). `None` for no swizzle.
+    pub fn span_bytes(self) -> Option<u64> {
+        match self {
+            Swizzle::None => None,
+            Swizzle::B32 => Some(32),
+            Swizzle::B64 => Some(64),
+            _ => Some(128),
+        }
+    }
+
+    /// Bytes after which the swizzle pattern repeats: 8 rows of the span
+    /// (CUDA programming guide, TMA swizzle: 256 / 512 / 1024 B). Shared-memory
+    /// destinations must be aligned to this for the pattern to start at row 0.
+    pub fn period_bytes(self) -> u64 {
+        match self.span_bytes() {
+            None => 16,
+            Some(span) => span * 8,
+        }
+    }
+
+    /// Blackwell-only modes.
+    pub fn is_blackwell_only(self) -> bool {
+        matches!(
+            self,
+            Swizzle::B128Atom32B | Swizzle::B128Atom32BFlip8B | Swizzle::B128Atom64B
+        )
+    }
+
+    /// The XOR terms of the mode, CuTe's `Swizzle<B, M, S>` spelled out: each
+    /// `(mask, shift)` XORs `(offset >> shift) & mask` into the offset. Every term reads
+    /// bits at or above bit 7 (the 128-byte line) and writes bits below it, so the map is
+    /// an involution.
+    pub fn xor_terms(self) -> &'static [(u64, u32)] {
+        match self {
+            Swizzle::None => &[],
+            Swizzle::B32 => &[(0x10, 3)],
+            Swizzle::B64 => &[(0x30, 3)],
+            Swizzle::B128 => &[(0x70, 3)],
+            Swizzle::B128Atom32B => &[(0x60, 2)],
+            Swizzle::B128Atom32BFlip8B => &[(0x60, 2), (0x08, 4)],
+            Swizzle::B128Atom64B => &[(0x40, 1)],
+        }
+    }
+
+    /// Shared-memory byte offset of the byte at unswizzled offset `offset`, both relative to a
+    /// base aligned to [`Swizzle::period_bytes`]. An involution: applied to a swizzled offset
+    /// it gives the unswizzled one.
+    pub fn apply(self, offset: u64) -> u64 {
+        self.xor_terms()
+            .iter()
+            .fold(offset, |o, &(mask, shift)| o ^ ((offset >> shift) & mask))
+    }
+
+    /// Bytes after which the pattern repeats (the XOR keys cycle). Distinct from
+    /// [`Swizzle::period_bytes`] (the alignment the toolkit demands, 8 lines of the span) only
+    /// for the Blackwell atom modes, whose keys repeat sooner.
+    pub fn pattern_bytes(self) -> u64 {
+        match self {
+            Swizzle::None => 16,
+            Swizzle::B32 | Swizzle::B128Atom64B => 256,
+            Swizzle::B64 | Swizzle::B128Atom32B | Swizzle::B128Atom32BFlip8B => 512,
+            Swizzle::B128 => 1024,
+        }
+    }
+
+    /// Mirage MPK's swizzle class `B` of a Hopper mode (inverse of
+    /// [`Swizzle::from_mpk_class`]); `None` for the Blackwell modes, which MPK lacks.
+    pub fn mpk_class(self) -> Option<u32> {
+        match self {
+            Swizzle::None => Some(0),
+            Swizzle::B32 => Some(1),
+            Swizzle::B64 => Some(2),
+            Swizzle::B128 => Some(3),
+            _ => None,
+        }
+    }
+
+    /// The driver's enum value (`CUtensorMapSwizzle`).
+    pub fn cu_value(self) -> u32 {
+        self as u32
     }
 }
 
@@ -132,15 +213,15 @@ mod tests {
         for y in 0..8u64 {
             for x in 0..8u64 {
                 assert_eq!(
-                    swizzle(Swizzle::B128, y * 128 + x * 16),
+                    Swizzle::B128.apply(y * 128 + x * 16),
                     y * 128 + (x ^ y) * 16
                 );
                 assert_eq!(
-                    swizzle(Swizzle::B64, y * 128 + x * 16),
+                    Swizzle::B64.apply(y * 128 + x * 16),
                     y * 128 + (x ^ (y % 4)) * 16
                 );
                 assert_eq!(
-                    swizzle(Swizzle::B32, y * 128 + x * 16),
+                    Swizzle::B32.apply(y * 128 + x * 16),
                     y * 128 + (x ^ (y % 2)) * 16
                 );
             }
@@ -153,18 +234,38 @@ mod tests {
         for y in 0..8u64 {
             for g in 0..4u64 {
                 let want = y * 128 + (g ^ (y % 4)) * 32;
-                assert_eq!(swizzle(Swizzle::B128Atom32B, y * 128 + g * 32), want);
+                assert_eq!(Swizzle::B128Atom32B.apply(y * 128 + g * 32), want);
                 let flip = if y % 2 == 1 { 8 } else { 0 };
                 assert_eq!(
-                    swizzle(Swizzle::B128Atom32BFlip8B, y * 128 + g * 32),
+                    Swizzle::B128Atom32BFlip8B.apply(y * 128 + g * 32),
                     want + flip
                 );
             }
             for h in 0..2u64 {
                 assert_eq!(
-                    swizzle(Swizzle::B128Atom64B, y * 128 + h * 64),
+                    Swizzle::B128Atom64B.apply(y * 128 + h * 64),
                     y * 128 + (h ^ (y % 2)) * 64
                 );
+            }
+        }
+    }
+
+    #[test]
+    fn xor_terms_are_the_table_of_the_module_docs() {
+        // The pre-refactor expressions, written out once more as the reference.
+        for o in 0..4096u64 {
+            assert_eq!(Swizzle::B128.apply(o), o ^ ((o >> 3) & 0x70));
+            assert_eq!(
+                Swizzle::B128Atom32BFlip8B.apply(o),
+                o ^ ((o >> 2) & 0x60) ^ ((o >> 4) & 0x08)
+            );
+            for mode in Swizzle::ALL {
+                assert_eq!(mode.apply(mode.apply(o)), o, "{mode:?} is an involution");
+            }
+        }
+        for mode in Swizzle::ALL {
+            if let Some(b) = mode.mpk_class() {
+                assert_eq!(Swizzle::from_mpk_class(b), Some(mode));
             }
         }
     }

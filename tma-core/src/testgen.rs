@@ -3,8 +3,8 @@
 
 use crate::dtype::DType;
 use crate::model::{self, ModelOptions};
+use crate::smem::{self as swz, InnerRowLayout};
 use crate::spec::{Arch, Interleave, OobFill, Swizzle, TileSpec};
-use crate::swizzle::{self as swz, InnerRowLayout};
 use crate::validate::{validate, BoundSpec};
 
 /// xorshift64* — small, fast, deterministic. Not for anything but tests.

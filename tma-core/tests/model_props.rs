@@ -4,7 +4,7 @@
 
 use proptest::prelude::*;
 use tma_core::model::{self, ModelOptions, ReduceOp};
-use tma_core::swizzle::{self, pattern_bytes, InnerRowLayout};
+use tma_core::smem::InnerRowLayout;
 use tma_core::testgen::{random_valid_spec, XorShift};
 use tma_core::{validate, Arch, BoundSpec, DType, OobFill, Swizzle, TileSpec};
 
@@ -43,21 +43,21 @@ fn fill_of(bound: &BoundSpec) -> Vec<u8> {
 #[test]
 fn every_swizzle_is_a_bijection_within_its_period() {
     for mode in Swizzle::ALL {
-        let p = mode.period_bytes().max(pattern_bytes(mode));
+        let p = mode.period_bytes().max(mode.pattern_bytes());
         let mut seen = vec![false; p as usize];
         for o in 0..p {
-            let s = swizzle::swizzle(mode, o);
+            let s = mode.apply(o);
             assert!(s < p, "{mode:?}: {o} -> {s} leaves the period");
             assert!(!seen[s as usize], "{mode:?}: {s} hit twice");
             seen[s as usize] = true;
-            assert_eq!(swizzle::unswizzle(mode, s), o);
+            assert_eq!(mode.apply(s), o);
             // Blocks of 8 bytes move whole; 16-byte chunks too except with the 8B flip.
             assert_eq!(s % 8, o % 8);
             if mode != Swizzle::B128Atom32BFlip8B {
                 assert_eq!(s % 16, o % 16);
             }
             // The pattern repeats after its period; rows stay in their 128-byte line.
-            assert_eq!(swizzle::swizzle(mode, o + p * 3), s + p * 3);
+            assert_eq!(mode.apply(o + p * 3), s + p * 3);
             assert_eq!(s / 128, o / 128);
         }
     }
@@ -65,16 +65,13 @@ fn every_swizzle_is_a_bijection_within_its_period() {
 
 #[test]
 fn swizzle_128b_row_1_chunk_0_lands_at_chunk_1() {
-    assert_eq!(swizzle::swizzle(Swizzle::B128, 128), 128 + 16);
-    assert_eq!(
-        swizzle::swizzle(Swizzle::B128, 7 * 128 + 16 * 2),
-        7 * 128 + 16 * 5
-    );
-    assert_eq!(swizzle::swizzle(Swizzle::B64, 3 * 128), 3 * 128 + 48);
-    assert_eq!(swizzle::swizzle(Swizzle::B32, 128 + 16), 128);
+    assert_eq!(Swizzle::B128.apply(128), 128 + 16);
+    assert_eq!(Swizzle::B128.apply(7 * 128 + 16 * 2), 7 * 128 + 16 * 5);
+    assert_eq!(Swizzle::B64.apply(3 * 128), 3 * 128 + 48);
+    assert_eq!(Swizzle::B32.apply(128 + 16), 128);
     // 32B swizzle with 32-byte rows: rows 0-3 share line 0 (unswizzled), rows 4-7 swap halves.
-    assert_eq!(swizzle::swizzle(Swizzle::B32, 3 * 32), 3 * 32);
-    assert_eq!(swizzle::swizzle(Swizzle::B32, 4 * 32), 4 * 32 + 16);
+    assert_eq!(Swizzle::B32.apply(3 * 32), 3 * 32);
+    assert_eq!(Swizzle::B32.apply(4 * 32), 4 * 32 + 16);
 }
 
 /// MPK's tile: 4096 x 1024 bf16, box 64 x 64, 128B swizzle, two boxes along the columns.
@@ -191,7 +188,7 @@ fn check_spec(bound: &BoundSpec, coords: &[i64], seed: u64) {
         let layout = model::smem_layout(bound, opts).unwrap();
         assert_eq!(smem.len() as u64, layout.len);
         // The plan (what kernels allocate) is the default layout's extent.
-        if opts.inner_rows == tma_core::swizzle::DEFAULT_INNER_ROW_LAYOUT {
+        if opts.inner_rows == tma_core::smem::DEFAULT_INNER_ROW_LAYOUT {
             assert_eq!(layout.len, bound.plan().footprint_bytes, "{spec:?}");
             assert_eq!(layout.box_extent, bound.plan().box_bytes, "{spec:?}");
         }

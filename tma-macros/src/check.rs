@@ -9,7 +9,7 @@ use std::fmt::Display;
 use std::str::FromStr;
 use syn::ext::IdentExt;
 use syn::Ident;
-use tma_core::validate::Rule;
+use tma_core::Rule;
 use tma_core::{
     validate, Arch, DType, Extent, Field, Interleave, L2Promotion, OobFill, SpecError, Swizzle,
     TileSpec, ValidSpec,

@@ -1,0 +1,128 @@
+//! The catalogue of rules a spec can break: each [`Rule`] with the source that states it
+//! (the driver's documentation, the PTX ISA, or what an H100 / H200 showed) and whether
+//! `cuTensorMapEncodeTiled` itself enforces it ([`Rule::checked_by_driver`]). The checks
+//! live in [`crate::validate()`]; findings name a rule ([`crate::SpecError::rule`]).
+
+/// Each rule a spec can break. Tests match on these; messages carry the numbers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Rule {
+    /// Tile and dim names reach generated CUDA: each must be a C identifier that is no
+    /// C/C++ keyword, no reserved name (`__x`, `_X`) and no CUDA built-in variable.
+    NameIsIdentifier,
+    /// A size computed from the spec (bytes of a stride, of the tensor, of one call) does
+    /// not fit in 64 bits: more than any GPU can address.
+    SizeOverflow,
+    /// Rank in [1, 5].
+    RankRange,
+    /// Interleave needs rank >= 3.
+    InterleaveNeedsRank3,
+    /// A per-dim list must have one entry per dim.
+    ListLength,
+    /// Global dims in [1, 2^32].
+    GlobalDimRange,
+    /// The innermost stride is 1 element (tiled mode: TMA's dim 0 is contiguous).
+    InnerStrideIsOne,
+    /// Byte strides are multiples of 16 (32 with 32-byte interleave).
+    StrideAlignment,
+    /// Byte strides are below 2^40.
+    StrideMax,
+    /// Packed sub-byte types: a stride must end on a whole byte (it is encoded in bytes).
+    StrideWholeBytes,
+    /// A stride smaller than the span of the dims inside it (0 included) makes elements alias
+    /// (warning).
+    StrideOverlap,
+    /// Run-time dims/strides must agree with the static ones and be given for every runtime one.
+    RuntimeShapeMismatch,
+    /// Box dims in [1, 256].
+    BoxDimRange,
+    /// The box is larger than the tensor along a dim (warning: the excess is always out of bounds).
+    BoxExceedsGlobal,
+    /// Element strides in [1, 8].
+    ElementStrideRange,
+    /// Without interleave the hardware ignores the innermost element stride: it must be 1.
+    InnerElementStrideIgnored,
+    /// The inner box extent in bytes is a multiple of 16. The driver documents this for
+    /// no interleave; driver 580 enforces it with interleave too, counting the box in
+    /// elements although the hardware then counts it in chunks.
+    InnerBoxBytesMultipleOf16,
+    /// The box's data (elements traversed x size) must fit one SM's shared memory (228 KB on
+    /// sm_90): driver 580 on an H100 refuses larger boxes (undocumented). It counts
+    /// `floor(box / element_stride)` elements per dim (an H100 probe showed floor, not the
+    /// ceil the copy moves), and an interleaved box in elements, dim 1 included (an H200
+    /// probe showed it).
+    BoxTooLarge,
+    /// A box moves more bytes than the driver counts (whole chunks with interleave;
+    /// `ceil(box / element_stride)` elements per dim, not the driver's floor): those must fit
+    /// one SM's shared memory too, or the copy overflows it. The driver accepts such boxes
+    /// (an H200 and an H100 probe showed it), so this rule is the toolkit's.
+    BoxDataTooLarge,
+    /// An inner dim whose bytes are not a multiple of 16 (warning): TMA bounds-checks the
+    /// inner dim rounded up to 16 bytes, so loads read and stores write past its end.
+    InnerDimRoundedUp,
+    /// With interleave the hardware copies one position along the user's dim 1 (TMA dim
+    /// `rank - 2`) whatever its box says (an H200 showed it), so that box must be 1.
+    InterleaveDim1BoxIsOne,
+    /// With swizzle (and no interleave) the inner box extent in bytes fits the swizzle span.
+    InnerBoxFitsSwizzleSpan,
+    /// 32-byte interleave works only with the 32-byte swizzle.
+    Interleave32NeedsSwizzle32,
+    /// Blackwell-only swizzle modes on an older target.
+    SwizzleNeedsBlackwell,
+    /// Packed sub-byte types on an older target.
+    PackedTypeNeedsBlackwell,
+    /// Packed types need no interleave.
+    PackedTypeNoInterleave,
+    /// Packed ALIGN16B types: inner global dim a multiple of 128, strides multiples of 32.
+    PackedTypeAlignment,
+    /// NaN out-of-bounds fill only for floating-point, non-packed types.
+    NanFillNeedsFloat,
+    /// Repeats in [1, 256] per dim.
+    RepeatRange,
+    /// Repeated boxes must not overlap in shared memory (MPK's row-overwrite bug).
+    SmemStrideOverlap,
+    /// Repeated boxes must start at the alignment the swizzle needs.
+    SmemStrideAlignment,
+    /// The bytes one helper call expects must fit an mbarrier's tx-count (2^20 - 1).
+    TxBytesMax,
+    /// Shared-memory footprint above the per-block limit of the target (warning).
+    SmemFootprintLimit,
+    /// The global base address must be 16-byte aligned (32 with 32-byte interleave).
+    BaseAddressAlignment,
+    /// The shared-memory address must be aligned to 128 B and the swizzle period.
+    SmemAddressAlignment,
+    /// A copy's coordinates: one per dim, the innermost a multiple of 16 bytes (the H100
+    /// traps with an illegal instruction otherwise).
+    CoordinateAlignment,
+    /// Stores and reductions take no negative coordinate (the H100 traps with an illegal
+    /// instruction; loads take them and fill).
+    StoreCoordinateNegative,
+    /// Coordinates are signed 32-bit operands of the instruction: every coordinate, plus the
+    /// offset of the last repeated box, must fit in `i32`.
+    CoordinateRange,
+}
+
+impl Rule {
+    /// True for the rules `cuTensorMapEncodeTiled` itself enforces (it returns an error when
+    /// they break). The others are this toolkit's own: traps the driver accepts (ignored
+    /// inner element strides, aliasing strides, boxes past the tensor), shared-memory and
+    /// mbarrier rules the driver never sees, and target-arch rules.
+    pub fn checked_by_driver(self) -> bool {
+        matches!(
+            self,
+            Rule::RankRange
+                | Rule::InterleaveNeedsRank3
+                | Rule::GlobalDimRange
+                | Rule::StrideAlignment
+                | Rule::StrideMax
+                | Rule::BoxDimRange
+                | Rule::ElementStrideRange
+                | Rule::InnerBoxBytesMultipleOf16
+                | Rule::InnerBoxFitsSwizzleSpan
+                | Rule::BoxTooLarge
+                | Rule::PackedTypeNoInterleave
+                | Rule::PackedTypeAlignment
+                | Rule::NanFillNeedsFloat
+                | Rule::BaseAddressAlignment
+        )
+    }
+}

@@ -1,0 +1,368 @@
+//! Shared memory: where one helper call's boxes land, and where a set of tiles sits in one
+//! block's shared memory. The one place that computes a shared-memory size or offset:
+//! validation checks these numbers ([`crate::validate()`]), the model writes bytes where they
+//! say ([`crate::model`]), the renderer prints them into CUDA, the derive lays its fields out
+//! with [`TileSet`].
+//!
+//! # Rows narrower than the swizzle span
+//!
+//! The CUDA programming guide says: "if the swizzle width exceeds the inner dimension, ensure
+//! that the shared memory is allocated to accommodate the full swizzle width". The hardware
+//! does exactly that: each row of such a box starts a new span ([`InnerRowLayout::PadToSpan`]),
+//! and the address XOR then applies. An H100 showed it bit for bit on thousands of random
+//! specs (tests/gpu_model.rs, BENCHMARKS.md); [`InnerRowLayout::Dense`], the other reading of
+//! the guide, stays only so that the model's tests can show the two differ. Interleaved rows
+//! are always packed (an H200 showed it, docs/INTERLEAVE.md).
+
+use crate::limits::SMEM_ALIGN;
+use crate::size::Size;
+use crate::spec::{Interleave, TileSpec};
+use crate::swizzle::Swizzle;
+
+/// How rows of a box whose inner extent is narrower than the swizzle span are laid out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum InnerRowLayout {
+    /// Each row starts a new span (pitch = span bytes); the tail of the span stays unwritten.
+    /// What the hardware does.
+    PadToSpan,
+    /// Rows packed at the inner-bytes pitch; the XOR then applies to those addresses.
+    /// Refuted by the H100; kept for the model's tests.
+    Dense,
+}
+
+/// The layout the hardware uses (see the module docs).
+pub const DEFAULT_INNER_ROW_LAYOUT: InnerRowLayout = InnerRowLayout::PadToSpan;
+
+/// The shared-memory plan of one helper call: sizes, alignment and where each repeated
+/// box lands. Built by validation only; every number is proven to fit in 64 bits.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct SmemPlan {
+    /// Elements per dim that one box writes (user order): ceil(box / element_stride). With
+    /// interleave the innermost counts chunks, and dim 1 is 1 (the hardware takes one
+    /// position there).
+    pub box_elems: Vec<u64>,
+    /// Bytes of data one box delivers: its elements times their size. What the mbarrier
+    /// counts.
+    pub box_data_bytes: u64,
+    /// Bytes one box spans in shared memory: rows at the hardware's pitch (a row narrower
+    /// than the swizzle span is padded to it), swizzled boxes rounded up to 128-byte lines.
+    pub box_bytes: u64,
+    /// Boxes one helper call moves (product of repeats).
+    pub boxes: u64,
+    /// Bytes between consecutive repeated boxes.
+    pub stride_bytes: u64,
+    /// Bytes the mbarrier must expect per helper call: `box_data_bytes * boxes`.
+    pub tx_bytes: u64,
+    /// Bytes of shared memory one helper call spans: `(boxes - 1) * stride_bytes + box_bytes`.
+    pub footprint_bytes: u64,
+    /// Required alignment of the shared-memory destination.
+    pub align_bytes: u64,
+}
+
+/// Where one repeated box of a helper call goes.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct RepeatPlacement {
+    /// The repeat index (user order).
+    pub index: Vec<u32>,
+    /// Added to the call's coordinates (user order, elements).
+    pub global_offset: Vec<i64>,
+    /// Byte offset from the call's shared-memory pointer.
+    pub smem_offset: u64,
+}
+
+/// The sizes of a plan before they are proven to fit: each [`Size`] may have overflowed.
+/// Validation checks the rules on them, then [`PlanSizes::fit`] makes the [`SmemPlan`].
+pub(crate) struct PlanSizes {
+    pub box_elems: Vec<u64>,
+    pub box_data_bytes: Size,
+    pub box_bytes: Size,
+    pub boxes: Size,
+    pub stride_bytes: Size,
+    pub tx_bytes: Size,
+    pub footprint_bytes: Size,
+    pub align_bytes: u64,
+    /// What the driver compares with an SM's shared memory (see [`driver_box_bytes`]).
+    pub driver_box_bytes: Size,
+}
+
+impl PlanSizes {
+    pub fn fit(&self) -> Option<SmemPlan> {
+        Some(SmemPlan {
+            box_elems: self.box_elems.clone(),
+            box_data_bytes: self.box_data_bytes.get()?,
+            box_bytes: self.box_bytes.get()?,
+            boxes: self.boxes.get()?,
+            stride_bytes: self.stride_bytes.get()?,
+            tx_bytes: self.tx_bytes.get()?,
+            footprint_bytes: self.footprint_bytes.get()?,
+            align_bytes: self.align_bytes,
+        })
+    }
+}
+
+/// The plan of one call of `spec`. Needs the per-dim lists to have the spec's rank.
+pub(crate) fn plan(spec: &TileSpec) -> PlanSizes {
+    let interleaved = spec.interleave != Interleave::None;
+    let box_elems = box_elems(spec);
+    let rows = rows(&box_elems);
+    let data_bytes = if interleaved {
+        rows * row_bytes(spec)
+    } else {
+        spec.dtype
+            .smem_bytes(box_elems.iter().copied().product::<Size>())
+    };
+    let box_bytes = box_span(spec, rows, DEFAULT_INNER_ROW_LAYOUT);
+    let boxes: Size = spec.repeat.iter().map(|&r| r.max(1)).product();
+    let align_bytes = spec.swizzle.period_bytes().max(SMEM_ALIGN);
+    let stride_bytes = match spec.smem_stride {
+        Some(elems) => spec.dtype.smem_bytes(elems),
+        None => box_bytes.next_multiple_of(align_bytes),
+    };
+    PlanSizes {
+        box_elems,
+        box_data_bytes: data_bytes,
+        box_bytes,
+        boxes,
+        stride_bytes,
+        tx_bytes: data_bytes * boxes,
+        footprint_bytes: (boxes - 1u64) * stride_bytes + box_bytes,
+        align_bytes,
+        driver_box_bytes: driver_box_bytes(spec),
+    }
+}
+
+/// Per dim (user order), the positions one box writes: `ceil(box / element_stride)`; with
+/// interleave, one along dim 1 (the hardware takes one position there).
+fn box_elems(spec: &TileSpec) -> Vec<u64> {
+    let mut elems: Vec<u64> = spec
+        .boxed
+        .iter()
+        .zip(&spec.element_strides)
+        .map(|(&b, &e)| u64::from(b).div_ceil(u64::from(e.max(1))))
+        .collect();
+    if spec.interleave != Interleave::None && spec.rank() >= crate::limits::MIN_RANK_INTERLEAVED {
+        elems[1] = 1;
+    }
+    elems
+}
+
+/// Rows of a box: the product of every dim but the innermost.
+fn rows(box_elems: &[u64]) -> Size {
+    box_elems[..box_elems.len().saturating_sub(1)]
+        .iter()
+        .copied()
+        .product()
+}
+
+/// Bytes one box spans: its rows at their pitch; a swizzled box fills whole 128-byte lines,
+/// since the swizzle moves 16-byte chunks anywhere within a line.
+fn box_span(spec: &TileSpec, rows: Size, layout: InnerRowLayout) -> Size {
+    let bytes = rows * row_pitch_bytes(spec, layout);
+    match spec.swizzle {
+        Swizzle::None => bytes,
+        _ => bytes.next_multiple_of(128),
+    }
+}
+
+/// The box bytes the driver compares with an SM's shared memory: per dim
+/// `floor(box / element_stride)` elements, times the element size. That is not what the
+/// copy moves (`ceil` per dim; chunks with interleave, where dim 1 is one position), but an
+/// H100 showed it is what the driver checks: box 57 with element stride 2 counts 28.
+fn driver_box_bytes(spec: &TileSpec) -> Size {
+    let counted = spec
+        .boxed
+        .iter()
+        .zip(&spec.element_strides)
+        .map(|(&b, &e)| u64::from(b) / u64::from(e.max(1)));
+    spec.dtype.smem_bytes(counted.product::<Size>())
+}
+
+/// Where each repeated box of a call of `spec` goes (see
+/// [`crate::ValidSpec::repeat_placements`]): `linear(i) * stride_bytes`, `linear` row-major
+/// over the repeat shape, last dim fastest.
+pub(crate) fn placements(spec: &TileSpec, plan: &SmemPlan) -> Vec<RepeatPlacement> {
+    let rank = spec.rank();
+    let mut out = Vec::new();
+    for linear in 0..plan.boxes {
+        let mut rest = linear;
+        let mut index = vec![0u32; rank];
+        for d in (0..rank).rev() {
+            let r = u64::from(spec.repeat[d].max(1));
+            index[d] = u32::try_from(rest % r).unwrap_or(u32::MAX);
+            rest /= r;
+        }
+        let global_offset = (0..rank)
+            .map(|d| i64::from(index[d]) * i64::from(spec.boxed[d]))
+            .collect();
+        out.push(RepeatPlacement {
+            index,
+            global_offset,
+            smem_offset: linear * plan.stride_bytes,
+        });
+    }
+    out
+}
+
+/// Bytes one box row (the innermost dim) carries: `ceil(box / estride)` elements, or
+/// chunks with interleave (the innermost dim counts chunks then: see [`crate::Interleave`]).
+pub fn row_bytes(spec: &TileSpec) -> Size {
+    let inner = spec.rank().saturating_sub(1);
+    let steps = match (spec.boxed.get(inner), spec.element_strides.get(inner)) {
+        (Some(&b), Some(&e)) => u64::from(b).div_ceil(u64::from(e.max(1))),
+        _ => 0,
+    };
+    match spec.interleave.chunk_bytes() {
+        Some(chunk) => Size::new(steps) * chunk,
+        None => spec.dtype.smem_bytes(steps),
+    }
+}
+
+/// Bytes from one box row to the next in shared memory (before swizzling), using `layout`
+/// for rows narrower than the swizzle span. Interleaved rows are always packed: an H200
+/// puts a 32-byte row under the 128B swizzle 32 bytes after the previous one (the XOR then
+/// applies to those addresses), whatever `layout` says.
+pub fn row_pitch_bytes(spec: &TileSpec, layout: InnerRowLayout) -> Size {
+    let row = row_bytes(spec);
+    if spec.interleave.chunk_bytes().is_some() {
+        return row;
+    }
+    match (layout, spec.swizzle.span_bytes()) {
+        (InnerRowLayout::PadToSpan, Some(span)) if row.is_below(span) => Size::new(span),
+        _ => row,
+    }
+}
+
+/// Where one call's boxes sit in shared memory under a row layout: what the model writes.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct SmemLayout {
+    /// Bytes of data in one box row (innermost dim).
+    pub row_bytes: u64,
+    /// Bytes from one row to the next, before swizzling.
+    pub row_pitch: u64,
+    /// Rows per box (product of the outer box dims, after element strides).
+    pub rows: u64,
+    /// Bytes one box spans: `rows * row_pitch`, rounded up to whole 128-byte lines when
+    /// swizzled (the plan's `box_bytes` under [`DEFAULT_INNER_ROW_LAYOUT`]).
+    pub box_extent: u64,
+    /// Bytes between repeated boxes (the plan's).
+    pub stride: u64,
+    /// Boxes per call.
+    pub boxes: u64,
+    /// Bytes one call spans: `(boxes - 1) * stride + box_extent`.
+    pub len: u64,
+}
+
+/// Why a call cannot be laid out in one SM's shared memory.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LayoutError {
+    /// One call spans more shared memory than an SM has: no kernel can run it (validation
+    /// only warns about footprints above the per-block limit).
+    #[error("one call spans {len} B of shared memory; an SM on the target has {limit} B")]
+    TooLarge { len: Size, limit: u64 },
+    /// With rows padded to the swizzle span a box takes more shared memory than its data.
+    #[error("repeated boxes are {stride} B apart but each spans {extent} B of shared memory (rows padded to the swizzle span): give a larger smem_stride")]
+    BoxesOverlap { stride: u64, extent: u64 },
+}
+
+/// The layout of one call of a valid `spec` with `plan`, rows laid out as `layout`.
+pub fn layout(
+    spec: &TileSpec,
+    plan: &SmemPlan,
+    layout: InnerRowLayout,
+) -> Result<SmemLayout, LayoutError> {
+    let rows = self::rows(&plan.box_elems);
+    let row_pitch = row_pitch_bytes(spec, layout);
+    let box_extent = box_span(spec, rows, layout);
+    let len = (Size::new(plan.boxes) - 1u64) * plan.stride_bytes + box_extent;
+    let limit = spec.target.smem_per_sm();
+    let (Some(rows), Some(row_pitch), Some(box_extent), Some(len)) =
+        (rows.get(), row_pitch.get(), box_extent.get(), len.get())
+    else {
+        return Err(LayoutError::TooLarge { len, limit });
+    };
+    if len > limit {
+        return Err(LayoutError::TooLarge {
+            len: Size::new(len),
+            limit,
+        });
+    }
+    if plan.boxes > 1 && plan.stride_bytes < box_extent {
+        return Err(LayoutError::BoxesOverlap {
+            stride: plan.stride_bytes,
+            extent: box_extent,
+        });
+    }
+    Ok(SmemLayout {
+        row_bytes: row_bytes(spec).get().unwrap_or(row_pitch),
+        row_pitch,
+        rows,
+        box_extent,
+        stride: plan.stride_bytes,
+        boxes: plan.boxes,
+        len,
+    })
+}
+
+/// Several tiles in one block's shared memory, in order, each at its alignment: what a
+/// `#[derive(TmaTiles)]` struct (or a kernel's run-time list of tiles) needs.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct TileSet {
+    /// Byte offset of each tile from a base aligned to [`TileSet::align_bytes`].
+    pub offsets: Vec<u64>,
+    /// Bytes from the base to the end of the last tile.
+    pub total_bytes: u64,
+    /// The largest alignment any tile needs: the base must have it.
+    pub align_bytes: u64,
+}
+
+impl TileSet {
+    /// Lays out `plans` in order. `Err` carries the size that overflowed 64 bits.
+    pub fn new<'a>(plans: impl IntoIterator<Item = &'a SmemPlan>) -> Result<TileSet, Size> {
+        let mut end = Size::ZERO;
+        let mut offsets = Vec::new();
+        let mut align_bytes = 1u64;
+        for plan in plans {
+            let offset = end.next_multiple_of(plan.align_bytes);
+            end = offset + plan.footprint_bytes;
+            offsets.push(offset.get().ok_or(end)?);
+            align_bytes = align_bytes.max(plan.align_bytes);
+        }
+        Ok(TileSet {
+            offsets,
+            total_bytes: end.get().ok_or(end)?,
+            align_bytes,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(footprint_bytes: u64, align_bytes: u64) -> SmemPlan {
+        SmemPlan {
+            box_elems: vec![1],
+            box_data_bytes: footprint_bytes,
+            box_bytes: footprint_bytes,
+            boxes: 1,
+            stride_bytes: footprint_bytes,
+            tx_bytes: footprint_bytes,
+            footprint_bytes,
+            align_bytes,
+        }
+    }
+
+    #[test]
+    fn a_tile_set_aligns_each_tile_and_refuses_overflow() {
+        let set = TileSet::new(&[plan(100, 128), plan(4096, 1024), plan(8, 128)]);
+        assert_eq!(
+            set,
+            Ok(TileSet {
+                offsets: vec![0, 1024, 5120],
+                total_bytes: 5128,
+                align_bytes: 1024,
+            })
+        );
+        assert!(TileSet::new(&[plan(u64::MAX - 64, 128), plan(1, 128)]).is_err());
+    }
+}
