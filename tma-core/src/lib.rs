@@ -1,8 +1,18 @@
-//! The pure core of `tma`: the tile spec, validation of every TMA rule, the one layout
-//! mapping, swizzle math, a bit-exact CPU model of TMA, and CUDA rendering.
+//! The pure core of `tma`: a tile declaration becomes a checked spec, its shared-memory
+//! layout, the driver's encode arguments, a bit-exact CPU model of TMA, and CUDA.
 //!
-//! Data flows one way: [`TileSpec`] -> [`validate()`] -> [`ValidSpec`] -> [`ValidSpec::bind`]
-//! -> [`BoundSpec`] -> [`EncodeArgs`] (host) / model / rendered CUDA (device).
+//! The modules, in the order data flows through them (each uses only those above it):
+//!
+//! | stage | module | what it holds |
+//! | --- | --- | --- |
+//! | declaration | [`spec`], [`dtype`], [`swizzle`] | [`TileSpec`] (plain data, user order) and its options |
+//! | arithmetic | [`size`], [`limits`], [`ident`] | checked sizes, hardware limits with sources, names |
+//! | rules | [`rules`], [`error`] | the [`Rule`] catalogue; findings naming field, value, rule |
+//! | shared memory | [`smem`] | where a call's boxes land; a set of tiles in one block |
+//! | validate | [`validate`](mod@validate) | [`validate()`] -> [`ValidSpec`] -> [`ValidSpec::bind`] -> [`BoundSpec`] |
+//! | outputs | [`layout`], [`model`], [`render`], [`picture`] | [`EncodeArgs`] in TMA order, the CPU model, generated CUDA, a text picture |
+//!
+//! [`testgen`] makes random valid specs for the property and GPU tests.
 #![forbid(unsafe_code)]
 
 pub mod dtype;
