@@ -12,7 +12,7 @@
 //! | validate | [`validate`](mod@validate) | [`validate()`] -> [`ValidSpec`] -> [`ValidSpec::bind`] -> [`BoundSpec`] |
 //! | outputs | [`layout`], [`model`], [`render`], [`picture`] | [`EncodeArgs`] in TMA order, the CPU model, generated CUDA, a text picture |
 //!
-//! [`testgen`] makes random valid specs for the property and GPU tests.
+//! `testgen` (hidden) makes random valid specs for the property and GPU tests.
 #![forbid(unsafe_code)]
 
 pub mod dtype;
@@ -28,6 +28,7 @@ pub mod size;
 pub mod smem;
 pub mod spec;
 pub mod swizzle;
+#[doc(hidden)] // test scaffolding: random valid specs for the property and GPU tests
 pub mod testgen;
 pub mod validate;
 
