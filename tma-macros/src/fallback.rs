@@ -1,8 +1,8 @@
 //! What a rejected declaration expands to: the errors, plus a stub with the same API so
 //! uses of the type do not add errors of their own (thiserror's `fallback.rs`).
 
-use crate::expand::private;
 use crate::parse::TileDecl;
+use crate::paths::private;
 use proc_macro2::TokenStream;
 use quote::quote;
 use syn::ext::IdentExt;
@@ -44,9 +44,9 @@ pub fn tile(decl: &TileDecl, errors: syn::Error) -> TokenStream {
 }
 
 /// The errors and the derive's inherent API with empty values.
-pub fn derive(input: &DeriveInput, errors: Option<syn::Error>) -> TokenStream {
+pub fn derive(input: &DeriveInput, errors: syn::Error) -> TokenStream {
     let p = private();
-    let errors = errors.map(|e| e.to_compile_error());
+    let errors = errors.to_compile_error();
     let ident = &input.ident;
     let (impl_generics, ty_generics, where_clause) = input.generics.split_for_impl();
     quote! {

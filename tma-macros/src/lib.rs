@@ -5,15 +5,17 @@
 //! runtime calls. Every finding points at the token that caused it. See the `tma` crate
 //! for the syntax and the generated API (`tma::Tile`, `tma::TileInfo`).
 //!
-//! Layout: `parse` (token shapes) -> `check` (spec + validation, spanned errors) ->
-//! `expand` (generated code; `fallback` on error). `render` is the one place the
-//! CUDA helpers are produced.
+//! One direction: `parse` (token shapes) -> `check` (spec, validation, rendered CUDA,
+//! the derive's shared-memory layout; every error, spanned) -> `expand` (generated code,
+//! which cannot fail; `fallback` on error). `errors` accumulates errors; `paths` is the
+//! `::tma::__private` path both `expand` and `fallback` generate.
 
 mod check;
+mod errors;
 mod expand;
 mod fallback;
 mod parse;
-mod render;
+mod paths;
 
 #[cfg(test)]
 mod tests;
