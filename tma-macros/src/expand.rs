@@ -66,10 +66,9 @@ fn tile_impl(decl: &TileDecl, checked: &Checked) -> TokenStream {
                 #spec
             }
 
-            fn valid() -> #p::Result<&'static #p::ValidSpec, #p::SpecErrors> {
-                static VALID: #p::OnceLock<#p::Result<#p::ValidSpec, #p::SpecErrors>> =
-                    #p::OnceLock::new();
-                #p::cached_valid(&VALID, <Self as #p::Tile>::spec)
+            fn valid() -> &'static #p::ValidSpec {
+                static VALID: #p::OnceLock<#p::ValidSpec> = #p::OnceLock::new();
+                #p::valid_once(&VALID, <Self as #p::Tile>::spec)
             }
         }
 
@@ -221,16 +220,15 @@ fn derive_impl(input: &DeriveInput, checked: &CheckedStruct<'_>) -> TokenStream 
             }
 
             /// The validated specs, in field order (validated at compile time; computed once).
-            pub fn valid_specs() -> #p::Result<&'static [#p::ValidSpec], #p::SpecErrors> {
-                static VALID: #p::OnceLock<#p::Result<#p::Vec<#p::ValidSpec>, #p::SpecErrors>> =
-                    #p::OnceLock::new();
-                #p::cached_valid_all(&VALID, Self::tile_specs)
+            pub fn valid_specs() -> &'static [#p::ValidSpec] {
+                static VALID: #p::OnceLock<#p::Vec<#p::ValidSpec>> = #p::OnceLock::new();
+                #p::valid_once_all(&VALID, Self::tile_specs)
             }
 
             /// Every tile bound to its field's run-time shape, in field order: all rules
             /// checked on the concrete dims and strides.
             pub fn bound_specs(&self) -> #p::Result<#p::Vec<#p::BoundSpec>, #p::SpecErrors> {
-                let valid = Self::valid_specs()?;
+                let valid = Self::valid_specs();
                 #p::Ok(#p::Vec::from([#(#encodes),*]))
             }
 

@@ -36,8 +36,8 @@ pub fn tile(decl: &TileDecl, errors: syn::Error) -> TokenStream {
                 #p::stub_spec(#name)
             }
 
-            fn valid() -> #p::Result<&'static #p::ValidSpec, #p::SpecErrors> {
-                #p::stub_valid(#name)
+            fn valid() -> &'static #p::ValidSpec {
+                #p::stub_valid()
             }
         }
     }
@@ -69,8 +69,8 @@ pub fn derive(input: &DeriveInput, errors: syn::Error) -> TokenStream {
             pub fn tile_specs() -> #p::Vec<#p::TileSpec> {
                 #p::Vec::new()
             }
-            pub fn valid_specs() -> #p::Result<&'static [#p::ValidSpec], #p::SpecErrors> {
-                #p::Ok(&[])
+            pub fn valid_specs() -> &'static [#p::ValidSpec] {
+                &[]
             }
             pub fn encode_args(&self) -> #p::Result<#p::Vec<#p::EncodeArgs>, #p::SpecErrors> {
                 #p::Ok(#p::Vec::new())
