@@ -43,7 +43,7 @@ pub fn tile(decl: &TileDecl, errors: syn::Error) -> TokenStream {
     }
 }
 
-/// The errors and the derive's inherent API with empty values.
+/// The errors and the derive's inherent items, every one, with empty values.
 pub fn derive(input: &DeriveInput, errors: syn::Error) -> TokenStream {
     let p = private();
     let errors = errors.to_compile_error();
@@ -72,7 +72,16 @@ pub fn derive(input: &DeriveInput, errors: syn::Error) -> TokenStream {
             pub fn valid_specs() -> &'static [#p::ValidSpec] {
                 &[]
             }
+            pub fn bound_specs(&self) -> #p::Result<#p::Vec<#p::BoundSpec>, #p::SpecErrors> {
+                #p::Ok(#p::Vec::new())
+            }
             pub fn encode_args(&self) -> #p::Result<#p::Vec<#p::EncodeArgs>, #p::SpecErrors> {
+                #p::Ok(#p::Vec::new())
+            }
+            pub fn tensor_maps(
+                &self,
+                _buffers: &[&dyn #p::TileBuffer],
+            ) -> #p::Result<#p::Vec<#p::TensorMap>, #p::RuntimeError> {
                 #p::Ok(#p::Vec::new())
             }
         }
