@@ -62,7 +62,7 @@ const BODY: &str = include_str!("../examples/01-quickstart.cu");
 fn kernel_source() -> Res<String> {
     let body = BODY.replace("TILE", MpkTile::CUDA_NAME);
     Ok(KernelSource::new()
-        .tile(MpkTile::valid()?)
+        .tile(MpkTile::valid())
         .body(&body)
         .build()?)
 }

@@ -30,7 +30,7 @@ const BODY: &str = include_str!("01-quickstart.cu");
 
 fn main() -> Result<(), Box<dyn Error>> {
     // 1. The declaration is validated at compile time; here is what it became.
-    let valid = MpkTile::valid()?;
+    let valid = MpkTile::valid();
     let bound = MpkTile::bind(&[4096, 1024])?;
     let plan = valid.plan();
     println!(

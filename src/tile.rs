@@ -42,18 +42,18 @@ pub trait Tile {
     /// The declared spec, field for field.
     fn spec() -> TileSpec;
 
-    /// The validated spec, computed once. It was validated at compile time by the same
-    /// function, so this is `Ok`; an `Err` would name the rule rather than panic.
-    fn valid() -> Result<&'static ValidSpec, SpecErrors>;
+    /// The validated spec, computed once on first use. The macro validated this same spec
+    /// with the same `tma_core::validate` at compile time, so there is nothing left to fail.
+    fn valid() -> &'static ValidSpec;
 
     /// Binds run-time global dims (user order, outer -> inner); static dims must agree.
     fn bind(global: &[u64]) -> Result<BoundSpec, SpecErrors> {
-        Self::valid()?.bind(global, None)
+        Self::valid().bind(global, None)
     }
 
     /// Binds run-time global dims and strides (elements, user order).
     fn bind_strided(global: &[u64], strides: &[u64]) -> Result<BoundSpec, SpecErrors> {
-        Self::valid()?.bind(global, Some(strides))
+        Self::valid().bind(global, Some(strides))
     }
 
     /// The `cuTensorMapEncodeTiled` arguments for a tensor of these global dims.
@@ -160,8 +160,6 @@ impl TileArg for Strided {
     }
 }
 
-/// Helpers the generated code calls through `::tma::__private`.
-#[doc(hidden)]
 /// A device buffer a tile's `CUtensorMap` can be encoded over: a `CudaSlice<T>` or
 /// `CudaView<T>` of a TMA element type. `#[derive(TmaTiles)]`'s `tensor_maps` takes one per
 /// field.
@@ -183,28 +181,43 @@ impl<T: tma_runtime::TmaElement> TileBuffer for cudarc::driver::CudaView<'_, T> 
     }
 }
 
+/// Helpers the generated code calls through `::tma::__private`.
+#[doc(hidden)]
 pub mod support {
     use super::*;
 
-    /// Validates a declared spec once. Expansion validated the same spec with the same
-    /// function, so this is `Ok`; the `Err` arm returns the findings instead of panicking.
-    pub fn cached_valid(
-        cell: &'static OnceLock<Result<ValidSpec, SpecErrors>>,
-        spec: fn() -> TileSpec,
-    ) -> Result<&'static ValidSpec, SpecErrors> {
-        cell.get_or_init(|| tma_core::validate(&spec()))
-            .as_ref()
-            .map_err(Clone::clone)
+    /// A spec the macro accepted, validated again: the one branch of the generated code
+    /// that cannot be taken, kept in this one place.
+    #[allow(clippy::panic)]
+    fn proven(spec: &TileSpec) -> ValidSpec {
+        match tma_core::validate(spec) {
+            Ok(valid) => valid,
+            // Cannot happen. At expansion time the macro ran this same `tma_core::validate`
+            // (the same tma-core: `tma` and `tma-macros` depend on one version, which has no
+            // features) on this same spec: `spec()` is the accepted `ValidSpec::spec()`
+            // written out field for field. `validate` is a pure function of the spec: no
+            // clock, no environment, every size a `u64`. Reaching this arm is a bug in tma.
+            Err(e) => panic!(
+                "tma bug: tile `{}` passed tma_core::validate at compile time but not at run time: {e}",
+                spec.name
+            ),
+        }
     }
 
-    /// [`cached_valid`] for every tile of a struct, in field order.
-    pub fn cached_valid_all(
-        cell: &'static OnceLock<Result<Vec<ValidSpec>, SpecErrors>>,
+    /// `Tile::valid`: the declared spec, validated once.
+    pub fn valid_once(
+        cell: &'static OnceLock<ValidSpec>,
+        spec: fn() -> TileSpec,
+    ) -> &'static ValidSpec {
+        cell.get_or_init(|| proven(&spec()))
+    }
+
+    /// [`valid_once`] for every tile of a `#[derive(TmaTiles)]` struct, in field order.
+    pub fn valid_once_all(
+        cell: &'static OnceLock<Vec<ValidSpec>>,
         specs: fn() -> Vec<TileSpec>,
-    ) -> Result<&'static [ValidSpec], SpecErrors> {
-        cell.get_or_init(|| specs().iter().map(tma_core::validate).collect())
-            .as_deref()
-            .map_err(Clone::clone)
+    ) -> &'static [ValidSpec] {
+        cell.get_or_init(|| specs().iter().map(proven).collect())
     }
 
     /// Encode arguments of one tile from a field's run-time shape.
@@ -236,10 +249,47 @@ pub mod support {
         TileSpec::new(name, tma_core::DType::U8, [], [])
     }
 
-    pub fn stub_valid(name: &str) -> Result<&'static ValidSpec, SpecErrors> {
-        Err(SpecErrors {
-            tile: name.into(),
-            errors: Vec::new(),
+    /// `Tile::valid` of a declaration that failed to compile (never run, like
+    /// [`stub_spec`]): a fixed spec that passes, so no second impossible branch is needed.
+    pub fn stub_valid() -> &'static ValidSpec {
+        static STUB: OnceLock<ValidSpec> = OnceLock::new();
+        valid_once(&STUB, || {
+            TileSpec::new("tma_stub", tma_core::DType::U8, [16], [16])
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::support::*;
+    use std::sync::OnceLock;
+    use tma_core::{DType, TileSpec, ValidSpec};
+
+    #[test]
+    fn the_stub_spec_is_valid() {
+        assert_eq!(stub_valid().spec().name, "tma_stub");
+    }
+
+    fn rows() -> TileSpec {
+        TileSpec::new("rows", DType::BF16, [1024, 64], [64, 64])
+    }
+
+    fn both() -> Vec<TileSpec> {
+        vec![rows(), TileSpec::new("cols", DType::U8, [16], [16])]
+    }
+
+    #[test]
+    fn valid_once_validates_once() {
+        static ONE: OnceLock<ValidSpec> = OnceLock::new();
+        let first = valid_once(&ONE, rows);
+        assert!(std::ptr::eq(first, valid_once(&ONE, rows)));
+        assert_eq!(first.spec(), &rows());
+
+        static ALL: OnceLock<Vec<ValidSpec>> = OnceLock::new();
+        let names: Vec<&str> = valid_once_all(&ALL, both)
+            .iter()
+            .map(|v| v.spec().name.as_str())
+            .collect();
+        assert_eq!(names, ["rows", "cols"]);
     }
 }

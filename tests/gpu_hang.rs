@@ -46,7 +46,7 @@ fn gpu_a_wrong_byte_count_becomes_a_barrier_timeout() {
     };
     let ctx = cudarc::driver::CudaContext::new(0).unwrap();
     let stream = ctx.default_stream();
-    let valid = HangTile::valid().unwrap();
+    let valid = HangTile::valid();
     let body = BODY.replace("TILE", HangTile::CUDA_NAME);
     let source = Source::new(KernelSource::new().tile(valid).body(&body).build().unwrap());
     // 200 ms instead of the default second keeps the test short.

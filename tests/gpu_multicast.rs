@@ -74,7 +74,7 @@ fn gpu_multicast_fills_every_block_of_the_cluster() {
     let body = BODY.replace("TILE", CastTile::CUDA_NAME);
     let source = Source::new(
         KernelSource::new()
-            .tile(CastTile::valid().unwrap())
+            .tile(CastTile::valid())
             .body(&body)
             .build()
             .unwrap(),

@@ -49,7 +49,7 @@ fn deformable_attention_seed_matches_the_core_api() {
         .dim_names(["H", "W", "C"]);
     assert_eq!(DeformValue::spec(), spec);
     let valid = hand_valid(&spec);
-    assert_eq!(DeformValue::valid().unwrap(), &valid);
+    assert_eq!(DeformValue::valid(), &valid);
     assert_eq!(DeformValue::TX_BYTES, valid.tx_bytes());
     assert_eq!(DeformValue::TX_BYTES, 2 * 2 * 32 * 2);
     assert_eq!(DeformValue::SMEM_BYTES, valid.plan().footprint_bytes);
@@ -130,7 +130,7 @@ fn cuda_source_is_rendered_at_compile_time_by_the_core_renderer() {
             DeformValueStrided::CUDA_SOURCE,
         ),
     ] {
-        let code = TileCode::new(valid.unwrap(), 0).unwrap();
+        let code = TileCode::new(valid, 0).unwrap();
         assert_eq!(source, code.source());
         assert_eq!(name, code.cuda_name());
     }
@@ -182,12 +182,7 @@ fn four_field_struct_parameters_and_smem_plan() {
     assert_eq!(roles, [Role::Load, Role::Load, Role::Load, Role::Store]);
     assert_eq!(plan.get("o").map(|t| t.cuda_name), Some("tma_attention_o"));
     let mut helpers = Vec::new();
-    for (id, (t, valid)) in plan
-        .tiles
-        .iter()
-        .zip(Attention::valid_specs().unwrap())
-        .enumerate()
-    {
+    for (id, (t, valid)) in plan.tiles.iter().zip(Attention::valid_specs()).enumerate() {
         assert_eq!(t.tx_bytes, valid.tx_bytes());
         assert_eq!(t.smem_offset % valid.plan().align_bytes, 0);
         let code = tma::render::TileCode::new(valid, id as u32).unwrap();

@@ -11,7 +11,7 @@ use tma::model;
 use tma::render::KernelSource;
 use tma::runtime::jit::Source;
 use tma::runtime::{Kernel, LaunchConfig, TensorMap};
-use tma::{BoundSpec, SpecErrors, Tile, ValidSpec};
+use tma::{BoundSpec, Tile, ValidSpec};
 
 pub type Res<T> = Result<T, Box<dyn Error>>;
 
@@ -112,7 +112,7 @@ pub struct CopyTile {
     pub tx_bytes: u64,
     pub smem_bytes: u64,
     pub smem_align: u64,
-    valid: fn() -> Result<&'static ValidSpec, SpecErrors>,
+    valid: fn() -> &'static ValidSpec,
 }
 
 fn copy_tile<T: Tile>(label: &'static str) -> CopyTile {
@@ -140,13 +140,13 @@ pub fn copy_tiles() -> Vec<CopyTile> {
 }
 
 impl CopyTile {
-    pub fn valid(&self) -> Res<&'static ValidSpec> {
-        Ok((self.valid)()?)
+    pub fn valid(&self) -> &'static ValidSpec {
+        (self.valid)()
     }
 
     /// Elements one call moves (rows, cols): the box times its repeats.
     pub fn call_shape(&self) -> Res<(u64, u64)> {
-        let spec = self.valid()?.spec();
+        let spec = self.valid().spec();
         let dim = |d: usize| -> Res<u64> {
             let b = spec.boxed.get(d).ok_or("rank-2 tile expected")?;
             let r = spec.repeat.get(d).ok_or("rank-2 tile expected")?;
@@ -172,7 +172,7 @@ impl CopyTile {
 
     /// The tile bound to a `rows x cols` matrix.
     pub fn bind(&self, rows: u64, cols: u64) -> Res<BoundSpec> {
-        Ok(self.valid()?.bind(&[rows, cols], None)?)
+        Ok(self.valid().bind(&[rows, cols], None)?)
     }
 
     /// Calls along each dim (the last ones may reach past the matrix).
@@ -190,10 +190,7 @@ impl CopyTile {
     pub fn source(&self) -> Res<Source> {
         let body = format!("#define TMA_COPY_TILE {}\n{COPY_CU}", self.cuda_name);
         Ok(Source::new(
-            KernelSource::new()
-                .tile(self.valid()?)
-                .body(&body)
-                .build()?,
+            KernelSource::new().tile(self.valid()).body(&body).build()?,
         ))
     }
 
@@ -210,7 +207,7 @@ pub fn transpose_source() -> Res<Source> {
     );
     Ok(Source::new(
         KernelSource::new()
-            .tile(TrTile::valid()?)
+            .tile(TrTile::valid())
             .body(&body)
             .build()?,
     ))
@@ -396,7 +393,7 @@ pub fn compare<T: PartialEq + std::fmt::LowerHex + Copy>(
 /// tile must be taken once, and a call must fit its ring slot.
 pub fn simulate_copy(tile: &CopyTile, rows: u64, cols: u64, grid: i64, rng: &mut Rng) -> Res<()> {
     let bound = tile.bind(rows, cols)?;
-    let valid = tile.valid()?;
+    let valid = tile.valid();
     let n = (rows * cols) as usize;
     let input: Vec<u8> = (0..n).flat_map(|_| rng.bf16_bits().to_le_bytes()).collect();
     let mut output = vec![0xffu8; input.len()];
@@ -494,8 +491,8 @@ pub fn simulate_transpose(rows: u64, cols: u64, grid: i64, rng: &mut Rng) -> Res
     for block in 0..grid {
         for t in tiles_of_block(block, grid, total) {
             let (r0, c0) = ((t / i64::from(inner)) * 32, (t % i64::from(inner)) * 32);
-            TrTile::valid()?.check_coords(&[r0, c0])?;
-            TrTile::valid()?.check_store_coords(&[c0, r0])?;
+            TrTile::valid().check_coords(&[r0, c0])?;
+            TrTile::valid().check_store_coords(&[c0, r0])?;
             let smem_in = model::load(&src, &in_bytes, &[r0, c0])?;
             let mut smem_out = vec![0u8; 4096];
             for thread in 0..TRANSPOSE_THREADS as usize {

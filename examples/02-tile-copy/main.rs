@@ -50,7 +50,7 @@ fn main() -> Res<()> {
     println!("copy tiles (bf16, run-time global dims; the load and the store share the tile):");
     for t in &tiles {
         let (cr, cc) = t.call_shape()?;
-        let plan = t.valid()?.plan();
+        let plan = t.valid().plan();
         println!(
             "  {:<22} {:<18} {cr:>3} x {cc:<3} per call, {} box(es), TX_BYTES {:>5}, smem {:>5} B aligned to {:>4} B; ring of 6: {:>6} B",
             t.label,

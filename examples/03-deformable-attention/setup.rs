@@ -87,11 +87,11 @@ impl Elem {
             Elem::Bf16 => "bf16",
         }
     }
-    pub fn valid(self) -> Res<&'static ValidSpec> {
-        Ok(match self {
-            Elem::F16 => f16_tile::MsdaValue::valid()?,
-            Elem::Bf16 => bf16_tile::MsdaValue::valid()?,
-        })
+    pub fn valid(self) -> &'static ValidSpec {
+        match self {
+            Elem::F16 => f16_tile::MsdaValue::valid(),
+            Elem::Bf16 => bf16_tile::MsdaValue::valid(),
+        }
     }
     pub fn tx_bytes(self) -> u64 {
         match self {
@@ -160,7 +160,7 @@ pub fn kernel_source(elem: Elem) -> Res<Source> {
         .into());
     }
     let text = KernelSource::new()
-        .tile(elem.valid()?)
+        .tile(elem.valid())
         .body(MSDA_CU)
         .build()?;
     Ok(Source::new(text))

@@ -315,21 +315,34 @@ pub struct TileSet {
     pub align_bytes: u64,
 }
 
+/// The tiles up to index `tile` span `span` bytes: more than 64 bits hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TileSetOverflow {
+    pub tile: usize,
+    pub span: Size,
+}
+
 impl TileSet {
-    /// Lays out `plans` in order. `Err` carries the size that overflowed 64 bits.
-    pub fn new<'a>(plans: impl IntoIterator<Item = &'a SmemPlan>) -> Result<TileSet, Size> {
+    /// Lays out `plans` in order: each tile at the next multiple of its alignment after the
+    /// previous one.
+    pub fn new<'a>(
+        plans: impl IntoIterator<Item = &'a SmemPlan>,
+    ) -> Result<TileSet, TileSetOverflow> {
         let mut end = Size::ZERO;
         let mut offsets = Vec::new();
         let mut align_bytes = 1u64;
-        for plan in plans {
+        for (tile, plan) in plans.into_iter().enumerate() {
             let offset = end.next_multiple_of(plan.align_bytes);
             end = offset + plan.footprint_bytes;
-            offsets.push(offset.get().ok_or(end)?);
             align_bytes = align_bytes.max(plan.align_bytes);
+            match (offset.get(), end.get()) {
+                (Some(offset), Some(_)) => offsets.push(offset),
+                _ => return Err(TileSetOverflow { tile, span: end }),
+            }
         }
         Ok(TileSet {
             offsets,
-            total_bytes: end.get().ok_or(end)?,
+            total_bytes: end.get().unwrap_or_default(),
             align_bytes,
         })
     }
@@ -363,6 +376,7 @@ mod tests {
                 align_bytes: 1024,
             })
         );
-        assert!(TileSet::new(&[plan(u64::MAX - 64, 128), plan(1, 128)]).is_err());
+        let over = TileSet::new(&[plan(u64::MAX - 64, 128), plan(1, 128)]);
+        assert_eq!(over.map_err(|o| o.tile), Err(1));
     }
 }

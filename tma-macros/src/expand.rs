@@ -1,58 +1,34 @@
 //! Code generation from checked specs. Everything generated names `::tma::__private`
 //! paths, so it works whatever the user imported.
 
-use crate::check::{self, Checked, Errors, TileInput};
+use crate::check::{self, Checked, CheckedField, CheckedStruct};
 use crate::fallback;
 use crate::parse::{self, TileDecl};
-use crate::render::{self, TileCuda};
+use crate::paths::private;
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
 use syn::ext::IdentExt;
 use syn::spanned::Spanned;
-use syn::{Data, DeriveInput, Fields, Ident};
+use syn::{DeriveInput, Ident};
 use tma_core::{Extent, TileSpec, ValidSpec};
 
 /// `tma_Nd! { .. }`: a unit struct implementing `::tma::Tile`.
 pub fn tile_macro(rank: usize, mac: &'static str, decl: TileDecl) -> TokenStream {
-    let mut errs = Errors::default();
-    let checked = check::tile(
-        TileInput {
-            ident: &decl.ident,
-            default_name: check::snake_case(&decl.ident.unraw().to_string()),
-            dtype: Some(&decl.dtype),
-            entries: &decl.entries,
-            rank: Some((rank, mac)),
-            flags: &[],
-        },
-        &mut errs,
-    );
-    let rendered = checked.and_then(|c| rendered(c, 0, decl.ident.span(), &mut errs));
-    match (errs.take(), rendered) {
-        (None, Some((checked, cuda))) => tile_impl(&decl, &checked, &cuda),
-        (Some(e), _) => fallback::tile(&decl, e),
-        (None, None) => fallback::tile(
-            &decl,
-            syn::Error::new(decl.ident.span(), "tile declaration rejected"),
-        ),
+    match check::tile_macro(rank, mac, &decl) {
+        Ok(checked) => tile_impl(&decl, &checked),
+        Err(errors) => fallback::tile(&decl, errors),
     }
 }
 
-fn rendered(
-    checked: Checked,
-    tile_id: u32,
-    span: Span,
-    errs: &mut Errors,
-) -> Option<(Checked, TileCuda)> {
-    match render::tile(&checked.valid, tile_id) {
-        Ok(cuda) => Some((checked, cuda)),
-        Err(e) => {
-            errs.push(span, format!("rendering the CUDA helpers failed: {e}"));
-            None
-        }
+/// `#[derive(TmaTiles)]`: the struct's tiles as inherent items.
+pub fn derive(input: &DeriveInput) -> TokenStream {
+    match parse::tiles_struct(input).and_then(check::derive) {
+        Ok(checked) => derive_impl(input, &checked),
+        Err(errors) => fallback::derive(input, errors),
     }
 }
 
-fn tile_impl(decl: &TileDecl, checked: &Checked, cuda: &TileCuda) -> TokenStream {
+fn tile_impl(decl: &TileDecl, checked: &Checked) -> TokenStream {
     let p = private();
     let TileDecl {
         attrs, vis, ident, ..
@@ -61,8 +37,8 @@ fn tile_impl(decl: &TileDecl, checked: &Checked, cuda: &TileCuda) -> TokenStream
     let plan = valid.plan();
     let spec = spec_expr(valid.spec());
     let name = &valid.spec().name;
-    let cuda_name = &cuda.cuda_name;
-    let source = &cuda.source;
+    let cuda_name = &checked.cuda_name;
+    let source = &checked.cuda_source;
     let rank = valid.spec().rank();
     let (tx, smem, align, box_bytes) = (
         plan.tx_bytes,
@@ -90,19 +66,14 @@ fn tile_impl(decl: &TileDecl, checked: &Checked, cuda: &TileCuda) -> TokenStream
                 #spec
             }
 
-            fn valid() -> #p::Result<&'static #p::ValidSpec, #p::SpecErrors> {
-                static VALID: #p::OnceLock<#p::Result<#p::ValidSpec, #p::SpecErrors>> =
-                    #p::OnceLock::new();
-                #p::cached_valid(&VALID, <Self as #p::Tile>::spec)
+            fn valid() -> &'static #p::ValidSpec {
+                static VALID: #p::OnceLock<#p::ValidSpec> = #p::OnceLock::new();
+                #p::valid_once(&VALID, <Self as #p::Tile>::spec)
             }
         }
 
         #warnings
     }
-}
-
-pub(crate) fn private() -> TokenStream {
-    quote!(::tma::__private)
 }
 
 /// The spec as a struct literal: every field written out, so a new `TileSpec` field is a
@@ -187,113 +158,10 @@ fn warnings(list: &[(Span, String)]) -> TokenStream {
         .collect()
 }
 
-/// One annotated field of a `#[derive(TmaTiles)]` struct.
-struct FieldTile<'a> {
-    ident: &'a Ident,
-    ty: &'a syn::Type,
-    checked: Checked,
-    cuda: TileCuda,
-    offset: u64,
-}
-
-/// `#[derive(TmaTiles)]`: one tile per `#[tma(..)]` field.
-pub fn derive(input: &DeriveInput) -> TokenStream {
-    let mut errs = Errors::default();
-    let fields = match &input.data {
-        Data::Struct(s) => match &s.fields {
-            Fields::Named(f) => Some(&f.named),
-            _ => None,
-        },
-        _ => None,
-    };
-    let Some(fields) = fields else {
-        errs.push(
-            input.ident.span(),
-            "`TmaTiles` needs a struct with named fields, one `#[tma(..)]` tile per field",
-        );
-        return fallback::derive(input, errs.take());
-    };
-    let struct_name = check::snake_case(&input.ident.unraw().to_string());
-    let mut tiles = Vec::new();
-    for field in fields {
-        let Some(field_ident) = &field.ident else {
-            continue;
-        };
-        let mut attrs = field.attrs.iter().filter(|a| a.path().is_ident("tma"));
-        let first = attrs.next();
-        for extra in attrs {
-            errs.push_error(syn::Error::new_spanned(
-                extra,
-                "one `#[tma(..)]` per field: a field is one tile",
-            ));
-        }
-        if let Some(attr) = first {
-            let entries = match attr.parse_args_with(parse::entries) {
-                Ok(e) => e,
-                Err(e) => {
-                    errs.push_error(e);
-                    continue;
-                }
-            };
-            let id = tiles.len() as u32;
-            let checked = check::tile(
-                TileInput {
-                    ident: field_ident,
-                    default_name: format!("{struct_name}_{}", field_ident.unraw()),
-                    dtype: None,
-                    entries: &entries,
-                    rank: None,
-                    flags: &["load", "store"],
-                },
-                &mut errs,
-            );
-            if let Some((checked, cuda)) =
-                checked.and_then(|c| rendered(c, id, field_ident.span(), &mut errs))
-            {
-                tiles.push(FieldTile {
-                    ident: field_ident,
-                    ty: &field.ty,
-                    checked,
-                    cuda,
-                    offset: 0,
-                });
-            }
-        }
-    }
-    if tiles.is_empty() && errs.is_empty() {
-        errs.push(
-            input.ident.span(),
-            "`TmaTiles` found no tile: annotate fields with `#[tma(dtype = .., global = [..], boxed = [..])]`",
-        );
-    }
-    if let Some(e) = errs.take() {
-        return fallback::derive(input, Some(e));
-    }
-    derive_impl(input, tiles)
-}
-
-fn derive_impl(input: &DeriveInput, mut tiles: Vec<FieldTile<'_>>) -> TokenStream {
+fn derive_impl(input: &DeriveInput, checked: &CheckedStruct<'_>) -> TokenStream {
     let p = private();
-    // The shared-memory layout: fields in order, each at its alignment.
-    let mut span = tma_core::Size::ZERO;
-    let mut align = 1u64;
-    for t in &mut tiles {
-        let plan = t.checked.valid.plan();
-        let offset = span.next_multiple_of(plan.align_bytes);
-        span = offset + plan.footprint_bytes;
-        align = align.max(plan.align_bytes);
-        let (Some(offset), Some(_)) = (offset.get(), span.get()) else {
-            let e = syn::Error::new(
-                t.ident.span(),
-                format!(
-                    "the tiles up to this field span {span} bytes of shared memory: more than any GPU has"
-                ),
-            );
-            return fallback::derive(input, Some(e));
-        };
-        t.offset = offset;
-    }
-    let end = span.get().unwrap_or_default();
+    let tiles = &checked.fields;
+    let (end, align) = (checked.smem_bytes, checked.smem_align);
     let infos = tiles.iter().map(|t| tile_info(t));
     let params = tiles
         .iter()
@@ -302,20 +170,17 @@ fn derive_impl(input: &DeriveInput, mut tiles: Vec<FieldTile<'_>>) -> TokenStrea
         .join(", ");
     let helpers = tiles
         .iter()
-        .map(|t| t.cuda.source.as_str())
+        .map(|t| t.tile.cuda_source.as_str())
         .collect::<Vec<_>>()
         .join("\n");
-    let specs = tiles.iter().map(|t| spec_expr(t.checked.valid.spec()));
+    let specs = tiles.iter().map(|t| spec_expr(t.tile.valid.spec()));
     let encodes = tiles.iter().enumerate().map(|(i, t)| {
         let field = t.ident;
         // Spanned on the field's type: a type that is not a `TileArg` errors there.
         quote_spanned!(t.ty.span()=> #p::bind_field(valid, #i, &self.#field)?)
     });
-    let warnings: TokenStream = tiles
-        .iter()
-        .map(|t| warnings(&t.checked.warnings))
-        .collect();
-    let runtime = runtime_methods(&tiles);
+    let warnings: TokenStream = tiles.iter().map(|t| warnings(&t.tile.warnings)).collect();
+    let runtime = runtime_methods(tiles);
     let ident = &input.ident;
     let (impl_generics, ty_generics, where_clause) = input.generics.split_for_impl();
     quote! {
@@ -355,16 +220,15 @@ fn derive_impl(input: &DeriveInput, mut tiles: Vec<FieldTile<'_>>) -> TokenStrea
             }
 
             /// The validated specs, in field order (validated at compile time; computed once).
-            pub fn valid_specs() -> #p::Result<&'static [#p::ValidSpec], #p::SpecErrors> {
-                static VALID: #p::OnceLock<#p::Result<#p::Vec<#p::ValidSpec>, #p::SpecErrors>> =
-                    #p::OnceLock::new();
-                #p::cached_valid_all(&VALID, Self::tile_specs)
+            pub fn valid_specs() -> &'static [#p::ValidSpec] {
+                static VALID: #p::OnceLock<#p::Vec<#p::ValidSpec>> = #p::OnceLock::new();
+                #p::valid_once_all(&VALID, Self::tile_specs)
             }
 
             /// Every tile bound to its field's run-time shape, in field order: all rules
             /// checked on the concrete dims and strides.
             pub fn bound_specs(&self) -> #p::Result<#p::Vec<#p::BoundSpec>, #p::SpecErrors> {
-                let valid = Self::valid_specs()?;
+                let valid = Self::valid_specs();
                 #p::Ok(#p::Vec::from([#(#encodes),*]))
             }
 
@@ -383,7 +247,7 @@ fn derive_impl(input: &DeriveInput, mut tiles: Vec<FieldTile<'_>>) -> TokenStrea
 
 /// Runtime encoding: one `CUtensorMap` per field, over the field's device buffer, in field
 /// (= kernel parameter) order.
-fn runtime_methods(tiles: &[FieldTile<'_>]) -> TokenStream {
+fn runtime_methods(tiles: &[CheckedField<'_>]) -> TokenStream {
     let p = private();
     let n = tiles.len();
     quote! {
@@ -410,17 +274,17 @@ fn map_param(field: &Ident) -> String {
     format!("{}_map", field.unraw())
 }
 
-fn tile_info(t: &FieldTile<'_>) -> TokenStream {
+fn tile_info(t: &CheckedField<'_>) -> TokenStream {
     let p = private();
-    let valid: &ValidSpec = &t.checked.valid;
+    let valid: &ValidSpec = &t.tile.valid;
     let plan = valid.plan();
     let field = t.ident.unraw().to_string();
     let name = &valid.spec().name;
-    let cuda_name = &t.cuda.cuda_name;
+    let cuda_name = &t.tile.cuda_name;
     let map = map_param(t.ident);
     let role = match (
-        t.checked.flags.iter().any(|f| f == "load"),
-        t.checked.flags.iter().any(|f| f == "store"),
+        t.tile.flags.iter().any(|f| f == "load"),
+        t.tile.flags.iter().any(|f| f == "store"),
     ) {
         (true, true) => quote!(LoadStore),
         (false, true) => quote!(Store),
@@ -432,7 +296,7 @@ fn tile_info(t: &FieldTile<'_>) -> TokenStream {
         plan.box_bytes,
         plan.footprint_bytes,
         plan.align_bytes,
-        t.offset,
+        t.smem_offset,
     );
     quote! {
         #p::TileInfo {

@@ -1,8 +1,8 @@
 //! What a rejected declaration expands to: the errors, plus a stub with the same API so
 //! uses of the type do not add errors of their own (thiserror's `fallback.rs`).
 
-use crate::expand::private;
 use crate::parse::TileDecl;
+use crate::paths::private;
 use proc_macro2::TokenStream;
 use quote::quote;
 use syn::ext::IdentExt;
@@ -36,17 +36,17 @@ pub fn tile(decl: &TileDecl, errors: syn::Error) -> TokenStream {
                 #p::stub_spec(#name)
             }
 
-            fn valid() -> #p::Result<&'static #p::ValidSpec, #p::SpecErrors> {
-                #p::stub_valid(#name)
+            fn valid() -> &'static #p::ValidSpec {
+                #p::stub_valid()
             }
         }
     }
 }
 
-/// The errors and the derive's inherent API with empty values.
-pub fn derive(input: &DeriveInput, errors: Option<syn::Error>) -> TokenStream {
+/// The errors and the derive's inherent items, every one, with empty values.
+pub fn derive(input: &DeriveInput, errors: syn::Error) -> TokenStream {
     let p = private();
-    let errors = errors.map(|e| e.to_compile_error());
+    let errors = errors.to_compile_error();
     let ident = &input.ident;
     let (impl_generics, ty_generics, where_clause) = input.generics.split_for_impl();
     quote! {
@@ -69,10 +69,19 @@ pub fn derive(input: &DeriveInput, errors: Option<syn::Error>) -> TokenStream {
             pub fn tile_specs() -> #p::Vec<#p::TileSpec> {
                 #p::Vec::new()
             }
-            pub fn valid_specs() -> #p::Result<&'static [#p::ValidSpec], #p::SpecErrors> {
-                #p::Ok(&[])
+            pub fn valid_specs() -> &'static [#p::ValidSpec] {
+                &[]
+            }
+            pub fn bound_specs(&self) -> #p::Result<#p::Vec<#p::BoundSpec>, #p::SpecErrors> {
+                #p::Ok(#p::Vec::new())
             }
             pub fn encode_args(&self) -> #p::Result<#p::Vec<#p::EncodeArgs>, #p::SpecErrors> {
+                #p::Ok(#p::Vec::new())
+            }
+            pub fn tensor_maps(
+                &self,
+                _buffers: &[&dyn #p::TileBuffer],
+            ) -> #p::Result<#p::Vec<#p::TensorMap>, #p::RuntimeError> {
                 #p::Ok(#p::Vec::new())
             }
         }

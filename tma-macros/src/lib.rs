@@ -5,15 +5,17 @@
 //! runtime calls. Every finding points at the token that caused it. See the `tma` crate
 //! for the syntax and the generated API (`tma::Tile`, `tma::TileInfo`).
 //!
-//! Layout: `parse` (token shapes) -> `check` (spec + validation, spanned errors) ->
-//! `expand` (generated code; `fallback` on error). `render` is the one place the
-//! CUDA helpers are produced.
+//! One direction: `parse` (token shapes) -> `check` (spec, validation, rendered CUDA,
+//! the derive's shared-memory layout; every error, spanned) -> `expand` (generated code,
+//! which cannot fail; `fallback` on error). `errors` accumulates errors; `paths` is the
+//! `::tma::__private` path both `expand` and `fallback` generate.
 
 mod check;
+mod errors;
 mod expand;
 mod fallback;
 mod parse;
-mod render;
+mod paths;
 
 #[cfg(test)]
 mod tests;
@@ -37,7 +39,8 @@ tile_macro! {
     tma_1d => 1,
     /// A rank-2 tile. See [`tma_3d!`] for the syntax.
     tma_2d => 2,
-    /// A rank-3 tile: a unit struct implementing `tma::Tile`, checked at compile time.
+    /// A rank-3 tile: a unit struct (deriving `Clone`, `Copy`, `Debug`, `Default`,
+    /// `PartialEq`, `Eq`, `Hash`) implementing `tma::Tile`, checked at compile time.
     ///
     /// ```text
     /// tma_3d! {
@@ -64,9 +67,46 @@ tile_macro! {
     tma_5d => 5,
 }
 
-/// One tile per `#[tma(dtype = .., global = [..], boxed = [..], ..)]` field (plus the
-/// `load` / `store` flags): kernel parameters, CUDA helpers, a shared-memory plan and
-/// encode arguments, in field order.
+/// One tile per `#[tma(..)]` field of a struct with named fields, checked at compile time.
+///
+/// The attribute takes the keys of [`tma_3d!`] (`global`, `boxed`, `strides`, `swizzle`,
+/// ..), plus `dtype = ..` and the flags `load` / `store` (neither: `load`). The field's type
+/// holds the tile's run-time shape: it implements `tma::TileArg` (`[u64; N]`, `Vec<u64>`,
+/// `&[u64]`, `tma::Strided`). Every field is checked, and all their errors are reported
+/// together.
+///
+/// ```text
+/// #[derive(TmaTiles)]
+/// struct Attention<'a> {
+///     #[tma(dtype = bf16, global = [S = _, D = 64], boxed = [64, 64], swizzle = 128, load)]
+///     q: &'a [u64],
+///     #[tma(dtype = f32, global = [S = _, D = 64], boxed = [64, 64], store)]
+///     o: [u64; 2],
+///     scale: f32, // no `#[tma]`: not a tile
+/// }
+/// ```
+///
+/// It generates one inherent `impl` with these items, each listing the tiles in field order
+/// (the kernel parameter order); the types are `tma`'s:
+///
+/// | Item | What it is |
+/// |---|---|
+/// | `const TILES: &'static [TileInfo]` | each tile: field, name, CUDA helper, map parameter, role, bytes, shared-memory offset |
+/// | `const SMEM_BYTES: u64` | shared memory all tiles span, from a base aligned to `SMEM_ALIGN` |
+/// | `const SMEM_ALIGN: u64` | the largest tile alignment |
+/// | `const CUDA_PARAMS: &'static str` | `const __grid_constant__ CUtensorMap <field>_map, ..` |
+/// | `const CUDA_HELPERS: &'static str` | the CUDA helpers `tma_<struct>_<field>` of every tile |
+/// | `fn cuda_params() -> &'static str` | `CUDA_PARAMS` |
+/// | `fn cuda_helpers() -> &'static str` | `CUDA_HELPERS` |
+/// | `fn smem_plan() -> SmemLayout` | `TILES`, `SMEM_BYTES` and `SMEM_ALIGN` together |
+/// | `fn tile_specs() -> Vec<TileSpec>` | the declared specs |
+/// | `fn valid_specs() -> &'static [ValidSpec]` | the validated specs (validated at compile time, computed once) |
+/// | `fn bound_specs(&self) -> Result<Vec<BoundSpec>, SpecErrors>` | each tile bound to its field's run-time shape |
+/// | `fn encode_args(&self) -> Result<Vec<EncodeArgs>, SpecErrors>` | the `cuTensorMapEncodeTiled` arguments of each tile |
+/// | `fn tensor_maps(&self, buffers: &[&dyn TileBuffer]) -> Result<Vec<TensorMap>, runtime::Error>` | one `CUtensorMap` per tile, encoded over `buffers[i]` |
+///
+/// A validation warning becomes a deprecation warning at its token. A rejected struct gets
+/// the errors and the same items with empty values, so its uses add no errors of their own.
 #[proc_macro_derive(TmaTiles, attributes(tma))]
 pub fn derive_tma_tiles(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as syn::DeriveInput);

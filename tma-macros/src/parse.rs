@@ -13,12 +13,16 @@
 //!
 //! Both forms are a list of entries `key = value` or bare flags `key`; [`crate::check`]
 //! gives them meaning, so every unknown key or bad value is reported with its span.
+//! For the derive, [`tiles_struct`] reads the `#[tma(..)]` attribute of each field.
 
 use proc_macro2::Span;
 use syn::ext::IdentExt;
 use syn::parse::{Parse, ParseStream};
 use syn::punctuated::Punctuated;
-use syn::{bracketed, Attribute, Ident, LitInt, LitStr, Token, Visibility};
+use syn::{
+    bracketed, Attribute, Data, DataStruct, DeriveInput, Fields, Ident, LitInt, LitStr, Token,
+    Visibility,
+};
 
 /// A `tma_Nd!` invocation.
 pub struct TileDecl {
@@ -184,4 +188,67 @@ impl Parse for TileDecl {
             entries,
         })
     }
+}
+
+/// A `#[derive(TmaTiles)]` struct: its fields that carry `#[tma(..)]`, in field order.
+pub struct TilesStruct<'a> {
+    pub ident: &'a Ident,
+    pub fields: Vec<TileField<'a>>,
+}
+
+/// One field with a `#[tma(..)]` attribute.
+pub struct TileField<'a> {
+    pub ident: &'a Ident,
+    pub ty: &'a syn::Type,
+    /// The first attribute's entries, if it parses.
+    pub entries: Option<Vec<Entry>>,
+    /// Why the attributes do not read: a second `#[tma(..)]`, a first that does not parse.
+    pub error: Option<syn::Error>,
+}
+
+/// The `#[tma(..)]` fields of a derive input. Only a non-struct is an error here; a field's
+/// own errors stay with it, so the other fields are still checked.
+pub fn tiles_struct(input: &DeriveInput) -> syn::Result<TilesStruct<'_>> {
+    let Data::Struct(DataStruct {
+        fields: Fields::Named(named),
+        ..
+    }) = &input.data
+    else {
+        return Err(syn::Error::new(
+            input.ident.span(),
+            "`TmaTiles` needs a struct with named fields, one `#[tma(..)]` tile per field",
+        ));
+    };
+    let mut fields = Vec::new();
+    for field in &named.named {
+        let Some(ident) = &field.ident else {
+            continue;
+        };
+        let mut attrs = field.attrs.iter().filter(|a| a.path().is_ident("tma"));
+        let Some(first) = attrs.next() else {
+            continue;
+        };
+        let mut error: Option<syn::Error> = None;
+        let mut push = |e: syn::Error| match &mut error {
+            Some(all) => all.combine(e),
+            None => error = Some(e),
+        };
+        for extra in attrs {
+            push(syn::Error::new_spanned(
+                extra,
+                "one `#[tma(..)]` per field: a field is one tile",
+            ));
+        }
+        let entries = first.parse_args_with(entries).map_err(&mut push).ok();
+        fields.push(TileField {
+            ident,
+            ty: &field.ty,
+            entries,
+            error,
+        });
+    }
+    Ok(TilesStruct {
+        ident: &input.ident,
+        fields,
+    })
 }
