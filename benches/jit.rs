@@ -30,7 +30,7 @@ use std::time::Instant;
 use cudarc::driver::CudaContext;
 use cudarc::nvrtc::{result as nv, sys as nvsys, Ptx};
 use tma::render::KernelSource;
-use tma::runtime::jit::{CompileOptions, Compiler, JitConfig, Source};
+use tma::runtime::{CompileOptions, Compiler, JitConfig, Source};
 use tma::{Arch, Tile};
 
 type Res<T> = Result<T, Box<dyn Error>>;

@@ -21,7 +21,7 @@ use std::time::Instant;
 use common::{CopyArgs, CopyTile, Res};
 use cudarc::driver::sys::{CUdevice_attribute as Attr, CUevent_flags};
 use cudarc::driver::{CudaContext, CudaEvent, CudaSlice, CudaStream};
-use tma::runtime::jit::{CompileOptions, Compiler};
+use tma::runtime::{CompileOptions, Compiler};
 use tma::runtime::{Kernel, LaunchConfig, Module, TensorMap};
 
 const WARMUP: usize = 5;

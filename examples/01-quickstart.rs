@@ -10,7 +10,7 @@
 use std::error::Error;
 
 use tma::render::KernelSource;
-use tma::runtime::jit::{CompileOptions, Compiler, Source};
+use tma::runtime::{CompileOptions, Compiler, Source};
 use tma::{model, picture};
 use tma::{Arch, EncodeArgs, Tile};
 

@@ -14,7 +14,7 @@ use std::error::Error;
 use half::f16;
 use tma::model;
 use tma::render::KernelSource;
-use tma::runtime::jit::{CompileOptions, Compiler, Source};
+use tma::runtime::{CompileOptions, Compiler, Source};
 use tma::{Arch, EncodeArgs, Tile};
 
 const N: usize = 2;

@@ -5,8 +5,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use tma::render;
-use tma::runtime::jit::{CompileOptions, Compiler};
 use tma::runtime::LaunchConfig;
+use tma::runtime::{CompileOptions, Compiler};
 use tma::{Arch, TmaTiles};
 
 #[derive(TmaTiles)]

@@ -10,7 +10,7 @@
 use std::time::Instant;
 
 use tma::render::KernelSource;
-use tma::runtime::jit::{CompileOptions, Compiler, Source};
+use tma::runtime::{CompileOptions, Compiler, Source};
 use tma::runtime::{Error, LaunchConfig, TensorMap};
 use tma::{Arch, Tile};
 

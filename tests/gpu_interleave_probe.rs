@@ -20,9 +20,9 @@ use std::io::Write as _;
 
 use cudarc::driver::{CudaSlice, DevicePtr};
 use tma_core::{Arch, DType, EncodeArgs, Interleave, L2Promotion, OobFill, Swizzle};
-use tma_runtime::jit::{CompileOptions, Compiler, Source};
 use tma_runtime::launch::ByValue;
 use tma_runtime::LaunchConfig;
+use tma_runtime::{CompileOptions, Compiler, Source};
 
 /// The probe kernels, after the harness whose copy functions they use.
 fn probe_source() -> String {

@@ -7,7 +7,7 @@
 
 use tma::model;
 use tma::render::KernelSource;
-use tma::runtime::jit::{CompileOptions, Compiler, Source};
+use tma::runtime::{CompileOptions, Compiler, Source};
 use tma::runtime::{LaunchConfig, TensorMap};
 use tma::{Arch, Tile};
 

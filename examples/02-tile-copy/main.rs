@@ -28,7 +28,7 @@ use std::time::Instant;
 
 use common::{CopyArgs, CopyTile, Res, Rng, TrTile};
 use cudarc::driver::{CudaContext, CudaStream};
-use tma::runtime::jit::{CompileOptions, Compiler, Source};
+use tma::runtime::{CompileOptions, Compiler, Source};
 use tma::runtime::{Module, TensorMap};
 use tma::{Arch, EncodeArgs, Tile};
 

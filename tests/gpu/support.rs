@@ -9,8 +9,8 @@ use std::sync::Arc;
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
 use tma_core::model::ReduceOp;
 use tma_core::{to_tma_order, Arch, BoundSpec, EncodeArgs};
-use tma_runtime::jit::{CompileOptions, Compiler, Source};
 use tma_runtime::launch::ByValue;
+use tma_runtime::{CompileOptions, Compiler, Source};
 use tma_runtime::{Kernel, LaunchConfig, Module, TensorMap};
 
 /// Boxes per call the harness supports (MAX_BOXES in harness.cu).

@@ -19,8 +19,8 @@ use cudarc::driver::{
 };
 use tma_core::Arch;
 
+use crate::compile::{CompileOptions, Compiled, Compiler, Source};
 use crate::error::{CuResult, Error};
-use crate::jit::{CompileOptions, Compiled, Compiler, Source};
 use crate::tensor_map::TensorMap;
 
 /// Dynamic shared memory a kernel gets without opting in (48 KB).
@@ -640,7 +640,7 @@ mod tests {
             log: String::new(),
             arch: Arch::Sm90a,
             debug_waits: true,
-            tiles: crate::jit::tile_names("// tma-tile 0 q\n// tma-tile 1 kv_tile\n"),
+            tiles: crate::compile::tile_names("// tma-tile 0 q\n// tma-tile 1 kv_tile\n"),
             args: Vec::new(),
             key: "k".into(),
         };

@@ -14,10 +14,10 @@
 //! # Ok(()) }
 //! ```
 //!
-//! # Compiling ([`jit`]), no GPU needed
+//! # Compiling ([`compile`]), no GPU needed
 //! ```no_run
 //! use tma_core::Arch;
-//! use tma_runtime::jit::{CompileOptions, Compiler, Source};
+//! use tma_runtime::{CompileOptions, Compiler, Source};
 //! # fn main() -> Result<(), tma_runtime::Error> {
 //! let compiler = Compiler::global()?; // configured from TMA_JIT_* / TMA_CACHE_DIR
 //! let source = Source::new("extern \"C\" __global__ void k(int* p) { *p = 1; }");
@@ -27,7 +27,7 @@
 //! # Ok(()) }
 //! ```
 //! A compile error is [`Error::Compile`] with NVRTC's log and the source with line numbers.
-//! Hold a [`jit::Source`] on hot paths: it is hashed once, and a cached compile is then a map
+//! Hold a [`Source`] on hot paths: it is hashed once, and a cached compile is then a map
 //! lookup (well under a microsecond). [`Compiler::compile`] takes a `&str` and hashes it
 //! each call (a few microseconds for a 50 KB source).
 //!
@@ -51,7 +51,7 @@
 //! ```no_run
 //! use cudarc::driver::CudaContext;
 //! use tma_core::{validate, Arch, DType, TileSpec};
-//! use tma_runtime::{jit::{CompileOptions, Compiler, Source}, LaunchConfig, TensorMap};
+//! use tma_runtime::{CompileOptions, Compiler, LaunchConfig, Source, TensorMap};
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! # let cuda_source = String::new();
 //! let ctx = CudaContext::new(0)?;
@@ -87,16 +87,15 @@
 //! and start a fresh process. Run such tests alone (`#[ignore]` + `--ignored`).
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod compile;
 pub mod cuda_libs;
 pub mod error;
-mod hash;
-pub mod jit;
 pub mod launch;
 pub mod tensor_map;
 pub mod testing;
 
+pub use compile::{CompileOptions, Compiled, Compiler, JitConfig, Source};
 pub use cuda_libs::{gpu_available, nvrtc_available, GpuInfo, NvrtcInfo};
 pub use error::{CuResult, Error};
-pub use jit::{CompileOptions, Compiled, Compiler};
 pub use launch::{Kernel, Launch, LaunchConfig, Module};
 pub use tensor_map::{TensorMap, TensorMapArray, TmaElement};
