@@ -20,7 +20,7 @@ use std::io::Write as _;
 
 use cudarc::driver::{CudaSlice, DevicePtr};
 use tma_core::{Arch, DType, EncodeArgs, Interleave, L2Promotion, OobFill, Swizzle};
-use tma_runtime::launch::ByValue;
+use tma_runtime::ByValue;
 use tma_runtime::LaunchConfig;
 use tma_runtime::{CompileOptions, Compiler, Source};
 

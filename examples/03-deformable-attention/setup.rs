@@ -7,7 +7,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DeviceRepr};
 use half::{bf16, f16};
 use tma::render::KernelSource;
-use tma::runtime::launch::ByValue;
+use tma::runtime::ByValue;
 use tma::runtime::{CompileOptions, Compiled, Compiler, Source};
 use tma::runtime::{Kernel, LaunchConfig, TensorMap, TensorMapArray};
 use tma::{Arch, BoundSpec, Tile, ValidSpec};

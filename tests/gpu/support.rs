@@ -9,7 +9,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
 use tma_core::model::ReduceOp;
 use tma_core::{to_tma_order, Arch, BoundSpec, EncodeArgs};
-use tma_runtime::launch::ByValue;
+use tma_runtime::ByValue;
 use tma_runtime::{CompileOptions, Compiler, Source};
 use tma_runtime::{Kernel, LaunchConfig, Module, TensorMap};
 
@@ -91,7 +91,7 @@ impl Gpu {
         self.ctx.bind_to_thread().expect("bind");
         // SAFETY: a context is current; the driver only reads the arguments (it never
         // touches the memory at `addr` when encoding).
-        unsafe { tma_runtime::tensor_map::encode_args(args, addr) }.map_err(|e| match e {
+        unsafe { tma_runtime::driver::encode_args(args, addr) }.map_err(|e| match e {
             tma_runtime::Error::Encode { result, .. } => format!("{result:?}"),
             other => other.to_string(),
         })

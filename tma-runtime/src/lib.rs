@@ -47,7 +47,7 @@
 //! | `TMA_REQUIRE_GPU=1` | [`testing::require_gpu_or_skip`] fails instead of skipping |
 //! | `TMA_REQUIRE_NVRTC=1`, `CI=true` | [`testing::require_nvrtc_or_skip`] fails instead of skipping |
 //!
-//! # Tensor maps ([`tensor_map`]) and launch ([`launch`])
+//! # Tensor maps and launch ([`driver`])
 //! ```no_run
 //! use cudarc::driver::CudaContext;
 //! use tma_core::{validate, Arch, DType, TileSpec};
@@ -78,7 +78,7 @@
 //!
 //! # Hangs become errors
 //! A module compiled with `debug_waits` (`-DTMA_DEBUG`) gets a pinned, device-mapped
-//! [`launch::HangRecord`] whose address goes into its `tma_debug_record` global before any
+//! [`HangRecord`] whose address goes into its `tma_debug_record` global before any
 //! launch. A wait that gives up writes the record and traps; the failed launch or
 //! synchronisation ([`Launch::launch_and_sync`], [`Module::synchronize`]) then returns
 //! [`Error::BarrierTimeout`] naming the tile (from the source's `// tma-tile <id> <name>`
@@ -89,13 +89,14 @@
 
 pub mod compile;
 pub mod cuda_libs;
+pub mod driver;
 pub mod error;
-pub mod launch;
-pub mod tensor_map;
 pub mod testing;
 
 pub use compile::{CompileOptions, Compiled, Compiler, JitConfig, Source};
 pub use cuda_libs::{gpu_available, nvrtc_available, GpuInfo, NvrtcInfo};
+pub use driver::{
+    ByValue, HangRecord, Kernel, KernelArg, Launch, LaunchConfig, Module, TensorMap,
+    TensorMapArray, TmaElement,
+};
 pub use error::{CuResult, Error};
-pub use launch::{Kernel, Launch, LaunchConfig, Module};
-pub use tensor_map::{TensorMap, TensorMapArray, TmaElement};

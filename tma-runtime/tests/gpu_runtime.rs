@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use cudarc::driver::CudaContext;
 use tma_core::{validate, DType, TileSpec};
-use tma_runtime::launch::LaunchConfig;
 use tma_runtime::testing::require_gpu_or_skip;
+use tma_runtime::LaunchConfig;
 use tma_runtime::{CompileOptions, Compiler, Source};
 use tma_runtime::{Error, TensorMap};
 

@@ -74,7 +74,7 @@ pub struct Compiler {
     disk: Option<DiskCache>,
     /// Source fingerprint -> (options, output) pairs.
     memory: RwLock<MemoryCache>,
-    pub(crate) modules: crate::launch::ModuleCache,
+    pub(crate) modules: crate::driver::ModuleCache,
 }
 
 impl std::fmt::Debug for Compiler {
