@@ -58,10 +58,13 @@ impl Gpu {
         let ctx = CudaContext::new(0).expect("context");
         let stream = ctx.default_stream();
         let source = Source::new(harness_source());
-        let module = Compiler::global()
-            .expect("NVRTC")
-            .load(&ctx, &source, &CompileOptions::new(Arch::Sm90a))
-            .expect("harness compiles");
+        let module = Module::compile_and_load(
+            &ctx,
+            Compiler::global().expect("NVRTC"),
+            &source,
+            &CompileOptions::new(Arch::Sm90a),
+        )
+        .expect("harness compiles");
         let load = module.kernel("harness_load").expect("harness_load");
         let store = module.kernel("harness_store").expect("harness_store");
         let out_dir = std::env::var_os("OUT").map(std::path::PathBuf::from);

@@ -1,5 +1,18 @@
 //! Runtime of `tma`: finding CUDA, NVRTC JIT with caches, tensor maps, launch.
 //!
+//! Two layers, one way:
+//!
+//! | module | job | needs | uses |
+//! | --- | --- | --- | --- |
+//! | [`compile`] | source -> [`Compiled`] (NVRTC, options, in-process and disk caches) | libnvrtc | leaves |
+//! | [`driver`] | [`Compiled`] -> [`Module`], [`Kernel`], [`Launch`]; [`TensorMap`]; hang records | libcuda, a GPU | [`compile`], leaves |
+//! | [`cuda_libs`], [`error`] | finding the libraries; the one error type | | nothing here |
+//!
+//! The compile layer imports nothing of the driver, so everything that only compiles (build
+//! scripts, CI without a GPU, cache warm-up) runs where there is no libcuda. [`testing`]
+//! (skip or fail GPU/NVRTC tests) uses only the leaves. The items users need are re-exported
+//! here: `tma_runtime::{Compiler, Module, ...}`.
+//!
 //! # Finding CUDA ([`cuda_libs`])
 //! cudarc panics when it cannot `dlopen` libcuda or libnvrtc; this crate looks first and
 //! returns [`Error::CudaLibraryMissing`] listing every place it tried and what to do.
@@ -51,7 +64,7 @@
 //! ```no_run
 //! use cudarc::driver::CudaContext;
 //! use tma_core::{validate, Arch, DType, TileSpec};
-//! use tma_runtime::{CompileOptions, Compiler, LaunchConfig, Source, TensorMap};
+//! use tma_runtime::{CompileOptions, Compiler, LaunchConfig, Module, Source, TensorMap};
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! # let cuda_source = String::new();
 //! let ctx = CudaContext::new(0)?;
@@ -61,8 +74,10 @@
 //! let a = stream.alloc_zeros::<half::bf16>(4096 * 1024)?;
 //! // Element size, base alignment and length are checked before the driver call.
 //! let map = TensorMap::new(&bound, &a)?;
-//! let module = Compiler::global()?.load(&ctx, &Source::new(cuda_source),
-//!     &CompileOptions::new(Arch::Sm90a).debug_waits(true))?;
+//! let options = CompileOptions::new(Arch::Sm90a).debug_waits(true);
+//! // Compiles (cached), loads (shared per context while `module` lives).
+//! let module = Module::compile_and_load(&ctx, Compiler::global()?, &Source::new(cuda_source),
+//!     &options)?;
 //! let kernel = module.kernel("my_kernel")?;
 //! let cfg = LaunchConfig::new(&stream, (132, 1, 1), (384, 1, 1))
 //!     .dynamic_smem(160 * 1024) // > 48 KB: opted in automatically
@@ -72,6 +87,11 @@
 //! unsafe { kernel.launch_builder(&cfg).arg(&map).arg(&mut out).launch_and_sync() }?;
 //! # Ok(()) }
 //! ```
+//! [`Module::compile_and_load`] shares one loaded module per (context, compile) among the
+//! callers that hold it, and keeps none alive itself: when the last [`Module`] / [`Kernel`]
+//! handle and the last `Arc<CudaContext>` go, the context goes. [`Module::load`] loads a
+//! [`Compiled`] without sharing.
+//!
 //! [`TensorMap`] is `#[repr(transparent)]` over cudarc's `CUtensorMap` and goes to the kernel
 //! by value. [`TensorMapArray`] uploads many maps into global memory for kernels that index
 //! them (`prefetch.tensormap` + `fence.proxy.tensormap::generic.acquire`).

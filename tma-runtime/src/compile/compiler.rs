@@ -74,7 +74,6 @@ pub struct Compiler {
     disk: Option<DiskCache>,
     /// Source fingerprint -> (options, output) pairs.
     memory: RwLock<MemoryCache>,
-    pub(crate) modules: crate::driver::ModuleCache,
 }
 
 impl std::fmt::Debug for Compiler {
@@ -105,7 +104,6 @@ impl Compiler {
             config,
             disk,
             memory: RwLock::new(HashMap::new()),
-            modules: Default::default(),
         })
     }
 

@@ -10,6 +10,7 @@
 //! - [`HangRecord`]: what a debug wait that gave up wrote; it becomes
 //!   [`Error::BarrierTimeout`](crate::Error::BarrierTimeout).
 
+mod cache;
 mod hang;
 mod launch;
 mod module;
@@ -17,6 +18,5 @@ mod tensor_map;
 
 pub use hang::{HangRecord, DEBUG_RECORD_SYMBOL};
 pub use launch::{ByValue, KernelArg, Launch, LaunchConfig};
-pub(crate) use module::ModuleCache;
 pub use module::{Kernel, Module, DEFAULT_DYNAMIC_SMEM_LIMIT, MAX_PORTABLE_CLUSTER};
 pub use tensor_map::{check_buffer, encode_args, TensorMap, TensorMapArray, TmaElement};

@@ -2,9 +2,8 @@
 //! it in to large dynamic shared memory and clusters, and explain a failure (hang record
 //! first, else the driver's status).
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, LazyLock};
 
 use cudarc::driver::sys::{self, CUdevice_attribute, CUfunction_attribute};
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream};
@@ -13,6 +12,7 @@ use tma_core::Arch;
 use crate::compile::{CompileOptions, Compiled, Compiler, Source};
 use crate::error::{CuResult, Error};
 
+use super::cache::WeakCache;
 use super::hang::MappedRecord;
 
 /// Dynamic shared memory a kernel gets without opting in (48 KB).
@@ -20,11 +20,12 @@ pub const DEFAULT_DYNAMIC_SMEM_LIMIT: u32 = 48 * 1024;
 /// Largest portable cluster (blocks); larger needs the non-portable attribute (max 16 on H100).
 pub const MAX_PORTABLE_CLUSTER: u32 = 8;
 
-/// Loaded modules per (cache key, context), so one compile loads once per context.
-#[derive(Default)]
-pub(crate) struct ModuleCache {
-    map: Mutex<HashMap<(String, usize), Arc<Module>>>,
-}
+/// Modules loaded by [`Module::compile_and_load`], per (context, [`Compiled::key`]), shared
+/// while someone holds them. Keyed by the raw `CUcontext`: a live entry's module holds its
+/// context, so a live entry's address names a live context, and only that one (every
+/// `CudaContext::new(n)` of one device is the same primary context). Holding `Weak`s, the
+/// cache keeps no module and so no context alive ([`WeakCache`]).
+static LOADED: LazyLock<WeakCache<(usize, String), Module>> = LazyLock::new(WeakCache::new);
 
 /// A compiled module loaded into a context.
 pub struct Module {
@@ -45,7 +46,8 @@ impl std::fmt::Debug for Module {
 }
 
 impl Module {
-    /// Loads `compiled` (CUBIN, else PTX) into `ctx`. With debug waits, allocates the hang
+    /// Loads `compiled` (CUBIN, else PTX) into `ctx`: always a new module, shared with no
+    /// one ([`Module::compile_and_load`] shares). With debug waits, allocates the hang
     /// record and points the module's `tma_debug_record` at it.
     pub fn load(ctx: &Arc<CudaContext>, compiled: Arc<Compiled>) -> Result<Arc<Module>, Error> {
         crate::cuda_libs::libcuda_available()?;
@@ -79,6 +81,22 @@ impl Module {
             ctx: ctx.clone(),
             record,
         }))
+    }
+
+    /// Compiles `source` with `compiler` (its caches first) and loads it into `ctx`, or
+    /// returns the module loaded from the same compile into the same context while any
+    /// handle to it ([`Module`], [`Kernel`]) is alive. The cache keeps nothing alive: once
+    /// the last handle goes, the module is unloaded, its context can go, and the next call
+    /// loads again (compiling is still a cache hit). Hold the module to keep the hit.
+    pub fn compile_and_load(
+        ctx: &Arc<CudaContext>,
+        compiler: &Compiler,
+        source: &Source,
+        options: &CompileOptions,
+    ) -> Result<Arc<Module>, Error> {
+        let compiled = compiler.compile_source(source, options)?;
+        let key = (ctx.cu_ctx() as usize, compiled.key.clone());
+        LOADED.get_or_try_insert_with(key, || Module::load(ctx, compiled))
     }
 
     pub fn compiled(&self) -> &Arc<Compiled> {
@@ -157,33 +175,6 @@ fn is_sticky(r: CuResult) -> bool {
             | CUDA_ERROR_LAUNCH_TIMEOUT
             | CUDA_ERROR_TENSOR_MEMORY_LEAK
     )
-}
-
-impl Compiler {
-    /// Compiles (cached) and loads (cached per context) `source` into `ctx`.
-    pub fn load(
-        &self,
-        ctx: &Arc<CudaContext>,
-        source: &Source,
-        options: &CompileOptions,
-    ) -> Result<Arc<Module>, Error> {
-        let compiled = self.compile_source(source, options)?;
-        let key = (compiled.key.clone(), ctx.cu_ctx() as usize);
-        if let Some(m) = self
-            .modules
-            .map
-            .lock()
-            .ok()
-            .and_then(|m| m.get(&key).cloned())
-        {
-            return Ok(m);
-        }
-        let module = Module::load(ctx, compiled)?;
-        if let Ok(mut m) = self.modules.map.lock() {
-            m.entry(key).or_insert_with(|| module.clone());
-        }
-        Ok(module)
-    }
 }
 
 /// A kernel of a loaded module.
