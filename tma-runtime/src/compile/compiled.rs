@@ -13,6 +13,7 @@ pub struct Compiled {
     pub cubin: Vec<u8>,
     /// NVRTC's log (warnings; empty when clean).
     pub log: String,
+    /// The arch compiled for; a CUBIN loads only on a device of this arch.
     pub arch: Arch,
     /// Compiled with `-DTMA_DEBUG` (the module has `tma_debug_record`).
     pub debug_waits: bool,

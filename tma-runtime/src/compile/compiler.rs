@@ -51,6 +51,7 @@ pub fn default_cache_dir() -> Option<PathBuf> {
 }
 
 impl JitConfig {
+    /// `TMA_JIT_DEBUG`, `TMA_JIT_DUMP`, `TMA_JIT_NO_CACHE` and [`default_cache_dir`].
     pub fn from_env() -> JitConfig {
         JitConfig {
             debug: env_flag("TMA_JIT_DEBUG"),
@@ -116,9 +117,11 @@ impl Compiler {
             .map_err(Clone::clone)
     }
 
+    /// The NVRTC this compiler runs (its version is part of every cache key).
     pub fn nvrtc(&self) -> &NvrtcInfo {
         &self.nvrtc
     }
+    /// The settings it was made with.
     pub fn config(&self) -> &JitConfig {
         &self.config
     }

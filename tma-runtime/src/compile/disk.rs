@@ -18,9 +18,11 @@ pub struct DiskCache {
 static TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
 impl DiskCache {
+    /// The cache in `dir` (created at the first store).
     pub fn new(dir: PathBuf) -> DiskCache {
         DiskCache { dir }
     }
+    /// The directory holding the entries.
     pub fn dir(&self) -> &Path {
         &self.dir
     }

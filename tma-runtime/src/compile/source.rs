@@ -15,11 +15,13 @@ pub struct Source {
 }
 
 impl Source {
+    /// Takes `text` and hashes it, once.
     pub fn new(text: impl Into<Arc<str>>) -> Source {
         let text = text.into();
         let fingerprint = fingerprint(text.as_bytes());
         Source { text, fingerprint }
     }
+    /// The CUDA source.
     pub fn text(&self) -> &str {
         &self.text
     }

@@ -13,18 +13,23 @@ use crate::error::{CuResult, Error};
 /// The module global the debug waits write through (CONTRACTS.md).
 pub const DEBUG_RECORD_SYMBOL: &str = "tma_debug_record";
 
-/// The hang record of CONTRACTS.md, written by a debug wait that gave up (48 bytes).
+/// The hang record of CONTRACTS.md, written by a debug wait that gave up (48 bytes; the
+/// device's `tma_hang_record`, field for field).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct HangRecord {
+    /// Non-zero once a wait gave up (the first waiter to give up claims the record).
     pub hung: u32,
     pub block_x: u32,
     pub block_y: u32,
     pub block_z: u32,
     pub thread: u32,
+    /// The mbarrier's shared-memory address.
     pub barrier: u32,
+    /// The parity waited for.
     pub phase: u32,
     pub expected_tx: u32,
+    /// The `// tma-tile <id>` of the tile waited for; `u32::MAX`: unknown.
     pub tile_id: u32,
     pub pad: u32,
     pub waited_ns: u64,

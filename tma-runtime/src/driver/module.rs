@@ -99,12 +99,15 @@ impl Module {
         LOADED.get_or_try_insert_with(key, || Module::load(ctx, compiled))
     }
 
+    /// What was loaded (tile names for hang reports, the cache key).
     pub fn compiled(&self) -> &Arc<Compiled> {
         &self.compiled
     }
+    /// The context it was loaded into.
     pub fn context(&self) -> &Arc<CudaContext> {
         &self.ctx
     }
+    /// cudarc's module, for what this crate does not wrap.
     pub fn cuda_module(&self) -> &Arc<CudaModule> {
         &self.module
     }
@@ -188,12 +191,15 @@ pub struct Kernel {
 }
 
 impl Kernel {
+    /// The kernel's name in the module.
     pub fn name(&self) -> &str {
         &self.name
     }
+    /// The module it is in (kept alive by the kernel).
     pub fn module(&self) -> &Arc<Module> {
         &self.module
     }
+    /// cudarc's function, for what this crate does not wrap.
     pub fn function(&self) -> &CudaFunction {
         &self.func
     }

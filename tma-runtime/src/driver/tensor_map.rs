@@ -315,9 +315,11 @@ impl TensorMapArray {
     pub fn device(&self) -> &CudaSlice<TensorMap> {
         &self.device
     }
+    /// The number of maps.
     pub fn len(&self) -> usize {
         self.maps.len()
     }
+    /// True when there are no maps.
     pub fn is_empty(&self) -> bool {
         self.maps.is_empty()
     }
