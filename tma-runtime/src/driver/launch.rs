@@ -23,12 +23,15 @@ use super::tensor_map::TensorMap;
 /// Grid, block, shared memory, cluster and stream of one launch.
 #[derive(Clone, Debug)]
 pub struct LaunchConfig {
+    /// Blocks per grid (x, y, z).
     pub grid: (u32, u32, u32),
+    /// Threads per block (x, y, z); at most 1024 in all.
     pub block: (u32, u32, u32),
     /// Bytes of dynamic shared memory; above 48 KB the kernel is opted in automatically.
     pub dynamic_smem_bytes: u32,
     /// Thread-block cluster shape; each grid dim must be a multiple of it.
     pub cluster: Option<(u32, u32, u32)>,
+    /// The stream the launch is queued on, and the arguments' uses recorded on.
     pub stream: Arc<CudaStream>,
 }
 
@@ -43,10 +46,12 @@ impl LaunchConfig {
             stream: stream.clone(),
         }
     }
+    /// Sets [`LaunchConfig::dynamic_smem_bytes`].
     pub fn dynamic_smem(mut self, bytes: u32) -> Self {
         self.dynamic_smem_bytes = bytes;
         self
     }
+    /// Sets [`LaunchConfig::cluster`].
     pub fn cluster(mut self, dims: (u32, u32, u32)) -> Self {
         self.cluster = Some(dims);
         self
@@ -55,36 +60,41 @@ impl LaunchConfig {
     /// Checks the shape (no device needed): non-zero dims, at most 1024 threads per block,
     /// grid divisible by the cluster, cluster at most 16 blocks.
     pub fn check(&self, kernel: &str) -> Result<(), Error> {
-        let bad = |reason: String| {
-            Err(Error::InvalidLaunch {
-                kernel: kernel.to_string(),
-                reason,
-            })
-        };
-        let (g, b) = (self.grid, self.block);
-        if [g.0, g.1, g.2, b.0, b.1, b.2].contains(&0) {
-            return bad(format!("grid {g:?} and block {b:?} must have no zero dim"));
-        }
-        let threads = u64::from(b.0) * u64::from(b.1) * u64::from(b.2);
-        if threads > 1024 {
-            return bad(format!("block {b:?} has {threads} threads; at most 1024"));
-        }
-        if let Some(c) = self.cluster {
-            if [c.0, c.1, c.2].contains(&0) {
-                return bad(format!("cluster {c:?} must have no zero dim"));
-            }
-            if g.0 % c.0 != 0 || g.1 % c.1 != 0 || g.2 % c.2 != 0 {
-                return bad(format!("grid {g:?} is not a multiple of cluster {c:?}"));
-            }
-            let n = c.0 * c.1 * c.2;
-            if n > 16 {
-                return bad(format!(
-                    "cluster {c:?} has {n} blocks; at most 16 (8 portable)"
-                ));
-            }
-        }
-        Ok(())
+        check_shape(self.grid, self.block, self.cluster).map_err(|reason| Error::InvalidLaunch {
+            kernel: kernel.to_string(),
+            reason,
+        })
     }
+}
+
+type Dims = (u32, u32, u32);
+
+/// [`LaunchConfig::check`] without the stream, so its rules are tested without a GPU.
+/// Products are taken in `u64`: a huge cluster is refused, never an overflow.
+fn check_shape(g: Dims, b: Dims, cluster: Option<Dims>) -> Result<(), String> {
+    let volume = |d: Dims| u64::from(d.0) * u64::from(d.1) * u64::from(d.2);
+    if [g.0, g.1, g.2, b.0, b.1, b.2].contains(&0) {
+        return Err(format!("grid {g:?} and block {b:?} must have no zero dim"));
+    }
+    let threads = volume(b);
+    if threads > 1024 {
+        return Err(format!("block {b:?} has {threads} threads; at most 1024"));
+    }
+    if let Some(c) = cluster {
+        if [c.0, c.1, c.2].contains(&0) {
+            return Err(format!("cluster {c:?} must have no zero dim"));
+        }
+        if g.0 % c.0 != 0 || g.1 % c.1 != 0 || g.2 % c.2 != 0 {
+            return Err(format!("grid {g:?} is not a multiple of cluster {c:?}"));
+        }
+        let n = volume(c);
+        if n > 16 {
+            return Err(format!(
+                "cluster {c:?} has {n} blocks; at most 16 (8 portable)"
+            ));
+        }
+    }
+    Ok(())
 }
 
 impl Kernel {
@@ -119,6 +129,7 @@ pub struct Launch<'a> {
 /// `const __grid_constant__ CUtensorMap`), [`ByValue`]; by device pointer: `CudaSlice`,
 /// `CudaView`, `CudaViewMut` (shared or exclusive borrows, with cudarc's stream ordering).
 pub trait KernelArg<'a> {
+    /// Appends this argument to `launch` (the next parameter, in order).
     fn push(self, launch: &mut Launch<'a>);
 }
 
@@ -269,5 +280,31 @@ impl<'a> Launch<'a> {
         stream
             .synchronize()
             .map_err(|e| module.explain_failure(&name, e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn launch_shapes_are_checked_before_the_driver() {
+        let ok = |g, b, c| check_shape(g, b, c).is_ok();
+        // (grid, block, cluster, accepted)
+        let rows: [(Dims, Dims, Option<Dims>, bool); 9] = [
+            ((132, 1, 1), (384, 1, 1), None, true),
+            ((8, 1, 1), (128, 1, 1), Some((4, 1, 1)), true),
+            ((16, 1, 1), (128, 1, 1), Some((16, 1, 1)), true),
+            ((0, 1, 1), (128, 1, 1), None, false),
+            ((1, 1, 1), (32, 32, 2), None, false),
+            ((6, 1, 1), (128, 1, 1), Some((4, 1, 1)), false),
+            ((8, 1, 1), (128, 1, 1), Some((0, 1, 1)), false),
+            ((32, 1, 1), (128, 1, 1), Some((32, 1, 1)), false),
+            // 65536^2 blocks: refused, not a u32 overflow.
+            ((65536, 65536, 1), (1, 1, 1), Some((65536, 65536, 1)), false),
+        ];
+        for (g, b, c, want) in rows {
+            assert_eq!(ok(g, b, c), want, "grid {g:?} block {b:?} cluster {c:?}");
+        }
     }
 }
