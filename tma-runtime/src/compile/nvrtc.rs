@@ -11,6 +11,8 @@ use crate::error::Error;
 use super::compiled::Compiled;
 use super::source::numbered_source;
 
+/// Writes `TMA_JIT_DUMP`'s files of one compile; a failure is a warning (a debugging aid
+/// must not fail the compile it describes).
 pub(super) fn dump(dir: &Path, text: &str, c: &Compiled) {
     let res = std::fs::create_dir_all(dir).and_then(|_| {
         let stem = dir.join(&c.key);

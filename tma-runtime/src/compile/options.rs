@@ -7,7 +7,8 @@ use crate::error::Error;
 /// How to compile. Every field goes into the cache key.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct CompileOptions {
-    /// The target. CUBIN when this NVRTC supports it, else PTX only (see [`Compiled::cubin`](super::Compiled::cubin)).
+    /// The target. CUBIN when this NVRTC supports it, else PTX only
+    /// (see [`Compiled::cubin`](super::Compiled::cubin)).
     pub arch: Arch,
     /// `-DTMA_DEBUG`: mbarrier waits give up after a timeout and write the hang record.
     pub debug_waits: bool,
