@@ -23,7 +23,7 @@ use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::CudaContext;
 use reference::{msda_reference, Msda};
 use setup::{Check, Device, Elem, Res, Rng};
-use tma::runtime::jit::Compiler;
+use tma::runtime::Compiler;
 
 const WARMUP: usize = 20;
 const REPS: usize = 200;

@@ -21,7 +21,7 @@ use std::time::Instant;
 use common::{CopyArgs, CopyTile, Res};
 use cudarc::driver::sys::{CUdevice_attribute as Attr, CUevent_flags};
 use cudarc::driver::{CudaContext, CudaEvent, CudaSlice, CudaStream};
-use tma::runtime::jit::{CompileOptions, Compiler};
+use tma::runtime::{CompileOptions, Compiler};
 use tma::runtime::{Kernel, LaunchConfig, Module, TensorMap};
 
 const WARMUP: usize = 5;
@@ -85,7 +85,7 @@ fn main() -> Res<()> {
     );
 
     // Inputs and the GPU-side checker.
-    let utils = compiler.load(&ctx, &common::utils_source()?, &options)?;
+    let utils = Module::compile_and_load(&ctx, compiler, &common::utils_source()?, &options)?;
     let u = Utils::new(&utils, &stream, sms)?;
     let mut d_in: CudaSlice<u16> = stream.alloc_zeros(n)?;
     let mut d_out: CudaSlice<u16> = stream.alloc_zeros(n)?;
@@ -120,7 +120,7 @@ fn main() -> Res<()> {
     let mut best: Option<(f64, String)> = None;
     for tile in common::copy_tiles() {
         let source = tile.source()?;
-        let module = compiler.load(&ctx, &source, &options)?;
+        let module = Module::compile_and_load(&ctx, compiler, &source, &options)?;
         let bound = tile.bind(rows, cols)?;
         let map_in = TensorMap::new(&bound, &d_in)?;
         let map_out = TensorMap::new(&bound, &d_out)?;

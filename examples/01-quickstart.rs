@@ -10,7 +10,7 @@
 use std::error::Error;
 
 use tma::render::KernelSource;
-use tma::runtime::jit::{CompileOptions, Compiler, Source};
+use tma::runtime::{CompileOptions, Compiler, Module, Source};
 use tma::{model, picture};
 use tma::{Arch, EncodeArgs, Tile};
 
@@ -124,7 +124,7 @@ fn run_on_gpu(
     let mut d_dump = stream.clone_htod(&vec![0xa5u8; MpkTile::SMEM_BYTES as usize])?;
     let map_in = TensorMap::new(bound, &d_in)?;
     let map_out = TensorMap::new(bound, &d_out)?;
-    let module = compiler.load(&ctx, source, options)?;
+    let module = Module::compile_and_load(&ctx, compiler, source, options)?;
     let kernel = module.kernel("quickstart_roundtrip")?;
     let cfg = LaunchConfig::new(&stream, ((k / 128) as u32, (m / 64) as u32, 1), (128, 1, 1))
         .dynamic_smem((MpkTile::SMEM_BYTES + MpkTile::SMEM_ALIGN) as u32);

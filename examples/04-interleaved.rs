@@ -14,7 +14,7 @@ use std::error::Error;
 use half::f16;
 use tma::model;
 use tma::render::KernelSource;
-use tma::runtime::jit::{CompileOptions, Compiler, Source};
+use tma::runtime::{CompileOptions, Compiler, Module, Source};
 use tma::{Arch, EncodeArgs, Tile};
 
 const N: usize = 2;
@@ -181,7 +181,7 @@ fn run_on_gpu(
     // Poisoned output (NaN bits): any element the kernel misses shows.
     let mut d_out = stream.clone_htod(&vec![0xffffu16; logical.len()])?;
     let map = TensorMap::new(bound, &d_act)?;
-    let module = compiler.load(&ctx, source, options)?;
+    let module = Module::compile_and_load(&ctx, compiler, source, options)?;
     let kernel = module.kernel("nc8hwc8_to_nchw")?;
     let grid = ((W / 16) as u32, (H / 8) as u32, (N * C / 16) as u32);
     let cfg = LaunchConfig::new(&stream, grid, (128, 1, 1))

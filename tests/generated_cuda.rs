@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use tma::render::{self, corpus::corpus, exercise_body, KernelSource};
-use tma::runtime::jit::{CompileOptions, Compiler, Source};
 use tma::runtime::testing::require_nvrtc_or_skip;
+use tma::runtime::{CompileOptions, Compiler, Source};
 use tma::{Arch, TmaTiles, ValidSpec};
 
 /// A CUDA tool on PATH, or None (after printing why) when it may be skipped.

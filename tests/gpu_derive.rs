@@ -5,8 +5,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use tma::render;
-use tma::runtime::jit::{CompileOptions, Compiler};
 use tma::runtime::LaunchConfig;
+use tma::runtime::{CompileOptions, Compiler, Module};
 use tma::{Arch, TmaTiles};
 
 #[derive(TmaTiles)]
@@ -100,10 +100,13 @@ fn gpu_derived_tiles_encode_and_run() {
         render::prelude(),
         Attention::cuda_helpers()
     );
-    let module = Compiler::global()
-        .unwrap()
-        .load(&ctx, &source.into(), &CompileOptions::new(Arch::Sm90a))
-        .unwrap();
+    let module = Module::compile_and_load(
+        &ctx,
+        Compiler::global().unwrap(),
+        &source.into(),
+        &CompileOptions::new(Arch::Sm90a),
+    )
+    .unwrap();
     let kernel = module.kernel("qkv_sum").unwrap();
     let cfg = LaunchConfig::new(&stream, ((s / 64) as u32, 1, 1), (256, 1, 1))
         .dynamic_smem((Attention::SMEM_BYTES + Attention::SMEM_ALIGN) as u32);

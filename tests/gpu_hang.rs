@@ -10,7 +10,7 @@
 use std::time::Instant;
 
 use tma::render::KernelSource;
-use tma::runtime::jit::{CompileOptions, Compiler, Source};
+use tma::runtime::{CompileOptions, Compiler, Module, Source};
 use tma::runtime::{Error, LaunchConfig, TensorMap};
 use tma::{Arch, Tile};
 
@@ -53,10 +53,8 @@ fn gpu_a_wrong_byte_count_becomes_a_barrier_timeout() {
     let options = CompileOptions::new(Arch::Sm90a)
         .debug_waits(true)
         .define("TMA_DEBUG_TIMEOUT_NS", "200000000ull");
-    let module = Compiler::global()
-        .unwrap()
-        .load(&ctx, &source, &options)
-        .unwrap();
+    let module =
+        Module::compile_and_load(&ctx, Compiler::global().unwrap(), &source, &options).unwrap();
     let kernel = module.kernel("wrong_byte_count").unwrap();
     let input = stream.clone_htod(&vec![1.0f32; 64 * 64]).unwrap();
     let mut out = stream.alloc_zeros::<f32>(128).unwrap();

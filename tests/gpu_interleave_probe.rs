@@ -20,9 +20,9 @@ use std::io::Write as _;
 
 use cudarc::driver::{CudaSlice, DevicePtr};
 use tma_core::{Arch, DType, EncodeArgs, Interleave, L2Promotion, OobFill, Swizzle};
-use tma_runtime::jit::{CompileOptions, Compiler, Source};
-use tma_runtime::launch::ByValue;
+use tma_runtime::ByValue;
 use tma_runtime::LaunchConfig;
+use tma_runtime::{CompileOptions, Compiler, Module, Source};
 
 /// The probe kernels, after the harness whose copy functions they use.
 fn probe_source() -> String {
@@ -388,14 +388,13 @@ fn probe_interleaved_layouts() {
     let Some(gpu) = support::Gpu::open("probe_interleaved_layouts") else {
         return;
     };
-    let module = Compiler::global()
-        .expect("NVRTC")
-        .load(
-            &gpu.ctx,
-            &Source::new(probe_source()),
-            &CompileOptions::new(Arch::Sm90a),
-        )
-        .expect("probe kernels compile");
+    let module = Module::compile_and_load(
+        &gpu.ctx,
+        Compiler::global().expect("NVRTC"),
+        &Source::new(probe_source()),
+        &CompileOptions::new(Arch::Sm90a),
+    )
+    .expect("probe kernels compile");
     let load = module.kernel("probe_load").expect("probe_load");
     let store = module.kernel("probe_store").expect("probe_store");
     let out_dir = std::path::PathBuf::from(std::env::var_os("OUT").unwrap_or_else(|| ".".into()));

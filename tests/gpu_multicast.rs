@@ -7,7 +7,7 @@
 
 use tma::model;
 use tma::render::KernelSource;
-use tma::runtime::jit::{CompileOptions, Compiler, Source};
+use tma::runtime::{CompileOptions, Compiler, Module, Source};
 use tma::runtime::{LaunchConfig, TensorMap};
 use tma::{Arch, Tile};
 
@@ -79,14 +79,13 @@ fn gpu_multicast_fills_every_block_of_the_cluster() {
             .build()
             .unwrap(),
     );
-    let module = Compiler::global()
-        .unwrap()
-        .load(
-            &ctx,
-            &source,
-            &CompileOptions::new(Arch::Sm90a).debug_waits(true),
-        )
-        .unwrap();
+    let module = Module::compile_and_load(
+        &ctx,
+        Compiler::global().unwrap(),
+        &source,
+        &CompileOptions::new(Arch::Sm90a).debug_waits(true),
+    )
+    .unwrap();
     let kernel = module.kernel("multicast_probe").unwrap();
     let per_block = CastTile::SMEM_BYTES as usize;
     for cluster in [2u32, 4] {

@@ -11,7 +11,7 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use tma::model::{self, ReduceOp};
 use tma::render::TileCode;
-use tma::runtime::tensor_map::check_buffer;
+use tma::runtime::driver::check_buffer;
 use tma::testgen::{random_valid_spec, XorShift};
 use tma::{
     validate, Arch, BoundSpec, DType, EncodeArgs, Extent, Field, Interleave, L2Promotion, OobFill,

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaSlice, CudaStream};
 use tma::model;
 use tma::render::KernelSource;
-use tma::runtime::jit::Source;
+use tma::runtime::Source;
 use tma::runtime::{Kernel, LaunchConfig, TensorMap};
 use tma::{BoundSpec, Tile, ValidSpec};
 

@@ -28,7 +28,7 @@ use std::time::Instant;
 
 use common::{CopyArgs, CopyTile, Res, Rng, TrTile};
 use cudarc::driver::{CudaContext, CudaStream};
-use tma::runtime::jit::{CompileOptions, Compiler, Source};
+use tma::runtime::{CompileOptions, Compiler, Source};
 use tma::runtime::{Module, TensorMap};
 use tma::{Arch, EncodeArgs, Tile};
 
@@ -201,7 +201,7 @@ fn run_on_gpu(
     );
     let mut modules = Vec::new();
     for (tile, source) in copy_sources {
-        let module = compiler.load(&ctx, source, options)?;
+        let module = Module::compile_and_load(&ctx, compiler, source, options)?;
         let bound = tile.bind(ROWS, COLS)?;
         let map_in = TensorMap::new(&bound, &d_in)?;
         let map_out = TensorMap::new(&bound, &d_out)?;
@@ -242,7 +242,7 @@ fn run_on_gpu(
     drop(d_out);
 
     // The transposes.
-    let tr_module = compiler.load(&ctx, tr_source, options)?;
+    let tr_module = Module::compile_and_load(&ctx, compiler, tr_source, options)?;
     let tr_kernel = tr_module.kernel("tile_transpose")?;
     println!("\ntranspose f32 through swizzled shared memory:");
     for (rows, cols) in TRANSPOSES {

@@ -24,7 +24,7 @@ use std::time::Instant;
 
 use reference::{msda_reference, Msda};
 use setup::{Check, Device, Elem, Res, Rng};
-use tma::runtime::jit::Compiler;
+use tma::runtime::Compiler;
 use tma::EncodeArgs;
 
 fn main() -> Res<()> {

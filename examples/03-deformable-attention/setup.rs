@@ -7,9 +7,9 @@ use std::sync::Arc;
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DeviceRepr};
 use half::{bf16, f16};
 use tma::render::KernelSource;
-use tma::runtime::jit::{CompileOptions, Compiled, Compiler, Source};
-use tma::runtime::launch::ByValue;
-use tma::runtime::{Kernel, LaunchConfig, TensorMap, TensorMapArray};
+use tma::runtime::ByValue;
+use tma::runtime::{CompileOptions, Compiled, Compiler, Source};
+use tma::runtime::{Kernel, LaunchConfig, Module, TensorMap, TensorMapArray};
 use tma::{Arch, BoundSpec, Tile, ValidSpec};
 
 use crate::reference::Msda;
@@ -217,7 +217,7 @@ pub fn kernels(
     debug: bool,
 ) -> Res<(Kernel, Kernel)> {
     let (source, options, _) = compile(compiler, elem, debug)?;
-    let module = compiler.load(ctx, &source, &options)?;
+    let module = Module::compile_and_load(ctx, compiler, &source, &options)?;
     Ok((module.kernel("msda_tma")?, module.kernel("msda_ldg")?))
 }
 

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
 use tma_core::model::ReduceOp;
 use tma_core::{to_tma_order, Arch, BoundSpec, EncodeArgs};
-use tma_runtime::jit::{CompileOptions, Compiler, Source};
-use tma_runtime::launch::ByValue;
+use tma_runtime::ByValue;
+use tma_runtime::{CompileOptions, Compiler, Source};
 use tma_runtime::{Kernel, LaunchConfig, Module, TensorMap};
 
 /// Boxes per call the harness supports (MAX_BOXES in harness.cu).
@@ -58,10 +58,13 @@ impl Gpu {
         let ctx = CudaContext::new(0).expect("context");
         let stream = ctx.default_stream();
         let source = Source::new(harness_source());
-        let module = Compiler::global()
-            .expect("NVRTC")
-            .load(&ctx, &source, &CompileOptions::new(Arch::Sm90a))
-            .expect("harness compiles");
+        let module = Module::compile_and_load(
+            &ctx,
+            Compiler::global().expect("NVRTC"),
+            &source,
+            &CompileOptions::new(Arch::Sm90a),
+        )
+        .expect("harness compiles");
         let load = module.kernel("harness_load").expect("harness_load");
         let store = module.kernel("harness_store").expect("harness_store");
         let out_dir = std::env::var_os("OUT").map(std::path::PathBuf::from);
@@ -91,7 +94,7 @@ impl Gpu {
         self.ctx.bind_to_thread().expect("bind");
         // SAFETY: a context is current; the driver only reads the arguments (it never
         // touches the memory at `addr` when encoding).
-        unsafe { tma_runtime::tensor_map::encode_args(args, addr) }.map_err(|e| match e {
+        unsafe { tma_runtime::driver::encode_args(args, addr) }.map_err(|e| match e {
             tma_runtime::Error::Encode { result, .. } => format!("{result:?}"),
             other => other.to_string(),
         })

@@ -1,5 +1,18 @@
 //! Runtime of `tma`: finding CUDA, NVRTC JIT with caches, tensor maps, launch.
 //!
+//! Two layers, one way:
+//!
+//! | module | job | needs | uses |
+//! | --- | --- | --- | --- |
+//! | [`compile`] | source -> [`Compiled`] (NVRTC, options, in-process and disk caches) | libnvrtc | leaves |
+//! | [`driver`] | [`Compiled`] -> [`Module`], [`Kernel`], [`Launch`]; [`TensorMap`]; hang records | libcuda, a GPU | [`compile`], leaves |
+//! | [`cuda_libs`], [`error`] | finding the libraries; the one error type | | nothing here |
+//!
+//! The compile layer imports nothing of the driver, so everything that only compiles (build
+//! scripts, CI without a GPU, cache warm-up) runs where there is no libcuda. [`testing`]
+//! (skip or fail GPU/NVRTC tests) uses only the leaves. The items users need are re-exported
+//! here: `tma_runtime::{Compiler, Module, ...}`.
+//!
 //! # Finding CUDA ([`cuda_libs`])
 //! cudarc panics when it cannot `dlopen` libcuda or libnvrtc; this crate looks first and
 //! returns [`Error::CudaLibraryMissing`] listing every place it tried and what to do.
@@ -14,10 +27,10 @@
 //! # Ok(()) }
 //! ```
 //!
-//! # Compiling ([`jit`]), no GPU needed
+//! # Compiling ([`compile`]), no GPU needed
 //! ```no_run
 //! use tma_core::Arch;
-//! use tma_runtime::jit::{CompileOptions, Compiler, Source};
+//! use tma_runtime::{CompileOptions, Compiler, Source};
 //! # fn main() -> Result<(), tma_runtime::Error> {
 //! let compiler = Compiler::global()?; // configured from TMA_JIT_* / TMA_CACHE_DIR
 //! let source = Source::new("extern \"C\" __global__ void k(int* p) { *p = 1; }");
@@ -27,7 +40,7 @@
 //! # Ok(()) }
 //! ```
 //! A compile error is [`Error::Compile`] with NVRTC's log and the source with line numbers.
-//! Hold a [`jit::Source`] on hot paths: it is hashed once, and a cached compile is then a map
+//! Hold a [`Source`] on hot paths: it is hashed once, and a cached compile is then a map
 //! lookup (well under a microsecond). [`Compiler::compile`] takes a `&str` and hashes it
 //! each call (a few microseconds for a 50 KB source).
 //!
@@ -47,11 +60,11 @@
 //! | `TMA_REQUIRE_GPU=1` | [`testing::require_gpu_or_skip`] fails instead of skipping |
 //! | `TMA_REQUIRE_NVRTC=1`, `CI=true` | [`testing::require_nvrtc_or_skip`] fails instead of skipping |
 //!
-//! # Tensor maps ([`tensor_map`]) and launch ([`launch`])
+//! # Tensor maps and launch ([`driver`])
 //! ```no_run
 //! use cudarc::driver::CudaContext;
 //! use tma_core::{validate, Arch, DType, TileSpec};
-//! use tma_runtime::{jit::{CompileOptions, Compiler, Source}, LaunchConfig, TensorMap};
+//! use tma_runtime::{CompileOptions, Compiler, LaunchConfig, Module, Source, TensorMap};
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! # let cuda_source = String::new();
 //! let ctx = CudaContext::new(0)?;
@@ -61,8 +74,10 @@
 //! let a = stream.alloc_zeros::<half::bf16>(4096 * 1024)?;
 //! // Element size, base alignment and length are checked before the driver call.
 //! let map = TensorMap::new(&bound, &a)?;
-//! let module = Compiler::global()?.load(&ctx, &Source::new(cuda_source),
-//!     &CompileOptions::new(Arch::Sm90a).debug_waits(true))?;
+//! let options = CompileOptions::new(Arch::Sm90a).debug_waits(true);
+//! // Compiles (cached), loads (shared per context while `module` lives).
+//! let module = Module::compile_and_load(&ctx, Compiler::global()?, &Source::new(cuda_source),
+//!     &options)?;
 //! let kernel = module.kernel("my_kernel")?;
 //! let cfg = LaunchConfig::new(&stream, (132, 1, 1), (384, 1, 1))
 //!     .dynamic_smem(160 * 1024) // > 48 KB: opted in automatically
@@ -72,13 +87,18 @@
 //! unsafe { kernel.launch_builder(&cfg).arg(&map).arg(&mut out).launch_and_sync() }?;
 //! # Ok(()) }
 //! ```
+//! [`Module::compile_and_load`] shares one loaded module per (context, compile) among the
+//! callers that hold it, and keeps none alive itself: when the last [`Module`] / [`Kernel`]
+//! handle and the last `Arc<CudaContext>` go, the context goes. [`Module::load`] loads a
+//! [`Compiled`] without sharing.
+//!
 //! [`TensorMap`] is `#[repr(transparent)]` over cudarc's `CUtensorMap` and goes to the kernel
 //! by value. [`TensorMapArray`] uploads many maps into global memory for kernels that index
 //! them (`prefetch.tensormap` + `fence.proxy.tensormap::generic.acquire`).
 //!
 //! # Hangs become errors
 //! A module compiled with `debug_waits` (`-DTMA_DEBUG`) gets a pinned, device-mapped
-//! [`launch::HangRecord`] whose address goes into its `tma_debug_record` global before any
+//! [`HangRecord`] whose address goes into its `tma_debug_record` global before any
 //! launch. A wait that gives up writes the record and traps; the failed launch or
 //! synchronisation ([`Launch::launch_and_sync`], [`Module::synchronize`]) then returns
 //! [`Error::BarrierTimeout`] naming the tile (from the source's `// tma-tile <id> <name>`
@@ -87,16 +107,16 @@
 //! and start a fresh process. Run such tests alone (`#[ignore]` + `--ignored`).
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod compile;
 pub mod cuda_libs;
+pub mod driver;
 pub mod error;
-mod hash;
-pub mod jit;
-pub mod launch;
-pub mod tensor_map;
 pub mod testing;
 
+pub use compile::{CompileOptions, Compiled, Compiler, JitConfig, Source};
 pub use cuda_libs::{gpu_available, nvrtc_available, GpuInfo, NvrtcInfo};
+pub use driver::{
+    ByValue, HangRecord, Kernel, KernelArg, Launch, LaunchConfig, Module, TensorMap,
+    TensorMapArray, TmaElement,
+};
 pub use error::{CuResult, Error};
-pub use jit::{CompileOptions, Compiled, Compiler};
-pub use launch::{Kernel, Launch, LaunchConfig, Module};
-pub use tensor_map::{TensorMap, TensorMapArray, TmaElement};

@@ -8,9 +8,9 @@ use std::sync::Arc;
 
 use cudarc::driver::CudaContext;
 use tma_core::{validate, DType, TileSpec};
-use tma_runtime::jit::{CompileOptions, Compiler, Source};
-use tma_runtime::launch::LaunchConfig;
 use tma_runtime::testing::require_gpu_or_skip;
+use tma_runtime::LaunchConfig;
+use tma_runtime::{CompileOptions, Compiler, Module, Source};
 use tma_runtime::{Error, TensorMap};
 
 /// The test kernels; [`src`] puts the tma prelude (`CUtensorMap`, the hang record) first.
@@ -51,9 +51,8 @@ fn setup(test: &str, debug: bool) -> Option<(Arc<CudaContext>, Arc<tma_runtime::
     let ctx = CudaContext::new(0).expect("context");
     let compiler = Compiler::global().expect("nvrtc");
     let opts = CompileOptions::new(info.arch.expect("tma arch")).debug_waits(debug);
-    let module = compiler
-        .load(&ctx, &Source::new(src()), &opts)
-        .expect("load");
+    let module =
+        Module::compile_and_load(&ctx, compiler, &Source::new(src()), &opts).expect("load");
     Some((ctx, module))
 }
 
@@ -116,6 +115,58 @@ fn cluster_launch_with_large_dynamic_smem() -> Result<(), Error> {
     // SAFETY: refused before the launch.
     let r = unsafe { kernel.launch_builder(&bad).arg(&mut out).launch() };
     assert!(matches!(r, Err(Error::InvalidLaunch { .. })), "{r:?}");
+    Ok(())
+}
+
+/// `Module::compile_and_load` shares a module while someone holds it, and the cache keeps
+/// neither the module nor its context alive: once the caller's handles go, the context goes
+/// (the cache used to hold every module it loaded, and so every context, until exit).
+#[test]
+fn loaded_modules_are_shared_while_held_and_keep_no_context_alive() -> Result<(), Error> {
+    let Some(info) =
+        require_gpu_or_skip("loaded_modules_are_shared_while_held_and_keep_no_context_alive")
+    else {
+        return Ok(());
+    };
+    let compiler = Compiler::global()?;
+    let source = Source::new(src());
+    // A define of its own: no other test (same process, same primary context) holds a
+    // module of this compile. Debug waits: the hang record holds the context too.
+    let opts = CompileOptions::new(info.arch.expect("tma arch"))
+        .debug_waits(true)
+        .define("TMA_TEST_MODULE_CACHE", "");
+    let ctx = CudaContext::new(0).expect("context");
+    let a = Module::compile_and_load(&ctx, compiler, &source, &opts)?;
+    let b = Module::compile_and_load(&ctx, compiler, &source, &opts)?;
+    assert!(Arc::ptr_eq(&a, &b), "one compile loads once per context");
+    let kernel = b.kernel("cluster_rank")?;
+    let (weak_ctx, weak_module) = (Arc::downgrade(&ctx), Arc::downgrade(&a));
+    drop((a, b, kernel, ctx));
+    assert!(weak_module.upgrade().is_none(), "the cache holds no module");
+    assert!(
+        weak_ctx.upgrade().is_none(),
+        "the cache keeps no context alive"
+    );
+
+    // The primary context again (likely at the same address): a new module, and it runs.
+    let ctx = CudaContext::new(0).expect("context");
+    let module = Module::compile_and_load(&ctx, compiler, &source, &opts)?;
+    assert!(
+        Arc::ptr_eq(module.context(), &ctx),
+        "loaded into the new context"
+    );
+    let stream = ctx.default_stream();
+    let mut out = stream.clone_htod(&[7u32, 7]).expect("alloc");
+    let cfg = LaunchConfig::new(&stream, (2, 1, 1), (32, 1, 1)).dynamic_smem(32);
+    // SAFETY: cluster_rank(u32*) with one u32 per block; 32 bytes of shared memory.
+    unsafe {
+        module
+            .kernel("cluster_rank")?
+            .launch_builder(&cfg)
+            .arg(&mut out)
+            .launch_and_sync()
+    }?;
+    assert_eq!(stream.clone_dtoh(&out).expect("copy"), vec![0, 0]);
     Ok(())
 }
 

@@ -5,9 +5,9 @@
 use std::time::Instant;
 
 use tma_core::Arch;
-use tma_runtime::jit::{CompileOptions, Compiler, JitConfig, Source};
 use tma_runtime::testing::require_nvrtc_or_skip;
 use tma_runtime::Error;
+use tma_runtime::{CompileOptions, Compiler, JitConfig, Source};
 
 const KERNEL: &str = r#"
 // tma-tile 0 small

@@ -32,7 +32,7 @@ fn avalanche(mut h: u64) -> u64 {
 }
 
 /// The fingerprint of `data`, seeded (different seeds give independent fingerprints).
-pub(crate) fn fingerprint_seeded(data: &[u8], seed: u64) -> u128 {
+pub(super) fn fingerprint_seeded(data: &[u8], seed: u64) -> u128 {
     let mut v = [
         seed.wrapping_add(P1).wrapping_add(P2),
         seed.wrapping_add(P2),
@@ -81,7 +81,7 @@ pub(crate) fn fingerprint_seeded(data: &[u8], seed: u64) -> u128 {
 }
 
 /// The fingerprint of `data`.
-pub(crate) fn fingerprint(data: &[u8]) -> u128 {
+pub(super) fn fingerprint(data: &[u8]) -> u128 {
     fingerprint_seeded(data, 0)
 }
 
@@ -93,7 +93,7 @@ mod tests {
     #[test]
     fn stable_and_sensitive() {
         // Pinned values: the disk cache names files by these, so they must never change
-        // silently (change CACHE_FORMAT in jit.rs if they do).
+        // silently (change CACHE_FORMAT in compiler.rs if they do).
         assert_eq!(fingerprint(b""), fingerprint(b""));
         assert_ne!(fingerprint(b""), fingerprint(b"\0"));
         let base: Vec<u8> = (0..1000u32).map(|i| (i * 7) as u8).collect();

@@ -104,7 +104,7 @@ pub fn check_buffer<T: TmaElement>(
 }
 
 /// The driver enums of the encode arguments, in one place.
-pub(crate) fn cu_dtype(d: DType) -> CuDType {
+fn cu_dtype(d: DType) -> CuDType {
     use CuDType::*;
     match d {
         DType::U8 => CU_TENSOR_MAP_DATA_TYPE_UINT8,
@@ -125,14 +125,14 @@ pub(crate) fn cu_dtype(d: DType) -> CuDType {
         DType::U6x16Align16B => CU_TENSOR_MAP_DATA_TYPE_16U6_ALIGN16B,
     }
 }
-pub(crate) fn cu_interleave(i: Interleave) -> CuInterleave {
+fn cu_interleave(i: Interleave) -> CuInterleave {
     match i {
         Interleave::None => CuInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
         Interleave::B16 => CuInterleave::CU_TENSOR_MAP_INTERLEAVE_16B,
         Interleave::B32 => CuInterleave::CU_TENSOR_MAP_INTERLEAVE_32B,
     }
 }
-pub(crate) fn cu_swizzle(s: Swizzle) -> CuSwizzle {
+fn cu_swizzle(s: Swizzle) -> CuSwizzle {
     use CuSwizzle::*;
     match s {
         Swizzle::None => CU_TENSOR_MAP_SWIZZLE_NONE,
@@ -144,7 +144,7 @@ pub(crate) fn cu_swizzle(s: Swizzle) -> CuSwizzle {
         Swizzle::B128Atom64B => CU_TENSOR_MAP_SWIZZLE_128B_ATOM_64B,
     }
 }
-pub(crate) fn cu_l2(l: L2Promotion) -> CuL2 {
+fn cu_l2(l: L2Promotion) -> CuL2 {
     match l {
         L2Promotion::None => CuL2::CU_TENSOR_MAP_L2_PROMOTION_NONE,
         L2Promotion::B64 => CuL2::CU_TENSOR_MAP_L2_PROMOTION_L2_64B,
@@ -152,7 +152,7 @@ pub(crate) fn cu_l2(l: L2Promotion) -> CuL2 {
         L2Promotion::B256 => CuL2::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
     }
 }
-pub(crate) fn cu_oob(o: OobFill) -> CuOob {
+fn cu_oob(o: OobFill) -> CuOob {
     match o {
         OobFill::Zero => CuOob::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
         OobFill::NanRequestZeroFma => CuOob::CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA,
@@ -315,9 +315,11 @@ impl TensorMapArray {
     pub fn device(&self) -> &CudaSlice<TensorMap> {
         &self.device
     }
+    /// The number of maps.
     pub fn len(&self) -> usize {
         self.maps.len()
     }
+    /// True when there are no maps.
     pub fn is_empty(&self) -> bool {
         self.maps.is_empty()
     }

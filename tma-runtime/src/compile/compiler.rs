@@ -1,0 +1,250 @@
+//! [`Compiler`]: NVRTC behind an in-process cache and a content-addressed disk cache.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock, RwLock};
+use std::time::Instant;
+
+use crate::cuda_libs::{nvrtc_available, NvrtcInfo};
+use crate::error::Error;
+
+use super::compiled::Compiled;
+use super::disk::DiskCache;
+use super::hash::fingerprint_seeded;
+use super::nvrtc::{dump, nvrtc_compile};
+use super::options::CompileOptions;
+use super::source::tile_names;
+use super::source::Source;
+
+/// Bump when the disk format or anything else that changes cached binaries changes.
+const CACHE_FORMAT: u32 = 1;
+
+/// JIT settings; [`JitConfig::from_env`] reads them from the environment.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JitConfig {
+    /// `TMA_JIT_DEBUG`.
+    pub debug: bool,
+    /// `TMA_JIT_DUMP`.
+    pub dump_dir: Option<PathBuf>,
+    /// Not `TMA_JIT_NO_CACHE`.
+    pub cache: bool,
+    /// `TMA_CACHE_DIR` or the user cache dir; `None`: no disk cache.
+    pub cache_dir: Option<PathBuf>,
+}
+
+fn env_flag(var: &str) -> bool {
+    std::env::var(var)
+        .map(|v| !matches!(v.as_str(), "" | "0" | "false" | "no" | "off"))
+        .unwrap_or(false)
+}
+
+/// `$TMA_CACHE_DIR`, else `$XDG_CACHE_HOME/tma`, else `$HOME/.cache/tma`.
+pub fn default_cache_dir() -> Option<PathBuf> {
+    let get = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty());
+    if let Some(d) = get("TMA_CACHE_DIR") {
+        return Some(PathBuf::from(d));
+    }
+    if let Some(d) = get("XDG_CACHE_HOME") {
+        return Some(PathBuf::from(d).join("tma"));
+    }
+    get("HOME").map(|h| PathBuf::from(h).join(".cache").join("tma"))
+}
+
+impl JitConfig {
+    /// `TMA_JIT_DEBUG`, `TMA_JIT_DUMP`, `TMA_JIT_NO_CACHE` and [`default_cache_dir`].
+    pub fn from_env() -> JitConfig {
+        JitConfig {
+            debug: env_flag("TMA_JIT_DEBUG"),
+            dump_dir: std::env::var_os("TMA_JIT_DUMP")
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from),
+            cache: !env_flag("TMA_JIT_NO_CACHE"),
+            cache_dir: default_cache_dir(),
+        }
+    }
+}
+
+/// Source fingerprint -> the outputs compiled from it, one per distinct options.
+type MemoryCache = HashMap<u128, Vec<(CompileOptions, Arc<Compiled>)>>;
+
+/// NVRTC with caches. Cheap to share (`&Compiler` is `Sync`); [`Compiler::global`] gives a
+/// process-wide one.
+pub struct Compiler {
+    nvrtc: NvrtcInfo,
+    config: JitConfig,
+    disk: Option<DiskCache>,
+    /// Source fingerprint -> (options, output) pairs.
+    memory: RwLock<MemoryCache>,
+}
+
+impl std::fmt::Debug for Compiler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Compiler")
+            .field("nvrtc", &self.nvrtc)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Compiler {
+    /// A compiler configured from the environment. Fails with
+    /// [`Error::CudaLibraryMissing`] when NVRTC cannot be loaded.
+    pub fn new() -> Result<Compiler, Error> {
+        Compiler::with_config(JitConfig::from_env())
+    }
+
+    /// A compiler with explicit settings.
+    pub fn with_config(config: JitConfig) -> Result<Compiler, Error> {
+        let nvrtc = nvrtc_available()?;
+        let disk = match (&config.cache_dir, config.cache) {
+            (Some(d), true) => Some(DiskCache::new(d.clone())),
+            _ => None,
+        };
+        Ok(Compiler {
+            nvrtc,
+            config,
+            disk,
+            memory: RwLock::new(HashMap::new()),
+        })
+    }
+
+    /// The process-wide compiler (configured from the environment on first use).
+    pub fn global() -> Result<&'static Compiler, Error> {
+        static GLOBAL: OnceLock<Result<Compiler, Error>> = OnceLock::new();
+        GLOBAL
+            .get_or_init(Compiler::new)
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
+    /// The NVRTC this compiler runs (its version is part of every cache key).
+    pub fn nvrtc(&self) -> &NvrtcInfo {
+        &self.nvrtc
+    }
+    /// The settings it was made with.
+    pub fn config(&self) -> &JitConfig {
+        &self.config
+    }
+
+    /// Compiles `source` (hashing it; prefer [`Compiler::compile_source`] on hot paths).
+    pub fn compile(&self, source: &str, options: &CompileOptions) -> Result<Arc<Compiled>, Error> {
+        self.compile_source(&Source::new(source), options)
+    }
+
+    /// Compiles `source`: in-process cache, then disk cache, then NVRTC.
+    pub fn compile_source(
+        &self,
+        source: &Source,
+        options: &CompileOptions,
+    ) -> Result<Arc<Compiled>, Error> {
+        if self.config.cache {
+            if let Some(hit) = self.memory_get(source.fingerprint(), options) {
+                return Ok(hit);
+            }
+        }
+        let cubin = self.nvrtc.supports_cubin(options.arch);
+        let args = options.nvrtc_args(cubin)?;
+        let key = self.key(source, &args);
+        let hex = format!("{key:032x}");
+        let mut compiled = None;
+        if let Some(disk) = &self.disk {
+            if let Some((ptx, cubin_bytes, log)) = disk.load(&hex) {
+                if self.config.debug {
+                    eprintln!("tma jit: disk cache hit {}", disk.path(&hex).display());
+                }
+                compiled = Some(Compiled {
+                    ptx,
+                    cubin: cubin_bytes,
+                    log,
+                    arch: options.arch,
+                    debug_waits: options.debug_waits,
+                    tiles: tile_names(source.text()),
+                    args: args.clone(),
+                    key: hex.clone(),
+                });
+            }
+        }
+        let compiled = match compiled {
+            Some(c) => c,
+            None => {
+                let c = self.run_nvrtc(source.text(), options, args, cubin, hex)?;
+                if let Some(disk) = &self.disk {
+                    disk.store(&c.key, &c.ptx, &c.cubin, &c.log);
+                }
+                c
+            }
+        };
+        let compiled = Arc::new(compiled);
+        if self.config.cache {
+            if let Ok(mut m) = self.memory.write() {
+                let e = m.entry(source.fingerprint()).or_default();
+                if !e.iter().any(|(o, _)| o == options) {
+                    e.push((options.clone(), compiled.clone()));
+                }
+            }
+        }
+        Ok(compiled)
+    }
+
+    fn memory_get(&self, fp: u128, options: &CompileOptions) -> Option<Arc<Compiled>> {
+        let m = self.memory.read().ok()?;
+        m.get(&fp)?
+            .iter()
+            .find(|(o, _)| o == options)
+            .map(|(_, c)| c.clone())
+    }
+
+    /// The cache key: source, NVRTC args (options and arch), NVRTC version, crate version,
+    /// cache format.
+    fn key(&self, source: &Source, args: &[String]) -> u128 {
+        let mut s = format!(
+            "tma-runtime {} format {CACHE_FORMAT} nvrtc {}.{} src {:032x}\n",
+            env!("CARGO_PKG_VERSION"),
+            self.nvrtc.version.0,
+            self.nvrtc.version.1,
+            source.fingerprint()
+        );
+        for a in args {
+            s.push_str(a);
+            s.push('\0');
+        }
+        fingerprint_seeded(s.as_bytes(), 0x0074_6d61_5f6a_6974)
+    }
+
+    fn run_nvrtc(
+        &self,
+        text: &str,
+        options: &CompileOptions,
+        args: Vec<String>,
+        want_cubin: bool,
+        key: String,
+    ) -> Result<Compiled, Error> {
+        let start = Instant::now();
+        if self.config.debug {
+            eprintln!("tma jit: nvrtc {} {}", key, args.join(" "));
+        }
+        let (ptx, cubin, log) = nvrtc_compile(text, &args, want_cubin)?;
+        if self.config.debug {
+            eprintln!(
+                "tma jit: compiled {key} in {:.1} ms ({} B PTX, {} B CUBIN)",
+                start.elapsed().as_secs_f64() * 1e3,
+                ptx.len(),
+                cubin.len()
+            );
+        }
+        let compiled = Compiled {
+            ptx,
+            cubin,
+            log,
+            arch: options.arch,
+            debug_waits: options.debug_waits,
+            tiles: tile_names(text),
+            args,
+            key,
+        };
+        if let Some(dir) = &self.config.dump_dir {
+            dump(dir, text, &compiled);
+        }
+        Ok(compiled)
+    }
+}

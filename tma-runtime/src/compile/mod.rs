@@ -1,0 +1,30 @@
+//! The compile layer: CUDA source in, [`Compiled`] (PTX, CUBIN and what a hang report needs)
+//! out. Needs libnvrtc, never libcuda or a GPU: nothing here imports the driver, so a build
+//! machine, a test without a GPU, or a cache warm-up can use all of it. The driver layer
+//! (`crate::driver`) loads what this layer produces; this layer knows nothing of it.
+//!
+//! - [`CompileOptions`]: how to compile; turned into NVRTC arguments in one place.
+//! - [`Source`]: the text, hashed once.
+//! - [`Compiler`]: NVRTC behind an in-process cache (source fingerprint + options) and a
+//!   content-addressed [`DiskCache`]; [`Compiler::global`] is the process-wide one.
+//!
+//! Environment (read once by [`JitConfig::from_env`], in the spirit of DeepGEMM's JIT):
+//! - `TMA_JIT_DEBUG=1`: print the NVRTC options, compile time and cache hits to stderr.
+//! - `TMA_JIT_DUMP=<dir>`: write `<key>.cu`, `.ptx`, `.cubin` (for `cuobjdump -sass`),
+//!   `.log` and `.args` of every NVRTC compile into `<dir>`.
+//! - `TMA_JIT_NO_CACHE=1`: no in-process or disk cache; every compile runs NVRTC.
+//! - `TMA_CACHE_DIR=<dir>`: the disk cache (default `$XDG_CACHE_HOME/tma`, else `~/.cache/tma`).
+
+mod compiled;
+mod compiler;
+mod disk;
+mod hash;
+mod nvrtc;
+mod options;
+mod source;
+
+pub use compiled::Compiled;
+pub use compiler::{default_cache_dir, Compiler, JitConfig};
+pub use disk::DiskCache;
+pub use options::CompileOptions;
+pub use source::{numbered_source, tile_names, Source};

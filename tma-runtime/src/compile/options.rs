@@ -1,0 +1,182 @@
+//! How to compile: [`CompileOptions`], turned into NVRTC arguments in one place.
+
+use tma_core::Arch;
+
+use crate::error::Error;
+
+/// How to compile. Every field goes into the cache key.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct CompileOptions {
+    /// The target. CUBIN when this NVRTC supports it, else PTX only
+    /// (see [`Compiled::cubin`](super::Compiled::cubin)).
+    pub arch: Arch,
+    /// `-DTMA_DEBUG`: mbarrier waits give up after a timeout and write the hang record.
+    pub debug_waits: bool,
+    /// `-D<name>=<value>` (value empty: `-D<name>`). Names must be identifiers.
+    pub defines: Vec<(String, String)>,
+    /// `--maxrregcount=<n>`.
+    pub max_registers: Option<u32>,
+    /// `--generate-line-info` (source lines in profilers and SASS).
+    pub line_info: bool,
+    /// `--use_fast_math`.
+    pub fast_math: bool,
+    /// `--device-debug` (`-G`): no optimisation, full debug info.
+    pub device_debug: bool,
+    /// Extra NVRTC options, passed as they are (after every other).
+    pub extra: Vec<String>,
+}
+
+impl Default for CompileOptions {
+    fn default() -> Self {
+        CompileOptions::new(Arch::Sm90a)
+    }
+}
+
+impl CompileOptions {
+    /// Options for `arch`, everything else off.
+    pub fn new(arch: Arch) -> CompileOptions {
+        CompileOptions {
+            arch,
+            debug_waits: false,
+            defines: Vec::new(),
+            max_registers: None,
+            line_info: false,
+            fast_math: false,
+            device_debug: false,
+            extra: Vec::new(),
+        }
+    }
+    /// Sets [`CompileOptions::debug_waits`].
+    pub fn debug_waits(mut self, on: bool) -> Self {
+        self.debug_waits = on;
+        self
+    }
+    /// Adds a `-D<name>=<value>`.
+    pub fn define(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.defines.push((name.into(), value.into()));
+        self
+    }
+    /// Sets [`CompileOptions::max_registers`].
+    pub fn max_registers(mut self, n: u32) -> Self {
+        self.max_registers = Some(n);
+        self
+    }
+    /// Sets [`CompileOptions::line_info`].
+    pub fn line_info(mut self, on: bool) -> Self {
+        self.line_info = on;
+        self
+    }
+    /// Sets [`CompileOptions::fast_math`].
+    pub fn fast_math(mut self, on: bool) -> Self {
+        self.fast_math = on;
+        self
+    }
+
+    /// The NVRTC arguments, in order. `cubin`: target the real `sm_XXa` (PTX + CUBIN);
+    /// else the virtual `compute_XXa` (PTX only).
+    pub fn nvrtc_args(&self, cubin: bool) -> Result<Vec<String>, Error> {
+        let arch = self.arch.nvrtc_name();
+        let target = if cubin {
+            arch.to_string()
+        } else {
+            arch.replacen("sm_", "compute_", 1)
+        };
+        let mut a = vec![
+            format!("--gpu-architecture={target}"),
+            "-std=c++17".to_string(),
+            "-default-device".to_string(),
+        ];
+        if self.debug_waits {
+            a.push("-DTMA_DEBUG".to_string());
+        }
+        for (name, value) in &self.defines {
+            let ok = name
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !ok {
+                return Err(Error::InvalidOption {
+                    option: "defines",
+                    value: name.clone(),
+                    reason: "a macro name must be a C identifier",
+                });
+            }
+            if value.contains('\n') {
+                return Err(Error::InvalidOption {
+                    option: "defines",
+                    value: value.clone(),
+                    reason: "a macro value must be one line",
+                });
+            }
+            a.push(if value.is_empty() {
+                format!("-D{name}")
+            } else {
+                format!("-D{name}={value}")
+            });
+        }
+        if let Some(n) = self.max_registers {
+            a.push(format!("--maxrregcount={n}"));
+        }
+        if self.line_info {
+            a.push("--generate-line-info".to_string());
+        }
+        if self.fast_math {
+            a.push("--use_fast_math".to_string());
+        }
+        if self.device_debug {
+            a.push("--device-debug".to_string());
+        }
+        a.extend(self.extra.iter().cloned());
+        Ok(a)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::panic)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn args_are_built_in_one_place() {
+        let o = CompileOptions::new(Arch::Sm90a)
+            .debug_waits(true)
+            .define("TILE", "64")
+            .define("FLAG", "")
+            .max_registers(128)
+            .line_info(true)
+            .fast_math(true);
+        let a = match o.nvrtc_args(true) {
+            Ok(a) => a,
+            Err(e) => panic!("{e}"),
+        };
+        assert_eq!(
+            a,
+            [
+                "--gpu-architecture=sm_90a",
+                "-std=c++17",
+                "-default-device",
+                "-DTMA_DEBUG",
+                "-DTILE=64",
+                "-DFLAG",
+                "--maxrregcount=128",
+                "--generate-line-info",
+                "--use_fast_math"
+            ]
+        );
+        let ptx_only = CompileOptions::new(Arch::Sm100a).nvrtc_args(false);
+        assert!(
+            matches!(ptx_only.as_deref(), Ok([first, ..]) if first == "--gpu-architecture=compute_100a")
+        );
+        let bad = CompileOptions::new(Arch::Sm90a)
+            .define("A B", "1")
+            .nvrtc_args(true);
+        assert!(matches!(
+            bad,
+            Err(Error::InvalidOption {
+                option: "defines",
+                ..
+            })
+        ));
+    }
+}

@@ -1,0 +1,310 @@
+//! Launching a kernel: [`LaunchConfig`] (grid, block, shared memory, cluster, stream) and a
+//! typed argument builder ([`Launch`]).
+//!
+//! cudarc 0.19's launch builder keeps its argument list private and has no
+//! `cuLaunchKernelEx`, so clusters cannot go through it; this module has its own small
+//! typed builder with the same synchronisation rules (slices wait for their last write and
+//! record their use, through cudarc's `DevicePtr`/`DevicePtrMut`), and one launch path:
+//! `cuLaunchKernelEx`, with the cluster-dimension attribute when asked.
+
+use std::ffi::c_void;
+use std::sync::Arc;
+
+use cudarc::driver::sys;
+use cudarc::driver::{
+    CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut, DeviceRepr, SyncOnDrop,
+};
+
+use crate::error::Error;
+
+use super::module::Kernel;
+use super::tensor_map::TensorMap;
+
+/// Grid, block, shared memory, cluster and stream of one launch.
+#[derive(Clone, Debug)]
+pub struct LaunchConfig {
+    /// Blocks per grid (x, y, z).
+    pub grid: (u32, u32, u32),
+    /// Threads per block (x, y, z); at most 1024 in all.
+    pub block: (u32, u32, u32),
+    /// Bytes of dynamic shared memory; above 48 KB the kernel is opted in automatically.
+    pub dynamic_smem_bytes: u32,
+    /// Thread-block cluster shape; each grid dim must be a multiple of it.
+    pub cluster: Option<(u32, u32, u32)>,
+    /// The stream the launch is queued on, and the arguments' uses recorded on.
+    pub stream: Arc<CudaStream>,
+}
+
+impl LaunchConfig {
+    /// `grid` x `block` on `stream`, no dynamic shared memory, no cluster.
+    pub fn new(stream: &Arc<CudaStream>, grid: (u32, u32, u32), block: (u32, u32, u32)) -> Self {
+        LaunchConfig {
+            grid,
+            block,
+            dynamic_smem_bytes: 0,
+            cluster: None,
+            stream: stream.clone(),
+        }
+    }
+    /// Sets [`LaunchConfig::dynamic_smem_bytes`].
+    pub fn dynamic_smem(mut self, bytes: u32) -> Self {
+        self.dynamic_smem_bytes = bytes;
+        self
+    }
+    /// Sets [`LaunchConfig::cluster`].
+    pub fn cluster(mut self, dims: (u32, u32, u32)) -> Self {
+        self.cluster = Some(dims);
+        self
+    }
+
+    /// Checks the shape (no device needed): non-zero dims, at most 1024 threads per block,
+    /// grid divisible by the cluster, cluster at most 16 blocks.
+    pub fn check(&self, kernel: &str) -> Result<(), Error> {
+        check_shape(self.grid, self.block, self.cluster).map_err(|reason| Error::InvalidLaunch {
+            kernel: kernel.to_string(),
+            reason,
+        })
+    }
+}
+
+type Dims = (u32, u32, u32);
+
+/// [`LaunchConfig::check`] without the stream, so its rules are tested without a GPU.
+/// Products are taken in `u64`: a huge cluster is refused, never an overflow.
+fn check_shape(g: Dims, b: Dims, cluster: Option<Dims>) -> Result<(), String> {
+    let volume = |d: Dims| u64::from(d.0) * u64::from(d.1) * u64::from(d.2);
+    if [g.0, g.1, g.2, b.0, b.1, b.2].contains(&0) {
+        return Err(format!("grid {g:?} and block {b:?} must have no zero dim"));
+    }
+    let threads = volume(b);
+    if threads > 1024 {
+        return Err(format!("block {b:?} has {threads} threads; at most 1024"));
+    }
+    if let Some(c) = cluster {
+        if [c.0, c.1, c.2].contains(&0) {
+            return Err(format!("cluster {c:?} must have no zero dim"));
+        }
+        if g.0 % c.0 != 0 || g.1 % c.1 != 0 || g.2 % c.2 != 0 {
+            return Err(format!("grid {g:?} is not a multiple of cluster {c:?}"));
+        }
+        let n = volume(c);
+        if n > 16 {
+            return Err(format!(
+                "cluster {c:?} has {n} blocks; at most 16 (8 portable)"
+            ));
+        }
+    }
+    Ok(())
+}
+
+impl Kernel {
+    /// Starts a launch: push arguments with [`Launch::arg`], then [`Launch::launch`].
+    /// (Here rather than beside [`Kernel`], as cudarc keeps `CudaStream::launch_builder` in
+    /// its launch module: loading a module needs nothing of launching.)
+    pub fn launch_builder<'a>(&'a self, cfg: &'a LaunchConfig) -> Launch<'a> {
+        Launch {
+            kernel: self,
+            cfg,
+            slots: Vec::new(),
+            guards: Vec::new(),
+        }
+    }
+}
+
+/// One kernel argument slot: a pointer to a by-value argument, or a device pointer stored here.
+enum Slot {
+    Ref(*const c_void),
+    Ptr(u64),
+}
+
+/// A launch being built. Arguments borrow for `'a`, so they outlive the launch call.
+pub struct Launch<'a> {
+    kernel: &'a Kernel,
+    cfg: &'a LaunchConfig,
+    slots: Vec<Slot>,
+    guards: Vec<SyncOnDrop<'a>>,
+}
+
+/// Something that can be a kernel argument. By value: scalars, [`TensorMap`] (128 bytes,
+/// `const __grid_constant__ CUtensorMap`), [`ByValue`]; by device pointer: `CudaSlice`,
+/// `CudaView`, `CudaViewMut` (shared or exclusive borrows, with cudarc's stream ordering).
+pub trait KernelArg<'a> {
+    /// Appends this argument to `launch` (the next parameter, in order).
+    fn push(self, launch: &mut Launch<'a>);
+}
+
+/// Passes any `DeviceRepr` struct by value (the kernel declares the same layout).
+pub struct ByValue<'a, T: DeviceRepr>(pub &'a T);
+
+impl<'a, T: DeviceRepr> KernelArg<'a> for ByValue<'a, T> {
+    fn push(self, l: &mut Launch<'a>) {
+        l.slots.push(Slot::Ref((self.0 as *const T).cast()));
+    }
+}
+
+macro_rules! by_value {
+    ($($t:ty),*) => {$(
+        impl<'a> KernelArg<'a> for &'a $t {
+            fn push(self, l: &mut Launch<'a>) {
+                l.slots.push(Slot::Ref((self as *const $t).cast()));
+            }
+        }
+    )*};
+}
+by_value!(
+    bool,
+    i8,
+    i16,
+    i32,
+    i64,
+    u8,
+    u16,
+    u32,
+    u64,
+    usize,
+    isize,
+    f32,
+    f64,
+    half::f16,
+    half::bf16,
+    TensorMap
+);
+
+impl<'a, T> KernelArg<'a> for &'a CudaSlice<T> {
+    fn push(self, l: &mut Launch<'a>) {
+        let (ptr, guard) = self.device_ptr(&l.cfg.stream);
+        l.slots.push(Slot::Ptr(ptr));
+        l.guards.push(guard);
+    }
+}
+impl<'a, T> KernelArg<'a> for &'a mut CudaSlice<T> {
+    fn push(self, l: &mut Launch<'a>) {
+        let (ptr, guard) = self.device_ptr_mut(&l.cfg.stream);
+        l.slots.push(Slot::Ptr(ptr));
+        l.guards.push(guard);
+    }
+}
+impl<'a, 'b: 'a, T> KernelArg<'a> for &'a CudaView<'b, T> {
+    fn push(self, l: &mut Launch<'a>) {
+        let (ptr, guard) = self.device_ptr(&l.cfg.stream);
+        l.slots.push(Slot::Ptr(ptr));
+        l.guards.push(guard);
+    }
+}
+impl<'a, 'b: 'a, T> KernelArg<'a> for &'a mut CudaViewMut<'b, T> {
+    fn push(self, l: &mut Launch<'a>) {
+        let (ptr, guard) = self.device_ptr_mut(&l.cfg.stream);
+        l.slots.push(Slot::Ptr(ptr));
+        l.guards.push(guard);
+    }
+}
+
+impl<'a> Launch<'a> {
+    /// Pushes the next argument (in the kernel's parameter order).
+    pub fn arg(&mut self, a: impl KernelArg<'a>) -> &mut Self {
+        a.push(self);
+        self
+    }
+
+    /// Launches with `cuLaunchKernelEx`, consuming the pushed arguments (push them again
+    /// for another launch). A failure becomes [`Error::BarrierTimeout`] when a
+    /// debug wait recorded a hang, else [`Error::Launch`].
+    ///
+    /// # Safety
+    /// The arguments must match the kernel's parameters in number, order and type, and the
+    /// kernel must stay within the memory it is given (the same contract as cudarc's
+    /// `LaunchArgs::launch`).
+    pub unsafe fn launch(&mut self) -> Result<(), Error> {
+        let (kernel, cfg) = (self.kernel, self.cfg);
+        let slots = std::mem::take(&mut self.slots);
+        let guards = std::mem::take(&mut self.guards);
+        cfg.check(kernel.name())?;
+        kernel.prepare(cfg.dynamic_smem_bytes, cfg.cluster)?;
+        let mut params: Vec<*mut c_void> = slots
+            .iter()
+            .map(|s| match s {
+                Slot::Ref(p) => p.cast_mut(),
+                Slot::Ptr(p) => (p as *const u64).cast::<c_void>().cast_mut(),
+            })
+            .collect();
+        let mut attrs: Vec<sys::CUlaunchAttribute> = Vec::new();
+        if let Some((x, y, z)) = cfg.cluster {
+            // SAFETY: an all-zero attribute is a valid starting value (plain C struct/union).
+            let mut a: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+            a.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+            a.value.clusterDim.x = x;
+            a.value.clusterDim.y = y;
+            a.value.clusterDim.z = z;
+            attrs.push(a);
+        }
+        let config = sys::CUlaunchConfig {
+            gridDimX: cfg.grid.0,
+            gridDimY: cfg.grid.1,
+            gridDimZ: cfg.grid.2,
+            blockDimX: cfg.block.0,
+            blockDimY: cfg.block.1,
+            blockDimZ: cfg.block.2,
+            sharedMemBytes: cfg.dynamic_smem_bytes,
+            hStream: cfg.stream.cu_stream(),
+            attrs: attrs.as_mut_ptr(),
+            numAttrs: attrs.len() as u32,
+        };
+        // SAFETY: `params` points into `slots` (device pointers) and at borrowed by-value
+        // arguments, all alive until after this call; the caller vouches they match the
+        // kernel; `attrs` outlives the call.
+        let r = unsafe {
+            sys::cuLaunchKernelEx(
+                &config,
+                kernel.function().cu_function(),
+                params.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
+        };
+        // Record the arguments' use on the stream (cudarc's ordering) after the launch.
+        drop(guards);
+        drop(slots);
+        r.result()
+            .map_err(|e| kernel.module().explain_failure(kernel.name(), e))
+    }
+
+    /// [`Launch::launch`], then synchronise the stream: the way to turn a hang in a
+    /// debug-wait build into [`Error::BarrierTimeout`].
+    ///
+    /// # Safety
+    /// As [`Launch::launch`].
+    pub unsafe fn launch_and_sync(&mut self) -> Result<(), Error> {
+        let (module, stream) = (self.kernel.module().clone(), self.cfg.stream.clone());
+        let name = self.kernel.name().to_string();
+        // SAFETY: forwarded from the caller.
+        unsafe { self.launch() }?;
+        stream
+            .synchronize()
+            .map_err(|e| module.explain_failure(&name, e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn launch_shapes_are_checked_before_the_driver() {
+        let ok = |g, b, c| check_shape(g, b, c).is_ok();
+        // (grid, block, cluster, accepted)
+        let rows: [(Dims, Dims, Option<Dims>, bool); 9] = [
+            ((132, 1, 1), (384, 1, 1), None, true),
+            ((8, 1, 1), (128, 1, 1), Some((4, 1, 1)), true),
+            ((16, 1, 1), (128, 1, 1), Some((16, 1, 1)), true),
+            ((0, 1, 1), (128, 1, 1), None, false),
+            ((1, 1, 1), (32, 32, 2), None, false),
+            ((6, 1, 1), (128, 1, 1), Some((4, 1, 1)), false),
+            ((8, 1, 1), (128, 1, 1), Some((0, 1, 1)), false),
+            ((32, 1, 1), (128, 1, 1), Some((32, 1, 1)), false),
+            // 65536^2 blocks: refused, not a u32 overflow.
+            ((65536, 65536, 1), (1, 1, 1), Some((65536, 65536, 1)), false),
+        ];
+        for (g, b, c, want) in rows {
+            assert_eq!(ok(g, b, c), want, "grid {g:?} block {b:?} cluster {c:?}");
+        }
+    }
+}

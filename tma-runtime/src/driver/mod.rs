@@ -1,0 +1,22 @@
+//! The driver layer: what the compile layer produced, on a GPU. Needs libcuda and a device.
+//! It may use [`crate::compile`]; the compile layer never uses it.
+//!
+//! - [`Module`]: a [`Compiled`](crate::Compiled) loaded into a context, with its hang record
+//!   when compiled with debug waits; [`Kernel`]: one of its functions.
+//! - [`LaunchConfig`] and [`Launch`]: grid, block, dynamic shared memory (opted in above
+//!   48 KB), clusters (`cuLaunchKernelEx`), typed arguments ([`KernelArg`], [`ByValue`]).
+//! - [`TensorMap`], [`TensorMapArray`]: `CUtensorMap`s encoded from a validated, bound spec
+//!   and a device buffer, checked before the driver sees them.
+//! - [`HangRecord`]: what a debug wait that gave up wrote; it becomes
+//!   [`Error::BarrierTimeout`](crate::Error::BarrierTimeout).
+
+mod cache;
+mod hang;
+mod launch;
+mod module;
+mod tensor_map;
+
+pub use hang::{HangRecord, DEBUG_RECORD_SYMBOL};
+pub use launch::{ByValue, KernelArg, Launch, LaunchConfig};
+pub use module::{Kernel, Module, DEFAULT_DYNAMIC_SMEM_LIMIT, MAX_PORTABLE_CLUSTER};
+pub use tensor_map::{check_buffer, encode_args, TensorMap, TensorMapArray, TmaElement};

@@ -1,0 +1,272 @@
+//! Loaded modules and their kernels: load a [`Compiled`] into a context, find a kernel, opt
+//! it in to large dynamic shared memory and clusters, and explain a failure (hang record
+//! first, else the driver's status).
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, LazyLock};
+
+use cudarc::driver::sys::{self, CUdevice_attribute, CUfunction_attribute};
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream};
+use tma_core::Arch;
+
+use crate::compile::{CompileOptions, Compiled, Compiler, Source};
+use crate::error::{CuResult, Error};
+
+use super::cache::WeakCache;
+use super::hang::MappedRecord;
+
+/// Dynamic shared memory a kernel gets without opting in (48 KB).
+pub const DEFAULT_DYNAMIC_SMEM_LIMIT: u32 = 48 * 1024;
+/// Largest portable cluster (blocks); larger needs the non-portable attribute (max 16 on H100).
+pub const MAX_PORTABLE_CLUSTER: u32 = 8;
+
+/// Modules loaded by [`Module::compile_and_load`], per (context, [`Compiled::key`]), shared
+/// while someone holds them. Keyed by the raw `CUcontext`: a live entry's module holds its
+/// context, so a live entry's address names a live context, and only that one (every
+/// `CudaContext::new(n)` of one device is the same primary context). Holding `Weak`s, the
+/// cache keeps no module and so no context alive ([`WeakCache`]).
+static LOADED: LazyLock<WeakCache<(usize, String), Module>> = LazyLock::new(WeakCache::new);
+
+/// A compiled module loaded into a context.
+pub struct Module {
+    module: Arc<CudaModule>,
+    compiled: Arc<Compiled>,
+    ctx: Arc<CudaContext>,
+    record: Option<MappedRecord>,
+}
+
+impl std::fmt::Debug for Module {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Module")
+            .field("key", &self.compiled.key)
+            .field("arch", &self.compiled.arch)
+            .field("debug_waits", &self.record.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Module {
+    /// Loads `compiled` (CUBIN, else PTX) into `ctx`: always a new module, shared with no
+    /// one ([`Module::compile_and_load`] shares). With debug waits, allocates the hang
+    /// record and points the module's `tma_debug_record` at it.
+    pub fn load(ctx: &Arc<CudaContext>, compiled: Arc<Compiled>) -> Result<Arc<Module>, Error> {
+        crate::cuda_libs::libcuda_available()?;
+        let (major, minor) = ctx
+            .compute_capability()
+            .map_err(Error::driver("cuDeviceGetAttribute"))?;
+        let device_arch = Arch::from_compute_capability(major, minor);
+        if compiled.has_cubin() && device_arch != Some(compiled.arch) {
+            return Err(Error::ArchMismatch {
+                compiled: compiled.arch,
+                major,
+                minor,
+            });
+        }
+        let image = if compiled.has_cubin() {
+            cudarc::nvrtc::Ptx::from_binary(compiled.cubin.clone())
+        } else {
+            cudarc::nvrtc::Ptx::from_src(compiled.ptx.clone())
+        };
+        let module = ctx
+            .load_module(image)
+            .map_err(Error::driver("cuModuleLoadData"))?;
+        let record = if compiled.debug_waits {
+            Some(MappedRecord::attach(ctx, &module)?)
+        } else {
+            None
+        };
+        Ok(Arc::new(Module {
+            module,
+            compiled,
+            ctx: ctx.clone(),
+            record,
+        }))
+    }
+
+    /// Compiles `source` with `compiler` (its caches first) and loads it into `ctx`, or
+    /// returns the module loaded from the same compile into the same context while any
+    /// handle to it ([`Module`], [`Kernel`]) is alive. The cache keeps nothing alive: once
+    /// the last handle goes, the module is unloaded, its context can go, and the next call
+    /// loads again (compiling is still a cache hit). Hold the module to keep the hit.
+    pub fn compile_and_load(
+        ctx: &Arc<CudaContext>,
+        compiler: &Compiler,
+        source: &Source,
+        options: &CompileOptions,
+    ) -> Result<Arc<Module>, Error> {
+        let compiled = compiler.compile_source(source, options)?;
+        let key = (ctx.cu_ctx() as usize, compiled.key.clone());
+        LOADED.get_or_try_insert_with(key, || Module::load(ctx, compiled))
+    }
+
+    /// What was loaded (tile names for hang reports, the cache key).
+    pub fn compiled(&self) -> &Arc<Compiled> {
+        &self.compiled
+    }
+    /// The context it was loaded into.
+    pub fn context(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
+    /// cudarc's module, for what this crate does not wrap.
+    pub fn cuda_module(&self) -> &Arc<CudaModule> {
+        &self.module
+    }
+
+    /// The kernel `name` (an `extern "C" __global__` function).
+    pub fn kernel(self: &Arc<Self>, name: &str) -> Result<Kernel, Error> {
+        let func = self
+            .module
+            .load_function(name)
+            .map_err(|e| Error::KernelNotFound {
+                name: name.to_string(),
+                result: e.into(),
+            })?;
+        let static_smem = func
+            .get_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)
+            .map_err(Error::driver("cuFuncGetAttribute"))?;
+        Ok(Kernel {
+            func,
+            name: name.to_string(),
+            module: self.clone(),
+            static_smem: u32::try_from(static_smem).unwrap_or(0),
+            dynamic_smem_opted: AtomicU32::new(DEFAULT_DYNAMIC_SMEM_LIMIT),
+        })
+    }
+
+    /// The hang record's error, if a debug wait of this module gave up.
+    pub fn hang_error(&self) -> Option<Error> {
+        let rec = self.record.as_ref()?.read();
+        (rec.hung != 0).then(|| rec.to_error(&self.compiled))
+    }
+
+    /// Turns a failure of work from this module into the hang error when one was recorded,
+    /// else [`Error::Launch`].
+    pub fn explain_failure(&self, kernel: &str, e: impl Into<CuResult>) -> Error {
+        if let Some(h) = self.hang_error() {
+            return h;
+        }
+        let result = e.into();
+        Error::Launch {
+            kernel: kernel.to_string(),
+            context_lost: is_sticky(result),
+            result,
+        }
+    }
+
+    /// Synchronises `stream`; a failure becomes [`Error::BarrierTimeout`] when a debug wait
+    /// recorded a hang. After any such error the context is unusable: start a fresh process.
+    pub fn synchronize(&self, stream: &CudaStream) -> Result<(), Error> {
+        stream
+            .synchronize()
+            .map_err(|e| self.explain_failure("<stream>", e))
+    }
+}
+
+/// Errors after which the context cannot be used again.
+fn is_sticky(r: CuResult) -> bool {
+    use sys::CUresult::*;
+    matches!(
+        r.0,
+        CUDA_ERROR_LAUNCH_FAILED
+            | CUDA_ERROR_ILLEGAL_ADDRESS
+            | CUDA_ERROR_ILLEGAL_INSTRUCTION
+            | CUDA_ERROR_MISALIGNED_ADDRESS
+            | CUDA_ERROR_INVALID_ADDRESS_SPACE
+            | CUDA_ERROR_INVALID_PC
+            | CUDA_ERROR_HARDWARE_STACK_ERROR
+            | CUDA_ERROR_ASSERT
+            | CUDA_ERROR_LAUNCH_TIMEOUT
+            | CUDA_ERROR_TENSOR_MEMORY_LEAK
+    )
+}
+
+/// A kernel of a loaded module.
+#[derive(Debug)]
+pub struct Kernel {
+    func: CudaFunction,
+    name: String,
+    module: Arc<Module>,
+    static_smem: u32,
+    dynamic_smem_opted: AtomicU32,
+}
+
+impl Kernel {
+    /// The kernel's name in the module.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    /// The module it is in (kept alive by the kernel).
+    pub fn module(&self) -> &Arc<Module> {
+        &self.module
+    }
+    /// cudarc's function, for what this crate does not wrap.
+    pub fn function(&self) -> &CudaFunction {
+        &self.func
+    }
+
+    /// Readies the kernel for a launch of a checked shape: binds its context, opts in to
+    /// `want` bytes of dynamic shared memory and to a non-portable `cluster`, and clears the
+    /// hang record. Takes numbers, not a `LaunchConfig`, so that loading knows nothing of
+    /// launching.
+    pub(super) fn prepare(&self, want: u32, cluster: Option<(u32, u32, u32)>) -> Result<(), Error> {
+        let ctx = &self.module.ctx;
+        ctx.bind_to_thread()
+            .map_err(Error::driver("cuCtxSetCurrent"))?;
+        if want > self.dynamic_smem_opted.load(Ordering::Relaxed) {
+            let optin = ctx
+                .attribute(
+                    CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+                )
+                .map_err(Error::driver("cuDeviceGetAttribute"))?;
+            let max = u32::try_from(optin).unwrap_or(0);
+            if u64::from(want) + u64::from(self.static_smem) > u64::from(max) {
+                return Err(Error::SharedMemoryTooLarge {
+                    kernel: self.name.clone(),
+                    requested: want,
+                    static_bytes: self.static_smem,
+                    max,
+                });
+            }
+            self.func
+                .set_attribute(
+                    CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    want as i32,
+                )
+                .map_err(Error::driver(
+                    "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)",
+                ))?;
+            self.dynamic_smem_opted.fetch_max(want, Ordering::Relaxed);
+        }
+        if let Some(c) = cluster {
+            if c.0 * c.1 * c.2 > MAX_PORTABLE_CLUSTER {
+                self.func
+                    .set_attribute(
+                        CUfunction_attribute::CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
+                        1,
+                    )
+                    .map_err(Error::driver(
+                        "cuFuncSetAttribute(NON_PORTABLE_CLUSTER_SIZE_ALLOWED)",
+                    ))?;
+            }
+        }
+        if let Some(rec) = &self.module.record {
+            rec.reset();
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sticky_errors_are_flagged() {
+        assert!(is_sticky(CuResult(
+            sys::CUresult::CUDA_ERROR_ILLEGAL_INSTRUCTION
+        )));
+        assert!(!is_sticky(CuResult(
+            sys::CUresult::CUDA_ERROR_INVALID_VALUE
+        )));
+    }
+}
