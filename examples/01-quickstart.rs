@@ -9,9 +9,9 @@
 
 use std::error::Error;
 
+use tma::model::{self, picture};
 use tma::render::KernelSource;
 use tma::runtime::{CompileOptions, Compiler, Module, Source};
-use tma::{model, picture};
 use tma::{Arch, EncodeArgs, Tile};
 
 tma::tma_2d! {

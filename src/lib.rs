@@ -1,10 +1,36 @@
 #![doc = include_str!("../README.md")]
-pub use tma_core::*;
-pub use tma_macros::*;
+
+// The declaration, and the proof that it breaks no rule.
+pub use tile::Tile;
+pub use tma_core::{validate, BoundSpec, EncodeArgs, SpecErrors, TileSpec, ValidSpec};
+pub use tma_core::{Arch, DType, Swizzle};
+pub use tma_macros::{tma_1d, tma_2d, tma_3d, tma_4d, tma_5d, TmaTiles};
+// Compiling and launching kernels that use it.
+pub use tma_runtime::{Compiler, LaunchConfig, TensorMap};
+
+/// What else a declaration can say, the rules it is checked against, and how its dims map
+/// to the driver's order.
+pub mod spec {
+    pub use tma_core::error::{Field, Severity, SpecError};
+    pub use tma_core::ident::{check_name, NameProblem};
+    pub use tma_core::layout::to_tma_order;
+    pub use tma_core::limits;
+    pub use tma_core::rules::Rule;
+    pub use tma_core::size::Size;
+    pub use tma_core::spec::{Extent, Interleave, L2Promotion, OobFill, MAX_RANK};
+}
+
+pub use tma_core::{model, render, smem};
 pub use tma_runtime as runtime;
 
-mod tile;
-pub use tile::{Role, SmemLayout, Strided, Tile, TileArg, TileBuffer, TileInfo};
+pub mod tile;
+
+/// Test scaffolding: random valid specs (`testgen`) and the runtime's skip helpers.
+#[doc(hidden)]
+pub mod testing {
+    pub use tma_core::testgen;
+    pub use tma_runtime::testing::*;
+}
 
 /// What the macros' expansions name: absolute paths that do not depend on the user's
 /// imports. Not a public API.

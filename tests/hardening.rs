@@ -12,11 +12,9 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use tma::model::{self, ReduceOp};
 use tma::render::TileCode;
 use tma::runtime::driver::check_buffer;
-use tma::testgen::{random_valid_spec, XorShift};
-use tma::{
-    validate, Arch, BoundSpec, DType, EncodeArgs, Extent, Field, Interleave, L2Promotion, OobFill,
-    Rule, Severity, SpecErrors, Swizzle, TileSpec, ValidSpec,
-};
+use tma::spec::{Extent, Field, Interleave, L2Promotion, OobFill, Rule, Severity};
+use tma::testing::testgen::{random_valid_spec, XorShift};
+use tma::{validate, Arch, BoundSpec, DType, EncodeArgs, SpecErrors, Swizzle, TileSpec, ValidSpec};
 
 // ---- the generator ----------------------------------------------------------------------
 
@@ -499,7 +497,7 @@ fn one_case(rng: &mut XorShift, t: &mut Tally) {
     }
     let _ = check_buffer::<f64>(&bound, addr, len);
     if rng.chance(1, 8) && bound.plan().tx_bytes <= 1 << 14 {
-        assert!(!tma::picture::smem_picture(&bound).is_empty());
+        assert!(!tma::model::picture::smem_picture(&bound).is_empty());
     }
     if let Some(coords) = coords {
         t.modelled += usize::from(check_model(rng, &bound, &coords));

@@ -2,8 +2,10 @@
 //! has the spec, validation, encode arguments and CUDA of the same tile built by hand.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use tma::{validate, DType, EncodeArgs, Extent, Rule, Swizzle, TileSpec};
-use tma::{Role, Strided, Tile, TmaTiles};
+use tma::spec::{Extent, Rule};
+use tma::tile::{Role, Strided};
+use tma::{validate, DType, EncodeArgs, Swizzle, TileSpec};
+use tma::{Tile, TmaTiles};
 
 tma::tma_3d! {
     /// The value tensor of multi-scale deformable attention (seed 000): `[H][W][C]` f16,
@@ -76,10 +78,10 @@ fn explicit_strides_give_the_same_encoding() {
     assert_eq!(strided.global_dim, dense.global_dim);
     assert_eq!(
         strided.l2_promotion,
-        tma::L2Promotion::B128,
+        tma::spec::L2Promotion::B128,
         "every option reaches the spec"
     );
-    assert_eq!(strided.oob_fill, tma::OobFill::NanRequestZeroFma);
+    assert_eq!(strided.oob_fill, tma::spec::OobFill::NanRequestZeroFma);
 }
 
 #[test]

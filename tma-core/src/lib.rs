@@ -10,7 +10,7 @@
 //! | rules | [`rules`], [`error`] | the [`Rule`] catalogue; findings naming field, value, rule |
 //! | shared memory | [`smem`] | where a call's boxes land; a set of tiles in one block |
 //! | validate | [`validate`](mod@validate) | [`validate()`] -> [`ValidSpec`] -> [`ValidSpec::bind`] -> [`BoundSpec`] |
-//! | outputs | [`layout`], [`model`], [`render`], [`picture`] | [`EncodeArgs`] in TMA order, the CPU model, generated CUDA, a text picture |
+//! | outputs | [`layout`], [`model`] (and its `picture`), [`render`] | [`EncodeArgs`] in TMA order, the CPU model, generated CUDA |
 //!
 //! `testgen` (hidden) makes random valid specs for the property and GPU tests.
 #![forbid(unsafe_code)]
@@ -21,7 +21,6 @@ pub mod ident;
 pub mod layout;
 pub mod limits;
 pub mod model;
-pub mod picture;
 pub mod render;
 pub mod rules;
 pub mod size;

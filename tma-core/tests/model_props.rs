@@ -100,7 +100,7 @@ fn mpk_tile_load_matches_the_swizzle_by_hand() {
             }
         }
     }
-    let text = tma_core::picture::smem_picture(&bound);
+    let text = tma_core::model::picture::smem_picture(&bound);
     assert!(text.contains("(1,8)  (1,0)"), "{text}");
 }
 
@@ -367,9 +367,9 @@ proptest! {
 #[ignore = "prints pictures for a person to look at"]
 fn print_pictures() {
     let mpk = TileSpec::new("mpk_a", DType::BF16, [4096, 1024], [64, 64]).swizzle(Swizzle::B128);
-    println!("{}", tma_core::picture::smem_picture(&bind(&mpk)));
+    println!("{}", tma_core::model::picture::smem_picture(&bind(&mpk)));
     let narrow = TileSpec::new("narrow", DType::F16, [64, 64], [16, 16]).swizzle(Swizzle::B64);
-    println!("{}", tma_core::picture::smem_picture(&bind(&narrow)));
+    println!("{}", tma_core::model::picture::smem_picture(&bind(&narrow)));
 }
 
 /// TF32 loads round to nearest, ties to even (an H100 showed ties away is wrong).

@@ -36,6 +36,7 @@ use crate::spec::OobFill;
 use crate::validate::BoundSpec;
 
 mod float;
+pub mod picture;
 mod reduce;
 
 pub use reduce::{combine, ReduceOp, F32_ADD_FLUSHES_SUBNORMALS};

@@ -2,7 +2,7 @@
 //! 16-byte chunk, so a user can see what a swizzle does.
 //!
 //! ```
-//! use tma_core::{picture::smem_picture, validate, DType, Swizzle, TileSpec};
+//! use tma_core::{model::picture::smem_picture, validate, DType, Swizzle, TileSpec};
 //! let spec = TileSpec::new("a", DType::BF16, [4096, 1024], [64, 64]).swizzle(Swizzle::B128);
 //! let bound = validate(&spec)?.bind(&[4096, 1024], None)?;
 //! let text = smem_picture(&bound);
