@@ -10,7 +10,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-cargo package --workspace --allow-dirty --quiet
+# Verification builds the packed crates as registry crates, and cargo never rebuilds a
+# registry crate whose version it has built before: with the shared target dir a changed
+# tma-core 0.1.0 was verified against its stale build. So verify in a target dir of its own
+# and drop our crates' artifacts there first (their dependencies stay warm).
+verify_dir="target/package-verify"
+rm -rf "$verify_dir"/debug/.fingerprint/tma* "$verify_dir"/debug/deps/*tma*
+CARGO_TARGET_DIR="$verify_dir" cargo package --workspace --allow-dirty --quiet
 
 python3 - <<'PY'
 import json, os, re, subprocess, sys
