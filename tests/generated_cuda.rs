@@ -235,3 +235,77 @@ extern "C" __global__ void attention_copy({params}) {{
         .all(|a| a.global_dim == vec![64, 4096] && a.global_strides == vec![128]));
     assert_eq!(AttentionTiles::SMEM_BYTES, 4 * 8192);
 }
+
+/// The source with every `#if defined(TMA_DEBUG)` block cut out (its `#else` branch kept):
+/// what the helpers were before the debug checks existed.
+fn without_debug_blocks(source: &str) -> String {
+    // One entry per open #if: whether its current branch is kept.
+    let mut keep: Vec<(bool, bool)> = Vec::new(); // (is a TMA_DEBUG block, keeping now)
+    let mut out = String::new();
+    for line in source.lines() {
+        let t = line.trim_start();
+        let outer = keep.iter().all(|&(_, k)| k);
+        if t.starts_with("#if defined(TMA_DEBUG)") || t.starts_with("#ifdef TMA_DEBUG") {
+            keep.push((true, false));
+            continue;
+        }
+        if t.starts_with("#if") {
+            keep.push((false, true));
+        } else if t.starts_with("#else") && keep.last().is_some_and(|&(d, _)| d) {
+            if let Some(last) = keep.last_mut() {
+                last.1 = true;
+            }
+            continue;
+        } else if t.starts_with("#endif") {
+            if let Some((debug, _)) = keep.pop() {
+                if debug {
+                    continue;
+                }
+            }
+        }
+        if outer {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// With the device debug mode off, the checks compile to nothing: every corpus kernel's
+/// SASS equals the SASS of the same source with the debug blocks cut out.
+#[test]
+fn debug_checks_compile_to_nothing_when_off() {
+    let test = "debug_checks_compile_to_nothing_when_off";
+    let Some(_) = require_nvrtc_or_skip(test) else {
+        return;
+    };
+    let (Some(ptxas), Some(cuobjdump)) = (tool(test, "ptxas"), tool(test, "cuobjdump")) else {
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("tma-debug-off-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let compiler = Compiler::global().unwrap();
+    let options = CompileOptions::new(Arch::Sm90a).debug_waits(false);
+    for valid in corpus() {
+        let name = &valid.spec().name;
+        let full = KernelSource::new()
+            .tile(&valid)
+            .body(&exercise_body(&valid))
+            .build()
+            .unwrap();
+        let cut = without_debug_blocks(&full);
+        assert!(full.contains("debug_check(") && !cut.contains("debug_check("));
+        let sass = |src: &str, stem: &str| {
+            let c = compiler
+                .compile_source(&Source::new(src), &options)
+                .unwrap();
+            assemble(&ptxas, &cuobjdump, &c.ptx, &dir, stem).text
+        };
+        assert_eq!(
+            sass(&full, &format!("{name}_full")),
+            sass(&cut, &format!("{name}_cut")),
+            "{name}: the debug checks change the release SASS"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -114,6 +114,32 @@ pub fn prelude() -> String {
 fn prelude_checked() -> Result<String, RenderError> {
     let mut ctx = Context::new();
     ctx.insert("debug_timeout_ns", &DEBUG_TIMEOUT_NS);
+    let codes = |entries: Vec<(String, u32)>| -> Value {
+        Value::from(
+            entries
+                .into_iter()
+                .map(|(name, code)| map([("name", Value::from(name)), ("code", Value::from(code))]))
+                .collect::<Vec<Value>>(),
+        )
+    };
+    ctx.insert_value(
+        "device_rules",
+        codes(
+            crate::rules::Rule::DEVICE_CHECKED
+                .iter()
+                .map(|(r, c)| (format!("{r:?}"), *c))
+                .collect(),
+        ),
+    );
+    ctx.insert_value(
+        "device_helpers",
+        codes(
+            crate::rules::Helper::ALL
+                .iter()
+                .map(|(h, c)| (format!("{h:?}"), *c))
+                .collect(),
+        ),
+    );
     ctx.insert("tensor_map_bytes", &TENSOR_MAP_BYTES);
     ctx.insert("tensor_map_words", &(TENSOR_MAP_BYTES / 8));
     ctx.insert("tensor_map_align", &TENSOR_MAP_ALIGN);
@@ -170,6 +196,13 @@ fn tile_context(valid: &ValidSpec, tile_id: u32) -> Context {
                 ("box", Value::from(spec.boxed[d])),
                 ("estride", Value::from(spec.element_strides[d])),
                 ("repeat", Value::from(spec.repeat[d])),
+                // How far past its coordinate the last repeated box starts along this dim.
+                (
+                    "reach",
+                    Value::from(
+                        u64::from(spec.repeat[d].saturating_sub(1)) * u64::from(spec.boxed[d]),
+                    ),
+                ),
             ])
         })
         .collect();

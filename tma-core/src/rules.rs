@@ -99,6 +99,12 @@ pub enum Rule {
     /// Coordinates are signed 32-bit operands of the instruction: every coordinate, plus the
     /// offset of the last repeated box, must fit in `i32`.
     CoordinateRange,
+    /// A copy's shared-memory box must lie inside the block's dynamic shared memory when it
+    /// starts there (checked on the device in debug mode: `%dynamic_smem_size`).
+    DynamicSmemTooSmall,
+    /// Every committed bulk store group must be waited before the block exits or reuses its
+    /// shared memory (checked on the device in debug mode, by the store token).
+    StoreNotWaited,
 }
 
 impl Rule {
@@ -124,5 +130,69 @@ impl Rule {
                 | Rule::NanFillNeedsFloat
                 | Rule::BaseAddressAlignment
         )
+    }
+
+    /// The rules the generated helpers check on the device in debug mode, with the code the
+    /// device writes into the debug record (docs/CONTRACTS.md "Debug checks"). The one table:
+    /// the renderer passes these codes to the templates and the runtime decodes with them.
+    pub const DEVICE_CHECKED: [(Rule, u32); 6] = [
+        (Rule::CoordinateAlignment, 1),
+        (Rule::StoreCoordinateNegative, 2),
+        (Rule::CoordinateRange, 3),
+        (Rule::SmemAddressAlignment, 4),
+        (Rule::DynamicSmemTooSmall, 5),
+        (Rule::StoreNotWaited, 6),
+    ];
+
+    /// The rule a debug record's code names.
+    pub fn from_device_code(code: u32) -> Option<Rule> {
+        Rule::DEVICE_CHECKED
+            .iter()
+            .find(|(_, c)| *c == code)
+            .map(|(r, _)| *r)
+    }
+}
+
+/// The generated helpers a debug check can fail in, with the code the device writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Helper {
+    Load,
+    LoadMulticast,
+    Store,
+    Reduce,
+    Prefetch,
+    /// The store token (`store_committed`), checked when it goes out of scope unwaited.
+    StoreToken,
+}
+
+impl Helper {
+    /// Every helper with its device code (the one table; see [`Rule::DEVICE_CHECKED`]).
+    pub const ALL: [(Helper, u32); 6] = [
+        (Helper::Load, 1),
+        (Helper::LoadMulticast, 2),
+        (Helper::Store, 3),
+        (Helper::Reduce, 4),
+        (Helper::Prefetch, 5),
+        (Helper::StoreToken, 6),
+    ];
+
+    /// The helper a debug record's code names.
+    pub fn from_device_code(code: u32) -> Option<Helper> {
+        Helper::ALL
+            .iter()
+            .find(|(_, c)| *c == code)
+            .map(|(h, _)| *h)
+    }
+
+    /// The name the generated CUDA gives it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Helper::Load => "load",
+            Helper::LoadMulticast => "load_multicast",
+            Helper::Store => "store",
+            Helper::Reduce => "reduce",
+            Helper::Prefetch => "prefetch",
+            Helper::StoreToken => "store_committed",
+        }
     }
 }

@@ -192,6 +192,28 @@ pub enum Error {
         expected_tx: u32,
         waited_ns: u64,
     },
+
+    /// A debug check of a generated helper failed on the device (compiled with debug on):
+    /// the copy would have trapped anonymously or moved the wrong data. After this trap the
+    /// CUDA context is unusable: start a fresh process.
+    #[error(
+        "tile `{tile}`: {helper}() in block {block:?} thread {thread} breaks {rule:?}: {}; \
+         the CUDA context is now unusable: start a fresh process",
+        device_check_detail(*rule, *dim, *value)
+    )]
+    DeviceCheck {
+        tile: String,
+        /// The generated helper that checked (`load`, `store`, `store_committed`, ...).
+        helper: &'static str,
+        rule: tma_core::Rule,
+        /// The dim (user order) the value belongs to, when it is a coordinate.
+        dim: Option<u32>,
+        /// The offending value: a coordinate, a shared-memory address, or the bytes a box
+        /// needs from the start of dynamic shared memory.
+        value: i64,
+        block: [u32; 3],
+        thread: u32,
+    },
 }
 
 impl Error {
@@ -268,4 +290,32 @@ fn summarize_search(searched: &[String]) -> String {
         });
     }
     out
+}
+
+/// What a failed device check's value means, in words.
+fn device_check_detail(rule: tma_core::Rule, dim: Option<u32>, value: i64) -> String {
+    use tma_core::Rule;
+    let dim = dim.map_or(String::new(), |d| format!("dim {d} "));
+    match rule {
+        Rule::CoordinateAlignment => format!(
+            "{dim}coordinate {value} is not a multiple of the tile's INNER_COORD_MULTIPLE (16 bytes)"
+        ),
+        Rule::StoreCoordinateNegative => {
+            format!("{dim}coordinate {value} is negative, which stores and reductions trap on")
+        }
+        Rule::CoordinateRange => format!(
+            "{dim}coordinate {value} plus the offset of the last repeated box leaves int"
+        ),
+        Rule::SmemAddressAlignment => format!(
+            "shared-memory address {value:#x} is not a multiple of the tile's SMEM_ALIGN"
+        ),
+        Rule::DynamicSmemTooSmall => format!(
+            "the tile ends {value} B into the dynamic shared memory (alignment padding included), past what the launch gave"
+        ),
+        Rule::StoreNotWaited => {
+            "a committed store's token went out of scope without wait_read() / wait_complete()"
+                .to_string()
+        }
+        _ => format!("{dim}value {value}"),
+    }
 }

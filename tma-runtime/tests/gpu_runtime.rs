@@ -31,7 +31,7 @@ extern "C" __global__ void cluster_rank(unsigned int* out) {
 extern "C" __global__ void fake_hang() {
     if (blockIdx.x == 1 && threadIdx.x == 5) {
         tma_hang_record* r = tma_debug_record;
-        if (atomicCAS(&r->hung, 0u, 1u) == 0u) {
+        if (atomicCAS(&r->kind, 0u, 1u) == 0u) {
             r->block_x = blockIdx.x; r->block_y = 0; r->block_z = 0; r->thread = threadIdx.x;
             r->barrier = 0x40; r->phase = 1; r->expected_tx = 4096; r->tile_id = 0; r->waited_ns = 123;
             __threadfence_system();

@@ -10,7 +10,11 @@ pub struct CompileOptions {
     /// The target. CUBIN when this NVRTC supports it, else PTX only
     /// (see [`Compiled::cubin`](super::Compiled::cubin)).
     pub arch: Arch,
-    /// `-DTMA_DEBUG`: mbarrier waits give up after a timeout and write the hang record.
+    /// `-DTMA_DEBUG`, the device-side debug mode: mbarrier waits give up after a timeout,
+    /// and every generated helper checks its coordinates and shared memory before it issues
+    /// a copy (docs/CONTRACTS.md); either writes the debug record the runtime turns into
+    /// [`crate::Error::BarrierTimeout`] or [`crate::Error::DeviceCheck`]. On by default in
+    /// debug builds (`cfg!(debug_assertions)` of tma-runtime), off in release builds.
     pub debug_waits: bool,
     /// `-D<name>=<value>` (value empty: `-D<name>`). Names must be identifiers.
     pub defines: Vec<(String, String)>,
@@ -37,7 +41,7 @@ impl CompileOptions {
     pub fn new(arch: Arch) -> CompileOptions {
         CompileOptions {
             arch,
-            debug_waits: false,
+            debug_waits: cfg!(debug_assertions),
             defines: Vec::new(),
             max_registers: None,
             line_info: false,

@@ -9,35 +9,56 @@ use cudarc::driver::{CudaContext, CudaModule};
 
 use crate::compile::Compiled;
 use crate::error::{CuResult, Error};
+use tma_core::rules::Helper;
+use tma_core::Rule;
 
 /// The module global the debug waits write through (CONTRACTS.md).
 pub const DEBUG_RECORD_SYMBOL: &str = "tma_debug_record";
 
-/// The hang record of CONTRACTS.md, written by a debug wait that gave up (48 bytes; the
-/// device's `tma_hang_record`, field for field).
+/// The debug record of CONTRACTS.md, written by a debug wait that gave up or a debug check
+/// that failed (64 bytes; the device's `tma_hang_record`, field for field).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct HangRecord {
-    /// Non-zero once a wait gave up (the first waiter to give up claims the record).
-    pub hung: u32,
+    /// 0: nothing happened; 1: a wait hung; 2: a check failed (the first one claims it).
+    pub kind: u32,
     pub block_x: u32,
     pub block_y: u32,
     pub block_z: u32,
     pub thread: u32,
-    /// The mbarrier's shared-memory address.
-    pub barrier: u32,
-    /// The parity waited for.
-    pub phase: u32,
-    pub expected_tx: u32,
-    /// The `// tma-tile <id>` of the tile waited for; `u32::MAX`: unknown.
+    /// The `// tma-tile <id>` of the tile; `u32::MAX`: unknown.
     pub tile_id: u32,
-    pub pad: u32,
+    /// Hang: the mbarrier's shared-memory address.
+    pub barrier: u32,
+    /// Hang: the parity waited for.
+    pub phase: u32,
+    /// Hang: the tx bytes the tile expected.
+    pub expected_tx: u32,
+    /// Check: the helper's code ([`tma_core::rules::Helper::ALL`]).
+    pub helper: u32,
+    /// Check: the rule's code ([`tma_core::Rule::DEVICE_CHECKED`]).
+    pub rule: u32,
+    /// Check: the dim (user order); `u32::MAX`: none.
+    pub dim: u32,
+    /// Check: the offending value.
+    pub value: i64,
+    /// Hang: how long the wait waited.
     pub waited_ns: u64,
 }
 
-const _: () = assert!(std::mem::size_of::<HangRecord>() == 48);
+const _: () = assert!(std::mem::size_of::<HangRecord>() == 64);
+
+/// `kind` of a record a wait that gave up wrote.
+const KIND_HANG: u32 = 1;
+/// `kind` of a record a failed check wrote.
+const KIND_CHECK: u32 = 2;
 
 impl HangRecord {
+    /// Whether a hang or a failed check wrote this record.
+    pub fn is_set(&self) -> bool {
+        matches!(self.kind, KIND_HANG | KIND_CHECK)
+    }
+
     /// The error this record describes, naming the tile from the source's `// tma-tile` list.
     pub fn to_error(&self, compiled: &Compiled) -> Error {
         let tile = match compiled.tile_name(self.tile_id) {
@@ -45,14 +66,30 @@ impl HangRecord {
             None if self.tile_id == u32::MAX => "<unknown tile>".to_string(),
             None => format!("<tile {}>", self.tile_id),
         };
-        Error::BarrierTimeout {
-            tile,
-            block: [self.block_x, self.block_y, self.block_z],
-            thread: self.thread,
-            barrier: self.barrier,
-            phase: self.phase,
-            expected_tx: self.expected_tx,
-            waited_ns: self.waited_ns,
+        let block = [self.block_x, self.block_y, self.block_z];
+        match (
+            self.kind,
+            Rule::from_device_code(self.rule),
+            Helper::from_device_code(self.helper),
+        ) {
+            (KIND_CHECK, Some(rule), Some(helper)) => Error::DeviceCheck {
+                tile,
+                helper: helper.name(),
+                rule,
+                dim: (self.dim != u32::MAX).then_some(self.dim),
+                value: self.value,
+                block,
+                thread: self.thread,
+            },
+            _ => Error::BarrierTimeout {
+                tile,
+                block,
+                thread: self.thread,
+                barrier: self.barrier,
+                phase: self.phase,
+                expected_tx: self.expected_tx,
+                waited_ns: self.waited_ns,
+            },
         }
     }
 }
@@ -158,7 +195,7 @@ mod tests {
             key: "k".into(),
         };
         let rec = HangRecord {
-            hung: 1,
+            kind: KIND_HANG,
             block_x: 3,
             block_y: 1,
             block_z: 0,
@@ -167,8 +204,8 @@ mod tests {
             phase: 1,
             expected_tx: 16384,
             tile_id: 1,
-            pad: 0,
             waited_ns: 1_000_000_123,
+            ..HangRecord::default()
         };
         match rec.to_error(&compiled) {
             e @ Error::BarrierTimeout { .. } => {
@@ -190,9 +227,62 @@ mod tests {
     }
 
     #[test]
+    fn a_failed_check_becomes_a_named_error() {
+        let compiled = compiled_with_tiles("// tma-tile 0 q\n");
+        let rec = HangRecord {
+            kind: KIND_CHECK,
+            block_x: 2,
+            thread: 0,
+            tile_id: 0,
+            helper: 3,
+            rule: 2,
+            dim: 1,
+            value: -8,
+            ..HangRecord::default()
+        };
+        let e = rec.to_error(&compiled);
+        match &e {
+            Error::DeviceCheck {
+                tile,
+                helper,
+                rule,
+                dim,
+                value,
+                ..
+            } => {
+                assert_eq!(
+                    (tile.as_str(), *helper, *rule, *dim, *value),
+                    ("q", "store", Rule::StoreCoordinateNegative, Some(1), -8)
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        let s = e.to_string();
+        assert!(
+            s.contains("tile `q`: store() in block [2, 0, 0] thread 0 breaks StoreCoordinateNegative: dim 1 coordinate -8 is negative"),
+            "{s}"
+        );
+    }
+
+    fn compiled_with_tiles(list: &str) -> Compiled {
+        Compiled {
+            ptx: String::new(),
+            cubin: Vec::new(),
+            log: String::new(),
+            arch: Arch::Sm90a,
+            debug_waits: true,
+            tiles: crate::compile::tile_names(list),
+            args: Vec::new(),
+            key: "k".into(),
+        }
+    }
+
+    #[test]
     fn record_layout_matches_the_contract() {
-        assert_eq!(std::mem::size_of::<HangRecord>(), 48);
-        assert_eq!(std::mem::offset_of!(HangRecord, tile_id), 32);
-        assert_eq!(std::mem::offset_of!(HangRecord, waited_ns), 40);
+        assert_eq!(std::mem::size_of::<HangRecord>(), 64);
+        assert_eq!(std::mem::offset_of!(HangRecord, tile_id), 20);
+        assert_eq!(std::mem::offset_of!(HangRecord, helper), 36);
+        assert_eq!(std::mem::offset_of!(HangRecord, value), 48);
+        assert_eq!(std::mem::offset_of!(HangRecord, waited_ns), 56);
     }
 }

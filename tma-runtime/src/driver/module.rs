@@ -70,8 +70,14 @@ impl Module {
         let module = ctx
             .load_module(image)
             .map_err(Error::driver("cuModuleLoadData"))?;
+        // Debug on: the tma prelude defines the record's global. A source without tiles (a
+        // raw kernel) may lack it: nothing of tma's can hang or fail a check there.
         let record = if compiled.debug_waits {
-            Some(MappedRecord::attach(ctx, &module)?)
+            match MappedRecord::attach(ctx, &module) {
+                Ok(record) => Some(record),
+                Err(Error::DebugRecordMissing { .. }) if compiled.tiles.is_empty() => None,
+                Err(e) => return Err(e),
+            }
         } else {
             None
         };
@@ -136,7 +142,7 @@ impl Module {
     /// The hang record's error, if a debug wait of this module gave up.
     pub fn hang_error(&self) -> Option<Error> {
         let rec = self.record.as_ref()?.read();
-        (rec.hung != 0).then(|| rec.to_error(&self.compiled))
+        rec.is_set().then(|| rec.to_error(&self.compiled))
     }
 
     /// Turns a failure of work from this module into the hang error when one was recorded,
