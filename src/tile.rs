@@ -1,6 +1,36 @@
 //! What the macros generate: [`Tile`] for each `tma_Nd!` declaration, and for each
 //! `#[derive(TmaTiles)]` struct its [`TileInfo`] table, [`SmemLayout`] and encode
 //! arguments from fields that implement [`TileArg`].
+//!
+//! A kernel's operands described once (the full list of generated items is in the
+//! derive's documentation, [`crate::TmaTiles`]):
+//!
+//! ```
+//! use tma::TmaTiles;
+//! use tma::tile::Role;
+//!
+//! #[derive(TmaTiles)]
+//! struct Attention {
+//!     #[tma(dtype = bf16, global = [S = _, D = 64], boxed = [64, 64], swizzle = 128, load)]
+//!     q: [u64; 2],
+//!     #[tma(dtype = f32, global = [S = _, D = 64], boxed = [64, 64], store)]
+//!     o: [u64; 2],
+//! }
+//!
+//! # fn main() -> Result<(), tma::SpecErrors> {
+//! // Shared memory: q (8 KB, 1024-aligned for the 128B swizzle), then o (16 KB).
+//! assert_eq!(Attention::TILES[0].smem_offset, 0);
+//! assert_eq!(Attention::TILES[1].smem_offset, 8192);
+//! assert_eq!(Attention::SMEM_BYTES, 8192 + 16384);
+//! assert_eq!(Attention::TILES[1].role, Role::Store);
+//! // The kernel's parameters, in field order.
+//! assert!(Attention::CUDA_PARAMS.starts_with("const __grid_constant__ CUtensorMap q_map"));
+//! // Bound to run-time shapes: the encode arguments of each map.
+//! let tiles = Attention { q: [4096, 64], o: [4096, 64] };
+//! let args = tiles.encode_args()?;
+//! assert_eq!(args[0].global_dim, vec![64, 4096]); // innermost first
+//! # Ok(()) }
+//! ```
 
 use std::sync::OnceLock;
 use tma_core::{BoundSpec, EncodeArgs, SpecErrors, TileSpec, ValidSpec};
