@@ -124,6 +124,20 @@ pub enum Error {
         suggestion: &'static str,
     },
 
+    /// The buffer's Rust element type has the spec's element size but is another type: a
+    /// bf16 map over `half::f16` or `u16` data would read their bits as bf16.
+    #[error(
+        "tile `{tile}` is {spec_dtype} but the buffer holds `{rust_type}`, another type of the same size \
+         whose bits mean something else; use a buffer of {suggestion}, or TensorMap::new_raw_bits to \
+         encode over {spec_dtype} bits kept as `{rust_type}`"
+    )]
+    ElementTypeMismatch {
+        tile: String,
+        spec_dtype: DType,
+        rust_type: &'static str,
+        suggestion: &'static str,
+    },
+
     /// The buffer is smaller than the tensor the spec describes.
     #[error(
         "tile `{tile}`: the tensor spans {needed_bytes} bytes (global dims and strides) but the buffer \
