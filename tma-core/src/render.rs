@@ -341,7 +341,7 @@ impl KernelSource {
 
     /// Appends kernel code whose first line is line `line` of `file`, after a `#line`
     /// directive: NVRTC's messages about it then name that file and line. E.g.
-    /// `.body_at("kernels/copy.cu", 1, include_str!("kernels/copy.cu"))`, or
+    /// `.body_at("kernels/copy.cu", 1, COPY_CU)` for the text of that file, or
     /// `.body_at(file!(), line!(), r#"...` for a raw string that opens on the line of
     /// `line!()`. Code appended after it counts on from there.
     pub fn body_at(mut self, file: &str, line: u32, body: &str) -> KernelSource {
