@@ -122,8 +122,9 @@ fn main() -> Res<()> {
         let source = tile.source()?;
         let module = Module::compile_and_load(&ctx, compiler, &source, &options)?;
         let bound = tile.bind(rows, cols)?;
-        let map_in = TensorMap::new(&bound, &d_in)?;
-        let map_out = TensorMap::new(&bound, &d_out)?;
+        // bf16 data kept as u16 bits (filled and compared bit for bit): raw bits, asked for.
+        let map_in = TensorMap::new_raw_bits(&bound, &d_in)?;
+        let map_out = TensorMap::new_raw_bits(&bound, &d_out)?;
         let args = CopyArgs::new(&tile, &map_in, &map_out, rows, cols)?;
         for stages in common::STAGES {
             let smem = tile.dynamic_smem(stages)?;

@@ -2,14 +2,14 @@
 # Runs every check of the workspace, cheapest first, and stops at the first failure:
 # formatting, clippy (warnings are errors), docs (warnings are errors), packaging
 # (scripts/check-package.sh), then every test. Installs the pinned NVRTC 13.0 / ptxas /
-# cuobjdump wheels into .cache/ first (a few seconds, once), so generated CUDA is compiled
-# for real. GPU tests skip with a printed reason on machines without a GPU
+# cuobjdump wheels and the CUDA headers nvcc needs into .cache/ first (a few seconds, once),
+# so generated CUDA is compiled for real, by NVRTC and, as a header, by nvcc. GPU tests skip with a printed reason on machines without a GPU
 # (TMA_REQUIRE_GPU=1 makes them fail instead); NVRTC tests never skip when CI=true or
 # TMA_REQUIRE_NVRTC=1. Arguments go to both `cargo test` runs; the tests run last, so the
 # output ends with their summary lines.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-eval "$(scripts/cuda-tools.sh)"
+eval "$(scripts/cuda-tools.sh --headers)"
 export TMA_CACHE_DIR="${TMA_CACHE_DIR:-$PWD/target/tma-cache}"
 step() { echo "==> [${SECONDS}s] $*" >&2; }
 

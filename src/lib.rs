@@ -20,8 +20,15 @@ pub mod spec {
     pub use tma_core::spec::{Extent, Interleave, L2Promotion, OobFill, MAX_RANK};
 }
 
-pub use tma_core::{model, render, smem};
+pub use tma_core::{manifest, model, render, smem};
 pub use tma_runtime as runtime;
+
+/// The cudarc this crate is built with (driver, NVRTC, dynamic loading, CUDA 13.0 bindings,
+/// `f16`): allocate buffers and contexts through it, and no version needs to match.
+pub use cudarc;
+/// The `half` this crate is built with: `half::bf16` / `half::f16` buffers carry the bf16 /
+/// f16 maps.
+pub use half;
 
 pub mod tile;
 

@@ -203,8 +203,9 @@ fn run_on_gpu(
     for (tile, source) in copy_sources {
         let module = Module::compile_and_load(&ctx, compiler, source, options)?;
         let bound = tile.bind(ROWS, COLS)?;
-        let map_in = TensorMap::new(&bound, &d_in)?;
-        let map_out = TensorMap::new(&bound, &d_out)?;
+        // bf16 data kept as u16 bits (filled and compared bit for bit): raw bits, asked for.
+        let map_in = TensorMap::new_raw_bits(&bound, &d_in)?;
+        let map_out = TensorMap::new_raw_bits(&bound, &d_out)?;
         let args = CopyArgs::new(tile, &map_in, &map_out, ROWS, COLS)?;
         for stages in common::STAGES {
             let smem = tile.dynamic_smem(stages)?;
@@ -261,8 +262,8 @@ fn run_on_gpu(
     println!("\nragged copy {rows} x {cols} bf16, 4 stages, 1 block per SM:");
     for ((tile, _), module) in copy_sources.iter().zip(&modules) {
         let bound = tile.bind(rows, cols)?;
-        let map_in = TensorMap::new(&bound, &d_in)?;
-        let map_out = TensorMap::new(&bound, &d_out)?;
+        let map_in = TensorMap::new_raw_bits(&bound, &d_in)?;
+        let map_out = TensorMap::new_raw_bits(&bound, &d_out)?;
         let args = CopyArgs::new(tile, &map_in, &map_out, rows, cols)?;
         stream.memcpy_htod(&poison, &mut d_out)?;
         let cfg = common::copy_config(&stream, tile, 4, sms)?;
@@ -299,8 +300,9 @@ fn transpose(
     let input: Vec<u32> = (0..n).map(|_| rng.f32_bits()).collect();
     let d_in = stream.clone_htod(&input)?;
     let d_out = common::poisoned(stream, n, GUARD, common::POISON_U32)?;
-    let map_in = TensorMap::new(&TrTile::bind(&[rows, cols])?, &d_in)?;
-    let map_out = TensorMap::new(&TrTile::bind(&[cols, rows])?, &d_out)?;
+    // f32 data kept as u32 bits: raw bits, asked for.
+    let map_in = TensorMap::new_raw_bits(&TrTile::bind(&[rows, cols])?, &d_in)?;
+    let map_out = TensorMap::new_raw_bits(&TrTile::bind(&[cols, rows])?, &d_out)?;
     let grid = sms * 8;
     let cfg = common::transpose_config(stream, grid);
     let start = Instant::now();

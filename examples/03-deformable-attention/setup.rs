@@ -418,7 +418,8 @@ impl Device {
                         .into());
                     }
                     let view = value.slice(offset..offset + len);
-                    list.push(TensorMap::new(&bound, &view)?);
+                    // f16 or bf16 data, kept as u16 bits for both: raw bits, asked for.
+                    list.push(TensorMap::new_raw_bits(&bound, &view)?);
                 }
             }
         }

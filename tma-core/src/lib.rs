@@ -11,6 +11,7 @@
 //! | shared memory | [`smem`] | where a call's boxes land; a set of tiles in one block |
 //! | validate | [`validate`](mod@validate) | [`validate()`] -> [`ValidSpec`] -> [`ValidSpec::bind`] -> [`BoundSpec`] |
 //! | outputs | [`layout`], [`model`] (and its `picture`), [`render`] | [`EncodeArgs`] in TMA order, the CPU model, generated CUDA |
+//! | | [`manifest`] | the tile lines a translation unit carries for the runtime (name, shared memory, target) |
 //!
 //! `testgen` (hidden) makes random valid specs for the property and GPU tests.
 #![forbid(unsafe_code)]
@@ -20,6 +21,7 @@ pub mod error;
 pub mod ident;
 pub mod layout;
 pub mod limits;
+pub mod manifest;
 pub mod model;
 pub mod render;
 pub mod rules;

@@ -47,6 +47,14 @@ pub const MAX_ELEMENT_STRIDE: u32 = 8;
 /// need the swizzle period on top (see [`crate::Swizzle::period_bytes`]).
 pub const SMEM_ALIGN: u64 = 128;
 
+/// Alignment a block's dynamic shared memory is guaranteed to start at: NVCC and NVRTC
+/// declare an `extern __shared__` array `.extern .shared .align 16` (more only when the
+/// source asks, and a launch promises nothing beyond the declaration's minimum: the base
+/// follows the block's static shared memory). A tile that needs more alignment is aligned by
+/// the kernel, so a launch must give it up to `align - 16` bytes of slack (an H100 showed
+/// `CUDA_ERROR_MISALIGNED_ADDRESS` for a 128B-swizzled tile launched without it).
+pub const DYNAMIC_SMEM_BASE_ALIGN: u64 = 16;
+
 /// Largest transaction count one mbarrier phase can expect: the tx-count range is
 /// [-(2^20 - 1), 2^20 - 1] (PTX ISA, "mbarrier: tx-count").
 pub const MAX_TX_BYTES: u64 = (1 << 20) - 1;

@@ -5,7 +5,7 @@
 //! - [`prelude`]: types (`CUtensorMap`, `tma_half`, `tma_bfloat16`, `tma_mbarrier`) and the
 //!   free helpers (bulk groups, fences, mbarriers, the debug-aware wait), include-guarded.
 //! - [`TileCode`]: one tile's `struct tma_<name>` (see `docs/CONTRACTS.md`).
-//! - [`KernelSource`]: prelude + `// tma-tile <id> <name>` lines + helpers + a kernel body,
+//! - [`KernelSource`]: prelude + tile lines ([`crate::manifest`]) + helpers + a kernel body,
 //!   the unit the runtime compiles.
 //! - [`header`]: a standalone `.cuh` for C++ users.
 //!
@@ -18,7 +18,7 @@
 //! let valid = validate(&spec)?;
 //! let src = KernelSource::new().tile(&valid).body("// kernel here\n").build()?;
 //! assert!(src.contains("static constexpr unsigned TX_BYTES = 16384u;"));
-//! assert!(src.contains("// tma-tile 0 a\n"));
+//! assert!(src.contains("// tma-tile 0 a smem=16384 align=1024 target=sm_90a\n"));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
@@ -347,7 +347,7 @@ impl TileCode {
     }
 }
 
-/// Builds one translation unit: prelude, `// tma-tile <id> <name>` lines, the tiles'
+/// Builds one translation unit: prelude, tile lines ([`crate::manifest`]), the tiles'
 /// helpers (ids in the order added) and a kernel body.
 #[derive(Clone, Debug, Default)]
 pub struct KernelSource {
@@ -372,12 +372,26 @@ impl KernelSource {
         self
     }
 
+    /// Appends kernel code whose first line is line `line` of `file`, after a `#line`
+    /// directive: NVRTC's messages about it then name that file and line. E.g.
+    /// `.body_at("kernels/copy.cu", 1, COPY_CU)` for the text of that file, or
+    /// `.body_at(file!(), line!(), r#"...` for a raw string that opens on the line of
+    /// `line!()`. Code appended after it counts on from there.
+    pub fn body_at(mut self, file: &str, line: u32, body: &str) -> KernelSource {
+        if !self.body.is_empty() && !self.body.ends_with('\n') {
+            self.body.push('\n');
+        }
+        let file = file.replace('\\', "\\\\").replace('"', "\\\"");
+        self.body.push_str(&format!("#line {line} \"{file}\"\n"));
+        self.body(body)
+    }
+
     /// The whole source. Deterministic: the same inputs give the same bytes.
     pub fn build(&self) -> Result<String, RenderError> {
         let tiles = render_tiles(&self.tiles)?;
         let mut out = prelude_checked()?;
         out.push('\n');
-        out.push_str(&tile_list(&tiles));
+        out.push_str(&tile_list(&self.tiles));
         for t in &tiles {
             out.push('\n');
             out.push_str(t.source());
@@ -411,12 +425,15 @@ fn render_tiles(specs: &[ValidSpec]) -> Result<Vec<TileCode>, RenderError> {
     Ok(tiles)
 }
 
-/// The `// tma-tile <id> <name>` lines the runtime reads to name a hung tile.
-fn tile_list(tiles: &[TileCode]) -> String {
-    let mut out =
-        String::from("// tiles of this translation unit (id name), for debug hang records:\n");
-    for t in tiles {
-        out.push_str(&format!("// tma-tile {} {}\n", t.tile_id(), t.name()));
+/// The tile lines ([`crate::manifest`]) the runtime reads: names for hang records, shared
+/// memory for launch checks, the target for the compile's arch. Ids in slice order, as
+/// [`render_tiles`] gives them.
+fn tile_list(specs: &[ValidSpec]) -> String {
+    let mut out = String::from(
+        "// tiles of this translation unit (id name smem align target), read by tma-runtime:\n",
+    );
+    for (id, v) in (0u32..).zip(specs) {
+        out.push_str(&format!("{}\n", crate::manifest::DeclaredTile::of(v, id)));
     }
     out
 }
@@ -433,7 +450,7 @@ pub fn header(specs: &[ValidSpec]) -> Result<String, RenderError> {
     );
     out.push_str(&prelude_checked()?);
     out.push('\n');
-    out.push_str(&tile_list(&tiles));
+    out.push_str(&tile_list(specs));
     for t in &tiles {
         out.push('\n');
         out.push_str(t.source());

@@ -113,8 +113,18 @@ fn kernel_source_is_deterministic_and_lists_tiles() {
     };
     assert_eq!(a, b);
     assert!(a.starts_with(&render::prelude()));
+    // The tile lines carry what the runtime checks: footprint, alignment and target.
+    let listed = tma_core::manifest::declared_tiles(&a);
+    assert_eq!(listed.len(), all.len());
+    for (id, (v, t)) in all.iter().zip(&listed).enumerate() {
+        assert_eq!(t.id as usize, id);
+        assert_eq!(t.name, v.spec().name);
+        assert_eq!(t.smem_bytes, Some(v.plan().footprint_bytes), "{}", t.name);
+        assert_eq!(t.align_bytes, Some(v.plan().align_bytes), "{}", t.name);
+        assert_eq!(t.target, Some(v.spec().target), "{}", t.name);
+    }
     for (id, v) in all.iter().enumerate() {
-        let line = format!("// tma-tile {id} {}\n", v.spec().name);
+        let line = format!("// tma-tile {id} {} smem=", v.spec().name);
         assert!(a.contains(&line), "missing {line:?}");
         assert!(a.contains(&format!("struct tma_{} {{", v.spec().name)));
         assert!(a.contains(&format!("static constexpr unsigned TILE_ID = {id}u;")));
@@ -125,6 +135,30 @@ fn kernel_source_is_deterministic_and_lists_tiles() {
     for v in &all {
         assert_eq!(exercise_body(v), exercise_body(v));
     }
+}
+
+#[test]
+fn a_located_body_starts_with_a_line_directive() {
+    let v = mpk();
+    let src = KernelSource::new()
+        .tile(&v)
+        .body("// first\n// no newline")
+        .body_at(
+            "dir\\my \"k\".cu",
+            40,
+            "extern \"C\" __global__ void k() {}\n",
+        )
+        .build();
+    let src = match src {
+        Ok(s) => s,
+        Err(e) => panic!("{e}"),
+    };
+    assert!(
+        src.ends_with(
+            "// no newline\n#line 40 \"dir\\\\my \\\"k\\\".cu\"\nextern \"C\" __global__ void k() {}\n"
+        ),
+        "{src}"
+    );
 }
 
 #[test]

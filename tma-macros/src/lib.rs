@@ -70,7 +70,8 @@ tile_macro! {
 /// One tile per `#[tma(..)]` field of a struct with named fields, checked at compile time.
 ///
 /// The attribute takes the keys of [`tma_3d!`] (`global`, `boxed`, `strides`, `swizzle`,
-/// ..), plus `dtype = ..` and the flags `load` / `store` (neither: `load`). The field's type
+/// ..), plus `dtype = ..` and the flags `load` / `store` (at least one; a field
+/// with neither is an error). The field's type
 /// holds the tile's run-time shape: it implements `tma::TileArg` (`[u64; N]`, `Vec<u64>`,
 /// `&[u64]`, `tma::Strided`). Every field is checked, and all their errors are reported
 /// together.

@@ -411,6 +411,10 @@ pub fn nvrtc_available_with(env: &LibEnv) -> Result<NvrtcInfo, Error> {
 /// Finds and loads libcuda (no device needed); after `Ok`, cudarc's driver calls cannot
 /// panic for a missing library.
 pub fn libcuda_available() -> Result<String, Error> {
+    libcuda().map(|l| l.location.clone())
+}
+
+fn libcuda() -> Result<&'static LoadedLib, Error> {
     LIBCUDA
         .get_or_init(|| {
             let lib = locate(CudaLib::Driver, &LibEnv::from_process())?;
@@ -418,8 +422,14 @@ pub fn libcuda_available() -> Result<String, Error> {
             Ok(lib)
         })
         .as_ref()
-        .map(|l| l.location.clone())
         .map_err(Clone::clone)
+}
+
+/// Checks that libcuda exports `symbol`, so that cudarc's binding of it (which panics on a
+/// missing symbol when it first loads it) can be called: [`Error::MissingSymbol`] otherwise.
+pub(crate) fn libcuda_has(symbol: &str) -> Result<(), Error> {
+    // SAFETY: only the address is looked up, never called through this type.
+    unsafe { libcuda()?.symbol::<*const std::ffi::c_void>(symbol) }.map(|_| ())
 }
 
 /// Finds libcuda, initialises the driver and describes device 0.

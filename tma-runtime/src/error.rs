@@ -1,6 +1,7 @@
 //! The one error type of the runtime. Every variant says what went wrong and what to fix.
 
 use cudarc::driver::{sys::CUresult, DriverError};
+use tma_core::limits::TENSOR_MAP_BYTES;
 use tma_core::{DType, EncodeArgs, SpecErrors};
 
 /// Everything the runtime can refuse or report.
@@ -49,6 +50,19 @@ pub enum Error {
     Compile {
         log: String,
         numbered_source: String,
+    },
+
+    /// A tile of the source was validated for another arch than the one compiled for: the
+    /// arch is stated once, in the tile's `target`, and the compile must agree.
+    #[error(
+        "tile `{tile}` targets {tile_target} but the source is compiled for {compile_arch}; state the arch \
+         once: declare the tile with `target = {compile_arch}` (TileSpec::target), or compile with \
+         CompileOptions::new(Arch::{tile_target:?})"
+    )]
+    TargetMismatch {
+        tile: String,
+        tile_target: tma_core::Arch,
+        compile_arch: tma_core::Arch,
     },
 
     /// The CUDA source holds a NUL byte (NVRTC takes a C string).
@@ -110,6 +124,20 @@ pub enum Error {
         suggestion: &'static str,
     },
 
+    /// The buffer's Rust element type has the spec's element size but is another type: a
+    /// bf16 map over `half::f16` or `u16` data would read their bits as bf16.
+    #[error(
+        "tile `{tile}` is {spec_dtype} but the buffer holds `{rust_type}`, another type of the same size \
+         whose bits mean something else; use a buffer of {suggestion}, or TensorMap::new_raw_bits to \
+         encode over {spec_dtype} bits kept as `{rust_type}`"
+    )]
+    ElementTypeMismatch {
+        tile: String,
+        spec_dtype: DType,
+        rust_type: &'static str,
+        suggestion: &'static str,
+    },
+
     /// The buffer is smaller than the tensor the spec describes.
     #[error(
         "tile `{tile}`: the tensor spans {needed_bytes} bytes (global dims and strides) but the buffer \
@@ -167,6 +195,55 @@ pub enum Error {
         max: u32,
     },
 
+    /// The launch pushed another number of arguments than the kernel has parameters (as the
+    /// driver reports them: `cuFuncGetParamInfo`).
+    #[error(
+        "launch of `{kernel}`: {} argument(s) pushed but the kernel takes {}: {}; push one argument per \
+         parameter, in order (parameter bytes {expected:?}, pushed {given:?})",
+        given.len(), expected.len(), count_problem(*index, expected, given)
+    )]
+    ArgumentCount {
+        kernel: String,
+        /// The first parameter without an argument, or the first argument without a parameter.
+        index: usize,
+        /// Bytes of each parameter of the kernel.
+        expected: Vec<usize>,
+        /// Bytes of each argument pushed.
+        given: Vec<usize>,
+    },
+
+    /// An argument's size differs from its parameter's: a by-value struct where the kernel
+    /// takes a pointer, an `i64` for an `int`, a `TensorMap` for a `const CUtensorMap*`.
+    #[error(
+        "launch of `{kernel}`: argument {index} is {given_bytes} bytes but parameter {index} of the kernel \
+         takes {expected_bytes}; {}",
+        argument_hint(*expected_bytes, *given_bytes)
+    )]
+    ArgumentSize {
+        kernel: String,
+        index: usize,
+        expected_bytes: usize,
+        given_bytes: usize,
+    },
+
+    /// The launch gives the kernel less dynamic shared memory than its source's tiles need:
+    /// their footprints plus the slack that aligns them (the base is only 16-byte aligned).
+    #[error(
+        "launch of `{kernel}`: {given} bytes of dynamic shared memory, but the tiles its source declares \
+         need at least {needed}: {tiles} and {slack} bytes to align them (dynamic shared memory starts \
+         only 16-byte aligned); give at least {needed} (the tiles' SMEM_BYTES + SMEM_ALIGN always suffice \
+         for one tile)"
+    )]
+    DynamicSmemTooSmall {
+        kernel: String,
+        given: u32,
+        needed: u64,
+        /// "`a` 16384 B (align 1024), `b` 256 B (align 128)".
+        tiles: String,
+        /// `needed` less the footprints.
+        slack: u64,
+    },
+
     /// The kernel launch or its completion failed (no hang record was written).
     #[error("kernel `{kernel}` failed: {result}{}", if *context_lost { "; the CUDA context is now unusable: start a fresh process" } else { "" })]
     Launch {
@@ -214,6 +291,35 @@ pub enum Error {
         block: [u32; 3],
         thread: u32,
     },
+}
+
+/// Which argument or parameter is left over, for [`Error::ArgumentCount`].
+fn count_problem(index: usize, expected: &[usize], given: &[usize]) -> String {
+    match expected.get(index) {
+        Some(&TENSOR_MAP_BYTES) if given.len() < expected.len() => format!(
+            "parameter {index} ({TENSOR_MAP_BYTES} bytes, a CUtensorMap by value?) has no argument"
+        ),
+        Some(b) if given.len() < expected.len() => {
+            format!("parameter {index} ({b} bytes) has no argument")
+        }
+        _ => format!("argument {index} has no parameter"),
+    }
+}
+
+/// How to fix an argument of the wrong size, for [`Error::ArgumentSize`].
+fn argument_hint(expected: usize, given: usize) -> String {
+    match (expected, given) {
+        (8, TENSOR_MAP_BYTES) => "a TensorMap goes by value: declare the parameter \
+            `const __grid_constant__ CUtensorMap`, or push a device array of maps \
+            (TensorMapArray::device) for a `const CUtensorMap*`"
+            .to_string(),
+        (TENSOR_MAP_BYTES, 8) => "the kernel takes a CUtensorMap by value: push the TensorMap \
+            (`.arg(&map)`), not a device pointer"
+            .to_string(),
+        _ => "push a value of the parameter's C type (e.g. `&n` with `n: i32` for an `int`, a \
+            `ByValue` of a `#[repr(C)]` twin for a struct)"
+            .to_string(),
+    }
 }
 
 impl Error {

@@ -39,7 +39,8 @@
 //! assert!(out.cubin.starts_with(b"\x7fELF") && out.ptx.contains(".entry k"));
 //! # Ok(()) }
 //! ```
-//! A compile error is [`Error::Compile`] with NVRTC's log and the source with line numbers.
+//! A compile error is [`Error::Compile`] with NVRTC's log and the source numbered as the log counts
+//! lines (after a `#line` of `KernelSource::body_at`, in the user's file), printed once.
 //! Hold a [`Source`] on hot paths: it is hashed once, and a cached compile is then a map
 //! lookup (well under a microsecond). [`Compiler::compile`] takes a `&str` and hashes it
 //! each call (a few microseconds for a 50 KB source).
@@ -87,6 +88,12 @@
 //! unsafe { kernel.launch_builder(&cfg).arg(&map).arg(&mut out).launch_and_sync() }?;
 //! # Ok(()) }
 //! ```
+//! Before the driver sees a launch, the arguments' sizes are checked against the kernel's
+//! parameters (`cuFuncGetParamInfo`: [`Error::ArgumentCount`], [`Error::ArgumentSize`]) and,
+//! for a kernel that uses dynamic shared memory, the dynamic shared memory against the tiles
+//! its source declares ([`Kernel::min_dynamic_smem`], [`Error::DynamicSmemTooSmall`]).
+//! [`TensorMap::new`] takes a buffer whose element type carries the map's data type
+//! ([`Error::ElementTypeMismatch`] otherwise; [`TensorMap::new_raw_bits`] for raw bits).
 //! [`Module::compile_and_load`] shares one loaded module per (context, compile) among the
 //! callers that hold it, and keeps none alive itself: when the last [`Module`] / [`Kernel`]
 //! handle and the last `Arc<CudaContext>` go, the context goes. [`Module::load`] loads a
@@ -101,8 +108,8 @@
 //! [`HangRecord`] whose address goes into its `tma_debug_record` global before any
 //! launch. A wait that gives up writes the record and traps; the failed launch or
 //! synchronisation ([`Launch::launch_and_sync`], [`Module::synchronize`]) then returns
-//! [`Error::BarrierTimeout`] naming the tile (from the source's `// tma-tile <id> <name>`
-//! lines), block, thread, barrier, parity and expected bytes.
+//! [`Error::BarrierTimeout`] naming the tile (from the source's tile lines,
+//! [`tma_core::manifest`]), block, thread, barrier, parity and expected bytes.
 //! **After a trap the CUDA context is unusable** (every later call fails): report the error
 //! and start a fresh process. Run such tests alone (`#[ignore]` + `--ignored`).
 #![deny(unsafe_op_in_unsafe_fn)]

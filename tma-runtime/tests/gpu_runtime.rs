@@ -94,6 +94,46 @@ fn tensor_map_is_pushed_by_value() -> Result<(), Error> {
     Ok(())
 }
 
+/// A bf16 map takes `half::bf16` buffers; `half::f16` and `u16` ones (same size, other
+/// meaning) only through `new_raw_bits`, which encodes exactly the map `new` would.
+#[test]
+fn a_bf16_map_refuses_f16_and_u16_buffers_unless_raw_bits() -> Result<(), Error> {
+    let Some((ctx, _module)) = setup(
+        "a_bf16_map_refuses_f16_and_u16_buffers_unless_raw_bits",
+        false,
+    ) else {
+        return Ok(());
+    };
+    let stream = ctx.default_stream();
+    let spec = TileSpec::new("q", DType::BF16, [64, 128], [16, 64]);
+    let bound = validate(&spec)?.bound().expect("static");
+    let f16_buf = stream.alloc_zeros::<half::f16>(64 * 128).expect("alloc");
+    let u16_buf = stream.alloc_zeros::<u16>(64 * 128).expect("alloc");
+    for r in [
+        TensorMap::new(&bound, &f16_buf),
+        TensorMap::new(&bound, &u16_buf),
+    ] {
+        assert!(
+            matches!(
+                r,
+                Err(Error::ElementTypeMismatch {
+                    spec_dtype: DType::BF16,
+                    ..
+                })
+            ),
+            "{r:?}"
+        );
+    }
+    let raw = TensorMap::new_raw_bits(&bound, &u16_buf)?;
+    let (ptr, _record) = cudarc::driver::DevicePtr::device_ptr(&u16_buf, &stream);
+    // SAFETY: the u16 buffer is live device memory of this context, 64 * 128 elements.
+    let typed = unsafe { TensorMap::from_raw::<half::bf16>(&bound, ptr, 64 * 128 * 2) }?;
+    assert_eq!(raw, typed, "raw bits encode the same map");
+    let bf16_buf = stream.alloc_zeros::<half::bf16>(64 * 128).expect("alloc");
+    TensorMap::new(&bound, &bf16_buf)?;
+    Ok(())
+}
+
 #[test]
 fn cluster_launch_with_large_dynamic_smem() -> Result<(), Error> {
     let Some((ctx, module)) = setup("cluster_launch_with_large_dynamic_smem", false) else {

@@ -210,3 +210,135 @@ fn prelude_tensor_map_has_the_host_size_and_alignment() -> Result<(), Error> {
     }
     Ok(())
 }
+
+/// A 128B-swizzled bf16 tile, as a user declares one (target sm_90a by default).
+fn user_tile() -> tma_core::ValidSpec {
+    let spec = tma_core::TileSpec::new("user_tile", tma_core::DType::BF16, [256, 256], [64, 64])
+        .swizzle(tma_core::Swizzle::B128);
+    tma_core::validate(&spec).unwrap()
+}
+
+/// The prelude's helpers are `inline`, not `static`: a kernel that uses none of them gets an
+/// empty log, so the warnings a user sees are about their own code (NVRTC used to print
+/// warning #177 "declared but never referenced" once per unused helper).
+#[test]
+fn an_unused_prelude_and_tile_give_no_warnings() -> Result<(), Error> {
+    if require_nvrtc_or_skip("an_unused_prelude_and_tile_give_no_warnings").is_none() {
+        return Ok(());
+    }
+    let compiler = Compiler::with_config(JitConfig {
+        cache: false,
+        ..config("warnings")
+    })?;
+    let empty = "extern \"C\" __global__ void k(int* p) { *p = 1; }\n";
+    let with_tile = tma_core::render::KernelSource::new()
+        .tile(&user_tile())
+        .body(empty)
+        .build()
+        .unwrap();
+    for text in [tma_core::render::prelude() + empty, with_tile] {
+        for debug in [false, true] {
+            let c =
+                compiler.compile(&text, &CompileOptions::new(Arch::Sm90a).debug_waits(debug))?;
+            assert_eq!(c.log.trim(), "", "debug waits {debug}");
+        }
+    }
+    // The test can fail: an unused static function still warns.
+    let c = compiler.compile(
+        &format!("static __device__ void unused() {{}}\n{empty}"),
+        &CompileOptions::new(Arch::Sm90a),
+    )?;
+    assert!(c.log.contains("#177"), "{}", c.log);
+    Ok(())
+}
+
+/// `KernelSource::body_at` puts a `#line` before the body: NVRTC's messages name the user's
+/// file and line, the error's numbered source counts the same way, and the error prints that
+/// listing once, however many messages the log has.
+#[test]
+fn compile_errors_point_into_the_users_file() -> Result<(), Error> {
+    if require_nvrtc_or_skip("compile_errors_point_into_the_users_file").is_none() {
+        return Ok(());
+    }
+    let compiler = Compiler::with_config(JitConfig {
+        cache: false,
+        ..config("line")
+    })?;
+    let body = "extern \"C\" __global__ void k(int* p) {\n  *p = first_undefined;\n  *p = second_undefined;\n}\n";
+    let text = tma_core::render::KernelSource::new()
+        .tile(&user_tile())
+        .body_at("kernels/user.cu", 40, body)
+        .build()
+        .unwrap();
+    let e = match compiler.compile(&text, &CompileOptions::new(Arch::Sm90a)) {
+        Err(e) => e,
+        Ok(_) => panic!("undefined identifiers compiled"),
+    };
+    let shown = e.to_string();
+    let Error::Compile {
+        log,
+        numbered_source,
+    } = e
+    else {
+        panic!("expected a compile error, got {e:?}")
+    };
+    assert!(
+        log.contains("kernels/user.cu(41): error: identifier \"first_undefined\" is undefined"),
+        "{log}"
+    );
+    assert!(log.contains("kernels/user.cu(42): error"), "{log}");
+    assert!(
+        numbered_source.contains(
+            "--- kernels/user.cu ---\n 40 | extern \"C\" __global__ void k(int* p) {\n 41 |   *p = first_undefined;\n"
+        ),
+        "{numbered_source}"
+    );
+    assert_eq!(
+        shown.matches(" 41 |   *p = first_undefined;").count(),
+        1,
+        "{shown}"
+    );
+    assert_eq!(shown.matches("--- source").count(), 1, "{shown}");
+    Ok(())
+}
+
+/// The arch is stated once: a source whose tiles were validated for sm_90a does not compile
+/// for sm_100a, and one declared for sm_100a does.
+#[test]
+fn tiles_and_compile_options_must_agree_on_the_arch() -> Result<(), Error> {
+    if require_nvrtc_or_skip("tiles_and_compile_options_must_agree_on_the_arch").is_none() {
+        return Ok(());
+    }
+    let compiler = Compiler::with_config(JitConfig {
+        cache: false,
+        ..config("target")
+    })?;
+    let body = "extern \"C\" __global__ void k(int* p) { *p = 1; }\n";
+    let hopper = tma_core::render::KernelSource::new()
+        .tile(&user_tile())
+        .body(body)
+        .build()
+        .unwrap();
+    match compiler.compile(&hopper, &CompileOptions::new(Arch::Sm100a)) {
+        Err(e @ Error::TargetMismatch { .. }) => assert_eq!(
+            e.to_string(),
+            "tile `user_tile` targets sm_90a but the source is compiled for sm_100a; state the arch once: \
+             declare the tile with `target = sm_100a` (TileSpec::target), or compile with \
+             CompileOptions::new(Arch::Sm90a)"
+        ),
+        other => panic!("expected TargetMismatch, got {other:?}"),
+    }
+    compiler.compile(&hopper, &CompileOptions::new(Arch::Sm90a))?;
+    let blackwell = tma_core::validate(&user_tile().spec().clone().target(Arch::Sm100a)).unwrap();
+    let text = tma_core::render::KernelSource::new()
+        .tile(&blackwell)
+        .body(body)
+        .build()
+        .unwrap();
+    compiler.compile(&text, &CompileOptions::new(Arch::Sm100a))?;
+    assert!(matches!(
+        compiler.compile(&text, &CompileOptions::new(Arch::Sm90a)),
+        Err(Error::TargetMismatch { .. })
+    ));
+    Ok(())
+}

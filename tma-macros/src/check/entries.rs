@@ -57,6 +57,7 @@ pub fn read(input: TileInput<'_>, errs: &mut Errors) -> Option<Read> {
     let mut b = Builder::default();
     let mut seen: HashMap<&'static str, Span> = HashMap::new();
     let mut flags = Vec::new();
+    let mut flag_written = false;
 
     if let Some(d) = input.dtype {
         b.dtype(d, errs);
@@ -64,6 +65,7 @@ pub fn read(input: TileInput<'_>, errs: &mut Errors) -> Option<Read> {
     for entry in input.entries {
         let key = entry.key.unraw().to_string();
         if let Some(flag) = input.flags.iter().find(|f| **f == key) {
+            flag_written = true;
             if let Some(v) = &entry.value {
                 errs.push(
                     v.span(),
@@ -102,6 +104,24 @@ pub fn read(input: TileInput<'_>, errs: &mut Errors) -> Option<Read> {
             continue;
         };
         b.entry(&key, value, errs);
+    }
+    // A derive field says what the kernel does with its tile: nothing said was read as a
+    // load, silently.
+    if !input.flags.is_empty() && !flag_written {
+        errs.push(
+            input.ident.span(),
+            format!(
+                "field `{}` has neither {}: say what the kernel does with this tile (a field may \
+                 have both)",
+                input.ident.unraw(),
+                input
+                    .flags
+                    .iter()
+                    .map(|f| format!("`{f}`"))
+                    .collect::<Vec<_>>()
+                    .join(" nor ")
+            ),
+        );
     }
 
     let mut missing = |what: &str, example: &str| {

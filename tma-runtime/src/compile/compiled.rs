@@ -1,6 +1,7 @@
 //! The artifact of one compile: PTX, CUBIN and what the driver layer needs to load and
 //! explain it. Plain data: it can be cached, written to disk and loaded into any context.
 
+use tma_core::manifest::DeclaredTile;
 use tma_core::Arch;
 
 /// The output of one compile.
@@ -17,8 +18,9 @@ pub struct Compiled {
     pub arch: Arch,
     /// Compiled with `-DTMA_DEBUG` (the module has `tma_debug_record`).
     pub debug_waits: bool,
-    /// Tiles named by the source's `// tma-tile <id> <name>` lines, for hang reports.
-    pub tiles: Vec<(u32, String)>,
+    /// The tiles the source declares ([`tma_core::manifest`] lines): names for hang
+    /// reports, footprints and alignments for launch checks.
+    pub tiles: Vec<DeclaredTile>,
     /// The NVRTC arguments used.
     pub args: Vec<String>,
     /// The cache key (hex), also the disk-cache file stem.
@@ -34,7 +36,12 @@ impl Compiled {
     pub fn tile_name(&self, id: u32) -> Option<&str> {
         self.tiles
             .iter()
-            .find(|(i, _)| *i == id)
-            .map(|(_, n)| n.as_str())
+            .find(|t| t.id == id)
+            .map(|t| t.name.as_str())
+    }
+    /// Whether kernel `name` uses dynamic shared memory (an `extern __shared__` array, in
+    /// its body or a function it calls); `None` when the PTX has no such kernel.
+    pub fn uses_dynamic_smem(&self, name: &str) -> Option<bool> {
+        super::ptx::uses_dynamic_smem(&self.ptx, name)
     }
 }

@@ -13,11 +13,28 @@ use super::disk::DiskCache;
 use super::hash::fingerprint_seeded;
 use super::nvrtc::{dump, nvrtc_compile};
 use super::options::CompileOptions;
-use super::source::tile_names;
 use super::source::Source;
+use tma_core::manifest::{declared_tiles, DeclaredTile};
+use tma_core::Arch;
 
 /// Bump when the disk format or anything else that changes cached binaries changes.
 const CACHE_FORMAT: u32 = 1;
+
+/// Refuses a source whose tiles were validated for another arch than the compile's: the
+/// arch is stated once, and a tile line without a target states nothing.
+pub(super) fn check_targets(tiles: &[DeclaredTile], arch: Arch) -> Result<(), Error> {
+    match tiles
+        .iter()
+        .find(|t| t.target.is_some_and(|target| target != arch))
+    {
+        Some(t) => Err(Error::TargetMismatch {
+            tile: t.name.clone(),
+            tile_target: t.target.unwrap_or(arch),
+            compile_arch: arch,
+        }),
+        None => Ok(()),
+    }
+}
 
 /// JIT settings; [`JitConfig::from_env`] reads them from the environment.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -142,6 +159,8 @@ impl Compiler {
                 return Ok(hit);
             }
         }
+        let tiles = declared_tiles(source.text());
+        check_targets(&tiles, options.arch)?;
         let cubin = self.nvrtc.supports_cubin(options.arch);
         let args = options.nvrtc_args(cubin)?;
         let key = self.key(source, &args);
@@ -158,7 +177,7 @@ impl Compiler {
                     log,
                     arch: options.arch,
                     debug_waits: options.debug_waits,
-                    tiles: tile_names(source.text()),
+                    tiles: tiles.clone(),
                     args: args.clone(),
                     key: hex.clone(),
                 });
@@ -167,7 +186,7 @@ impl Compiler {
         let compiled = match compiled {
             Some(c) => c,
             None => {
-                let c = self.run_nvrtc(source.text(), options, args, cubin, hex)?;
+                let c = self.run_nvrtc(source.text(), options, tiles, args, cubin, hex)?;
                 if let Some(disk) = &self.disk {
                     disk.store(&c.key, &c.ptx, &c.cubin, &c.log);
                 }
@@ -215,6 +234,7 @@ impl Compiler {
         &self,
         text: &str,
         options: &CompileOptions,
+        tiles: Vec<DeclaredTile>,
         args: Vec<String>,
         want_cubin: bool,
         key: String,
@@ -238,7 +258,7 @@ impl Compiler {
             log,
             arch: options.arch,
             debug_waits: options.debug_waits,
-            tiles: tile_names(text),
+            tiles,
             args,
             key,
         };
@@ -246,5 +266,29 @@ impl Compiler {
             dump(dir, text, &compiled);
         }
         Ok(compiled)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::panic)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tiles_must_target_the_compile_arch() {
+        let src = "// tma-tile 0 a smem=8192 align=1024 target=sm_90a\n// tma-tile 1 b\n";
+        let tiles = declared_tiles(src);
+        assert!(check_targets(&tiles, Arch::Sm90a).is_ok());
+        match check_targets(&tiles, Arch::Sm100a) {
+            Err(e @ Error::TargetMismatch { .. }) => assert_eq!(
+                e.to_string(),
+                "tile `a` targets sm_90a but the source is compiled for sm_100a; state the arch once: \
+                 declare the tile with `target = sm_100a` (TileSpec::target), or compile with \
+                 CompileOptions::new(Arch::Sm90a)"
+            ),
+            other => panic!("{other:?}"),
+        }
+        // A line without a target (hand-written) states nothing.
+        assert!(check_targets(&declared_tiles("// tma-tile 0 a\n"), Arch::Sm120a).is_ok());
     }
 }

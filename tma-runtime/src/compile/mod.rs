@@ -21,10 +21,12 @@ mod disk;
 mod hash;
 mod nvrtc;
 mod options;
+mod ptx;
 mod source;
 
 pub use compiled::Compiled;
 pub use compiler::{default_cache_dir, Compiler, JitConfig};
 pub use disk::DiskCache;
 pub use options::CompileOptions;
-pub use source::{numbered_source, tile_names, Source};
+pub use source::{numbered_source, Source};
+pub use tma_core::manifest::declared_tiles;

@@ -1,5 +1,5 @@
-//! The CUDA source going in: hashed once ([`Source`]), and read for the tile names of hang
-//! reports and the numbered listing of compile errors.
+//! The CUDA source going in: hashed once ([`Source`]), and numbered for compile errors as
+//! NVRTC numbers it. (Its tile lines are read with [`tma_core::manifest::declared_tiles`].)
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -42,28 +42,44 @@ impl From<String> for Source {
     }
 }
 
-/// Parses `// tma-tile <id> <name>` lines.
-pub fn tile_names(source: &str) -> Vec<(u32, String)> {
-    source
-        .lines()
-        .filter_map(|l| {
-            let rest = l.trim_start().strip_prefix("// tma-tile ")?;
-            let mut it = rest.split_whitespace();
-            let id = it.next()?.parse().ok()?;
-            Some((id, it.next()?.to_string()))
-        })
-        .collect()
-}
+/// The file name NVRTC gives the program: its messages say `tma.cu(<line>)` for lines no
+/// `#line` directive maps elsewhere.
+pub(super) const PROGRAM_NAME: &str = "tma.cu";
 
-/// `source` with right-aligned line numbers, to read beside NVRTC's `(line)` references.
+/// `source` with right-aligned line numbers, counted as NVRTC counts them in its messages:
+/// lines of the program as `tma.cu`, and after a `#line <n> "<file>"` directive (e.g. from
+/// [`KernelSource::body_at`](tma_core::render::KernelSource::body_at)) from `n`, under a
+/// `--- <file> ---` heading.
 pub fn numbered_source(source: &str) -> String {
     let n = source.lines().count().max(1);
-    let w = n.to_string().len();
+    let w = n.to_string().len().max(3);
     let mut out = String::with_capacity(source.len() + n * (w + 3));
-    for (i, l) in source.lines().enumerate() {
-        let _ = writeln!(out, "{:>w$} | {l}", i + 1);
+    let mut number: u64 = 1;
+    let mut file = PROGRAM_NAME.to_string();
+    for l in source.lines() {
+        let _ = writeln!(out, "{number:>w$} | {l}");
+        number += 1;
+        if let Some((line, named)) = line_directive(l) {
+            file = named.unwrap_or(file);
+            let _ = writeln!(out, "{:>w$} --- {file} ---", "");
+            number = line;
+        }
     }
     out
+}
+
+/// `#line <n> "<file>"` (or `# line <n>`, which keeps the file): the next line is line `n`.
+fn line_directive(l: &str) -> Option<(u64, Option<String>)> {
+    let rest = l.trim_start().strip_prefix('#')?.trim_start();
+    let rest = rest.strip_prefix("line")?.trim_start();
+    let (n, file) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+    let n = n.parse().ok()?;
+    let file = file.trim();
+    let file = file
+        .strip_prefix('"')
+        .and_then(|f| f.strip_suffix('"'))
+        .map(|f| f.replace("\\\"", "\"").replace("\\\\", "\\"));
+    Some((n, file))
 }
 
 #[cfg(test)]
@@ -71,10 +87,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn tile_names_and_numbered_source() {
-        let src = "// tma-tile 0 a_tile\n  // tma-tile 7 b\n// tma-tile x bad\nint x;\n";
-        assert_eq!(tile_names(src), vec![(0, "a_tile".into()), (7, "b".into())]);
-        let n = numbered_source("a\nb\n");
-        assert_eq!(n, "1 | a\n2 | b\n");
+    fn numbered_source_counts_as_nvrtc_does() {
+        assert_eq!(numbered_source("a\nb\n"), "  1 | a\n  2 | b\n");
+        let src = "a\n#line 40 \"k/my \\\"x\\\".cu\"\nb\nc\n";
+        assert_eq!(
+            numbered_source(src),
+            "  1 | a\n  2 | #line 40 \"k/my \\\"x\\\".cu\"\n    --- k/my \"x\".cu ---\n 40 | b\n 41 | c\n"
+        );
+        assert_eq!(
+            numbered_source("#line 9\nx\n"),
+            "  1 | #line 9\n    --- tma.cu ---\n  9 | x\n"
+        );
+        assert_eq!(
+            line_directive("  # line 7 \"a.cu\""),
+            Some((7, Some("a.cu".into())))
+        );
+        assert_eq!(line_directive("#linear 7"), None);
     }
 }

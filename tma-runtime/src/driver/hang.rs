@@ -59,7 +59,7 @@ impl HangRecord {
         matches!(self.kind, KIND_HANG | KIND_CHECK)
     }
 
-    /// The error this record describes, naming the tile from the source's `// tma-tile` list.
+    /// The error this record describes, naming the tile from the source's tile lines.
     pub fn to_error(&self, compiled: &Compiled) -> Error {
         let tile = match compiled.tile_name(self.tile_id) {
             Some(n) => n.to_string(),
@@ -190,7 +190,7 @@ mod tests {
             log: String::new(),
             arch: Arch::Sm90a,
             debug_waits: true,
-            tiles: crate::compile::tile_names("// tma-tile 0 q\n// tma-tile 1 kv_tile\n"),
+            tiles: crate::compile::declared_tiles("// tma-tile 0 q\n// tma-tile 1 kv_tile\n"),
             args: Vec::new(),
             key: "k".into(),
         };
@@ -271,7 +271,7 @@ mod tests {
             log: String::new(),
             arch: Arch::Sm90a,
             debug_waits: true,
-            tiles: crate::compile::tile_names(list),
+            tiles: crate::compile::declared_tiles(list),
             args: Vec::new(),
             key: "k".into(),
         }

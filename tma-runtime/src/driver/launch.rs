@@ -111,10 +111,21 @@ impl Kernel {
     }
 }
 
-/// One kernel argument slot: a pointer to a by-value argument, or a device pointer stored here.
+/// One kernel argument slot: a pointer to a by-value argument and its size, or a device
+/// pointer stored here (8 bytes).
 enum Slot {
-    Ref(*const c_void),
+    Ref(*const c_void, usize),
     Ptr(u64),
+}
+
+impl Slot {
+    /// Bytes the argument occupies in the kernel's parameter space.
+    fn bytes(&self) -> usize {
+        match self {
+            Slot::Ref(_, n) => *n,
+            Slot::Ptr(_) => std::mem::size_of::<u64>(),
+        }
+    }
 }
 
 /// A launch being built. Arguments borrow for `'a`, so they outlive the launch call.
@@ -138,7 +149,10 @@ pub struct ByValue<'a, T: DeviceRepr>(pub &'a T);
 
 impl<'a, T: DeviceRepr> KernelArg<'a> for ByValue<'a, T> {
     fn push(self, l: &mut Launch<'a>) {
-        l.slots.push(Slot::Ref((self.0 as *const T).cast()));
+        l.slots.push(Slot::Ref(
+            (self.0 as *const T).cast(),
+            std::mem::size_of::<T>(),
+        ));
     }
 }
 
@@ -146,7 +160,7 @@ macro_rules! by_value {
     ($($t:ty),*) => {$(
         impl<'a> KernelArg<'a> for &'a $t {
             fn push(self, l: &mut Launch<'a>) {
-                l.slots.push(Slot::Ref((self as *const $t).cast()));
+                l.slots.push(Slot::Ref((self as *const $t).cast(), std::mem::size_of::<$t>()));
             }
         }
     )*};
@@ -207,23 +221,28 @@ impl<'a> Launch<'a> {
     }
 
     /// Launches with `cuLaunchKernelEx`, consuming the pushed arguments (push them again
-    /// for another launch). A failure becomes [`Error::BarrierTimeout`] when a
+    /// for another launch). Refused before the driver: arguments whose number or sizes differ
+    /// from the kernel's parameters ([`Error::ArgumentCount`], [`Error::ArgumentSize`]), and
+    /// dynamic shared memory below [`Kernel::min_dynamic_smem`]
+    /// ([`Error::DynamicSmemTooSmall`]). A failure becomes [`Error::BarrierTimeout`] when a
     /// debug wait recorded a hang, else [`Error::Launch`].
     ///
     /// # Safety
-    /// The arguments must match the kernel's parameters in number, order and type, and the
-    /// kernel must stay within the memory it is given (the same contract as cudarc's
-    /// `LaunchArgs::launch`).
+    /// The arguments must match the kernel's parameters in type (number and sizes are
+    /// checked), and the kernel must stay within the memory it is given (the same contract as
+    /// cudarc's `LaunchArgs::launch`).
     pub unsafe fn launch(&mut self) -> Result<(), Error> {
         let (kernel, cfg) = (self.kernel, self.cfg);
         let slots = std::mem::take(&mut self.slots);
         let guards = std::mem::take(&mut self.guards);
         cfg.check(kernel.name())?;
+        let arg_bytes: Vec<usize> = slots.iter().map(Slot::bytes).collect();
+        kernel.check_launch(&arg_bytes, cfg.dynamic_smem_bytes)?;
         kernel.prepare(cfg.dynamic_smem_bytes, cfg.cluster)?;
         let mut params: Vec<*mut c_void> = slots
             .iter()
             .map(|s| match s {
-                Slot::Ref(p) => p.cast_mut(),
+                Slot::Ref(p, _) => p.cast_mut(),
                 Slot::Ptr(p) => (p as *const u64).cast::<c_void>().cast_mut(),
             })
             .collect();

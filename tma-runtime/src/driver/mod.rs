@@ -5,12 +5,15 @@
 //!   when compiled with debug waits; [`Kernel`]: one of its functions.
 //! - [`LaunchConfig`] and [`Launch`]: grid, block, dynamic shared memory (opted in above
 //!   48 KB), clusters (`cuLaunchKernelEx`), typed arguments ([`KernelArg`], [`ByValue`]).
+//!   Checked on the host first: the arguments' sizes against the kernel's parameters, the
+//!   dynamic shared memory against the source's tiles (`checks`).
 //! - [`TensorMap`], [`TensorMapArray`]: `CUtensorMap`s encoded from a validated, bound spec
 //!   and a device buffer, checked before the driver sees them.
 //! - [`HangRecord`]: what a debug wait that gave up wrote; it becomes
 //!   [`Error::BarrierTimeout`](crate::Error::BarrierTimeout).
 
 mod cache;
+mod checks;
 mod hang;
 mod launch;
 mod module;
@@ -19,4 +22,6 @@ mod tensor_map;
 pub use hang::{HangRecord, DEBUG_RECORD_SYMBOL};
 pub use launch::{ByValue, KernelArg, Launch, LaunchConfig};
 pub use module::{Kernel, Module, DEFAULT_DYNAMIC_SMEM_LIMIT, MAX_PORTABLE_CLUSTER};
-pub use tensor_map::{check_buffer, encode_args, TensorMap, TensorMapArray, TmaElement};
+pub use tensor_map::{
+    check_buffer, check_buffer_bits, encode_args, TensorMap, TensorMapArray, TmaElement,
+};

@@ -13,6 +13,7 @@ use crate::compile::{CompileOptions, Compiled, Compiler, Source};
 use crate::error::{CuResult, Error};
 
 use super::cache::WeakCache;
+use super::checks::{check_args, check_dynamic_smem, SmemNeed};
 use super::hang::MappedRecord;
 
 /// Dynamic shared memory a kernel gets without opting in (48 KB).
@@ -130,12 +131,21 @@ impl Module {
         let static_smem = func
             .get_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)
             .map_err(Error::driver("cuFuncGetAttribute"))?;
+        // After get_attribute, which bound the module's context to this thread.
+        let param_bytes = param_bytes(&func)?;
+        // Only a kernel that uses dynamic shared memory keeps its tiles there.
+        let smem_need = match self.compiled.uses_dynamic_smem(name) {
+            Some(true) => SmemNeed::of(&self.compiled.tiles),
+            _ => None,
+        };
         Ok(Kernel {
             func,
             name: name.to_string(),
             module: self.clone(),
             static_smem: u32::try_from(static_smem).unwrap_or(0),
             dynamic_smem_opted: AtomicU32::new(DEFAULT_DYNAMIC_SMEM_LIMIT),
+            param_bytes,
+            smem_need,
         })
     }
 
@@ -168,6 +178,33 @@ impl Module {
     }
 }
 
+/// Bytes of each parameter of `func`, in order (`cuFuncGetParamInfo`, CUDA 12.4+; it
+/// answers `CUDA_ERROR_INVALID_VALUE` past the last parameter).
+fn param_bytes(func: &CudaFunction) -> Result<Vec<usize>, Error> {
+    crate::cuda_libs::libcuda_has("cuFuncGetParamInfo")?;
+    // A kernel's parameters fit in 32764 bytes (CUDA 12.1+), so at most that many.
+    let mut bytes = Vec::new();
+    while bytes.len() <= 32764 {
+        let (mut offset, mut size) = (0usize, 0usize);
+        // SAFETY: a function of a loaded module; valid out-pointers; the symbol exists
+        // (checked above), so cudarc's loader finds it.
+        let r = unsafe {
+            sys::cuFuncGetParamInfo(func.cu_function(), bytes.len(), &mut offset, &mut size)
+        };
+        match r {
+            sys::CUresult::CUDA_SUCCESS => bytes.push(size),
+            sys::CUresult::CUDA_ERROR_INVALID_VALUE => break,
+            other => {
+                return Err(Error::Driver {
+                    call: "cuFuncGetParamInfo",
+                    result: CuResult(other),
+                })
+            }
+        }
+    }
+    Ok(bytes)
+}
+
 /// Errors after which the context cannot be used again.
 fn is_sticky(r: CuResult) -> bool {
     use sys::CUresult::*;
@@ -194,6 +231,8 @@ pub struct Kernel {
     module: Arc<Module>,
     static_smem: u32,
     dynamic_smem_opted: AtomicU32,
+    param_bytes: Vec<usize>,
+    smem_need: Option<SmemNeed>,
 }
 
 impl Kernel {
@@ -208,6 +247,26 @@ impl Kernel {
     /// cudarc's function, for what this crate does not wrap.
     pub fn function(&self) -> &CudaFunction {
         &self.func
+    }
+
+    /// Bytes of each of the kernel's parameters, in order, as the driver reports them
+    /// (`cuFuncGetParamInfo`): a launch must push arguments of exactly these sizes.
+    pub fn param_bytes(&self) -> &[usize] {
+        &self.param_bytes
+    }
+
+    /// The least dynamic shared memory a launch must give: 0, or, when the kernel uses
+    /// dynamic shared memory (`extern __shared__`), what one call of each tile its source
+    /// declares needs, with the slack to align them ([`tma_core::smem::min_dynamic_smem`]).
+    pub fn min_dynamic_smem(&self) -> u64 {
+        self.smem_need.as_ref().map_or(0, |n| n.bytes)
+    }
+
+    /// Refuses, before any driver call, arguments of `arg_bytes` sizes that do not match the
+    /// parameters, and `dynamic_smem` below [`Kernel::min_dynamic_smem`].
+    pub(super) fn check_launch(&self, arg_bytes: &[usize], dynamic_smem: u32) -> Result<(), Error> {
+        check_args(&self.name, &self.param_bytes, arg_bytes)?;
+        check_dynamic_smem(&self.name, self.smem_need.as_ref(), dynamic_smem)
     }
 
     /// Readies the kernel for a launch of a checked shape: binds its context, opts in to

@@ -40,18 +40,42 @@ const _: () = assert!(
 // binding of cuda.h), so pushing `&TensorMap` passes it by value.
 unsafe impl DeviceRepr for TensorMap {}
 
-/// Rust element types a TMA buffer may hold, and the data types each can carry.
+/// Rust element types a TMA buffer may hold, and the data types each carries.
 pub trait TmaElement: DeviceRepr {
     /// The Rust type's name, for errors.
     const NAME: &'static str;
+    /// The data types whose elements are values of this type: [`TensorMap::new`] encodes a
+    /// map of one of them over a buffer of this type, and refuses the others, also those
+    /// of the same size (a bf16 map over `half::f16` or `u16` data would read their bits as
+    /// bf16). [`TensorMap::new_raw_bits`] takes any type of the right size. Empty for a type
+    /// that only holds raw bits.
+    const CARRIES: &'static [DType] = &[];
 }
 
 macro_rules! element {
-    ($($t:ty => $name:literal),* $(,)?) => { $(impl TmaElement for $t { const NAME: &'static str = $name; })* };
+    ($($t:ty => $name:literal: [$($d:ident),*]),* $(,)?) => {
+        $(impl TmaElement for $t {
+            const NAME: &'static str = $name;
+            const CARRIES: &'static [DType] = &[$(DType::$d),*];
+        })*
+    };
 }
-element!(u8 => "u8", i8 => "i8", u16 => "u16", i16 => "i16", u32 => "u32", i32 => "i32",
-    u64 => "u64", i64 => "i64", f32 => "f32", f64 => "f64", half::f16 => "half::f16",
-    half::bf16 => "half::bf16");
+// TMA has one 8-bit and one 16-bit integer type, and moves bits: signed or unsigned storage
+// both carry them (fp8 data travels as u8). Packed sub-byte types travel in byte buffers.
+element!(
+    u8 => "u8": [U8, U4x16Align8B, U4x16Align16B, U6x16Align16B],
+    i8 => "i8": [U8],
+    u16 => "u16": [U16],
+    i16 => "i16": [U16],
+    u32 => "u32": [U32],
+    i32 => "i32": [I32],
+    u64 => "u64": [U64],
+    i64 => "i64": [I64],
+    f32 => "f32": [F32, F32Ftz, TF32, TF32Ftz],
+    f64 => "f64": [F64],
+    half::f16 => "half::f16": [F16],
+    half::bf16 => "half::bf16": [BF16],
+);
 
 /// A Rust type whose size carries `dtype`, for suggestions.
 fn suggest(dtype: DType) -> &'static str {
@@ -69,25 +93,70 @@ fn suggest(dtype: DType) -> &'static str {
 }
 
 /// Checks, before any driver call, that a buffer of `T` at `addr` holding `len_bytes` can back
-/// `bound`: element size vs data type, base-address alignment, size vs the tensor's extent.
+/// `bound`: `T` carries the spec's data type ([`TmaElement::CARRIES`]), the base address is
+/// aligned, the buffer holds the tensor's extent.
 pub fn check_buffer<T: TmaElement>(
     bound: &BoundSpec,
     addr: u64,
     len_bytes: u64,
 ) -> Result<(), Error> {
+    check(
+        bound,
+        addr,
+        len_bytes,
+        T::NAME,
+        std::mem::size_of::<T>(),
+        Some(T::CARRIES),
+    )
+}
+
+/// [`check_buffer`] for a buffer that keeps the spec's elements as raw bits in another type of
+/// the same size (bf16 data in a `u16` buffer): only the size of `T` must match.
+pub fn check_buffer_bits<T: TmaElement>(
+    bound: &BoundSpec,
+    addr: u64,
+    len_bytes: u64,
+) -> Result<(), Error> {
+    check(
+        bound,
+        addr,
+        len_bytes,
+        T::NAME,
+        std::mem::size_of::<T>(),
+        None,
+    )
+}
+
+/// The buffer checks; `carries`: the data types the element type carries, or `None` for raw
+/// bits (size only).
+fn check(
+    bound: &BoundSpec,
+    addr: u64,
+    len_bytes: u64,
+    rust_type: &'static str,
+    size: usize,
+    carries: Option<&[DType]>,
+) -> Result<(), Error> {
     let spec = bound.spec();
-    let size = std::mem::size_of::<T>();
-    let ok = match spec.dtype.size_bytes() {
+    let size_ok = match spec.dtype.size_bytes() {
         Some(b) => b == size as u64,
         None => size == 1, // packed sub-byte types travel in byte buffers
     };
-    if !ok {
+    if !size_ok {
         return Err(Error::DTypeMismatch {
             tile: spec.name.clone(),
             spec_dtype: spec.dtype,
             spec_bits: spec.dtype.global_bits(),
-            rust_type: T::NAME,
+            rust_type,
             rust_bytes: size,
+            suggestion: suggest(spec.dtype),
+        });
+    }
+    if carries.is_some_and(|c| !c.contains(&spec.dtype)) {
+        return Err(Error::ElementTypeMismatch {
+            tile: spec.name.clone(),
+            spec_dtype: spec.dtype,
+            rust_type,
             suggestion: suggest(spec.dtype),
         });
     }
@@ -160,9 +229,10 @@ fn cu_oob(o: OobFill) -> CuOob {
 }
 
 impl TensorMap {
-    /// Encodes `bound` over a device buffer (`CudaSlice` or `CudaView`). Checks element size,
-    /// alignment and length first; a driver refusal returns [`Error::Encode`] printing every
-    /// argument.
+    /// Encodes `bound` over a device buffer (`CudaSlice` or `CudaView`). Checks first that the
+    /// element type carries the spec's data type (a bf16 map takes `half::bf16`, not
+    /// `half::f16` or `u16`: see [`TensorMap::new_raw_bits`]), the alignment and the length;
+    /// a driver refusal returns [`Error::Encode`] printing every argument.
     pub fn new<T: TmaElement, B: DevicePtr<T>>(
         bound: &BoundSpec,
         buffer: &B,
@@ -171,6 +241,26 @@ impl TensorMap {
         let stream: &Arc<CudaStream> = buffer.stream();
         let (ptr, _record) = buffer.device_ptr(stream);
         check_buffer::<T>(bound, ptr, buffer.num_bytes() as u64)?;
+        stream
+            .context()
+            .bind_to_thread()
+            .map_err(Error::driver("cuCtxSetCurrent"))?;
+        // SAFETY: the buffer was checked to hold the tensor; encoding only reads the arguments.
+        unsafe { encode_unchecked(bound, ptr) }
+    }
+
+    /// [`TensorMap::new`] over a buffer that keeps the map's elements as raw bits in another
+    /// Rust type of the same size: bf16 or f16 data in a `u16` buffer, say. The opt-in for
+    /// what [`TensorMap::new`] refuses as [`Error::ElementTypeMismatch`]; the size, alignment
+    /// and length are still checked.
+    pub fn new_raw_bits<T: TmaElement, B: DevicePtr<T>>(
+        bound: &BoundSpec,
+        buffer: &B,
+    ) -> Result<TensorMap, Error> {
+        crate::cuda_libs::libcuda_available()?;
+        let stream: &Arc<CudaStream> = buffer.stream();
+        let (ptr, _record) = buffer.device_ptr(stream);
+        check_buffer_bits::<T>(bound, ptr, buffer.num_bytes() as u64)?;
         stream
             .context()
             .bind_to_thread()
@@ -378,10 +468,70 @@ mod tests {
         let need = b.extent_bytes();
         assert_eq!(need, 94 * 162 * 32 * 2);
         assert!(check_buffer::<half::f16>(&b, 0x1000, need).is_ok());
-        assert!(
-            check_buffer::<u16>(&b, 0x1000, need).is_ok(),
-            "raw 16-bit storage is fine"
-        );
+        // Same size, another type: refused unless asked for as raw bits.
+        for refused in [
+            check_buffer::<u16>(&b, 0x1000, need),
+            check_buffer::<half::bf16>(&b, 0x1000, need),
+            check_buffer::<i16>(&b, 0x1000, need),
+        ] {
+            assert!(
+                matches!(
+                    refused,
+                    Err(Error::ElementTypeMismatch {
+                        spec_dtype: DType::F16,
+                        ..
+                    })
+                ),
+                "{refused:?}"
+            );
+        }
+        assert!(check_buffer_bits::<u16>(&b, 0x1000, need).is_ok());
+        assert!(check_buffer_bits::<half::bf16>(&b, 0x1000, need).is_ok());
+        assert!(matches!(
+            check_buffer_bits::<f32>(&b, 0x1000, need),
+            Err(Error::DTypeMismatch { .. })
+        ));
+        assert!(matches!(
+            check_buffer_bits::<u16>(&b, 0x1000, need - 2),
+            Err(Error::BufferTooSmall { .. })
+        ));
+        let bf = bound(TileSpec::new("q", DType::BF16, [64, 64], [64, 64]));
+        match check_buffer::<half::f16>(&bf, 0x1000, 64 * 64 * 2) {
+            Err(e @ Error::ElementTypeMismatch { .. }) => assert_eq!(
+                e.to_string(),
+                "tile `q` is bf16 but the buffer holds `half::f16`, another type of the same size whose \
+                 bits mean something else; use a buffer of half::bf16, or TensorMap::new_raw_bits to \
+                 encode over bf16 bits kept as `half::f16`"
+            ),
+            other => panic!("{other:?}"),
+        }
+        // Every type carries what it is, and only types of its size.
+        for d in DType::ALL {
+            let carriers = [
+                (u8::CARRIES, 1),
+                (i8::CARRIES, 1),
+                (u16::CARRIES, 2),
+                (i16::CARRIES, 2),
+                (u32::CARRIES, 4),
+                (i32::CARRIES, 4),
+                (f32::CARRIES, 4),
+                (u64::CARRIES, 8),
+                (i64::CARRIES, 8),
+                (f64::CARRIES, 8),
+                (half::f16::CARRIES, 2),
+                (half::bf16::CARRIES, 2),
+            ];
+            let by: Vec<u64> = carriers
+                .iter()
+                .filter(|(c, _)| c.contains(&d))
+                .map(|(_, size)| *size)
+                .collect();
+            assert!(!by.is_empty(), "{d} has no Rust type");
+            assert!(
+                by.iter().all(|&s| s == d.size_bytes().unwrap_or(1)),
+                "{d}: {by:?}"
+            );
+        }
         match check_buffer::<f32>(&b, 0x1000, need) {
             Err(Error::DTypeMismatch {
                 rust_type: "f32",

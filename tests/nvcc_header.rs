@@ -1,0 +1,101 @@
+//! A generated header builds with nvcc against CUDA 13's own `cuda.h` and `cuda_runtime.h`
+//! (what a C++ user of `tma::render::header` does): the prelude's `static_assert`s on
+//! `CUtensorMap` then check the real driver type, and the program links. Needs the headers of
+//! `eval "$(scripts/cuda-tools.sh --headers)"` (scripts/test.sh installs them); skips visibly
+//! without them, fails instead with `CI=true` or `TMA_REQUIRE_NVCC=1`. No GPU needed.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use tma::render::{self, corpus::corpus};
+use tma::Arch;
+
+/// nvcc, when the CUDA headers sit beside it (`<bin>/../include/cuda_runtime.h`).
+fn nvcc_with_headers(test: &str) -> Option<PathBuf> {
+    let nvcc = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join("nvcc"))
+            .find(|p| p.is_file())
+    });
+    let ready = nvcc.filter(|n| {
+        n.parent()
+            .and_then(|bin| bin.parent())
+            .is_some_and(|top| top.join("include").join("cuda_runtime.h").is_file())
+    });
+    if ready.is_none() {
+        let required = std::env::var("CI").is_ok_and(|v| v == "true")
+            || std::env::var_os("TMA_REQUIRE_NVCC").is_some();
+        let why = "no nvcc with cuda_runtime.h beside it on PATH (eval \"$(scripts/cuda-tools.sh --headers)\" installs them)";
+        assert!(!required, "{test}: {why}");
+        println!("SKIP {test}: {why}");
+    }
+    ready
+}
+
+/// Uses the prelude's helpers and the tiles' constants; `main` so that the link runs too.
+const PROGRAM: &str = r#"#include "tma_tiles.cuh"
+#include <cstdio>
+
+static_assert(tma_mpk_a::TX_BYTES == 16384u, "two 64 x 64 bf16 boxes");
+
+__global__ void touch(const __grid_constant__ CUtensorMap map, unsigned* out) {
+  __shared__ tma_mbarrier bar;
+  if (threadIdx.x == 0) {
+    tma_mbarrier_init(&bar, 1);
+    tma_fence_mbarrier_init();
+    tma_prefetch_tensormap(&map);
+    tma_mbarrier_arrive(&bar);
+  }
+  __syncthreads();
+  tma_mbarrier_wait(&bar, 0);
+  out[threadIdx.x] = tma_mpk_a::SMEM_BYTES;
+}
+
+int main() {
+  std::printf("%zu\n", sizeof(CUtensorMap));
+  return 0;
+}
+"#;
+
+#[test]
+fn a_generated_header_builds_with_nvcc_and_cuda_13_headers() {
+    let test = "a_generated_header_builds_with_nvcc_and_cuda_13_headers";
+    let Some(nvcc) = nvcc_with_headers(test) else {
+        return;
+    };
+    let tiles: Vec<_> = corpus()
+        .into_iter()
+        .filter(|v| v.spec().target == Arch::Sm90a)
+        .collect();
+    assert!(tiles.len() >= 8, "the corpus shrank to {}", tiles.len());
+    let header = render::header(&tiles).unwrap();
+    let dir = std::env::temp_dir().join(format!("tma-nvcc-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("tma_tiles.cuh"), header).unwrap();
+    std::fs::write(dir.join("program.cu"), PROGRAM).unwrap();
+    for debug in [false, true] {
+        let exe = dir.join(format!("program_{debug}"));
+        let mut cmd = Command::new(&nvcc);
+        cmd.current_dir(&dir)
+            .args(["-arch=sm_90a", "-std=c++17", "-o"])
+            .arg(&exe)
+            .arg("program.cu");
+        if debug {
+            cmd.arg("-DTMA_DEBUG");
+        }
+        let out = cmd.output().unwrap();
+        let log = String::from_utf8_lossy(&out.stderr).to_string()
+            + &String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "nvcc (TMA_DEBUG {debug}) failed:\n{log}"
+        );
+        assert!(!log.contains("warning"), "nvcc warned:\n{log}");
+        // The host side agrees with the device side on the map's size.
+        let run = Command::new(&exe).output().unwrap();
+        assert!(run.status.success(), "{run:?}");
+        assert_eq!(String::from_utf8_lossy(&run.stdout).trim(), "128");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

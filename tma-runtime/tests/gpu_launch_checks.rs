@@ -1,0 +1,390 @@
+//! Launches the runtime refuses on the host, before the driver (ISSUE 12, item 3): arguments
+//! whose number or sizes differ from the kernel's parameters (read with
+//! `cuFuncGetParamInfo`), and dynamic shared memory that cannot hold the tiles the source
+//! declares with their alignment slack. Each test also runs the right launch and checks its
+//! output exactly, so a check that refused everything, or nothing, fails. The outputs start
+//! poisoned: a refused launch must leave them so. Skips visibly without a GPU (fails with
+//! TMA_REQUIRE_GPU=1).
+#![allow(clippy::panic, clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
+use half::bf16;
+use tma_core::render::KernelSource;
+use tma_core::{validate, DType, Swizzle, TileSpec, ValidSpec};
+use tma_runtime::testing::require_gpu_or_skip;
+use tma_runtime::{CompileOptions, Compiler, Error, LaunchConfig, Module, Source, TensorMap};
+
+const POISON: u64 = 0xdead_beef_dead_beef;
+const POISON_BITS: u16 = 0xffff;
+
+/// A 64 x 64 bf16 tile with the 128-byte swizzle (8 KB, 1024-byte aligned) of a 128 x 128
+/// matrix.
+fn tile() -> ValidSpec {
+    let spec = TileSpec::new("swz", DType::BF16, [128, 128], [64, 64]).swizzle(Swizzle::B128);
+    validate(&spec).expect("valid")
+}
+
+/// The kernels (`gpu_launch_checks.cu`), after the tile's helpers, numbered as their file.
+fn source(valid: &ValidSpec) -> String {
+    KernelSource::new()
+        .tile(valid)
+        .body_at(
+            concat!(env!("CARGO_MANIFEST_DIR"), "/tests/gpu_launch_checks.cu"),
+            1,
+            include_str!("gpu_launch_checks.cu"),
+        )
+        .build()
+        .expect("render")
+}
+
+struct Gpu {
+    stream: Arc<CudaStream>,
+    module: Arc<Module>,
+}
+
+fn setup(test: &str) -> Option<Gpu> {
+    let info = require_gpu_or_skip(test)?;
+    let ctx = CudaContext::new(0).expect("context");
+    let arch = info.arch.expect("tma arch");
+    let spec = tile().spec().clone().target(arch);
+    let valid = validate(&spec).expect("valid");
+    let text = source(&valid);
+    let module = Module::compile_and_load(
+        &ctx,
+        Compiler::global().expect("nvrtc"),
+        &Source::new(text),
+        &CompileOptions::new(arch),
+    )
+    .expect("load");
+    Some(Gpu {
+        stream: ctx.default_stream(),
+        module,
+    })
+}
+
+/// Fresh random bf16 bits (never the poison).
+fn random_bits(n: usize) -> Vec<bf16> {
+    let mut s = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0x9e37_79b9, |d| d.as_nanos() as u64)
+        | 1;
+    eprintln!("seed {s:#x}");
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            bf16::from_bits((s >> 32) as u16 & 0x7fff)
+        })
+        .collect()
+}
+
+fn map_over(data: &CudaSlice<bf16>) -> TensorMap {
+    let bound = tile().bound().expect("static dims");
+    TensorMap::new(&bound, data).expect("encode")
+}
+
+#[test]
+fn gpu_a_map_pushed_where_the_kernel_takes_a_pointer_is_refused() {
+    let Some(gpu) = setup("gpu_a_map_pushed_where_the_kernel_takes_a_pointer_is_refused") else {
+        return;
+    };
+    let s = &gpu.stream;
+    let data = s.clone_htod(&random_bits(128 * 128)).unwrap();
+    let map = map_over(&data);
+    let value = s.clone_htod(&[41u64]).unwrap();
+    let mut out = s.clone_htod(&[POISON]).unwrap();
+    let kernel = gpu.module.kernel("read_ptr").unwrap();
+    assert_eq!(kernel.param_bytes(), [8, 8]);
+    let cfg = LaunchConfig::new(s, (1, 1, 1), (32, 1, 1));
+    // SAFETY: refused before the driver (a 128-byte map for an 8-byte pointer).
+    let r = unsafe {
+        kernel
+            .launch_builder(&cfg)
+            .arg(&map)
+            .arg(&mut out)
+            .launch_and_sync()
+    };
+    match r {
+        Err(e @ Error::ArgumentSize { .. }) => {
+            assert!(
+                matches!(
+                    e,
+                    Error::ArgumentSize {
+                        index: 0,
+                        expected_bytes: 8,
+                        given_bytes: 128,
+                        ..
+                    }
+                ),
+                "{e:?}"
+            );
+            let text = e.to_string();
+            assert!(
+                text.contains("launch of `read_ptr`: argument 0 is 128 bytes"),
+                "{text}"
+            );
+        }
+        other => panic!("expected ArgumentSize, got {other:?}"),
+    }
+    assert_eq!(s.clone_dtoh(&out).unwrap(), [POISON], "nothing ran");
+    // SAFETY: read_ptr(const u64*, u64*), one u64 each.
+    unsafe {
+        kernel
+            .launch_builder(&cfg)
+            .arg(&value)
+            .arg(&mut out)
+            .launch_and_sync()
+    }
+    .unwrap();
+    assert_eq!(s.clone_dtoh(&out).unwrap(), [42]);
+}
+
+#[test]
+fn gpu_a_pointer_pushed_where_the_kernel_takes_a_map_is_refused() {
+    let Some(gpu) = setup("gpu_a_pointer_pushed_where_the_kernel_takes_a_map_is_refused") else {
+        return;
+    };
+    let s = &gpu.stream;
+    let data = s.clone_htod(&random_bits(128 * 128)).unwrap();
+    let map = map_over(&data);
+    let mut out = s.clone_htod(&[POISON; 16]).unwrap();
+    let kernel = gpu.module.kernel("copy_map").unwrap();
+    assert_eq!(kernel.param_bytes(), [128, 8]);
+    let cfg = LaunchConfig::new(s, (1, 1, 1), (32, 1, 1));
+    // SAFETY: refused before the driver (an 8-byte pointer for a 128-byte map).
+    let r = unsafe {
+        kernel
+            .launch_builder(&cfg)
+            .arg(&data)
+            .arg(&mut out)
+            .launch_and_sync()
+    };
+    assert!(
+        matches!(
+            r,
+            Err(Error::ArgumentSize {
+                index: 0,
+                expected_bytes: 128,
+                given_bytes: 8,
+                ..
+            })
+        ),
+        "{r:?}"
+    );
+    assert_eq!(s.clone_dtoh(&out).unwrap(), [POISON; 16], "nothing ran");
+    // SAFETY: copy_map(CUtensorMap, u64*) with 16 u64 of output.
+    unsafe {
+        kernel
+            .launch_builder(&cfg)
+            .arg(&map)
+            .arg(&mut out)
+            .launch_and_sync()
+    }
+    .unwrap();
+    assert_eq!(s.clone_dtoh(&out).unwrap(), map.as_raw().opaque);
+}
+
+#[test]
+fn gpu_a_missing_argument_is_refused() {
+    let Some(gpu) = setup("gpu_a_missing_argument_is_refused") else {
+        return;
+    };
+    let s = &gpu.stream;
+    let data = s.clone_htod(&random_bits(128 * 128)).unwrap();
+    let map = map_over(&data);
+    let mut out = s.clone_htod(&[POISON; 16]).unwrap();
+    let kernel = gpu.module.kernel("copy_map").unwrap();
+    let cfg = LaunchConfig::new(s, (1, 1, 1), (32, 1, 1));
+    // SAFETY: refused before the driver (the output pointer is missing).
+    let r = unsafe { kernel.launch_builder(&cfg).arg(&map).launch_and_sync() };
+    match r {
+        Err(Error::ArgumentCount {
+            index,
+            expected,
+            given,
+            ..
+        }) => assert_eq!((index, expected, given), (1, vec![128, 8], vec![128])),
+        other => panic!("expected ArgumentCount, got {other:?}"),
+    }
+    // One too many.
+    let extra = 7i32;
+    // SAFETY: refused before the driver.
+    let r = unsafe {
+        kernel
+            .launch_builder(&cfg)
+            .arg(&map)
+            .arg(&mut out)
+            .arg(&extra)
+            .launch_and_sync()
+    };
+    assert!(
+        matches!(r, Err(Error::ArgumentCount { index: 2, .. })),
+        "{r:?}"
+    );
+    assert_eq!(s.clone_dtoh(&out).unwrap(), [POISON; 16], "nothing ran");
+    // SAFETY: copy_map(CUtensorMap, u64*) with 16 u64 of output.
+    unsafe {
+        kernel
+            .launch_builder(&cfg)
+            .arg(&map)
+            .arg(&mut out)
+            .launch_and_sync()
+    }
+    .unwrap();
+    assert_eq!(s.clone_dtoh(&out).unwrap(), map.as_raw().opaque);
+}
+
+/// `dst` after one launch of `kernel` copying box (64, 64) of `src`: the box equals `src`
+/// there, everything else is still poison.
+fn check_roundtrip(src: &[bf16], dst: &[bf16]) {
+    let mut wrong = 0;
+    for r in 0..128 {
+        for c in 0..128 {
+            let i = r * 128 + c;
+            let want = if r >= 64 && c >= 64 {
+                src[i].to_bits()
+            } else {
+                POISON_BITS
+            };
+            wrong += usize::from(dst[i].to_bits() != want);
+        }
+    }
+    assert_eq!(wrong, 0, "{wrong} of {} elements wrong", 128 * 128);
+}
+
+#[test]
+fn gpu_dynamic_smem_without_the_alignment_slack_is_refused() {
+    let Some(gpu) = setup("gpu_dynamic_smem_without_the_alignment_slack_is_refused") else {
+        return;
+    };
+    let s = &gpu.stream;
+    let valid = tile();
+    let (footprint, align) = (valid.plan().footprint_bytes, valid.plan().align_bytes);
+    assert_eq!((footprint, align), (8192, 1024));
+    let tx = valid.tx_bytes() as u32;
+    let host = random_bits(128 * 128);
+    let src = s.clone_htod(&host).unwrap();
+    let dst = s
+        .clone_htod(&vec![bf16::from_bits(POISON_BITS); 128 * 128])
+        .unwrap();
+    let (src_map, dst_map) = (map_over(&src), map_over(&dst));
+    let kernel = gpu.module.kernel("dynamic_roundtrip").unwrap();
+    assert_eq!(kernel.min_dynamic_smem(), footprint + align - 16);
+    let (align32, r0, c0) = (align as u32, 64i32, 64i32);
+    for given in [0, footprint as u32, (footprint + align) as u32 - 17] {
+        let cfg = LaunchConfig::new(s, (1, 1, 1), (128, 1, 1)).dynamic_smem(given);
+        // SAFETY: refused before the driver (too little dynamic shared memory).
+        let r = unsafe {
+            kernel
+                .launch_builder(&cfg)
+                .arg(&src_map)
+                .arg(&dst_map)
+                .arg(&align32)
+                .arg(&tx)
+                .arg(&r0)
+                .arg(&c0)
+                .launch_and_sync()
+        };
+        match r {
+            Err(e @ Error::DynamicSmemTooSmall { .. }) => {
+                let text = e.to_string();
+                assert!(
+                    text.contains(&format!(
+                        "launch of `dynamic_roundtrip`: {given} bytes of dynamic shared memory, but the \
+                         tiles its source declares need at least 9200: `swz` 8192 B (align 1024) and 1008 \
+                         bytes to align them"
+                    )),
+                    "{text}"
+                );
+            }
+            other => panic!("{given} bytes: expected DynamicSmemTooSmall, got {other:?}"),
+        }
+    }
+    assert!(
+        s.clone_dtoh(&dst)
+            .unwrap()
+            .iter()
+            .all(|v| v.to_bits() == POISON_BITS),
+        "nothing ran"
+    );
+    let cfg =
+        LaunchConfig::new(s, (1, 1, 1), (128, 1, 1)).dynamic_smem(kernel.min_dynamic_smem() as u32);
+    // SAFETY: dynamic_roundtrip(CUtensorMap x2, unsigned x2, int x2); the shared memory holds
+    // the aligned tile; both maps cover live 128 x 128 buffers.
+    unsafe {
+        kernel
+            .launch_builder(&cfg)
+            .arg(&src_map)
+            .arg(&dst_map)
+            .arg(&align32)
+            .arg(&tx)
+            .arg(&r0)
+            .arg(&c0)
+            .launch_and_sync()
+    }
+    .unwrap();
+    check_roundtrip(&host, &s.clone_dtoh(&dst).unwrap());
+}
+
+/// A kernel whose tiles live in static shared memory is not held to the tiles' dynamic
+/// shared memory, though its source declares them.
+#[test]
+fn gpu_a_kernel_without_dynamic_smem_is_not_held_to_the_tiles() {
+    let Some(gpu) = setup("gpu_a_kernel_without_dynamic_smem_is_not_held_to_the_tiles") else {
+        return;
+    };
+    let s = &gpu.stream;
+    let tx = tile().tx_bytes() as u32;
+    let host = random_bits(128 * 128);
+    let src = s.clone_htod(&host).unwrap();
+    let dst = s
+        .clone_htod(&vec![bf16::from_bits(POISON_BITS); 128 * 128])
+        .unwrap();
+    let (src_map, dst_map) = (map_over(&src), map_over(&dst));
+    let kernel = gpu.module.kernel("static_roundtrip").unwrap();
+    assert_eq!(kernel.min_dynamic_smem(), 0);
+    let (r0, c0) = (64i32, 64i32);
+    let cfg = LaunchConfig::new(s, (1, 1, 1), (128, 1, 1));
+    // SAFETY: static_roundtrip(CUtensorMap x2, unsigned, int x2); both maps cover live
+    // 128 x 128 buffers.
+    unsafe {
+        kernel
+            .launch_builder(&cfg)
+            .arg(&src_map)
+            .arg(&dst_map)
+            .arg(&tx)
+            .arg(&r0)
+            .arg(&c0)
+            .launch_and_sync()
+    }
+    .unwrap();
+    check_roundtrip(&host, &s.clone_dtoh(&dst).unwrap());
+}
+
+/// The kernels above compile on any machine with NVRTC, and their PTX says which use
+/// dynamic shared memory.
+#[test]
+fn launch_check_sources_compile_without_gpu() {
+    if tma_runtime::testing::require_nvrtc_or_skip("launch_check_sources_compile_without_gpu")
+        .is_none()
+    {
+        return;
+    }
+    let text = source(&tile());
+    let c = Compiler::global()
+        .unwrap()
+        .compile(&text, &CompileOptions::new(tma_core::Arch::Sm90a))
+        .unwrap();
+    assert!(c.log.is_empty(), "{}", c.log);
+    for (kernel, uses) in [
+        ("read_ptr", false),
+        ("copy_map", false),
+        ("dynamic_roundtrip", true),
+        ("static_roundtrip", false),
+    ] {
+        assert_eq!(c.uses_dynamic_smem(kernel), Some(uses), "{kernel}");
+    }
+}
