@@ -10,6 +10,9 @@ use std::collections::{HashMap, HashSet};
 
 /// Whether entry `kernel` of `ptx` names an `extern .shared` array, itself or through the
 /// functions it calls (transitively); `None` when `ptx` has no entry `kernel`.
+/// The prelude's `extern __shared__` array the device debug checks bound tiles with.
+const DEBUG_DYNAMIC_SMEM: &str = "tma_dynamic_smem";
+
 pub(crate) fn uses_dynamic_smem(ptx: &str, kernel: &str) -> Option<bool> {
     let externs: HashSet<&str> = ptx
         .lines()
@@ -18,6 +21,9 @@ pub(crate) fn uses_dynamic_smem(ptx: &str, kernel: &str) -> Option<bool> {
             let name = rest.split_whitespace().last()?;
             Some(name.split('[').next().unwrap_or(name).trim_end_matches(';'))
         })
+        // The debug mode's own view of dynamic shared memory (it only reads its bounds) is
+        // not the kernel keeping tiles there.
+        .filter(|name| *name != DEBUG_DYNAMIC_SMEM)
         .collect();
     let bodies = function_bodies(ptx);
     let entry = match bodies.get(kernel) {
@@ -182,5 +188,9 @@ mod tests {
         assert_eq!(uses("e"), None);
         assert_eq!(uses("_Z4peekv"), None, "a function is not a kernel");
         assert_eq!(uses_dynamic_smem("", "a"), None);
+        // The debug checks read the prelude's `tma_dynamic_smem` to bound tiles: that alone
+        // does not put tiles there.
+        let debug = PTX.replace("raw", DEBUG_DYNAMIC_SMEM);
+        assert_eq!(uses_dynamic_smem(&debug, "a"), Some(false));
     }
 }
