@@ -830,9 +830,11 @@ pub fn header(specs: &[ValidSpec]) -> Result<String, RenderError> {
 }
 
 /// A kernel `tma_exercise_<name>(const __grid_constant__ CUtensorMap map, const
-/// CUtensorMap* maps, int flags)` that calls every helper of the tile (as tile 0 of its
+/// CUtensorMap* maps, int flags)` that calls every copy helper of the tile (as tile 0 of its
 /// source) and of the prelude, so that its SASS shows UTMALDG, UTMASTG, UTMAREDG (when the
-/// type has reductions), UTMAPF and UTMACCTL. Build it with
+/// type has reductions), UTMAPF and UTMACCTL; and a kernel
+/// `tma_exercise_<name>_shape(const __grid_constant__ CUtensorMap map, <tile>::elem* out)`
+/// using `tma_align_smem`, `tma_expect`, `tma_group`, `position` and `at`. Build it with
 /// `KernelSource::new().tile(valid).body(&exercise_body(valid)?)`.
 pub fn exercise_body(valid: &ValidSpec) -> String {
     exercise_body_checked(valid).unwrap_or_else(|e| format!("#error \"tma exercise body: {e}\"\n"))
