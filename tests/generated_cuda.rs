@@ -366,3 +366,42 @@ extern "C" __global__ void arm(unsigned* out) {{
         other => panic!("a wrong sum compiled: {other:?}"),
     }
 }
+
+/// A group's hang-record id lists tiles 0 to 29 one bit each and sets bit 30 for the rest:
+/// 31 tiles in one source, a group of tiles 1, 29 and 30, decoded by `render::HangTiles`.
+#[test]
+fn a_group_id_lists_low_tiles_and_flags_the_rest() {
+    let test = "a_group_id_lists_low_tiles_and_flags_the_rest";
+    if require_nvrtc_or_skip(test).is_none() {
+        return;
+    }
+    let mut source = KernelSource::new();
+    for i in 0..31 {
+        let spec = tma::TileSpec::new(format!("t{i}"), tma::DType::U8, [64], [16]);
+        let valid = tma::validate(&spec).unwrap();
+        source = match i {
+            1 => source.tile_as(&valid, "T1"),
+            29 => source.tile_as(&valid, "T29"),
+            30 => source.tile_as(&valid, "T30"),
+            _ => source.tile(&valid),
+        };
+    }
+    let id = render::GROUP_TILE_ID_FLAG | 1 << 1 | 1 << 29 | render::GROUP_MORE_TILES;
+    assert_eq!(
+        render::HangTiles::decode(id),
+        render::HangTiles::Group {
+            tiles: vec![1, 29],
+            more: true
+        }
+    );
+    let text = source
+        .body(&format!(
+            "static_assert(tma_group<T1, T29, T30>::TILE_ID == {id:#x}u, \"tiles 1, 29 and more\");\n"
+        ))
+        .build()
+        .unwrap();
+    Compiler::global()
+        .unwrap()
+        .compile(&text, &options(Arch::Sm90a))
+        .unwrap_or_else(|e| panic!("{e}"));
+}

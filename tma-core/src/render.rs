@@ -69,6 +69,58 @@ pub const DEBUG_TIMEOUT_NS: u64 = 1_000_000_000;
 /// Tile id written into hang records when the tile is unknown.
 pub const UNKNOWN_TILE_ID: u32 = 0xffff_ffff;
 
+/// Bit 31 of a hang record's `tile_id`: the wait was a `tma_group`'s, the other bits name its
+/// tiles (docs/CONTRACTS.md, "Debug waits"). `0xffffffff` (unknown) has it too: test that first.
+pub const GROUP_TILE_ID_FLAG: u32 = 0x8000_0000;
+
+/// Tiles with ids below this are listed one bit each in a group's `tile_id`.
+pub const GROUP_LISTED_TILES: u32 = 30;
+
+/// Bit 30 of a group's `tile_id`: the group also holds tiles whose id is
+/// [`GROUP_LISTED_TILES`] or more (not listed).
+pub const GROUP_MORE_TILES: u32 = 1 << GROUP_LISTED_TILES;
+
+/// What the `tile_id` of a hang record names: the one decoder of what the generated waits
+/// write (`T::wait`, `tma_group<..>::wait`, a bare `tma_mbarrier_wait`).
+///
+/// ```
+/// use tma_core::render::HangTiles;
+/// assert_eq!(HangTiles::decode(0xffff_ffff), HangTiles::Unknown);
+/// assert_eq!(HangTiles::decode(7), HangTiles::Tile(7));
+/// assert_eq!(
+///     HangTiles::decode(0x8000_0005),
+///     HangTiles::Group { tiles: vec![0, 2], more: false }
+/// );
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum HangTiles {
+    /// [`UNKNOWN_TILE_ID`]: the wait named no tile.
+    Unknown,
+    /// One tile: its `// tma-tile` id.
+    Tile(u32),
+    /// The tiles of a `tma_group` (ids below [`GROUP_LISTED_TILES`], ascending); `more`: it
+    /// also holds tiles whose ids are not listed.
+    Group { tiles: Vec<u32>, more: bool },
+}
+
+impl HangTiles {
+    /// Decodes a hang record's `tile_id`.
+    pub fn decode(tile_id: u32) -> HangTiles {
+        if tile_id == UNKNOWN_TILE_ID {
+            HangTiles::Unknown
+        } else if tile_id & GROUP_TILE_ID_FLAG == 0 {
+            HangTiles::Tile(tile_id)
+        } else {
+            HangTiles::Group {
+                tiles: (0..GROUP_LISTED_TILES)
+                    .filter(|i| tile_id & (1 << i) != 0)
+                    .collect(),
+                more: tile_id & GROUP_MORE_TILES != 0,
+            }
+        }
+    }
+}
+
 /// What can go wrong while rendering.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RenderError {
@@ -169,6 +221,8 @@ fn prelude_checked() -> Result<String, RenderError> {
     ctx.insert("tensor_map_words", &(TENSOR_MAP_BYTES / 8));
     ctx.insert("tensor_map_align", &TENSOR_MAP_ALIGN);
     ctx.insert("max_tx_bytes", &MAX_TX_BYTES);
+    ctx.insert("group_flag", &format!("{GROUP_TILE_ID_FLAG:#x}"));
+    ctx.insert("group_listed", &GROUP_LISTED_TILES);
     let mut out = render("prelude.cuh.tera", &ctx)?;
     for part in ["shapes.cuh.tera", "kernel.cuh.tera"] {
         out.push('\n');
