@@ -21,7 +21,7 @@ use std::time::Instant;
 use common::{CopyArgs, CopyTile, Res};
 use cudarc::driver::sys::{CUdevice_attribute as Attr, CUevent_flags};
 use cudarc::driver::{CudaContext, CudaEvent, CudaSlice, CudaStream};
-use tma::runtime::{CompileOptions, Compiler};
+use tma::runtime::Compiler;
 use tma::runtime::{Kernel, LaunchConfig, Module, TensorMap};
 
 const WARMUP: usize = 5;
@@ -36,7 +36,7 @@ fn main() -> Res<()> {
         Err(e) => {
             // Still compile what would run, when NVRTC is here: a broken kernel shows now.
             if let Ok(compiler) = Compiler::global() {
-                let options = CompileOptions::new(tma::Arch::Sm90a);
+                let options = common::compile_options(tma::Arch::Sm90a);
                 let mut sources = vec![common::utils_source()?];
                 for tile in common::copy_tiles() {
                     sources.push(tile.source()?);
@@ -67,7 +67,7 @@ fn main() -> Res<()> {
     let (rows, cols) = dims()?;
     let total_start = Instant::now();
     let compiler = Compiler::global()?;
-    let options = CompileOptions::new(arch);
+    let options = common::compile_options(arch);
 
     let ctx = CudaContext::new(0)?;
     let stream = ctx.default_stream();

@@ -56,8 +56,13 @@ fn main() -> Result<(), Box<dyn Error>> {
     println!("{}", picture::smem_picture(&bound));
 
     // 3. Render the helpers and a kernel that uses them; compile with NVRTC for sm_90a.
-    let body = BODY.replace("TILE", MpkTile::CUDA_NAME);
-    let source = Source::new(KernelSource::new().tile(valid).body(&body).build()?);
+    // The kernel names the tile `MpkTile` (a `using` alias): nothing is pasted into its text.
+    let source = Source::new(
+        KernelSource::new()
+            .tile_as(valid, "MpkTile")
+            .body(BODY)
+            .build()?,
+    );
     let compiler = match Compiler::global() {
         Ok(c) => c,
         Err(e) => {
@@ -67,6 +72,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         }
     };
     let options = CompileOptions::new(Arch::Sm90a);
+    // The helpers take coordinates as C++20 designated initializers ({.M = m0, .K = k0}).
     let compiled = compiler.compile_source(&source, &options)?;
     let tma_ops = compiled.ptx.matches("cp.async.bulk.tensor.2d").count();
     println!(
@@ -127,6 +133,7 @@ fn run_on_gpu(
     let module = Module::compile_and_load(&ctx, compiler, source, options)?;
     let kernel = module.kernel("quickstart_roundtrip")?;
     let cfg = LaunchConfig::new(&stream, ((k / 128) as u32, (m / 64) as u32, 1), (128, 1, 1))
+        // The footprint plus the slack tma_align_smem may skip.
         .dynamic_smem((MpkTile::SMEM_BYTES + MpkTile::SMEM_ALIGN) as u32);
     // SAFETY: quickstart_roundtrip(CUtensorMap, CUtensorMap, unsigned char*), and the
     // dynamic shared memory covers the aligned footprint.

@@ -8,7 +8,7 @@
 # 13.0.88: cicc (nvidia-nvvm), cuda.h / cuda_runtime.h and the static runtime
 # (nvidia-cuda-runtime), crt/ (nvidia-cuda-crt); about 70 MB more. nvcc finds the headers
 # beside itself; LIBRARY_PATH (printed) finds the runtime for the link:
-#   eval "$(scripts/cuda-tools.sh --headers)"; nvcc -arch=sm_90a -std=c++17 -o k k.cu
+#   eval "$(scripts/cuda-tools.sh --headers)"; nvcc -arch=sm_90a -std=c++20 -o k k.cu
 # Once installed they stay (a later run without --headers keeps and exports them).
 set -euo pipefail
 headers=0

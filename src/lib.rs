@@ -50,6 +50,7 @@ pub mod __private {
     pub use std::string::String;
     pub use std::sync::OnceLock;
     pub use std::vec::Vec;
+    pub use tma_core::render::KernelSource;
     pub use tma_core::{
         Arch, BoundSpec, DType, EncodeArgs, Extent, Interleave, L2Promotion, OobFill, SpecErrors,
         Swizzle, TileSpec, ValidSpec,

@@ -10,8 +10,13 @@ use std::process::Command;
 
 use tma::render::{self, corpus::corpus, exercise_body, KernelSource};
 use tma::runtime::testing::require_nvrtc_or_skip;
-use tma::runtime::{CompileOptions, Compiler, Source};
+use tma::runtime::{CompileOptions, Compiler, Error, Source};
 use tma::{Arch, TmaTiles, ValidSpec};
+
+/// Options for generated helpers (tma-runtime passes `-std=c++20`, `render::CXX_STANDARD`).
+fn options(arch: Arch) -> CompileOptions {
+    CompileOptions::new(arch)
+}
 
 /// A CUDA tool on PATH, or None (after printing why) when it may be skipped.
 fn tool(test: &str, name: &str) -> Option<PathBuf> {
@@ -102,7 +107,7 @@ fn every_corpus_tile_compiles_to_sm90a_sass_with_its_tma_instructions() {
         assert_eq!(body, exercise_body(valid));
         let source = Source::new(KernelSource::new().tile(valid).body(&body).build().unwrap());
         for debug_waits in [false, true] {
-            let options = CompileOptions::new(Arch::Sm90a).debug_waits(debug_waits);
+            let options = options(Arch::Sm90a).debug_waits(debug_waits);
             let compiled = compiler.compile_source(&source, &options).unwrap();
             assert!(compiled.cubin.starts_with(b"\x7fELF"), "{name}: no CUBIN");
             let sass = assemble(
@@ -167,52 +172,56 @@ struct AttentionTiles {
     o: [u64; 2],
 }
 
-/// The derive's parameter list and helpers make a kernel that NVRTC compiles, and the host
-/// side encodes the four maps in the same order.
+/// The derive's kernel source (tiles, the set struct `tma_attention_tiles`, the parameter
+/// macro) makes a kernel that NVRTC compiles with no name or offset pasted into it, and the
+/// host side encodes the four maps in the same order.
 #[test]
 fn a_four_tile_struct_gives_a_kernel_that_compiles() {
     let test = "a_four_tile_struct_gives_a_kernel_that_compiles";
     let Some(_) = require_nvrtc_or_skip(test) else {
         return;
     };
-    let body = format!(
-        r#"
-extern "C" __global__ void attention_copy({params}) {{
+    const BODY: &str = r#"
+extern "C" __global__ void attention_copy(TMA_ATTENTION_TILES_PARAMS) {
+  using S = tma_attention_tiles;
   extern __shared__ unsigned char raw[];
   __shared__ __align__(8) tma_mbarrier bar;
-  const unsigned base = tma_smem_addr(raw);
-  unsigned char* smem = raw + (((base + 1023u) & ~1023u) - base);
-  if (threadIdx.x == 0) {{ tma_mbarrier_init(&bar, 1); tma_fence_mbarrier_init(); }}
+  unsigned char* smem = tma_align_smem<S>(raw);
+  if (threadIdx.x == 0) { tma_mbarrier_init(&bar, 1); tma_fence_mbarrier_init(); }
   __syncthreads();
-  const int s0 = blockIdx.x * 64;
-  if (threadIdx.x == 0) {{
-    tma_mbarrier_arrive_expect_tx(&bar, tma_attention_tiles_q::TX_BYTES * 3);
-    tma_attention_tiles_q::load(&q_map, &bar, smem + {q}, s0, 0);
-    tma_attention_tiles_k::load(&k_map, &bar, smem + {k}, s0, 0);
-    tma_attention_tiles_v::load(&v_map, &bar, smem + {v}, s0, 0);
-  }}
-  tma_mbarrier_wait(&bar, 0);
-  if (threadIdx.x == 0) {{
-    tma_attention_tiles_o::store(&o_map, smem + {v}, s0, 0);
+  const int s0 = blockIdx.x * S::q::BOX_S;
+  if (threadIdx.x == 0) {
+    tma_expect<S::q, S::k, S::v>(&bar);
+    S::q::load(&q_map, &bar, smem + S::OFFSET_q, {.S = s0, .D = 0});
+    S::k::load(&k_map, &bar, smem + S::OFFSET_k, {.S = s0, .D = 0});
+    S::v::load(&v_map, &bar, smem + S::OFFSET_v, {.S = s0, .D = 0});
+  }
+  tma_group<S::q, S::k, S::v>::wait(&bar, 0);
+  if (threadIdx.x == 0) {
+    S::o::store(&o_map, smem + S::OFFSET_v, {.S = s0, .D = 0});
     tma_store_commit_group();
     tma_store_async_wait<0>();
-  }}
-}}
-"#,
-        params = AttentionTiles::cuda_params(),
-        q = AttentionTiles::TILES[0].smem_offset,
-        k = AttentionTiles::TILES[1].smem_offset,
-        v = AttentionTiles::TILES[2].smem_offset,
+  }
+}
+"#;
+    assert_eq!(AttentionTiles::CUDA_NAME, "tma_attention_tiles");
+    assert_eq!(
+        AttentionTiles::CUDA_PARAMS_MACRO,
+        "TMA_ATTENTION_TILES_PARAMS"
     );
-    assert!(AttentionTiles::cuda_params().contains("const __grid_constant__ CUtensorMap q_map"));
-    let source = format!(
-        "{}\n{}\n{body}",
-        render::prelude(),
-        AttentionTiles::cuda_helpers()
-    );
+    let source = AttentionTiles::kernel_source().body(BODY).build().unwrap();
+    assert!(source.contains(&format!(
+        "#define TMA_ATTENTION_TILES_PARAMS {}\n",
+        AttentionTiles::cuda_params()
+    )));
+    // The compile-time helpers hold the same set struct.
+    let set_at = AttentionTiles::CUDA_HELPERS
+        .find("struct tma_attention_tiles {")
+        .unwrap();
+    assert!(source.contains(&AttentionTiles::CUDA_HELPERS[set_at..]));
     let compiled = Compiler::global()
         .unwrap()
-        .compile(&source, &CompileOptions::new(Arch::Sm90a))
+        .compile(&source, &options(Arch::Sm90a))
         .unwrap_or_else(|e| panic!("{e}"));
     assert!(compiled.ptx.contains(".entry attention_copy"));
     assert_eq!(
@@ -308,4 +317,162 @@ fn debug_checks_compile_to_nothing_when_off() {
         );
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A kernel loading one `[M][K]` tile at the coordinates `coords` (a brace list).
+fn coordinate_kernel(coords: &str) -> String {
+    let valid = tma::validate(
+        &tma::TileSpec::new("rows", tma::DType::F32, [1024, 256], [32, 32]).dim_names(["M", "K"]),
+    )
+    .unwrap();
+    KernelSource::new()
+        .tile_as(&valid, "Rows")
+        .body(&format!(
+            r#"
+extern "C" __global__ void load_rows(const __grid_constant__ CUtensorMap map, int m0, int k0) {{
+  extern __shared__ unsigned char raw[];
+  __shared__ alignas(8) tma_mbarrier bar;
+  unsigned char* smem = tma_align_smem<Rows>(raw);
+  if (threadIdx.x == 0) {{
+    tma_mbarrier_init(&bar, 1);
+    tma_fence_mbarrier_init();
+    tma_expect<Rows>(&bar);
+    Rows::load(&map, &bar, smem, {coords});
+  }}
+  tma_group<Rows>::wait(&bar, 0);
+}}
+"#
+        ))
+        .build()
+        .unwrap()
+}
+
+/// Coordinates are named, and C++20 takes designated initializers only in declaration
+/// order: `{.M = m0, .K = k0}` compiles; swapped, positional or misnamed, it does not, and
+/// NVRTC says why.
+#[test]
+fn swapped_coordinates_do_not_compile() {
+    let test = "swapped_coordinates_do_not_compile";
+    if require_nvrtc_or_skip(test).is_none() {
+        return;
+    }
+    let compiler = Compiler::global().unwrap();
+    let compile =
+        |coords: &str| compiler.compile(&coordinate_kernel(coords), &options(Arch::Sm90a));
+    let ok = compile("{.M = m0, .K = k0}").unwrap_or_else(|e| panic!("{e}"));
+    assert!(ok.ptx.contains("cp.async.bulk.tensor.2d"));
+    for (coords, says) in [
+        ("{.K = k0, .M = m0}", "out-of-order initializers"),
+        ("{m0, k0}", "tma_name_each_coordinate"),
+        ("{.m = m0, .K = k0}", "has no field \"m\""),
+    ] {
+        match compile(coords) {
+            Err(Error::Compile { log, .. }) => {
+                assert!(log.contains(says), "{coords}: NVRTC said\n{log}");
+                println!(
+                    "{coords}: {}",
+                    log.lines().find(|l| l.contains("error")).unwrap_or(&log)
+                );
+            }
+            Ok(_) => panic!("{coords} compiled"),
+            Err(other) => panic!("{coords}: {other}"),
+        }
+    }
+}
+
+/// `tma_group<A, B, A>` arms a barrier for the sum of the tiles' TX_BYTES, computed at
+/// compile time, and names each tile in its hang-record id (bit 31, then bit `TILE_ID`).
+#[test]
+fn a_group_expects_the_sum_of_its_tiles() {
+    let test = "a_group_expects_the_sum_of_its_tiles";
+    if require_nvrtc_or_skip(test).is_none() {
+        return;
+    }
+    let a = tma::validate(&tma::TileSpec::new(
+        "a",
+        tma::DType::BF16,
+        [256, 256],
+        [64, 64],
+    ))
+    .unwrap();
+    let b = tma::validate(
+        &tma::TileSpec::new("b", tma::DType::F32, [64, 64, 64], [2, 8, 16]).repeat([1, 2, 1]),
+    )
+    .unwrap();
+    let sum = 2 * a.tx_bytes() + b.tx_bytes();
+    assert_eq!(sum, 2 * 8192 + 2048);
+    let kernel = |want: u64| {
+        KernelSource::new()
+            .tile_as(&a, "A")
+            .tile_as(&b, "B")
+            .body(&format!(
+                r#"
+static_assert(tma_group<A, B, A>::TX_BYTES == {want}u, "the group's bytes");
+static_assert(tma_group<A, B, A>::TILE_ID == 0x80000003u, "tiles 0 and 1");
+static_assert(tma_group<B>::TX_BYTES == B::TX_BYTES, "one tile");
+extern "C" __global__ void arm(unsigned* out) {{
+  __shared__ alignas(8) tma_mbarrier bar;
+  tma_mbarrier_init(&bar, 1);
+  tma_expect<A, B, A>(&bar);
+  out[0] = tma_group<A, B, A>::TX_BYTES;
+}}
+"#
+            ))
+            .build()
+            .unwrap()
+    };
+    let compiler = Compiler::global().unwrap();
+    let compiled = compiler
+        .compile(&kernel(sum), &options(Arch::Sm90a))
+        .unwrap_or_else(|e| panic!("{e}"));
+    // The sum is an immediate: no run-time arithmetic.
+    assert!(
+        compiled.ptx.contains(&format!(", {sum};")),
+        "{}",
+        compiled.ptx
+    );
+    // The same check refuses a wrong sum, so it is a check.
+    match compiler.compile(&kernel(sum + 16), &options(Arch::Sm90a)) {
+        Err(Error::Compile { log, .. }) => assert!(log.contains("the group's bytes"), "{log}"),
+        other => panic!("a wrong sum compiled: {other:?}"),
+    }
+}
+
+/// A group's hang-record id lists tiles 0 to 29 one bit each and sets bit 30 for the rest:
+/// 31 tiles in one source, a group of tiles 1, 29 and 30, decoded by `render::HangTiles`.
+#[test]
+fn a_group_id_lists_low_tiles_and_flags_the_rest() {
+    let test = "a_group_id_lists_low_tiles_and_flags_the_rest";
+    if require_nvrtc_or_skip(test).is_none() {
+        return;
+    }
+    let mut source = KernelSource::new();
+    for i in 0..31 {
+        let spec = tma::TileSpec::new(format!("t{i}"), tma::DType::U8, [64], [16]);
+        let valid = tma::validate(&spec).unwrap();
+        source = match i {
+            1 => source.tile_as(&valid, "T1"),
+            29 => source.tile_as(&valid, "T29"),
+            30 => source.tile_as(&valid, "T30"),
+            _ => source.tile(&valid),
+        };
+    }
+    let id = render::GROUP_TILE_ID_FLAG | 1 << 1 | 1 << 29 | render::GROUP_MORE_TILES;
+    assert_eq!(
+        render::HangTiles::decode(id),
+        render::HangTiles::Group {
+            tiles: vec![1, 29],
+            more: true
+        }
+    );
+    let text = source
+        .body(&format!(
+            "static_assert(tma_group<T1, T29, T30>::TILE_ID == {id:#x}u, \"tiles 1, 29 and more\");\n"
+        ))
+        .build()
+        .unwrap();
+    Compiler::global()
+        .unwrap()
+        .compile(&text, &options(Arch::Sm90a))
+        .unwrap_or_else(|e| panic!("{e}"));
 }

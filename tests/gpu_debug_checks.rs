@@ -20,34 +20,33 @@ tma::tma_2d! {
 }
 
 /// One kernel per mistake, chosen by `mode`; coordinates and the shared-memory offset come
-/// from the host so the compiler cannot see the mistake. The tile is `tma_check_tile`.
+/// from the host so the compiler cannot see the mistake. The tile is `T`.
 const BODY: &str = r#"
 extern "C" __global__ void misuse(const __grid_constant__ CUtensorMap map, int mode, int m, int k, int offset,
                                   int* out) {
   extern __shared__ __align__(1024) unsigned char dyn[];
   __shared__ __align__(8) tma_mbarrier bar;
-  typedef tma_check_tile T;
   if (threadIdx.x == 0) { tma_mbarrier_init(&bar, 1); tma_fence_mbarrier_init(); }
   __syncthreads();
   if (threadIdx.x != 0) return;
   unsigned char* smem = dyn + offset;
   if (mode == 0) {          // load at (m, k) into smem
     T::arrive_expect_tx(&bar);
-    T::load(&map, &bar, smem, m, k);
+    T::load(&map, &bar, smem, {.M = m, .K = k});
     T::wait(&bar, 0);
     out[0] = 1;
   } else if (mode == 1) {   // store at (m, k) from smem, fenced, committed and waited
     tma_async_proxy_fence();
-    T::store(&map, smem, m, k);
+    T::store(&map, smem, {.M = m, .K = k});
     tma_store_commit_group();
     tma_store_async_wait<0>();
     out[0] = 1;
   } else if (mode == 2) {   // the store path by construction, waited
-    tma_store_token token = T::store_committed(&map, smem, m, k);
+    tma_store_token token = T::store_committed(&map, smem, {.M = m, .K = k});
     token.wait_complete();
     out[0] = 1;
   } else {                  // the same, the token dropped unwaited at block exit
-    tma_store_token token = T::store_committed(&map, smem, m, k);
+    tma_store_token token = T::store_committed(&map, smem, {.M = m, .K = k});
     out[0] = 1;
   }
 }
@@ -73,7 +72,7 @@ fn run(test: &str, m: Misuse) -> Option<Result<(), Error>> {
     let stream = ctx.default_stream();
     let source = Source::new(
         KernelSource::new()
-            .tile(CheckTile::valid())
+            .tile_as(CheckTile::valid(), "T")
             .body(BODY)
             .build()
             .unwrap(),
@@ -250,7 +249,7 @@ fn debug_check_kernels_compile_without_gpu() {
     };
     let source = Source::new(
         KernelSource::new()
-            .tile(CheckTile::valid())
+            .tile_as(CheckTile::valid(), "T")
             .body(BODY)
             .build()
             .unwrap(),

@@ -1,12 +1,13 @@
-//! `#[derive(TmaTiles)]` end to end on a GPU: four annotated fields give the kernel's
-//! parameter list and helpers, `tensor_maps` encodes the four maps over device buffers in
-//! that order, and a kernel that loads q, k and v and stores q + k + v (bf16 bits added as
-//! small integers, exact) through `o` produces the right tensor. Skips visibly without a GPU.
+//! `#[derive(TmaTiles)]` end to end on a GPU: four annotated fields give the kernel source
+//! (helpers, the set struct with each tile's offset, the parameter-list macro),
+//! `tensor_maps` encodes the four maps over device buffers in that order, and a kernel that
+//! loads q, k and v on one barrier (`tma_group`) and stores q + k + v (16-bit values added as
+//! small integers, exact; each element read through `at`) through `o` produces the right
+//! tensor. Skips visibly without a GPU.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use tma::render;
 use tma::runtime::LaunchConfig;
-use tma::runtime::{CompileOptions, Compiler, Module};
+use tma::runtime::{CompileOptions, Compiler, Module, Source};
 use tma::{Arch, TmaTiles};
 
 #[derive(TmaTiles)]
@@ -21,37 +22,63 @@ struct Attention {
     o: [u64; 2],
 }
 
+/// The kernel names everything through the set struct `tma_attention` and its parameter
+/// macro: the tiles (`S::q`), their offsets, the group expect. Nothing is pasted into it.
 const BODY: &str = r#"
-extern "C" __global__ void qkv_sum(PARAMS) {
+extern "C" __global__ void qkv_sum(TMA_ATTENTION_PARAMS) {
+  using S = tma_attention;
   extern __shared__ unsigned char raw[];
   __shared__ __align__(8) tma_mbarrier bar;
-  const unsigned base = tma_smem_addr(raw);
-  unsigned char* smem = raw + (((base + 1023u) & ~1023u) - base);
-  unsigned short* q = reinterpret_cast<unsigned short*>(smem + Q_OFF);
-  unsigned short* k = reinterpret_cast<unsigned short*>(smem + K_OFF);
-  unsigned short* v = reinterpret_cast<unsigned short*>(smem + V_OFF);
-  unsigned short* o = reinterpret_cast<unsigned short*>(smem + O_OFF);
+  unsigned char* smem = tma_align_smem<S>(raw);
+  unsigned char* q = smem + S::OFFSET_q;
+  unsigned char* k = smem + S::OFFSET_k;
+  unsigned char* v = smem + S::OFFSET_v;
+  unsigned char* o = smem + S::OFFSET_o;
   if (threadIdx.x == 0) { tma_mbarrier_init(&bar, 1); tma_fence_mbarrier_init(); }
   __syncthreads();
-  const int s0 = blockIdx.x * 64;
+  const int s0 = blockIdx.x * S::q::BOX_S;
   if (threadIdx.x == 0) {
-    tma_mbarrier_arrive_expect_tx(&bar, tma_attention_q::TX_BYTES + tma_attention_k::TX_BYTES + tma_attention_v::TX_BYTES);
-    tma_attention_q::load(&q_map, &bar, q, s0, 0);
-    tma_attention_k::load(&k_map, &bar, k, s0, 0);
-    tma_attention_v::load(&v_map, &bar, v, s0, 0);
+    tma_expect<S::q, S::k, S::v>(&bar);
+    S::q::load(&q_map, &bar, q, {.S = s0, .D = 0});
+    S::k::load(&k_map, &bar, k, {.S = s0, .D = 0});
+    S::v::load(&v_map, &bar, v, {.S = s0, .D = 0});
   }
-  tma_attention_q::wait(&bar, 0);
-  // Same swizzle and box for all four tiles: element i of each buffer is the same (s, d).
-  for (int i = threadIdx.x; i < 64 * 64; i += blockDim.x) o[i] = q[i] + k[i] + v[i];
+  tma_group<S::q, S::k, S::v>::wait(&bar, 0);
+  // Element n (row-major) of each tile, wherever its swizzle put it. (Each tile has its own
+  // coordinate type: a position is asked of the tile it indexes.)
+  for (unsigned n = threadIdx.x; n < S::o::POSITIONS; n += blockDim.x)
+    S::o::at(o, S::o::position(n)) = static_cast<unsigned short>(
+        S::q::at(q, S::q::position(n)) + S::k::at(k, S::k::position(n)) + S::v::at(v, S::v::position(n)));
   tma_async_proxy_fence();
   __syncthreads();
   if (threadIdx.x == 0) {
-    tma_attention_o::store(&o_map, o, s0, 0);
+    S::o::store(&o_map, o, {.S = s0, .D = 0});
     tma_store_commit_group();
     tma_store_async_wait<0>();
   }
 }
 "#;
+
+fn source() -> Source {
+    Source::new(Attention::kernel_source().body(BODY).build().unwrap())
+}
+
+fn options() -> CompileOptions {
+    CompileOptions::new(Arch::Sm90a)
+}
+
+/// Without a GPU the kernel still compiles (CI).
+#[test]
+fn the_derived_kernel_compiles() {
+    if tma::runtime::testing::require_nvrtc_or_skip("the_derived_kernel_compiles").is_none() {
+        return;
+    }
+    let compiled = Compiler::global()
+        .unwrap()
+        .compile_source(&source(), &options())
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(compiled.ptx.contains(".entry qkv_sum"));
+}
 
 #[test]
 fn gpu_derived_tiles_encode_and_run() {
@@ -89,24 +116,8 @@ fn gpu_derived_tiles_encode_and_run() {
         tiles.tensor_maps(&[&dq, &dk]).is_err(),
         "two buffers for four tiles"
     );
-    let body = BODY
-        .replace("PARAMS", Attention::cuda_params())
-        .replace("Q_OFF", &Attention::TILES[0].smem_offset.to_string())
-        .replace("K_OFF", &Attention::TILES[1].smem_offset.to_string())
-        .replace("V_OFF", &Attention::TILES[2].smem_offset.to_string())
-        .replace("O_OFF", &Attention::TILES[3].smem_offset.to_string());
-    let source = format!(
-        "{}\n{}\n{body}",
-        render::prelude(),
-        Attention::cuda_helpers()
-    );
-    let module = Module::compile_and_load(
-        &ctx,
-        Compiler::global().unwrap(),
-        &source.into(),
-        &CompileOptions::new(Arch::Sm90a),
-    )
-    .unwrap();
+    let module =
+        Module::compile_and_load(&ctx, Compiler::global().unwrap(), &source(), &options()).unwrap();
     let kernel = module.kernel("qkv_sum").unwrap();
     let cfg = LaunchConfig::new(&stream, ((s / 64) as u32, 1, 1), (256, 1, 1))
         .dynamic_smem((Attention::SMEM_BYTES + Attention::SMEM_ALIGN) as u32);
@@ -114,7 +125,7 @@ fn gpu_derived_tiles_encode_and_run() {
     for map in &maps {
         launch.arg(map);
     }
-    // SAFETY: qkv_sum takes the four maps of CUDA_PARAMS, in this order.
+    // SAFETY: qkv_sum takes the four maps of TMA_ATTENTION_PARAMS, in this order.
     unsafe { launch.launch_and_sync() }.unwrap();
     let out = stream.clone_dtoh(&d_o).unwrap();
     let wrong = (0..s * 64)

@@ -3,8 +3,8 @@
 //! wait gives up, records which tile, barrier, phase and byte count hung, and traps, and the
 //! runtime returns `Error::BarrierTimeout` within about a second.
 //!
-//! The trap leaves the CUDA context unusable, so this file holds exactly one test (the GPU
-//! runner gives every test its own process). Skips visibly without a GPU.
+//! The trap leaves the CUDA context unusable, so this file holds exactly one GPU test (the GPU
+//! runner gives every test its own process), and one NVRTC test. Skips visibly without a GPU.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::time::Instant;
@@ -21,21 +21,54 @@ tma::tma_2d! {
     boxed = [16, 16],
 }
 
+/// `Hang` is the tile's name for this kernel (KernelSource::tile_as).
 const BODY: &str = r#"
 extern "C" __global__ void wrong_byte_count(const __grid_constant__ CUtensorMap map, float* out) {
-  __shared__ __align__(128) unsigned char smem[1024];
+  __shared__ __align__(128) unsigned char smem[Hang::SMEM_BYTES];
   __shared__ __align__(8) tma_mbarrier bar;
   if (threadIdx.x == 0) { tma_mbarrier_init(&bar, 1); tma_fence_mbarrier_init(); }
   __syncthreads();
   if (threadIdx.x == 0) {
     // The bug under test: 16 bytes more than the load delivers.
-    tma_mbarrier_arrive_expect_tx(&bar, TILE::TX_BYTES + 16);
-    TILE::load(&map, &bar, smem, 0, 0);
+    tma_mbarrier_arrive_expect_tx(&bar, Hang::TX_BYTES + 16);
+    Hang::load(&map, &bar, smem, {.R = 0, .C = 0});
   }
-  TILE::wait(&bar, 0);  // never completes; debug waits turn it into a report
+  Hang::wait(&bar, 0);  // never completes; debug waits turn it into a report
   out[threadIdx.x] = reinterpret_cast<float*>(smem)[threadIdx.x];
 }
 "#;
+
+fn source() -> Source {
+    Source::new(
+        KernelSource::new()
+            .tile_as(HangTile::valid(), "Hang")
+            .body(BODY)
+            .build()
+            .unwrap(),
+    )
+}
+
+fn options() -> CompileOptions {
+    // 200 ms instead of the default second keeps the test short (a debug option, not a
+    // tile fact).
+
+    CompileOptions::new(Arch::Sm90a)
+        .debug_waits(true)
+        .define("TMA_DEBUG_TIMEOUT_NS", "200000000ull")
+}
+
+/// Without a GPU the kernel still compiles (CI).
+#[test]
+fn the_hang_kernel_compiles() {
+    if tma::runtime::testing::require_nvrtc_or_skip("the_hang_kernel_compiles").is_none() {
+        return;
+    }
+    let compiled = Compiler::global()
+        .unwrap()
+        .compile_source(&source(), &options())
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(compiled.ptx.contains(".entry wrong_byte_count"));
+}
 
 #[test]
 fn gpu_a_wrong_byte_count_becomes_a_barrier_timeout() {
@@ -46,15 +79,8 @@ fn gpu_a_wrong_byte_count_becomes_a_barrier_timeout() {
     };
     let ctx = cudarc::driver::CudaContext::new(0).unwrap();
     let stream = ctx.default_stream();
-    let valid = HangTile::valid();
-    let body = BODY.replace("TILE", HangTile::CUDA_NAME);
-    let source = Source::new(KernelSource::new().tile(valid).body(&body).build().unwrap());
-    // 200 ms instead of the default second keeps the test short.
-    let options = CompileOptions::new(Arch::Sm90a)
-        .debug_waits(true)
-        .define("TMA_DEBUG_TIMEOUT_NS", "200000000ull");
     let module =
-        Module::compile_and_load(&ctx, Compiler::global().unwrap(), &source, &options).unwrap();
+        Module::compile_and_load(&ctx, Compiler::global().unwrap(), &source(), &options()).unwrap();
     let kernel = module.kernel("wrong_byte_count").unwrap();
     let input = stream.clone_htod(&vec![1.0f32; 64 * 64]).unwrap();
     let mut out = stream.alloc_zeros::<f32>(128).unwrap();

@@ -19,32 +19,60 @@ tma::tma_2d! {
     swizzle = 128,
 }
 
+/// `Cast` is the tile's name for this kernel (KernelSource::tile_as).
 const BODY: &str = r#"
 extern "C" __global__ void multicast_probe(const __grid_constant__ CUtensorMap map, unsigned char* out) {
   extern __shared__ unsigned char raw[];
   __shared__ __align__(8) tma_mbarrier bar;
-  const unsigned base = tma_smem_addr(raw);
-  unsigned char* smem = raw + (((base + TILE::SMEM_ALIGN - 1) & ~(TILE::SMEM_ALIGN - 1)) - base);
+  unsigned char* smem = tma_align_smem<Cast>(raw);
   unsigned rank, size;
   asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
   asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(size));
   if (threadIdx.x == 0) {
     tma_mbarrier_init(&bar, 1);
     tma_fence_mbarrier_init();
-    TILE::arrive_expect_tx(&bar);  // each block expects the whole box on its own barrier
+    Cast::arrive_expect_tx(&bar);  // each block expects the whole box on its own barrier
   }
   // Every block's barrier is armed before any copy may signal it.
   asm volatile("barrier.cluster.arrive.release.aligned; barrier.cluster.wait.acquire.aligned;" ::: "memory");
   const int cluster = blockIdx.x / size;
   if (rank == 0 && threadIdx.x == 0)
-    TILE::load_multicast(&map, &bar, smem, static_cast<unsigned short>((1u << size) - 1u), 32 * cluster, 32);
-  TILE::wait(&bar, 0);
-  for (unsigned i = threadIdx.x; i < TILE::SMEM_BYTES; i += blockDim.x)
-    out[blockIdx.x * TILE::SMEM_BYTES + i] = smem[i];
+    Cast::load_multicast(&map, &bar, smem, static_cast<unsigned short>((1u << size) - 1u),
+                         {.R = Cast::BOX_R * cluster, .C = 32});
+  Cast::wait(&bar, 0);
+  for (unsigned i = threadIdx.x; i < Cast::SMEM_BYTES; i += blockDim.x)
+    out[blockIdx.x * Cast::SMEM_BYTES + i] = smem[i];
   // No block leaves while a peer's copy may still target it.
   asm volatile("barrier.cluster.arrive.release.aligned; barrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
 "#;
+
+fn source() -> Source {
+    Source::new(
+        KernelSource::new()
+            .tile_as(CastTile::valid(), "Cast")
+            .body(BODY)
+            .build()
+            .unwrap(),
+    )
+}
+
+fn options() -> CompileOptions {
+    CompileOptions::new(Arch::Sm90a).debug_waits(true)
+}
+
+/// Without a GPU the kernel still compiles (CI).
+#[test]
+fn the_multicast_kernel_compiles() {
+    if tma::runtime::testing::require_nvrtc_or_skip("the_multicast_kernel_compiles").is_none() {
+        return;
+    }
+    let compiled = Compiler::global()
+        .unwrap()
+        .compile_source(&source(), &options())
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(compiled.ptx.contains(".entry multicast_probe"));
+}
 
 #[test]
 fn gpu_multicast_fills_every_block_of_the_cluster() {
@@ -71,21 +99,8 @@ fn gpu_multicast_fills_every_block_of_the_cluster() {
         .collect();
     let d_in = stream.clone_htod(&values).unwrap();
     let map = TensorMap::new(&bound, &d_in).unwrap();
-    let body = BODY.replace("TILE", CastTile::CUDA_NAME);
-    let source = Source::new(
-        KernelSource::new()
-            .tile(CastTile::valid())
-            .body(&body)
-            .build()
-            .unwrap(),
-    );
-    let module = Module::compile_and_load(
-        &ctx,
-        Compiler::global().unwrap(),
-        &source,
-        &CompileOptions::new(Arch::Sm90a).debug_waits(true),
-    )
-    .unwrap();
+    let module =
+        Module::compile_and_load(&ctx, Compiler::global().unwrap(), &source(), &options()).unwrap();
     let kernel = module.kernel("multicast_probe").unwrap();
     let per_block = CastTile::SMEM_BYTES as usize;
     for cluster in [2u32, 4] {

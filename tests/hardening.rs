@@ -307,6 +307,14 @@ fn check_plan_exact(valid: &ValidSpec) {
     if boxes <= 64 {
         assert_eq!(valid.repeat_placements().len() as u128, boxes);
     }
+    // Dim names name coordinate fields: no two alike in a valid spec (`d<i>` for unnamed).
+    let labels: Vec<String> = (0..spec.rank()).map(|d| spec.dim_label(d)).collect();
+    for (d, l) in labels.iter().enumerate() {
+        assert!(
+            !labels[..d].contains(l),
+            "dim label {l:?} twice reached a valid spec"
+        );
+    }
     // Names that reach CUDA are identifiers (checked here independently of tma::ident).
     for n in std::iter::once(&spec.name).chain(spec.dim_names.iter().flatten()) {
         let mut chars = n.chars();

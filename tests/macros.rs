@@ -191,7 +191,20 @@ fn four_field_struct_parameters_and_smem_plan() {
         assert_eq!(t.cuda_name, code.cuda_name());
         helpers.push(code.source().to_owned());
     }
+    // Then the tile set: the same layout, rendered by the core from the same specs.
+    let members: Vec<(&str, &tma::ValidSpec)> = plan
+        .tiles
+        .iter()
+        .map(|t| t.field)
+        .zip(Attention::valid_specs())
+        .collect();
+    let set = tma::render::TileSetCode::new("attention", &members).unwrap();
+    assert_eq!(set.layout().offsets, [0, 8192, 13312, 21504]);
+    assert_eq!(set.layout().total_bytes, plan.total_bytes);
+    helpers.push(set.source().to_owned());
     assert_eq!(Attention::cuda_helpers(), helpers.join("\n"));
+    assert_eq!(Attention::CUDA_NAME, "tma_attention");
+    assert_eq!(Attention::CUDA_PARAMS_MACRO, "TMA_ATTENTION_PARAMS");
 }
 
 #[test]

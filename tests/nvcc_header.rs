@@ -78,7 +78,7 @@ fn a_generated_header_builds_with_nvcc_and_cuda_13_headers() {
         let exe = dir.join(format!("program_{debug}"));
         let mut cmd = Command::new(&nvcc);
         cmd.current_dir(&dir)
-            .args(["-arch=sm_90a", "-std=c++17", "-o"])
+            .args(["-arch=sm_90a", "-std=c++20", "-o"])
             .arg(&exe)
             .arg("program.cu");
         if debug {

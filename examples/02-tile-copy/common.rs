@@ -9,8 +9,9 @@ use std::sync::Arc;
 use cudarc::driver::{CudaSlice, CudaStream};
 use tma::model;
 use tma::render::KernelSource;
-use tma::runtime::Source;
+use tma::runtime::{CompileOptions, Source};
 use tma::runtime::{Kernel, LaunchConfig, TensorMap};
+use tma::smem::ElementOffsets;
 use tma::{BoundSpec, Tile, ValidSpec};
 
 pub type Res<T> = Result<T, Box<dyn Error>>;
@@ -186,11 +187,15 @@ impl CopyTile {
         Ok((outer, inner))
     }
 
-    /// The translation unit: prelude, this tile, and copy.cu's copy section.
+    /// The translation unit: prelude, this tile (named `CopyTile` for the kernel), and
+    /// copy.cu's ring section.
     pub fn source(&self) -> Res<Source> {
-        let body = format!("#define TMA_COPY_TILE {}\n{COPY_CU}", self.cuda_name);
         Ok(Source::new(
-            KernelSource::new().tile(self.valid()).body(&body).build()?,
+            KernelSource::new()
+                .tile_as(self.valid(), "CopyTile")
+                .body("#define COPY_SECTION_RING\n")
+                .body(COPY_CU)
+                .build()?,
         ))
     }
 
@@ -199,24 +204,30 @@ impl CopyTile {
     }
 }
 
-/// The transpose's translation unit.
+/// The transpose's translation unit: its tile, named `TransposeTile` for the kernel.
 pub fn transpose_source() -> Res<Source> {
-    let body = format!(
-        "#define TMA_TRANSPOSE_TILE {}\n{COPY_CU}",
-        TrTile::CUDA_NAME
-    );
     Ok(Source::new(
         KernelSource::new()
-            .tile(TrTile::valid())
-            .body(&body)
+            .tile_as(TrTile::valid(), "TransposeTile")
+            .body("#define COPY_SECTION_TRANSPOSE\n")
+            .body(COPY_CU)
             .build()?,
     ))
 }
 
 /// The benchmark's helpers (fill, random fill, compare): no tile.
 pub fn utils_source() -> Res<Source> {
-    let body = format!("#define TMA_COPY_UTILS\n{COPY_CU}");
-    Ok(Source::new(KernelSource::new().body(&body).build()?))
+    Ok(Source::new(
+        KernelSource::new()
+            .body("#define COPY_SECTION_UTILS\n")
+            .body(COPY_CU)
+            .build()?,
+    ))
+}
+
+/// Compile options for `arch`.
+pub fn compile_options(arch: tma::Arch) -> CompileOptions {
+    CompileOptions::new(arch)
 }
 
 /// The arguments of one `tile_copy_s<N>` launch.
@@ -433,9 +444,15 @@ pub fn simulate_copy(tile: &CopyTile, rows: u64, cols: u64, grid: i64, rng: &mut
     Ok(())
 }
 
-/// copy.cu's swizzle128, the same arithmetic.
-pub fn swizzle128(b: usize) -> usize {
-    b ^ (((b >> 7) & 7) << 4)
+/// Byte offset of element (row, col) of a transpose tile as TMA swizzled it: what copy.cu's
+/// `TransposeTile::at` computes (its arithmetic is `ElementOffsets::offset`).
+pub fn tr_offset(row: usize, col: usize) -> Res<usize> {
+    let valid = TrTile::valid();
+    let offsets = ElementOffsets::new(valid.spec(), valid.plan()).ok_or("no element offsets")?;
+    let o = offsets
+        .offset(&[row as u64, col as u64], 0)
+        .ok_or("outside the tile")?;
+    Ok(usize::try_from(o)?)
 }
 
 /// Thread t's 4 x 4 block in tile_transpose: (R, C) = (i, (i + q) % 8), t = 8 q + i.
@@ -460,8 +477,8 @@ pub fn check_transpose_mapping() -> Res<()> {
             let mut stores = [false; 8];
             for t in quarter * 8..quarter * 8 + 8 {
                 let (r, c) = transpose_block_of(t);
-                let ld = (swizzle128((4 * r + j) * 128 + c * 16) >> 4) & 7;
-                let st = (swizzle128((4 * c + j) * 128 + r * 16) >> 4) & 7;
+                let ld = (tr_offset(4 * r + j, 4 * c)? >> 4) & 7;
+                let st = (tr_offset(4 * c + j, 4 * r)? >> 4) & 7;
                 if std::mem::replace(&mut loads[ld], true)
                     || std::mem::replace(&mut stores[st], true)
                 {
@@ -500,8 +517,8 @@ pub fn simulate_transpose(rows: u64, cols: u64, grid: i64, rng: &mut Rng) -> Res
                 for j in 0..4 {
                     for m in 0..4 {
                         // v[j].m = input (4R + j, 4C + m) -> w[m].j = output (4C + m, 4R + j)
-                        let from = swizzle128((4 * br + j) * 128 + bc * 16) + 4 * m;
-                        let to = swizzle128((4 * bc + m) * 128 + br * 16) + 4 * j;
+                        let from = tr_offset(4 * br + j, 4 * bc)? + 4 * m;
+                        let to = tr_offset(4 * bc + m, 4 * br)? + 4 * j;
                         let v = smem_in.get(from..from + 4).ok_or("load smem too short")?;
                         smem_out
                             .get_mut(to..to + 4)

@@ -1,10 +1,11 @@
 // Persistent, multi-stage TMA copy and a swizzled transpose, written with the generated tile
 // helpers. Shared by examples/02-tile-copy (main.rs) and benches/tile_copy.rs.
 //
-// One file, three translation units; the host prepends one #define to pick a section:
-//   TMA_COPY_TILE=<tma_ struct>       tile_copy_s2 .. tile_copy_s6 (STAGES = 2 .. 6)
-//   TMA_TRANSPOSE_TILE=<tma_ struct>  tile_transpose (a 32 x 32 f32 tile, 128B swizzle)
-//   TMA_COPY_UTILS                    tile_fill_u16, tile_random_u16, tile_count_diff_u16
+// One file, three translation units; the host starts each with one #define picking a section,
+// and names the section's tile (KernelSource::tile_as):
+//   COPY_SECTION_RING       tile CopyTile:      tile_copy_s2 .. tile_copy_s6 (STAGES = 2 .. 6)
+//   COPY_SECTION_TRANSPOSE  tile TransposeTile: tile_transpose (32 x 32 f32, 128B swizzle)
+//   COPY_SECTION_UTILS      no tile:            tile_fill_u16, tile_random_u16, tile_count_diff_u16
 //
 // tile_copy: thread 0 of each block drives a ring of STAGES shared-memory slots, one mbarrier
 // each. It keeps the ring full of tile loads, stores each tile as soon as it has landed, and
@@ -18,12 +19,6 @@
 // swizzled tile, which one thread then stores with TMA at the transposed coordinates. The
 // thread -> block mapping makes both the loads and the stores free of bank conflicts.
 
-// Rounds a pointer into shared memory up to `align` (a power of two) in the shared window.
-static __device__ __forceinline__ unsigned char* copy_align_up(unsigned char* p, unsigned align) {
-  const unsigned a = tma_smem_addr(p);
-  return p + (((a + align - 1u) & ~(align - 1u)) - a);
-}
-
 // Bytes of dynamic shared memory this launch got.
 static __device__ __forceinline__ unsigned copy_dynamic_smem_bytes() {
   unsigned n;
@@ -31,15 +26,15 @@ static __device__ __forceinline__ unsigned copy_dynamic_smem_bytes() {
   return n;
 }
 
-#if defined(TMA_COPY_TILE)
+#if defined(COPY_SECTION_RING)
 // ---- the multi-stage copy ------------------------------------------------------------------
 
 // Shared memory of one ring slot: the tile's footprint rounded up to its alignment, so every
 // slot starts aligned. The host asks for STAGES * COPY_SLOT_BYTES + SMEM_ALIGN bytes (the
 // extra SMEM_ALIGN lets the base be rounded up).
 constexpr unsigned COPY_SLOT_BYTES =
-    (TMA_COPY_TILE::SMEM_BYTES + TMA_COPY_TILE::SMEM_ALIGN - 1u) / TMA_COPY_TILE::SMEM_ALIGN *
-    TMA_COPY_TILE::SMEM_ALIGN;
+    (CopyTile::SMEM_BYTES + CopyTile::SMEM_ALIGN - 1u) / CopyTile::SMEM_ALIGN *
+    CopyTile::SMEM_ALIGN;
 
 // Tile k (0-based) of this block: linear tile index blockIdx.x + k * gridDim.x, row-major
 // over tiles_outer x tiles_inner; one tile is call_rows x call_cols elements (box x repeats).
@@ -54,7 +49,7 @@ static __device__ __forceinline__ void tile_copy_run(const CUtensorMap* src, con
   __shared__ __align__(8) tma_mbarrier full[STAGES];
   if (threadIdx.x != 0) return;  // one thread issues everything; the others have nothing to do
 
-  unsigned char* smem = copy_align_up(copy_smem_raw, TMA_COPY_TILE::SMEM_ALIGN);
+  unsigned char* smem = tma_align_smem<CopyTile>(copy_smem_raw);
   // The ring must fit in what the host gave: a short allocation would let TMA write past it.
   if (static_cast<unsigned>(smem - copy_smem_raw) + STAGES * COPY_SLOT_BYTES > copy_dynamic_smem_bytes())
     __trap();
@@ -72,9 +67,9 @@ static __device__ __forceinline__ void tile_copy_run(const CUtensorMap* src, con
   auto issue = [&](int k) {  // load tile k into slot k % STAGES
     const int t = block + k * grid;
     const int s = k % STAGES;
-    TMA_COPY_TILE::arrive_expect_tx(&full[s]);  // TX_BYTES: every repeated box
-    TMA_COPY_TILE::load(src, &full[s], smem + s * COPY_SLOT_BYTES, (t / tiles_inner) * call_rows,
-                        (t % tiles_inner) * call_cols);
+    CopyTile::arrive_expect_tx(&full[s]);  // TX_BYTES: every repeated box
+    CopyTile::load(src, &full[s], smem + s * COPY_SLOT_BYTES,
+                   {.M = (t / tiles_inner) * call_rows, .K = (t % tiles_inner) * call_cols});
   };
 
   for (int k = 0; k < STAGES && k < mine; ++k) issue(k);
@@ -82,11 +77,11 @@ static __device__ __forceinline__ void tile_copy_run(const CUtensorMap* src, con
     const int t = block + k * grid;
     const int s = k % STAGES;
     // The (k / STAGES)-th use of slot s completes phase k / STAGES of its mbarrier.
-    TMA_COPY_TILE::wait(&full[s], static_cast<unsigned>(k / STAGES) & 1u);
+    CopyTile::wait(&full[s], static_cast<unsigned>(k / STAGES) & 1u);
     // The data was written by the async proxy and is read by it; the fence is cheap insurance.
     tma_async_proxy_fence();
-    TMA_COPY_TILE::store(dst, smem + s * COPY_SLOT_BYTES, (t / tiles_inner) * call_rows,
-                         (t % tiles_inner) * call_cols);
+    CopyTile::store(dst, smem + s * COPY_SLOT_BYTES,
+                    {.M = (t / tiles_inner) * call_rows, .K = (t % tiles_inner) * call_cols});
     tma_store_commit_group();  // one bulk group per tile
     // Slot (k - 1) % STAGES is free once the store of tile k - 1 has read it: at most one
     // group (tile k's) may still be reading. Refill it with tile k - 1 + STAGES.
@@ -113,18 +108,21 @@ TMA_COPY_KERNEL(4)
 TMA_COPY_KERNEL(5)
 TMA_COPY_KERNEL(6)
 #undef TMA_COPY_KERNEL
-#endif  // TMA_COPY_TILE
+#endif  // COPY_SECTION_RING
 
-#if defined(TMA_TRANSPOSE_TILE)
+#if defined(COPY_SECTION_TRANSPOSE)
 // ---- the swizzled transpose ------------------------------------------------------------------
 
-static_assert(TMA_TRANSPOSE_TILE::BOXES == 1u, "one box per call");
-static_assert(TMA_TRANSPOSE_TILE::SMEM_BYTES == 32u * 32u * 4u, "a 32 x 32 f32 box, 128-byte rows");
-static_assert(TMA_TRANSPOSE_TILE::SMEM_ALIGN == 1024u, "the 128B swizzle: 1024-byte aligned tiles");
+static_assert(TransposeTile::BOXES == 1u, "one box per call");
+static_assert(TransposeTile::SMEM_BYTES == 32u * 32u * 4u, "a 32 x 32 f32 box, 128-byte rows");
+static_assert(TransposeTile::SMEM_ALIGN == 1024u, "the 128B swizzle: 1024-byte aligned tiles");
 
-// Byte offset of logical byte `b` of a 1024-aligned tile with 128-byte rows under the 128B
-// swizzle: the 16-byte chunk index (bits 4..6) is XORed with the row index mod 8 (bits 7..9).
-static __device__ __forceinline__ unsigned swizzle128(unsigned b) { return b ^ (((b >> 7) & 7u) << 4); }
+// The 16-byte chunk of a tile holding elements (row, col .. col + 3), col a multiple of 4, where
+// TMA swizzled it: the 128B swizzle moves whole chunks (it XORs the chunk index, bits 4..6,
+// with the row mod 8, bits 7..9), so the four floats stay together, at TransposeTile::at.
+static __device__ __forceinline__ float4* chunk_at(unsigned char* tile, unsigned row, unsigned col) {
+  return reinterpret_cast<float4*>(&TransposeTile::at(tile, {.R = static_cast<int>(row), .C = static_cast<int>(col)}));
+}
 
 // Thread t = 8 q + i (t < 64) owns the 4 x 4 block (R, C) = (i, (i + q) % 8) of the input tile:
 // rows 4R .. 4R+3, 16-byte chunk C. Each quarter-warp (8 threads, one 128-byte wavefront of
@@ -135,7 +133,7 @@ tile_transpose(const __grid_constant__ CUtensorMap src, const __grid_constant__ 
                int tiles_outer, int tiles_inner) {
   extern __shared__ unsigned char tr_smem_raw[];
   __shared__ __align__(8) tma_mbarrier bar;
-  unsigned char* smem = copy_align_up(tr_smem_raw, 1024u);
+  unsigned char* smem = tma_align_smem<TransposeTile>(tr_smem_raw);
   unsigned char* in = smem;           // input tile, as TMA swizzled it
   unsigned char* out = smem + 4096;   // output tile, swizzled for the TMA store
   if (threadIdx.x == 0) {
@@ -155,28 +153,28 @@ tile_transpose(const __grid_constant__ CUtensorMap src, const __grid_constant__ 
   for (int t = blockIdx.x; t < total; t += gridDim.x) {
     const int r0 = (t / tiles_inner) * 32, c0 = (t % tiles_inner) * 32;  // input coords (row, col)
     if (threadIdx.x == 0) {
-      TMA_TRANSPOSE_TILE::arrive_expect_tx(&bar);
-      TMA_TRANSPOSE_TILE::load(&src, &bar, in, r0, c0);
+      TransposeTile::arrive_expect_tx(&bar);
+      TransposeTile::load(&src, &bar, in, {.R = r0, .C = c0});
     }
-    TMA_TRANSPOSE_TILE::wait(&bar, phase);
+    TransposeTile::wait(&bar, phase);
     phase ^= 1u;
 
     float4 v[4];
 #pragma unroll
     for (unsigned j = 0; j < 4; ++j)  // input rows 4R + j, columns 4C .. 4C+3
-      v[j] = *reinterpret_cast<const float4*>(in + swizzle128((4u * R + j) * 128u + C * 16u));
+      v[j] = *chunk_at(in, 4u * R + j, 4u * C);
     const float4 w[4] = {make_float4(v[0].x, v[1].x, v[2].x, v[3].x),
                          make_float4(v[0].y, v[1].y, v[2].y, v[3].y),
                          make_float4(v[0].z, v[1].z, v[2].z, v[3].z),
                          make_float4(v[0].w, v[1].w, v[2].w, v[3].w)};
 #pragma unroll
     for (unsigned j = 0; j < 4; ++j)  // output rows 4C + j (input column), columns 4R .. 4R+3
-      *reinterpret_cast<float4*>(out + swizzle128((4u * C + j) * 128u + R * 16u)) = w[j];
+      *chunk_at(out, 4u * C + j, 4u * R) = w[j];
 
     tma_async_proxy_fence();  // each thread's generic-proxy writes -> visible to the TMA store
     __syncthreads();          // every thread has read `in` and written `out`
     if (threadIdx.x == 0) {
-      TMA_TRANSPOSE_TILE::store(&dst, out, c0, r0);  // output tensor is [cols][rows]
+      TransposeTile::store(&dst, out, {.R = c0, .C = r0});  // output tensor is [cols][rows]
       tma_store_commit_group();
       tma_store_async_wait<0>();  // .read: `out` may be rewritten after the barrier below
     }
@@ -184,9 +182,9 @@ tile_transpose(const __grid_constant__ CUtensorMap src, const __grid_constant__ 
   }
   if (threadIdx.x == 0) tma_store_async_wait_complete<0>();
 }
-#endif  // TMA_TRANSPOSE_TILE
+#endif  // COPY_SECTION_TRANSPOSE
 
-#if defined(TMA_COPY_UTILS)
+#if defined(COPY_SECTION_UTILS)
 // ---- helpers for the benchmark: fill, random fill, compare --------------------------------------
 
 extern "C" __global__ void tile_fill_u16(unsigned short* p, unsigned long long n, unsigned short v) {
@@ -218,4 +216,4 @@ extern "C" __global__ void tile_count_diff_u16(const unsigned short* a, const un
   for (int o = 16; o > 0; o >>= 1) local += __shfl_down_sync(0xffffffffu, local, o);
   if ((threadIdx.x & 31u) == 0 && local != 0) atomicAdd(diff, local);
 }
-#endif  // TMA_COPY_UTILS
+#endif  // COPY_SECTION_UTILS

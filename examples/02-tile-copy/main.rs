@@ -113,7 +113,7 @@ fn main() -> Res<()> {
         Err(_) => Arch::Sm90a,
     };
     // Debug waits: a wait that never completes becomes an error naming the tile, not a hang.
-    let options = CompileOptions::new(arch).debug_waits(true);
+    let options = common::compile_options(arch).debug_waits(true);
     let mut copy_sources = Vec::new();
     println!();
     for t in &tiles {

@@ -13,7 +13,8 @@
 // Work split: one block per (batch, query), one warp per head, one lane per sampling point
 // (L * P = 32) while issuing loads, one lane per channel while accumulating. Each warp has
 // its own mbarrier (per-warp barriers were the fastest in the seed experiments).
-// The tile helpers (tma_msda_value::load, TX_BYTES) are generated from the tile declaration.
+// The tile helpers (Value::load, TX_BYTES, the element type Value::elem) are generated from
+// the tile declaration; `Value` is the tile's name for this kernel (KernelSource::tile_as).
 
 #define MSDA_HEADS 8
 #define MSDA_LEVELS 4
@@ -41,23 +42,29 @@ struct MsdaLevels {
   int start[MSDA_LEVELS];
 };
 
-__device__ __forceinline__ float msda_to_f32(unsigned short bits) {
-#if MSDA_BF16
-  return __uint_as_float(static_cast<unsigned>(bits) << 16);
-#else
+// The value's element type is the tile's, Value::elem (tma_half or tma_bfloat16: raw bits).
+__device__ __forceinline__ float msda_to_f32(tma_bfloat16 x) {
+  return __uint_as_float(static_cast<unsigned>(x.bits) << 16);
+}
+__device__ __forceinline__ float msda_to_f32(tma_half x) {
   float f;
-  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(bits));
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(x.bits));
   return f;
-#endif
 }
 
-__device__ __forceinline__ unsigned short msda_from_f32(float f) {
+// The bits of `f` rounded to the element type E.
+template <class E>
+__device__ __forceinline__ unsigned short msda_from_f32(float f);
+template <>
+__device__ __forceinline__ unsigned short msda_from_f32<tma_bfloat16>(float f) {
   unsigned short h;
-#if MSDA_BF16
   asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
-#else
+  return h;
+}
+template <>
+__device__ __forceinline__ unsigned short msda_from_f32<tma_half>(float f) {
+  unsigned short h;
   asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
-#endif
   return h;
 }
 
@@ -98,11 +105,11 @@ __device__ __forceinline__ MsdaPoint msda_point(const float* __restrict__ loc, c
 }
 
 // What the generated tile helpers must agree with (the tile is declared on the host).
-static_assert(tma_msda_value::RANK == 3u, "[H][W][C] view");
-static_assert(tma_msda_value::BOXES == 1u, "one box per load");
-static_assert(tma_msda_value::TX_BYTES == MSDA_BOX_BYTES, "a [2][2][32] 16-bit box is 256 bytes");
-static_assert(tma_msda_value::SMEM_BYTES == MSDA_BOX_BYTES, "boxes are packed 256 bytes apart");
-static_assert(tma_msda_value::SMEM_ALIGN <= MSDA_SMEM_ALIGN, "per-lane boxes stay aligned");
+static_assert(Value::RANK == 3u, "[H][W][C] view");
+static_assert(Value::BOXES == 1u, "one box per load");
+static_assert(Value::TX_BYTES == MSDA_BOX_BYTES, "a [2][2][32] 16-bit box is 256 bytes");
+static_assert(Value::SMEM_BYTES == MSDA_BOX_BYTES, "boxes are packed 256 bytes apart");
+static_assert(Value::SMEM_ALIGN <= MSDA_SMEM_ALIGN, "per-lane boxes stay aligned");
 static_assert(MSDA_BOX_BYTES % MSDA_SMEM_ALIGN == 0 || MSDA_SMEM_ALIGN % MSDA_BOX_BYTES == 0, "box alignment");
 
 // Dynamic shared memory: MSDA_TMA_SMEM_BYTES (+ MSDA_SMEM_ALIGN slack for the alignment).
@@ -112,9 +119,7 @@ msda_tma(const CUtensorMap* __restrict__ maps,  // [N][HEADS][LEVELS], in global
          const __grid_constant__ MsdaLevels lv, int queries) {
   extern __shared__ unsigned char msda_smem_raw[];
   __shared__ __align__(8) tma_mbarrier bars[MSDA_HEADS];
-  const unsigned smem_base = tma_smem_addr(msda_smem_raw);
-  unsigned char* msda_smem =
-      msda_smem_raw + (((smem_base + MSDA_SMEM_ALIGN - 1u) & ~(MSDA_SMEM_ALIGN - 1u)) - smem_base);
+  unsigned char* msda_smem = tma_align_smem<Value>(msda_smem_raw);  // MSDA_SMEM_ALIGN or less
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int b = blockIdx.x / queries;
   const int head = warp;
@@ -138,27 +143,30 @@ msda_tma(const CUtensorMap* __restrict__ maps,  // [N][HEADS][LEVELS], in global
       tma_async_proxy_fence();  // ... before the copy engine overwrites them
     }
     // MSDA_PHASE_PTS boxes x 256 B complete this mbarrier phase.
-    if (lane == 0) tma_mbarrier_arrive_expect_tx(bar, MSDA_PHASE_PTS * tma_msda_value::TX_BYTES);
+    if (lane == 0) tma_mbarrier_arrive_expect_tx(bar, MSDA_PHASE_PTS * Value::TX_BYTES);
     __syncwarp();
     // Every point of this phase loads its box, even an invisible one (at (0, 0), weight 0):
     // the expected byte count stays exact. Coordinates in user order (h, w, c); c = 0 is
     // 16-byte aligned.
     if (lane / MSDA_PHASE_PTS == phase)
-      tma_msda_value::load(head_maps + p.level, bar, tiles + (lane % MSDA_PHASE_PTS) * MSDA_BOX_BYTES, p.h0, p.w0, 0);
-    tma_mbarrier_wait(bar, phase & 1, MSDA_PHASE_PTS * tma_msda_value::TX_BYTES, tma_msda_value::TILE_ID);
+      Value::load(head_maps + p.level, bar, tiles + (lane % MSDA_PHASE_PTS) * MSDA_BOX_BYTES,
+                  {.H = p.h0, .W = p.w0, .C = 0});
+    tma_mbarrier_wait(bar, phase & 1, MSDA_PHASE_PTS * Value::TX_BYTES, Value::TILE_ID);
 #pragma unroll 4
     for (int q = 0; q < MSDA_PHASE_PTS; ++q) {
       const int pt = phase * MSDA_PHASE_PTS + q;
       const float lh = __shfl_sync(0xffffffffu, p.lh, pt);
       const float lw = __shfl_sync(0xffffffffu, p.lw, pt);
       const float a = __shfl_sync(0xffffffffu, p.weight, pt);
-      const unsigned short* t = reinterpret_cast<const unsigned short*>(tiles + q * MSDA_BOX_BYTES);
-      const float v00 = msda_to_f32(t[0 * MSDA_CH + c]), v01 = msda_to_f32(t[1 * MSDA_CH + c]);
-      const float v10 = msda_to_f32(t[2 * MSDA_CH + c]), v11 = msda_to_f32(t[3 * MSDA_CH + c]);
+      const unsigned char* t = tiles + q * MSDA_BOX_BYTES;
+      const float v00 = msda_to_f32(Value::at(t, {.H = 0, .W = 0, .C = c}));
+      const float v01 = msda_to_f32(Value::at(t, {.H = 0, .W = 1, .C = c}));
+      const float v10 = msda_to_f32(Value::at(t, {.H = 1, .W = 0, .C = c}));
+      const float v11 = msda_to_f32(Value::at(t, {.H = 1, .W = 1, .C = c}));
       acc += a * ((1.f - lh) * ((1.f - lw) * v00 + lw * v01) + lh * ((1.f - lw) * v10 + lw * v11));
     }
   }
-  out[pq_head * MSDA_CH + c] = msda_from_f32(acc);
+  out[pq_head * MSDA_CH + c] = msda_from_f32<Value::elem>(acc);
 }
 
 extern "C" __global__ void __launch_bounds__(MSDA_HEADS * 32)
@@ -190,9 +198,10 @@ msda_ldg(const unsigned short* __restrict__ value, int spatial,  // value [N][S]
       for (int dw = 0; dw < 2; ++dw) {
         const int hh = h0 + dh, ww = w0 + dw;
         const bool in = hh >= 0 && hh < H && ww >= 0 && ww < W;
-        v[dh][dw] = in ? msda_to_f32(__ldg(base + (static_cast<long long>(hh) * W + ww) * MSDA_HEADS * MSDA_CH)) : 0.f;
+        v[dh][dw] = in ? msda_to_f32(Value::elem{__ldg(base + (static_cast<long long>(hh) * W + ww) * MSDA_HEADS * MSDA_CH)})
+                       : 0.f;
       }
     acc += a * ((1.f - lh) * ((1.f - lw) * v[0][0] + lw * v[0][1]) + lh * ((1.f - lw) * v[1][0] + lw * v[1][1]));
   }
-  out[pq_head * MSDA_CH + c] = msda_from_f32(acc);
+  out[pq_head * MSDA_CH + c] = msda_from_f32<Value::elem>(acc);
 }

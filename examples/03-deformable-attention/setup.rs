@@ -150,17 +150,11 @@ impl Elem {
     }
 }
 
-/// Render the tile helpers + msda.cu. The tile's CUDA name must be the one msda.cu uses.
+/// Render the tile helpers + msda.cu, which names the tile `Value` (its element type,
+/// `Value::elem`, picks the f16 or bf16 conversions).
 pub fn kernel_source(elem: Elem) -> Res<Source> {
-    if elem.cuda_name() != "tma_msda_value" {
-        return Err(format!(
-            "the value tile renders as {}, msda.cu uses tma_msda_value",
-            elem.cuda_name()
-        )
-        .into());
-    }
     let text = KernelSource::new()
-        .tile(elem.valid())
+        .tile_as(elem.valid(), "Value")
         .body(MSDA_CU)
         .build()?;
     Ok(Source::new(text))
@@ -168,9 +162,9 @@ pub fn kernel_source(elem: Elem) -> Res<Source> {
 
 /// `debug`: `-DTMA_DEBUG`, a hung mbarrier wait traps after 1 s and the launch returns an
 /// error naming the tile, block and thread instead of hanging (used for the checked runs).
-pub fn compile_options(elem: Elem, debug: bool) -> CompileOptions {
+/// `MSDA_PHASE_PTS` is the kernel's tuning knob (not a tile fact).
+pub fn compile_options(debug: bool) -> CompileOptions {
     CompileOptions::new(Arch::Sm90a)
-        .define("MSDA_BF16", if elem == Elem::Bf16 { "1" } else { "0" })
         .define("MSDA_PHASE_PTS", phase_points().to_string())
         .debug_waits(debug)
         .line_info(true)
@@ -183,7 +177,7 @@ pub fn compile(
     debug: bool,
 ) -> Res<(Source, CompileOptions, Arc<Compiled>)> {
     let source = kernel_source(elem)?;
-    let options = compile_options(elem, debug);
+    let options = compile_options(debug);
     let compiled = compiler.compile_source(&source, &options)?;
     let ptx = &compiled.ptx;
     let tma_ops = ptx

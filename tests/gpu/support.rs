@@ -121,7 +121,8 @@ impl Gpu {
         (plan, places.len() as u32)
     }
 
-    fn upload_tensor(&self, bound: &BoundSpec, bytes: &[u8]) -> (CudaSlice<u8>, TensorMap) {
+    /// Uploads a tensor and encodes its map (raw bytes: any element type).
+    pub fn upload_tensor(&self, bound: &BoundSpec, bytes: &[u8]) -> (CudaSlice<u8>, TensorMap) {
         // 256 B of slack on both sides keeps every address 256-aligned like cudaMalloc's.
         let buf = self.stream.clone_htod(bytes).expect("upload");
         let ptr = {

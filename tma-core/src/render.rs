@@ -2,12 +2,22 @@
 //! [`ValidSpec`] into self-contained CUDA C++ helpers that compile under NVRTC with no
 //! include path.
 //!
-//! - [`prelude`]: types (`CUtensorMap`, `tma_half`, `tma_bfloat16`, `tma_mbarrier`) and the
-//!   free helpers (bulk groups, fences, mbarriers, the debug-aware wait), include-guarded.
-//! - [`TileCode`]: one tile's `struct tma_<name>` (see `docs/CONTRACTS.md`).
-//! - [`KernelSource`]: prelude + tile lines ([`crate::manifest`]) + helpers + a kernel body,
-//!   the unit the runtime compiles.
-//! - [`header`]: a standalone `.cuh` for C++ users.
+//! - [`prelude`]: types (`CUtensorMap`, `tma_half`, `tma_bfloat16`, `tma_mbarrier`), the
+//!   free helpers (bulk groups, fences, mbarriers, the debug-aware wait), what the tiles'
+//!   coordinate structs need, and the helpers over several tiles (`tma_group` / `tma_expect`,
+//!   `tma_align_smem`), include-guarded.
+//! - [`TileCode`]: one tile's `struct tma_<name>` (see `docs/CONTRACTS.md`): its coordinate
+//!   struct, box extents, element offsets and copy helpers.
+//! - [`TileSetCode`]: a set of tiles in one block's shared memory, `struct tma_<set>` with each
+//!   tile's offset, and the kernel's tensor-map parameter list as a macro.
+//! - [`KernelSource`]: prelude + tile lines ([`crate::manifest`]) + helpers + the kernel's names
+//!   for its tiles + a kernel body, the unit the runtime compiles.
+//! - [`header`]: a standalone `.cuh` for C++ users; [`host_header`]: the tiles' shapes
+//!   (coordinates, extents, element offsets) for host C++20.
+//!
+//! The generated helpers take coordinates as C++20 designated initializers
+//! (`T::load(&map, &bar, smem, {.M = m0, .K = k0})`): compile them with `-std=c++20`
+//! ([`CXX_STANDARD`]).
 //!
 //! ```
 //! use tma_core::{render::KernelSource, validate, DType, Swizzle, TileSpec};
@@ -16,32 +26,100 @@
 //!     .repeat([1, 2])
 //!     .smem_stride(4096);
 //! let valid = validate(&spec)?;
-//! let src = KernelSource::new().tile(&valid).body("// kernel here\n").build()?;
+//! let src = KernelSource::new()
+//!     .tile_as(&valid, "A")
+//!     .body("// kernel here: A::load(&map, &bar, smem, {.d0 = m0, .d1 = k0});\n")
+//!     .build()?;
 //! assert!(src.contains("static constexpr unsigned TX_BYTES = 16384u;"));
 //! assert!(src.contains("// tma-tile 0 a smem=16384 align=1024 target=sm_90a\n"));
+//! assert!(src.contains("using A = tma_a;\n"));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
 //! Output is deterministic: the same specs give the same bytes.
 
+use crate::ident::{check_name, NameProblem};
 use crate::layout::{to_tma_order, EncodeArgs};
-use crate::limits::{TENSOR_MAP_ALIGN, TENSOR_MAP_BYTES};
-use crate::spec::{Extent, TileSpec};
+use crate::limits::{MAX_TX_BYTES, TENSOR_MAP_ALIGN, TENSOR_MAP_BYTES};
+use crate::smem::{ElementOffsets, TileSet};
+use crate::spec::Extent;
 use crate::validate::ValidSpec;
 use crate::DType;
 use std::collections::BTreeMap;
 use tera::{Context, Tera, Value};
 
 const PRELUDE_TEMPLATE: &str = include_str!("../templates/prelude.cuh.tera");
+const SHAPES_TEMPLATE: &str = include_str!("../templates/shapes.cuh.tera");
+const KERNEL_TEMPLATE: &str = include_str!("../templates/kernel.cuh.tera");
 const COMPONENTS_TEMPLATE: &str = include_str!("../templates/components.tera");
+const SHAPE_TEMPLATE: &str = include_str!("../templates/shape.cuh.tera");
 const TILE_TEMPLATE: &str = include_str!("../templates/tile.cuh.tera");
+const HOST_TILE_TEMPLATE: &str = include_str!("../templates/host_tile.cuh.tera");
+const SET_TEMPLATE: &str = include_str!("../templates/set.cuh.tera");
 const EXERCISE_TEMPLATE: &str = include_str!("../templates/exercise.cu.tera");
+
+/// The C++ standard the generated helpers need (`-std=c++20` for NVRTC, nvcc or a host
+/// compiler): their coordinates are designated initializers, which C++20 requires in
+/// declaration order.
+pub const CXX_STANDARD: &str = "c++20";
 
 /// Default of `TMA_DEBUG_TIMEOUT_NS` (docs/CONTRACTS.md: 1 s of `%globaltimer`).
 pub const DEBUG_TIMEOUT_NS: u64 = 1_000_000_000;
 
 /// Tile id written into hang records when the tile is unknown.
 pub const UNKNOWN_TILE_ID: u32 = 0xffff_ffff;
+
+/// Bit 31 of a hang record's `tile_id`: the wait was a `tma_group`'s, the other bits name its
+/// tiles (docs/CONTRACTS.md, "Debug waits"). `0xffffffff` (unknown) has it too: test that first.
+pub const GROUP_TILE_ID_FLAG: u32 = 0x8000_0000;
+
+/// Tiles with ids below this are listed one bit each in a group's `tile_id`.
+pub const GROUP_LISTED_TILES: u32 = 30;
+
+/// Bit 30 of a group's `tile_id`: the group also holds tiles whose id is
+/// [`GROUP_LISTED_TILES`] or more (not listed).
+pub const GROUP_MORE_TILES: u32 = 1 << GROUP_LISTED_TILES;
+
+/// What the `tile_id` of a hang record names: the one decoder of what the generated waits
+/// write (`T::wait`, `tma_group<..>::wait`, a bare `tma_mbarrier_wait`).
+///
+/// ```
+/// use tma_core::render::HangTiles;
+/// assert_eq!(HangTiles::decode(0xffff_ffff), HangTiles::Unknown);
+/// assert_eq!(HangTiles::decode(7), HangTiles::Tile(7));
+/// assert_eq!(
+///     HangTiles::decode(0x8000_0005),
+///     HangTiles::Group { tiles: vec![0, 2], more: false }
+/// );
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum HangTiles {
+    /// [`UNKNOWN_TILE_ID`]: the wait named no tile.
+    Unknown,
+    /// One tile: its `// tma-tile` id.
+    Tile(u32),
+    /// The tiles of a `tma_group` (ids below [`GROUP_LISTED_TILES`], ascending); `more`: it
+    /// also holds tiles whose ids are not listed.
+    Group { tiles: Vec<u32>, more: bool },
+}
+
+impl HangTiles {
+    /// Decodes a hang record's `tile_id`.
+    pub fn decode(tile_id: u32) -> HangTiles {
+        if tile_id == UNKNOWN_TILE_ID {
+            HangTiles::Unknown
+        } else if tile_id & GROUP_TILE_ID_FLAG == 0 {
+            HangTiles::Tile(tile_id)
+        } else {
+            HangTiles::Group {
+                tiles: (0..GROUP_LISTED_TILES)
+                    .filter(|i| tile_id & (1 << i) != 0)
+                    .collect(),
+                more: tile_id & GROUP_MORE_TILES != 0,
+            }
+        }
+    }
+}
 
 /// What can go wrong while rendering.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -59,6 +137,24 @@ pub enum RenderError {
     /// Tile ids index the hang record's `tile_id`; 0xffffffff means "unknown".
     #[error("tile id {0:#x} is reserved for \"unknown tile\"")]
     ReservedTileId(u32),
+    /// A name the kernel source declares (a tile set, a set member, an alias) is no usable C
+    /// identifier.
+    #[error("the {what} `{name}` names generated CUDA; it {}", .problem.describe())]
+    InvalidName {
+        what: &'static str,
+        name: String,
+        problem: NameProblem,
+    },
+    /// A name the kernel source declares is already taken in its scope.
+    #[error("the {what} `{name}` is already taken: {by}")]
+    NameTaken {
+        what: &'static str,
+        name: String,
+        by: String,
+    },
+    /// The tiles of a set up to `member` span more shared memory than 64 bits hold.
+    #[error("the tiles of set `{set}` up to `{member}` span more shared memory than any GPU has")]
+    TileSetOverflow { set: String, member: String },
 }
 
 /// The template engine, parsed once per process: every tile declared with a macro renders
@@ -78,7 +174,12 @@ fn build_engine() -> Result<Tera, RenderError> {
     tera.add_raw_templates([
         ("components.tera", COMPONENTS_TEMPLATE),
         ("prelude.cuh.tera", PRELUDE_TEMPLATE),
+        ("shapes.cuh.tera", SHAPES_TEMPLATE),
+        ("kernel.cuh.tera", KERNEL_TEMPLATE),
+        ("shape.cuh.tera", SHAPE_TEMPLATE),
         ("tile.cuh.tera", TILE_TEMPLATE),
+        ("host_tile.cuh.tera", HOST_TILE_TEMPLATE),
+        ("set.cuh.tera", SET_TEMPLATE),
         ("exercise.cu.tera", EXERCISE_TEMPLATE),
     ])
     .map_err(|e| template_error("templates", &e))?;
@@ -106,7 +207,9 @@ fn render(template: &str, ctx: &Context) -> Result<String, RenderError> {
         .map_err(|e| template_error(template, &e))
 }
 
-/// The prelude every translation unit starts with (include-guarded, so it may appear twice).
+/// The prelude every translation unit starts with (include-guarded, so it may appear twice):
+/// the base types and helpers, then what the tiles' coordinate structs need, then the helpers
+/// over several tiles.
 pub fn prelude() -> String {
     prelude_checked().unwrap_or_else(|e| format!("#error \"tma prelude: {e}\"\n"))
 }
@@ -143,7 +246,15 @@ fn prelude_checked() -> Result<String, RenderError> {
     ctx.insert("tensor_map_bytes", &TENSOR_MAP_BYTES);
     ctx.insert("tensor_map_words", &(TENSOR_MAP_BYTES / 8));
     ctx.insert("tensor_map_align", &TENSOR_MAP_ALIGN);
-    render("prelude.cuh.tera", &ctx)
+    ctx.insert("max_tx_bytes", &MAX_TX_BYTES);
+    ctx.insert("group_flag", &format!("{GROUP_TILE_ID_FLAG:#x}"));
+    ctx.insert("group_listed", &GROUP_LISTED_TILES);
+    let mut out = render("prelude.cuh.tera", &ctx)?;
+    for part in ["shapes.cuh.tera", "kernel.cuh.tera"] {
+        out.push('\n');
+        out.push_str(&render(part, &ctx)?);
+    }
+    Ok(out)
 }
 
 /// The reductions generated for a tensor-map type: exactly those of
@@ -170,9 +281,88 @@ fn list_text<T: std::fmt::Display>(items: &[T]) -> String {
     format!("[{}]", parts.join(", "))
 }
 
-fn dim_label(spec: &TileSpec, d: usize) -> String {
-    spec.dim_name(d)
-        .map_or_else(|| format!("d{d}"), ToString::to_string)
+/// One dim of a tile's `position` / `offset`: its extent, its index in position `n`, the
+/// local holding its position.
+struct DimOffsets {
+    extent: u64,
+    from_n: String,
+    pos: String,
+}
+
+/// What the tile's `position` / `offset` render from ([`ElementOffsets`]): per dim the
+/// extent, how position `n` splits, and the offset's terms. `None` for packed types.
+fn offsets_context(valid: &ValidSpec) -> Option<(Value, Vec<DimOffsets>)> {
+    let spec = valid.spec();
+    let o = ElementOffsets::new(spec, valid.plan())?;
+    let rank = o.extent.len();
+    let mut per_dim = Vec::with_capacity(rank);
+    let mut terms = Vec::new();
+    for d in 0..rank {
+        let inside: u64 = o.extent[d + 1..].iter().product();
+        let from_n = match (d, rank) {
+            (_, 1) => "n".to_string(),
+            (0, _) => format!("n / {inside}u"),
+            (d, r) if d + 1 == r => format!("n % {}u", o.extent[d]),
+            _ => format!("n / {inside}u % {}u", o.extent[d]),
+        };
+        let pos = format!("j{d}");
+        if o.repeat[d] == 1 {
+            terms.push(format!("{pos} * {}u", o.step_bytes[d]));
+        } else if o.box_elems[d] == 1 {
+            // One position per box along this dim: the position is the repeat index.
+            terms.push(format!("{pos} * {}u", o.box_step_bytes[d]));
+        } else {
+            terms.push(format!(
+                "{pos} % {n}u * {}u + {pos} / {n}u * {}u",
+                o.step_bytes[d],
+                o.box_step_bytes[d],
+                n = o.box_elems[d]
+            ));
+        }
+        per_dim.push(DimOffsets {
+            extent: o.extent[d],
+            from_n,
+            pos,
+        });
+    }
+    if o.chunk_elems > 1 {
+        terms.push(format!(
+            "static_cast<unsigned>(in_chunk) * {}u",
+            o.elem_bytes
+        ));
+    }
+    let swizzled = o
+        .swizzle
+        .xor_terms()
+        .iter()
+        .fold("u".to_string(), |acc, (mask, shift)| {
+            format!("{acc} ^ ((u >> {shift}) & {mask:#x}u)")
+        });
+    let inner = rank - 1;
+    let pitch = if rank > 1 { o.step_bytes[inner - 1] } else { 0 };
+    let mut describe = Vec::new();
+    if rank > 1 {
+        describe.push(format!("rows {pitch} B apart"));
+    }
+    describe.push(format!("{} B per innermost step", o.step_bytes[inner]));
+    if o.repeat.iter().any(|&r| r > 1) {
+        describe.push(format!(
+            "repeated boxes {} B apart",
+            valid.plan().stride_bytes
+        ));
+    }
+    describe.push(match o.swizzle.xor_terms() {
+        [] => "no swizzle".to_string(),
+        _ => format!("then the {} swizzle", o.swizzle.name()),
+    });
+    let value = map([
+        ("positions", Value::from(o.positions())),
+        ("chunk_elems", Value::from(o.chunk_elems)),
+        ("sum", Value::from(terms.join(" + "))),
+        ("swizzled", Value::from(swizzled)),
+        ("describe", Value::from(describe.join(", "))),
+    ]);
+    Some((value, per_dim))
 }
 
 /// The template context of one tile. Every TMA-order list comes from [`to_tma_order`].
@@ -181,16 +371,17 @@ fn tile_context(valid: &ValidSpec, tile_id: u32) -> Context {
     let plan = valid.plan();
     let rank = spec.rank();
     let vars: Vec<String> = (0..rank).map(|d| format!("c{d}")).collect();
+    let offsets = offsets_context(valid);
     let strides: Vec<String> = match &spec.strides {
         Some(s) => s.iter().map(Extent::to_string).collect(),
         None => vec!["dense".to_string(); rank],
     };
     let dims: Vec<Value> = (0..rank)
         .map(|d| {
-            map([
+            let mut entries = vec![
                 ("i", Value::from(d)),
                 ("var", Value::from(vars[d].clone())),
-                ("label", Value::from(dim_label(spec, d))),
+                ("label", Value::from(spec.dim_label(d))),
                 ("global", Value::from(spec.global[d].to_string())),
                 ("stride", Value::from(strides[d].clone())),
                 ("box", Value::from(spec.boxed[d])),
@@ -203,7 +394,14 @@ fn tile_context(valid: &ValidSpec, tile_id: u32) -> Context {
                         u64::from(spec.repeat[d].saturating_sub(1)) * u64::from(spec.boxed[d]),
                     ),
                 ),
-            ])
+            ];
+            if let Some((_, per_dim)) = &offsets {
+                let dim = &per_dim[d];
+                entries.push(("extent", Value::from(dim.extent)));
+                entries.push(("from_n", Value::from(dim.from_n.clone())));
+                entries.push(("pos", Value::from(dim.pos.clone())));
+            }
+            map(entries)
         })
         .collect();
     let placements: Vec<Value> = valid
@@ -296,6 +494,10 @@ fn tile_context(valid: &ValidSpec, tile_id: u32) -> Context {
     ctx.insert("inner_coord_multiple", &valid.inner_coord_multiple());
     ctx.insert("outer_box", &spec.boxed.first().copied().unwrap_or(1));
     ctx.insert_value("dims", Value::from(dims));
+    ctx.insert_value(
+        "offsets",
+        offsets.map_or(Value::from(false), |(value, _)| value),
+    );
     ctx.insert_value("placements", Value::from(placements));
     ctx.insert_value("encode", encode);
     ctx.insert("tma_vars", &to_tma_order(&vars));
@@ -347,11 +549,175 @@ impl TileCode {
     }
 }
 
+/// The names a tile set struct holds besides its members' (`OFFSET_<member>` aside): a
+/// member may not take them.
+const SET_OWN_NAMES: [&str; 4] = ["TILES", "SMEM_BYTES", "SMEM_ALIGN", "DYNAMIC_SMEM_BYTES"];
+
+/// Several tiles laid out in one block's shared memory: `struct tma_<set>` with each member's
+/// tile struct (as a member type), its `OFFSET_<member>` from the aligned base, `SMEM_BYTES`,
+/// `SMEM_ALIGN`, `DYNAMIC_SMEM_BYTES`, and the macro `TMA_<SET>_PARAMS`, the kernel's
+/// parameter list (`const __grid_constant__ CUtensorMap <member>_map, ..`). The layout is
+/// [`TileSet`]'s. The tiles' own helpers are not included (see [`KernelSource::tile_set`]).
+///
+/// ```
+/// use tma_core::{render::TileSetCode, validate, DType, Swizzle, TileSpec};
+/// let q = validate(&TileSpec::new("q", DType::BF16, [4096, 64], [64, 64]).swizzle(Swizzle::B128))?;
+/// let k = validate(&TileSpec::new("k", DType::BF16, [4096, 64], [64, 64]).swizzle(Swizzle::B128))?;
+/// let set = TileSetCode::new("attn", &[("q", &q), ("k", &k)])?;
+/// assert!(set.source().contains("static constexpr unsigned OFFSET_k = 8192u;"));
+/// assert_eq!(set.params_macro(), "TMA_ATTN_PARAMS");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TileSetCode {
+    name: String,
+    layout: TileSet,
+    source: String,
+}
+
+impl TileSetCode {
+    /// Renders set `name` of `members` (member name, tile), laid out in this order. Member
+    /// names name the tile's type and offset in the struct and its map parameter
+    /// (`<member>_map`): each a C identifier, no two alike.
+    pub fn new(name: &str, members: &[(&str, &ValidSpec)]) -> Result<TileSetCode, RenderError> {
+        if let Err(problem) = check_name(name) {
+            return Err(RenderError::InvalidName {
+                what: "tile set",
+                name: name.to_string(),
+                problem,
+            });
+        }
+        for (i, (member, _)) in members.iter().enumerate() {
+            if let Err(problem) = check_name(member) {
+                return Err(RenderError::InvalidName {
+                    what: "tile set member",
+                    name: member.to_string(),
+                    problem,
+                });
+            }
+            let taken = if SET_OWN_NAMES.contains(member) || member.starts_with("OFFSET_") {
+                Some(format!("struct tma_{name} uses it (TILES, SMEM_BYTES, SMEM_ALIGN, DYNAMIC_SMEM_BYTES, OFFSET_<member>)"))
+            } else {
+                members[..i]
+                    .iter()
+                    .any(|(m, _)| m == member)
+                    .then(|| format!("set `{name}` has two members of this name"))
+            };
+            if let Some(by) = taken {
+                return Err(RenderError::NameTaken {
+                    what: "tile set member",
+                    name: member.to_string(),
+                    by,
+                });
+            }
+        }
+        let layout = TileSet::new(members.iter().map(|(_, v)| v.plan())).map_err(|o| {
+            RenderError::TileSetOverflow {
+                set: name.to_string(),
+                member: members
+                    .get(o.tile)
+                    .map_or_else(String::new, |(m, _)| m.to_string()),
+            }
+        })?;
+        let rows: Vec<Value> = members
+            .iter()
+            .zip(&layout.offsets)
+            .map(|((member, valid), offset)| {
+                let plan = valid.plan();
+                map([
+                    ("name", Value::from(member.to_string())),
+                    ("cuda", Value::from(format!("tma_{}", valid.spec().name))),
+                    ("offset", Value::from(*offset)),
+                    ("bytes", Value::from(plan.footprint_bytes)),
+                    ("align", Value::from(plan.align_bytes)),
+                    ("tx", Value::from(plan.tx_bytes)),
+                ])
+            })
+            .collect();
+        let mut ctx = Context::new();
+        ctx.insert("name", name);
+        ctx.insert("cuda", &format!("tma_{name}"));
+        ctx.insert("params_macro", &params_macro(name));
+        ctx.insert("total", &layout.total_bytes);
+        ctx.insert("align", &layout.align_bytes);
+        ctx.insert("dynamic", &layout.dynamic_smem_bytes());
+        ctx.insert_value("members", Value::from(rows));
+        let source = render("set.cuh.tera", &ctx)?;
+        Ok(TileSetCode {
+            name: name.to_string(),
+            layout,
+            source,
+        })
+    }
+
+    /// The struct, its comment and the parameter macro.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// The struct name: `tma_<name>`.
+    pub fn cuda_name(&self) -> String {
+        format!("tma_{}", self.name)
+    }
+
+    /// The parameter-list macro: `TMA_<NAME>_PARAMS` (the name upper-cased).
+    pub fn params_macro(&self) -> String {
+        params_macro(&self.name)
+    }
+
+    /// The layout the struct states ([`TileSet`]).
+    pub fn layout(&self) -> &TileSet {
+        &self.layout
+    }
+}
+
+fn params_macro(set: &str) -> String {
+    format!("TMA_{}_PARAMS", set.to_ascii_uppercase())
+}
+
+/// A tile set declared on a [`KernelSource`]: its name and, per member, the member name and
+/// the index of its tile.
+#[derive(Clone, Debug)]
+struct SetDecl {
+    name: String,
+    members: Vec<(String, usize)>,
+}
+
 /// Builds one translation unit: prelude, tile lines ([`crate::manifest`]), the tiles'
-/// helpers (ids in the order added) and a kernel body.
+/// helpers (ids in the order added), the tile sets, the kernel's names for its tiles
+/// (`using <alias> = tma_<name>;`) and a kernel body.
+///
+/// A kernel body names a tile by the alias it chose ([`KernelSource::tile_as`]) or through its
+/// set (`tma_<set>::<member>`), so no CUDA name is pasted into it:
+///
+/// ```
+/// use tma_core::{render::KernelSource, validate, DType, TileSpec};
+/// let rows = validate(&TileSpec::new("rows", DType::F32, [1024, 256], [32, 32]).dim_names(["M", "K"]))?;
+/// let src = KernelSource::new()
+///     .tile_as(&rows, "Rows")
+///     .body(r#"
+/// extern "C" __global__ void copy(const __grid_constant__ CUtensorMap in) {
+///   extern __shared__ unsigned char raw[];
+///   __shared__ alignas(8) tma_mbarrier bar;
+///   unsigned char* smem = tma_align_smem<Rows>(raw);
+///   // ... init bar ...
+///   if (threadIdx.x == 0) {
+///     tma_expect<Rows>(&bar);
+///     Rows::load(&in, &bar, smem, {.M = 32 * (int)blockIdx.x, .K = 0});
+///   }
+///   tma_group<Rows>::wait(&bar, 0);
+///   float x = Rows::at(smem, {.M = 1, .K = (int)threadIdx.x});
+/// }
+/// "#)
+///     .build()?;
+/// assert!(src.contains("using Rows = tma_rows;"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Debug, Default)]
 pub struct KernelSource {
     tiles: Vec<ValidSpec>,
+    sets: Vec<SetDecl>,
+    aliases: Vec<(String, usize)>,
     body: String,
 }
 
@@ -363,6 +729,32 @@ impl KernelSource {
     /// Adds a tile; tiles get ids 0, 1, ... in the order added.
     pub fn tile(mut self, valid: &ValidSpec) -> KernelSource {
         self.tiles.push(valid.clone());
+        self
+    }
+
+    /// Adds a tile (as [`KernelSource::tile`]) and names it `alias` for the kernel body:
+    /// `using <alias> = tma_<name>;`. The alias must be a C identifier no other alias, set or
+    /// tile struct of the source uses.
+    pub fn tile_as(mut self, valid: &ValidSpec, alias: &str) -> KernelSource {
+        self.aliases.push((alias.to_string(), self.tiles.len()));
+        self.tiles.push(valid.clone());
+        self
+    }
+
+    /// Adds the tiles of a set (as [`KernelSource::tile`], in order) and their layout in one
+    /// block's shared memory ([`TileSetCode`]): `struct tma_<name>` with, per member, the
+    /// tile's struct as `tma_<name>::<member>` and its offset `OFFSET_<member>`, and the
+    /// kernel's parameter list `TMA_<NAME>_PARAMS` (one `<member>_map` per tile).
+    pub fn tile_set(mut self, name: &str, members: &[(&str, &ValidSpec)]) -> KernelSource {
+        let mut decl = SetDecl {
+            name: name.to_string(),
+            members: Vec::with_capacity(members.len()),
+        };
+        for (member, valid) in members {
+            decl.members.push((member.to_string(), self.tiles.len()));
+            self.tiles.push((*valid).clone());
+        }
+        self.sets.push(decl);
         self
     }
 
@@ -389,12 +781,65 @@ impl KernelSource {
     /// The whole source. Deterministic: the same inputs give the same bytes.
     pub fn build(&self) -> Result<String, RenderError> {
         let tiles = render_tiles(&self.tiles)?;
+        // Every struct and alias is a global name: tiles, sets and aliases must differ.
+        let mut globals: BTreeMap<String, String> = tiles
+            .iter()
+            .map(|t| (t.cuda_name(), format!("tile `{}`", t.name())))
+            .collect();
+        let mut macros: BTreeMap<String, String> = BTreeMap::new();
+        let mut sets = Vec::with_capacity(self.sets.len());
+        for set in &self.sets {
+            let members: Vec<(&str, &ValidSpec)> = set
+                .members
+                .iter()
+                .map(|(m, i)| (m.as_str(), &self.tiles[*i]))
+                .collect();
+            let code = TileSetCode::new(&set.name, &members)?;
+            for (what, name, table) in [
+                ("tile set", code.cuda_name(), &mut globals),
+                ("tile set macro", code.params_macro(), &mut macros),
+            ] {
+                if let Some(by) = table.insert(name.clone(), format!("tile set `{}`", set.name)) {
+                    return Err(RenderError::NameTaken { what, name, by });
+                }
+            }
+            sets.push(code);
+        }
+        let mut aliases = String::new();
+        for (alias, index) in &self.aliases {
+            if let Err(problem) = check_name(alias) {
+                return Err(RenderError::InvalidName {
+                    what: "tile alias",
+                    name: alias.clone(),
+                    problem,
+                });
+            }
+            let tile = &tiles[*index];
+            if let Some(by) =
+                globals.insert(alias.clone(), format!("alias of tile `{}`", tile.name()))
+            {
+                return Err(RenderError::NameTaken {
+                    what: "tile alias",
+                    name: alias.clone(),
+                    by,
+                });
+            }
+            aliases.push_str(&format!("using {alias} = {};\n", tile.cuda_name()));
+        }
         let mut out = prelude_checked()?;
         out.push('\n');
         out.push_str(&tile_list(&self.tiles));
         for t in &tiles {
             out.push('\n');
             out.push_str(t.source());
+        }
+        for set in &sets {
+            out.push('\n');
+            out.push_str(set.source());
+        }
+        if !aliases.is_empty() {
+            out.push_str("\n// The kernel's names for its tiles (KernelSource::tile_as).\n");
+            out.push_str(&aliases);
         }
         if !self.body.is_empty() {
             out.push('\n');
@@ -438,6 +883,36 @@ fn tile_list(specs: &[ValidSpec]) -> String {
     out
 }
 
+/// The tiles' shapes for host C++20 code (`g++ -std=c++20`): `#pragma once`, what the
+/// coordinate structs need, and per tile a `struct tma_<name>` holding its `coords`,
+/// `BOX_<dim>`, `EXTENT_<dim>`, `POSITIONS`, `position(n)` and `offset(p)`: the same text
+/// its device struct holds, so a host program computes the shared-memory offsets a kernel
+/// uses (and the tests check them against the CPU model).
+pub fn host_header(specs: &[ValidSpec]) -> Result<String, RenderError> {
+    let mut out = String::from(
+        "// Generated by tma-core (tma::render::host_header); do not edit. Host C++20.\n#pragma once\n\n",
+    );
+    out.push_str(&render("shapes.cuh.tera", &Context::new())?);
+    let mut seen: BTreeMap<&str, ()> = BTreeMap::new();
+    for (id, v) in (0u32..).zip(specs) {
+        let name = v.spec().name.as_str();
+        if seen.insert(name, ()).is_some() {
+            let first = specs
+                .iter()
+                .position(|s| s.spec().name == name)
+                .unwrap_or(0) as u32;
+            return Err(RenderError::DuplicateTile {
+                name: name.to_string(),
+                first,
+                second: id,
+            });
+        }
+        out.push('\n');
+        out.push_str(&render("host_tile.cuh.tera", &tile_context(v, id))?);
+    }
+    Ok(out)
+}
+
 /// A standalone header for C++ (e.g. Mirage MPK) users: `#pragma once`, the prelude and
 /// every tile's helpers (ids in slice order). Include it from `.cu` files compiled with
 /// `-arch=sm_90a` (nvcc: the real `CUtensorMap` comes from `<cuda.h>`).
@@ -459,9 +934,11 @@ pub fn header(specs: &[ValidSpec]) -> Result<String, RenderError> {
 }
 
 /// A kernel `tma_exercise_<name>(const __grid_constant__ CUtensorMap map, const
-/// CUtensorMap* maps, int flags)` that calls every helper of the tile (as tile 0 of its
+/// CUtensorMap* maps, int flags)` that calls every copy helper of the tile (as tile 0 of its
 /// source) and of the prelude, so that its SASS shows UTMALDG, UTMASTG, UTMAREDG (when the
-/// type has reductions), UTMAPF and UTMACCTL. Build it with
+/// type has reductions), UTMAPF and UTMACCTL; and a kernel
+/// `tma_exercise_<name>_shape(const __grid_constant__ CUtensorMap map, <tile>::elem* out)`
+/// using `tma_align_smem`, `tma_expect`, `tma_group`, `position` and `at`. Build it with
 /// `KernelSource::new().tile(valid).body(&exercise_body(valid)?)`.
 pub fn exercise_body(valid: &ValidSpec) -> String {
     exercise_body_checked(valid).unwrap_or_else(|e| format!("#error \"tma exercise body: {e}\"\n"))

@@ -9,6 +9,11 @@ pub enum Rule {
     /// Tile and dim names reach generated CUDA: each must be a C identifier that is no
     /// C/C++ keyword, no reserved name (`__x`, `_X`) and no CUDA built-in variable.
     NameIsIdentifier,
+    /// Dim names (`d<i>` for a dim without one) name the fields of the tile's generated
+    /// coordinate struct and its `BOX_<dim>` / `EXTENT_<dim>` constants: no two alike, none
+    /// starting with `tma_`, and neither `BYTES` nor `DATA_BYTES` (`BOX_BYTES` and
+    /// `BOX_DATA_BYTES` exist). See [`crate::ident::dim_name_collision`].
+    DimNameClash,
     /// A size computed from the spec (bytes of a stride, of the tensor, of one call) does
     /// not fit in 64 bits: more than any GPU can address.
     SizeOverflow,

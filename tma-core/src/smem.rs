@@ -303,6 +303,114 @@ pub fn layout(
     })
 }
 
+/// Where each element of one call sits in shared memory, as TMA writes it: the arithmetic the
+/// generated `T::offset` / `T::at` evaluate, from the same plan, row pitch and swizzle terms
+/// the CPU model writes bytes by ([`crate::model::elements`] places every element there; the
+/// tests compare the two, and the generated C++ with both).
+///
+/// An element is named by its *position*: per dim (user order) an index in
+/// `[0, extent[d])`, `extent[d] = repeat[d] * ceil(box[d] / element_stride[d])`, the repeated
+/// boxes side by side (position `p` is element `p % box_elems[d]` of repeated box
+/// `p / box_elems[d]`). With interleave the innermost position is a chunk, and an element
+/// inside it is named by its index in the chunk.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ElementOffsets {
+    /// Positions per dim one call holds (user order): `repeat * box_elems`.
+    pub extent: Vec<u64>,
+    /// Elements (chunks along an interleaved innermost dim) of one box per dim: the plan's.
+    pub box_elems: Vec<u64>,
+    /// Boxes per call along each dim (the spec's `repeat`).
+    pub repeat: Vec<u64>,
+    /// Bytes one step inside a box moves along each dim: the row pitch times the rows inside
+    /// it for outer dims, the element (or chunk) size for the innermost.
+    pub step_bytes: Vec<u64>,
+    /// Bytes one step from a repeated box to the next moves along each dim: the plan's
+    /// `stride_bytes` times the boxes inside it (row-major over the repeat shape).
+    pub box_step_bytes: Vec<u64>,
+    /// Bytes of one element.
+    pub elem_bytes: u64,
+    /// Elements of one innermost position: a chunk's worth with interleave, else 1.
+    pub chunk_elems: u64,
+    /// The swizzle applied to the whole (unswizzled) offset last.
+    pub swizzle: Swizzle,
+}
+
+impl ElementOffsets {
+    /// The offsets of one call of a valid `spec` with `plan`, under the hardware's row
+    /// layout ([`DEFAULT_INNER_ROW_LAYOUT`]). `None` for packed sub-byte types (no whole bytes
+    /// per element) and for sizes past 64 bits.
+    pub fn new(spec: &TileSpec, plan: &SmemPlan) -> Option<ElementOffsets> {
+        let rank = spec.rank();
+        let elem_bytes = spec.dtype.size_bytes()?;
+        let unit = spec.inner_unit_bytes()?;
+        let pitch = row_pitch_bytes(spec, DEFAULT_INNER_ROW_LAYOUT).get()?;
+        let inner = rank.checked_sub(1)?;
+        let box_elems = plan.box_elems.clone();
+        let repeat: Vec<u64> = spec.repeat.iter().map(|&r| u64::from(r.max(1))).collect();
+        let mut step_bytes = vec![0u64; rank];
+        let mut box_step_bytes = vec![0u64; rank];
+        let (mut rows_inside, mut boxes_inside) = (Size::new(1), Size::new(1));
+        for d in (0..rank).rev() {
+            step_bytes[d] = if d == inner {
+                unit
+            } else {
+                let s = (rows_inside * pitch).get()?;
+                rows_inside = rows_inside * box_elems[d];
+                s
+            };
+            box_step_bytes[d] = (boxes_inside * plan.stride_bytes).get()?;
+            boxes_inside = boxes_inside * repeat[d];
+        }
+        let extent = (0..rank)
+            .map(|d| (Size::new(repeat[d]) * box_elems[d]).get())
+            .collect::<Option<Vec<u64>>>()?;
+        Some(ElementOffsets {
+            extent,
+            box_elems,
+            repeat,
+            step_bytes,
+            box_step_bytes,
+            elem_bytes,
+            chunk_elems: unit / elem_bytes,
+            swizzle: spec.swizzle,
+        })
+    }
+
+    /// Positions one call holds in all: the product of [`ElementOffsets::extent`].
+    pub fn positions(&self) -> u64 {
+        self.extent.iter().product()
+    }
+
+    /// Position `n` of the call, row-major over the extents (last dim fastest): what the
+    /// generated `T::position(n)` returns.
+    pub fn position(&self, n: u64) -> Vec<u64> {
+        let mut rest = n;
+        let mut p = vec![0u64; self.extent.len()];
+        for d in (0..self.extent.len()).rev() {
+            p[d] = rest % self.extent[d].max(1);
+            rest /= self.extent[d].max(1);
+        }
+        p
+    }
+
+    /// Byte offset from the call's shared-memory base (aligned as the plan demands) of element
+    /// `in_chunk` of position `position` (user order). `None` outside the call.
+    pub fn offset(&self, position: &[u64], in_chunk: u64) -> Option<u64> {
+        if position.len() != self.extent.len() || in_chunk >= self.chunk_elems {
+            return None;
+        }
+        let mut u = in_chunk * self.elem_bytes;
+        for (d, &p) in position.iter().enumerate() {
+            if p >= self.extent[d] {
+                return None;
+            }
+            u += (p % self.box_elems[d]) * self.step_bytes[d]
+                + (p / self.box_elems[d]) * self.box_step_bytes[d];
+        }
+        Some(self.swizzle.apply(u))
+    }
+}
+
 /// Several tiles in one block's shared memory, in order, each at its alignment: what a
 /// `#[derive(TmaTiles)]` struct (or a kernel's run-time list of tiles) needs.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -323,6 +431,14 @@ pub struct TileSetOverflow {
 }
 
 impl TileSet {
+    /// Dynamic shared memory a kernel launches with to hold the set from a base it aligns
+    /// itself (the generated `tma_align_smem`): `total_bytes + align_bytes`, the slack the
+    /// rounding up may skip (up to `align_bytes - 16`: dynamic shared memory starts at least
+    /// 16-byte aligned).
+    pub fn dynamic_smem_bytes(&self) -> u64 {
+        self.total_bytes.saturating_add(self.align_bytes)
+    }
+
     /// Lays out `plans` in order: each tile at the next multiple of its alignment after the
     /// previous one.
     pub fn new<'a>(

@@ -379,4 +379,11 @@ impl TileSpec {
     pub fn dim_name(&self, d: usize) -> Option<&str> {
         self.dim_names.get(d).and_then(|n| n.as_deref())
     }
+
+    /// The name dim `d` has in generated CUDA (its coordinate field, its `BOX_<dim>`
+    /// constant): the given name, or `d<d>` (`d0`, `d1`, ...) for a dim without one.
+    pub fn dim_label(&self, d: usize) -> String {
+        self.dim_name(d)
+            .map_or_else(|| format!("d{d}"), ToString::to_string)
+    }
 }

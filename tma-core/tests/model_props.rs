@@ -4,7 +4,7 @@
 
 use proptest::prelude::*;
 use tma_core::model::{self, ModelOptions, ReduceOp};
-use tma_core::smem::InnerRowLayout;
+use tma_core::smem::{ElementOffsets, InnerRowLayout};
 use tma_core::testgen::{random_valid_spec, XorShift};
 use tma_core::{validate, Arch, BoundSpec, DType, OobFill, Swizzle, TileSpec};
 
@@ -306,6 +306,45 @@ fn fully_in_bounds_unswizzled_box_is_a_naive_gather() {
         }
     }
     assert_eq!(smem, want);
+}
+
+/// `smem::ElementOffsets` (what the generated `T::offset` evaluates) puts every element of a
+/// call where the model does, and enumerates exactly the model's positions.
+fn check_offsets(bound: &BoundSpec, coords: &[i64]) {
+    let spec = bound.spec();
+    let offsets = ElementOffsets::new(spec, bound.plan()).expect("whole-byte types");
+    let places = model::elements(bound, coords, ModelOptions::default()).unwrap();
+    assert_eq!(
+        places.len() as u64,
+        offsets.positions() * offsets.chunk_elems,
+        "{spec:?}"
+    );
+    for p in &places {
+        assert_eq!(
+            offsets.offset(&p.position, p.in_chunk),
+            Some(p.smem),
+            "{spec:?} position {:?} in_chunk {}",
+            p.position,
+            p.in_chunk
+        );
+    }
+    // Positions enumerate row-major, last dim fastest; the model's order within a box.
+    for n in [0, offsets.positions() - 1] {
+        let pos = offsets.position(n);
+        assert!(pos.iter().zip(&offsets.extent).all(|(p, e)| p < e));
+    }
+    assert_eq!(offsets.offset(&offsets.extent, 0), None);
+}
+
+#[test]
+fn element_offsets_agree_with_the_model() {
+    for arch in [Arch::Sm90a, Arch::Sm100a] {
+        let mut rng = XorShift::new(0x0ff5e7 ^ arch as u64);
+        for _ in 0..1500 {
+            let (bound, coords) = random_valid_spec(&mut rng, arch);
+            check_offsets(&bound, &coords);
+        }
+    }
 }
 
 #[test]

@@ -2,8 +2,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use tma_core::limits::{TENSOR_MAP_ALIGN, TENSOR_MAP_BYTES};
-use tma_core::render::{self, corpus, exercise_body, header, KernelSource, TileCode};
-use tma_core::validate;
+use tma_core::render::{
+    self, corpus, exercise_body, header, host_header, KernelSource, RenderError, TileCode,
+    TileSetCode,
+};
+use tma_core::{validate, DType, Swizzle, TileSpec};
 
 #[test]
 fn corpus_validates_completely() {
@@ -207,7 +210,6 @@ fn duplicate_tile_names_are_refused() {
 
 #[test]
 fn reductions_follow_the_ptx_type_table() {
-    use tma_core::DType;
     assert_eq!(render::reduce_ops(DType::F64), Vec::<&str>::new());
     assert_eq!(render::reduce_ops(DType::F32), vec!["add"]);
     // INT64 maps trap on add/and/or/xor (seen on an H100); min/max run.
@@ -221,4 +223,170 @@ fn reductions_follow_the_ptx_type_table() {
         render::reduce_ops(DType::U32),
         vec!["add", "min", "max", "and", "or", "xor", "inc", "dec"]
     );
+}
+
+fn tile(name: &str, swizzle: Swizzle) -> tma_core::ValidSpec {
+    let inner = swizzle
+        .span_bytes()
+        .map_or(64, |span| (span / 2).min(64) as u32);
+    let spec = TileSpec::new(name, DType::BF16, [4096, 64], [64, inner])
+        .dim_names(["S", "D"])
+        .swizzle(swizzle);
+    validate(&spec).unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn tile_set_snapshot_and_layout() {
+    let (q, k, o) = (
+        tile("attn_q", Swizzle::B128),
+        tile("attn_k", Swizzle::B64),
+        tile("attn_o", Swizzle::None),
+    );
+    let set = TileSetCode::new("attn", &[("q", &q), ("k", &k), ("o", &o)])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let layout = tma_core::smem::TileSet::new([q.plan(), k.plan(), o.plan()]).unwrap();
+    assert_eq!(set.layout(), &layout);
+    assert_eq!(layout.offsets, vec![0, 8192, 12288]);
+    let src = set.source();
+    for (member, offset) in [("q", 0), ("k", 8192), ("o", 12288)] {
+        assert!(src.contains(&format!(
+            "static constexpr unsigned OFFSET_{member} = {offset}u;"
+        )));
+        assert!(src.contains(&format!("typedef tma_attn_{member} {member};")));
+    }
+    assert!(src.contains(&format!(
+        "static constexpr unsigned SMEM_BYTES = {}u;",
+        layout.total_bytes
+    )));
+    assert!(src.contains(&format!(
+        "static constexpr unsigned DYNAMIC_SMEM_BYTES = {}u;",
+        layout.total_bytes + layout.align_bytes
+    )));
+    assert!(src.contains(
+        "#define TMA_ATTN_PARAMS const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap k_map, const __grid_constant__ CUtensorMap o_map\n"
+    ));
+    insta::assert_snapshot!("tile_set_attn", src);
+}
+
+#[test]
+fn host_header_snapshot() {
+    let all = corpus::corpus();
+    let h = host_header(&all[..2]).unwrap_or_else(|e| panic!("{e}"));
+    assert!(h.contains("#pragma once\n"));
+    assert!(!h.contains("__device__ __forceinline__"), "host code only");
+    assert!(!h.contains("asm"), "host code only");
+    insta::assert_snapshot!("host_header_two_tiles", h);
+}
+
+#[test]
+fn kernel_source_names_tiles_for_the_body() {
+    let (q, k, x) = (
+        tile("attn_q", Swizzle::B128),
+        tile("attn_k", Swizzle::B128),
+        tile("extra", Swizzle::None),
+    );
+    let src = KernelSource::new()
+        .tile_set("attn", &[("q", &q), ("k", &k)])
+        .tile_as(&x, "X")
+        .body("// body\n")
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    // Tile ids follow the order added, sets included; the set follows its tiles.
+    for (id, name) in [(0, "attn_q"), (1, "attn_k"), (2, "extra")] {
+        assert!(src.contains(&format!("// tma-tile {id} {name} ")));
+    }
+    let set_at = src.find("struct tma_attn {").unwrap();
+    assert!(src.find("struct tma_attn_k {").unwrap() < set_at);
+    assert!(src.contains("using X = tma_extra;\n"));
+    assert!(src.ends_with("using X = tma_extra;\n\n// body\n"));
+}
+
+#[test]
+fn kernel_source_refuses_names_that_collide() {
+    let (q, k) = (tile("q", Swizzle::None), tile("k", Swizzle::None));
+    let err = |ks: KernelSource| ks.build().unwrap_err();
+    assert!(matches!(
+        err(KernelSource::new().tile_as(&q, "int")),
+        RenderError::InvalidName {
+            what: "tile alias",
+            ..
+        }
+    ));
+    // An alias may not take a tile struct's name, nor another alias.
+    assert!(matches!(
+        err(KernelSource::new().tile_as(&q, "tma_k").tile(&k)),
+        RenderError::NameTaken {
+            what: "tile alias",
+            ..
+        }
+    ));
+    assert!(matches!(
+        err(KernelSource::new().tile_as(&q, "T").tile_as(&k, "T")),
+        RenderError::NameTaken {
+            what: "tile alias",
+            ..
+        }
+    ));
+    assert!(matches!(
+        err(KernelSource::new().tile_set("s", &[("a", &q), ("a", &k)])),
+        RenderError::NameTaken {
+            what: "tile set member",
+            ..
+        }
+    ));
+    assert!(matches!(
+        err(KernelSource::new().tile_set("s", &[("SMEM_BYTES", &q)])),
+        RenderError::NameTaken {
+            what: "tile set member",
+            ..
+        }
+    ));
+    assert!(matches!(
+        err(KernelSource::new().tile_set("9s", &[("a", &q)])),
+        RenderError::InvalidName {
+            what: "tile set",
+            ..
+        }
+    ));
+    // Set `q` would be struct tma_q, the tile's.
+    assert!(matches!(
+        err(KernelSource::new().tile_set("q", &[("a", &q)])),
+        RenderError::NameTaken {
+            what: "tile set",
+            ..
+        }
+    ));
+    // Sets `s` and `S` would share TMA_S_PARAMS.
+    assert!(matches!(
+        err(KernelSource::new()
+            .tile_set("s", &[("a", &q)])
+            .tile_set("S", &[("b", &k)])),
+        RenderError::NameTaken {
+            what: "tile set macro",
+            ..
+        }
+    ));
+}
+
+#[test]
+fn coordinates_are_named_fields_in_user_order() {
+    let v = mpk();
+    let src = TileCode::new(&v, 0).unwrap_or_else(|e| panic!("{e}"));
+    let src = src.source();
+    assert!(src.contains(
+        "  struct coords {\n    tma_name_each_coordinate tma_positional{};\n    int row = tma_coord_missing;\n    int col = tma_coord_missing;\n  };\n"
+    ));
+    assert!(src.contains("static __device__ __forceinline__ void load(const CUtensorMap* map, tma_mbarrier* bar, void* smem, coords c) {\n    const int c0 = c.row, c1 = c.col;\n"));
+    assert!(src.contains("static constexpr int BOX_row = 64;"));
+    assert!(src.contains("static constexpr int EXTENT_col = 128;"));
+    // No positional overload above rank 1.
+    assert!(!src.contains("int c0, int c1"));
+    let r1 = corpus::corpus()
+        .into_iter()
+        .find(|v| v.spec().rank() == 1)
+        .unwrap();
+    let r1 = TileCode::new(&r1, 0).unwrap_or_else(|e| panic!("{e}"));
+    assert!(r1
+        .source()
+        .contains("void load(const CUtensorMap* map, tma_mbarrier* bar, void* smem, int c0) {"));
 }

@@ -91,6 +91,31 @@ fn rows() -> Vec<Row> {
             Field::Name,
         ),
         row(
+            "dim names differ (they name coordinate fields)",
+            good,
+            || good().dim_names(["H", "W", "H"]),
+            Rule::DimNameClash,
+            Field::DimName { dim: 2 },
+        ),
+        row(
+            "a named dim differs from an unnamed one's d<index>",
+            || TileSpec::new("partly", DType::F16, [8, 64], [2, 32]),
+            || {
+                let mut s = TileSpec::new("partly", DType::F16, [8, 64], [2, 32]);
+                s.dim_names = vec![Some("d1".into()), None];
+                s
+            },
+            Rule::DimNameClash,
+            Field::DimName { dim: 0 },
+        ),
+        row(
+            "a dim name leaves the generated names alone",
+            good,
+            || good().dim_names(["H", "BYTES", "C"]),
+            Rule::DimNameClash,
+            Field::DimName { dim: 1 },
+        ),
+        row(
             "rank at least 1",
             good,
             || TileSpec::new("r0", DType::F16, [], []),

@@ -16,7 +16,7 @@ use entries::TileInput;
 use proc_macro2::Span;
 use syn::ext::IdentExt;
 use syn::Ident;
-use tma_core::render::TileCode;
+use tma_core::render::{RenderError, TileCode, TileSetCode};
 use tma_core::smem::TileSet;
 use tma_core::{validate, ValidSpec};
 
@@ -45,6 +45,10 @@ pub struct CheckedField<'a> {
 pub struct CheckedStruct<'a> {
     /// The `#[tma(..)]` fields, in field order.
     pub fields: Vec<CheckedField<'a>>,
+    /// The set's name: the struct's in snake case (`struct tma_<set>` in CUDA).
+    pub set_name: String,
+    /// The rendered tile set (`struct tma_<set>`, `TMA_<SET>_PARAMS`).
+    pub set: TileSetCode,
     /// Bytes from the base to the end of the last tile.
     pub smem_bytes: u64,
     /// The largest tile alignment: the base's.
@@ -79,6 +83,18 @@ pub fn derive(s: TilesStruct<'_>) -> syn::Result<CheckedStruct<'_>> {
         let Some(entries) = &field.entries else {
             continue;
         };
+        // The field names the tile in the set struct (`tma_<set>::<field>`) and its map
+        // parameter (`<field>_map`).
+        let field_name = field.ident.unraw().to_string();
+        if let Err(problem) = tma_core::ident::check_name(&field_name) {
+            errs.push(
+                field.ident.span(),
+                format!(
+                    "the field name names the tile in generated CUDA (`tma_{struct_name}::{field_name}`); it {}",
+                    problem.describe()
+                ),
+            );
+        }
         let input = TileInput {
             ident: field.ident,
             default_name: format!("{struct_name}_{}", field.ident.unraw()),
@@ -117,11 +133,30 @@ pub fn derive(s: TilesStruct<'_>) -> syn::Result<CheckedStruct<'_>> {
             ),
         )
     })?;
-    for (field, offset) in fields.iter_mut().zip(layout.offsets) {
-        field.smem_offset = offset;
+    for (field, offset) in fields.iter_mut().zip(&layout.offsets) {
+        field.smem_offset = *offset;
     }
+    let names: Vec<String> = fields.iter().map(|f| f.ident.unraw().to_string()).collect();
+    let members: Vec<(&str, &ValidSpec)> = names
+        .iter()
+        .map(String::as_str)
+        .zip(fields.iter().map(|f| &f.tile.valid))
+        .collect();
+    let set = TileSetCode::new(&struct_name, &members).map_err(|e| {
+        // A member name the set struct already uses points at its field; the rest at the struct.
+        let at = match &e {
+            RenderError::NameTaken { name, .. } | RenderError::InvalidName { name, .. } => fields
+                .iter()
+                .find(|f| f.ident.unraw() == name.as_str())
+                .map_or(s.ident.span(), |f| f.ident.span()),
+            _ => s.ident.span(),
+        };
+        syn::Error::new(at, format!("the tile set's CUDA: {e}"))
+    })?;
     Ok(CheckedStruct {
         fields,
+        set_name: struct_name,
+        set,
         smem_bytes: layout.total_bytes,
         smem_align: layout.align_bytes,
     })

@@ -171,8 +171,13 @@ fn derive_impl(input: &DeriveInput, checked: &CheckedStruct<'_>) -> TokenStream 
     let helpers = tiles
         .iter()
         .map(|t| t.tile.cuda_source.as_str())
+        .chain([checked.set.source()])
         .collect::<Vec<_>>()
         .join("\n");
+    let set_cuda_name = checked.set.cuda_name();
+    let params_macro = checked.set.params_macro();
+    let set_name = &checked.set_name;
+    let field_names = tiles.iter().map(|t| t.ident.unraw().to_string());
     let specs = tiles.iter().map(|t| spec_expr(t.tile.valid.spec()));
     let encodes = tiles.iter().enumerate().map(|(i, t)| {
         let field = t.ident;
@@ -192,8 +197,23 @@ fn derive_impl(input: &DeriveInput, checked: &CheckedStruct<'_>) -> TokenStream 
             pub const SMEM_ALIGN: u64 = #align;
             /// The kernel parameters, in field order.
             pub const CUDA_PARAMS: &'static str = #params;
-            /// The CUDA helpers of every tile, in field order.
+            /// The CUDA helpers of every tile, in field order, then the tile set struct
+            /// (`CUDA_NAME`) and the parameter-list macro (`CUDA_PARAMS_MACRO`).
             pub const CUDA_HELPERS: &'static str = #helpers;
+            /// The tile set struct: `tma_<struct>`, each field's tile as a member type and its
+            /// `OFFSET_<field>` in shared memory, `SMEM_BYTES`, `SMEM_ALIGN`.
+            pub const CUDA_NAME: &'static str = #set_cuda_name;
+            /// The macro holding `CUDA_PARAMS`: `TMA_<STRUCT>_PARAMS`.
+            pub const CUDA_PARAMS_MACRO: &'static str = #params_macro;
+
+            /// A kernel source holding the prelude, every tile's helpers and the tile set
+            /// (`CUDA_NAME`, `CUDA_PARAMS_MACRO`): add the kernel with `.body(..)` and build.
+            pub fn kernel_source() -> #p::KernelSource {
+                let names = [#(#field_names),*];
+                let members: #p::Vec<(&str, &#p::ValidSpec)> =
+                    names.iter().copied().zip(Self::valid_specs().iter()).collect();
+                #p::KernelSource::new().tile_set(#set_name, &members)
+            }
 
             /// The kernel parameter list: `const __grid_constant__ CUtensorMap <field>_map, ..`.
             pub fn cuda_params() -> &'static str {

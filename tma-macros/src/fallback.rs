@@ -57,6 +57,11 @@ pub fn derive(input: &DeriveInput, errors: syn::Error) -> TokenStream {
             pub const SMEM_ALIGN: u64 = 1;
             pub const CUDA_PARAMS: &'static str = "";
             pub const CUDA_HELPERS: &'static str = "";
+            pub const CUDA_NAME: &'static str = "";
+            pub const CUDA_PARAMS_MACRO: &'static str = "";
+            pub fn kernel_source() -> #p::KernelSource {
+                #p::KernelSource::new()
+            }
             pub fn cuda_params() -> &'static str {
                 ""
             }

@@ -96,7 +96,10 @@ tile_macro! {
 /// | `const SMEM_BYTES: u64` | shared memory all tiles span, from a base aligned to `SMEM_ALIGN` |
 /// | `const SMEM_ALIGN: u64` | the largest tile alignment |
 /// | `const CUDA_PARAMS: &'static str` | `const __grid_constant__ CUtensorMap <field>_map, ..` |
-/// | `const CUDA_HELPERS: &'static str` | the CUDA helpers `tma_<struct>_<field>` of every tile |
+/// | `const CUDA_HELPERS: &'static str` | the CUDA helpers `tma_<struct>_<field>` of every tile, then the tile set struct |
+/// | `const CUDA_NAME: &'static str` | the tile set struct `tma_<struct>`: per field the tile as a member type and its `OFFSET_<field>`, `SMEM_BYTES`, `SMEM_ALIGN` |
+/// | `const CUDA_PARAMS_MACRO: &'static str` | `TMA_<STRUCT>_PARAMS`, the macro holding `CUDA_PARAMS` |
+/// | `fn kernel_source() -> KernelSource` | the prelude, the tiles' helpers and the set struct: add the kernel with `.body(..)` |
 /// | `fn cuda_params() -> &'static str` | `CUDA_PARAMS` |
 /// | `fn cuda_helpers() -> &'static str` | `CUDA_HELPERS` |
 /// | `fn smem_plan() -> SmemLayout` | `TILES`, `SMEM_BYTES` and `SMEM_ALIGN` together |

@@ -153,6 +153,9 @@ pub struct ElementPlace {
     pub in_chunk: u64,
     /// Which repeated box (index into [`crate::ValidSpec::repeat_placements`]).
     pub box_index: usize,
+    /// The element's position in the call (user order; see [`crate::smem::ElementOffsets`]):
+    /// along each dim, its index in its box plus the boxes repeated before it.
+    pub position: Vec<u64>,
 }
 
 /// Every element one call moves, in the order the box is traversed (boxes in placement order,
@@ -252,6 +255,9 @@ fn visit(
             }
             // The swizzle moves 16-byte pieces: the elements of a 32-byte chunk are placed
             // one by one.
+            let position: Vec<u64> = (0..rank)
+                .map(|d| u64::from(place.index[d]) * n[d] + j[d])
+                .collect();
             for k in 0..per_unit {
                 f(ElementPlace {
                     smem: spec.swizzle.apply(place.smem_offset + local + k * esize),
@@ -259,6 +265,7 @@ fn visit(
                     index: index.clone(),
                     in_chunk: k,
                     box_index,
+                    position: position.clone(),
                 })?;
             }
         }

@@ -9,6 +9,43 @@ use crate::size::Size;
 use crate::smem::PlanSizes;
 use crate::spec::{Interleave, OobFill, Swizzle, TileSpec};
 
+/// Dim names name the fields of the generated coordinate struct (a dim without one is
+/// `d<i>`): no two alike, none colliding with a generated name. Reported at the named dim of
+/// a clashing pair (the later one when both are named).
+fn check_dim_labels(spec: &TileSpec, c: &mut Collector) {
+    let labels: Vec<String> = (0..spec.dim_names.len())
+        .map(|d| spec.dim_label(d))
+        .collect();
+    for (d, label) in labels.iter().enumerate() {
+        let Some(name) = spec.dim_name(d) else {
+            continue;
+        };
+        if crate::ident::check_name(name).is_err() {
+            continue; // NameIsIdentifier says why
+        }
+        if let Some(other) = (0..labels.len())
+            .find(|&o| o != d && labels[o] == *label && (o < d || spec.dim_name(o).is_none()))
+        {
+            c.error(
+                Field::DimName { dim: d },
+                format!("{name:?}"),
+                Rule::DimNameClash,
+                format!(
+                    "dim {other} is `{label}` too{}: dim names name the fields of the tile's coordinate struct, so no two may be alike",
+                    if spec.dim_name(other).is_none() { " (a dim without a name is `d<index>`)" } else { "" }
+                ),
+            );
+        } else if let Some(why) = crate::ident::dim_name_collision(name) {
+            c.error(
+                Field::DimName { dim: d },
+                format!("{name:?}"),
+                Rule::DimNameClash,
+                format!("dim names name generated CUDA; this one clashes: {why}"),
+            );
+        }
+    }
+}
+
 /// Rank and list lengths. Returns false when the per-dim rules cannot be checked.
 pub(super) fn check_shape_lists(spec: &TileSpec, c: &mut Collector) -> bool {
     let rank = spec.rank();
@@ -36,6 +73,7 @@ pub(super) fn check_shape_lists(spec: &TileSpec, c: &mut Collector) -> bool {
             );
         }
     }
+    check_dim_labels(spec, c);
     if rank == 0 || rank > MAX_RANK {
         c.error(
             Field::Rank,

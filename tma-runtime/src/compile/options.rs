@@ -87,7 +87,8 @@ impl CompileOptions {
         };
         let mut a = vec![
             format!("--gpu-architecture={target}"),
-            "-std=c++17".to_string(),
+            // The generated helpers take coordinates as C++20 designated initializers.
+            format!("-std={}", tma_core::render::CXX_STANDARD),
             "-default-device".to_string(),
         ];
         if self.debug_waits {
@@ -158,7 +159,7 @@ mod tests {
             a,
             [
                 "--gpu-architecture=sm_90a",
-                "-std=c++17",
+                "-std=c++20",
                 "-default-device",
                 "-DTMA_DEBUG",
                 "-DTILE=64",

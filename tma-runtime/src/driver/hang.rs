@@ -9,6 +9,7 @@ use cudarc::driver::{CudaContext, CudaModule};
 
 use crate::compile::Compiled;
 use crate::error::{CuResult, Error};
+use tma_core::render::HangTiles;
 use tma_core::rules::Helper;
 use tma_core::Rule;
 
@@ -61,10 +62,21 @@ impl HangRecord {
 
     /// The error this record describes, naming the tile from the source's tile lines.
     pub fn to_error(&self, compiled: &Compiled) -> Error {
-        let tile = match compiled.tile_name(self.tile_id) {
+        let name = |id: u32| match compiled.tile_name(id) {
             Some(n) => n.to_string(),
-            None if self.tile_id == u32::MAX => "<unknown tile>".to_string(),
-            None => format!("<tile {}>", self.tile_id),
+            None => format!("<tile {id}>"),
+        };
+        // One tile, a group of tiles sharing the barrier (`tma_group`), or none.
+        let tile = match HangTiles::decode(self.tile_id) {
+            HangTiles::Unknown => "<unknown tile>".to_string(),
+            HangTiles::Tile(id) => name(id),
+            HangTiles::Group { tiles, more } => {
+                let mut names: Vec<String> = tiles.into_iter().map(name).collect();
+                if more {
+                    names.push("tiles with ids of 30 or more".to_string());
+                }
+                names.join(" + ")
+            }
         };
         let block = [self.block_x, self.block_y, self.block_z];
         match (
@@ -262,6 +274,20 @@ mod tests {
             s.contains("tile `q`: store() in block [2, 0, 0] thread 0 breaks StoreCoordinateNegative: dim 1 coordinate -8 is negative"),
             "{s}"
         );
+    }
+
+    #[test]
+    fn a_group_hang_names_every_tile() {
+        let compiled = compiled_with_tiles("// tma-tile 0 q\n// tma-tile 1 k\n// tma-tile 2 v\n");
+        let rec = HangRecord {
+            kind: KIND_HANG,
+            tile_id: 0x8000_0005,
+            ..HangRecord::default()
+        };
+        match rec.to_error(&compiled) {
+            Error::BarrierTimeout { tile, .. } => assert_eq!(tile, "q + v"),
+            other => panic!("{other:?}"),
+        }
     }
 
     fn compiled_with_tiles(list: &str) -> Compiled {

@@ -1,0 +1,130 @@
+//! A group whose loads do not all come: a barrier armed with `tma_expect<Left, Right>` but
+//! only `Left` loaded never completes; with debug waits `tma_group<Left, Right>::wait` gives up,
+//! and its hang record carries the group's bytes and a tile id naming both tiles
+//! (`0x80000000 | 1 << 0 | 1 << 1`, docs/CONTRACTS.md "Debug waits"). The runtime returns
+//! `Error::BarrierTimeout` about a second later.
+//!
+//! The trap leaves the CUDA context unusable, so this file holds exactly one GPU test (the
+//! GPU runner gives every test its own process), and one NVRTC test. Skips visibly without a
+//! GPU.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::time::Instant;
+
+use tma::render::KernelSource;
+use tma::runtime::{CompileOptions, Compiler, Error, LaunchConfig, Module, Source, TensorMap};
+use tma::{Arch, Tile};
+
+tma::tma_2d! {
+    /// A plain f32 tile: 16 x 16 boxes of a 64 x 64 matrix, 1 KB per load.
+    pub HangLeft: f32,
+    global = [R = 64, C = 64],
+    boxed = [16, 16],
+}
+
+tma::tma_2d! {
+    /// Another: 8 x 32 boxes, 1 KB per load.
+    pub HangRight: f32,
+    global = [R = 64, C = 64],
+    boxed = [8, 32],
+}
+
+/// The group id the hang record carries: bit 31, then bit `TILE_ID` of each tile.
+const GROUP_ID: u32 = 0x8000_0000 | 1 | 2;
+
+const BODY: &str = r#"
+extern "C" __global__ void half_a_group(const __grid_constant__ CUtensorMap left, float* out) {
+  __shared__ __align__(128) unsigned char smem[Left::SMEM_BYTES];
+  __shared__ __align__(8) tma_mbarrier bar;
+  static_assert(tma_group<Left, Right>::TILE_ID == 0x80000003u, "tiles 0 and 1");
+  if (threadIdx.x == 0) { tma_mbarrier_init(&bar, 1); tma_fence_mbarrier_init(); }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    // The bug under test: the group counts Right, which is never loaded.
+    tma_expect<Left, Right>(&bar);
+    Left::load(&left, &bar, smem, {.R = 0, .C = 0});
+  }
+  tma_group<Left, Right>::wait(&bar, 0);  // never completes; debug waits report it
+  out[threadIdx.x] = reinterpret_cast<float*>(smem)[threadIdx.x];
+}
+"#;
+
+fn source() -> Source {
+    Source::new(
+        KernelSource::new()
+            .tile_as(HangLeft::valid(), "Left")
+            .tile_as(HangRight::valid(), "Right")
+            .body(BODY)
+            .build()
+            .unwrap(),
+    )
+}
+
+fn options() -> CompileOptions {
+    // 200 ms instead of the default second keeps the test short (a debug option).
+
+    CompileOptions::new(Arch::Sm90a)
+        .debug_waits(true)
+        .define("TMA_DEBUG_TIMEOUT_NS", "200000000ull")
+}
+
+/// Without a GPU the kernel still compiles (CI), its group id checked by a `static_assert`.
+#[test]
+fn the_half_group_kernel_compiles() {
+    if tma::runtime::testing::require_nvrtc_or_skip("the_half_group_kernel_compiles").is_none() {
+        return;
+    }
+    let compiled = Compiler::global()
+        .unwrap()
+        .compile_source(&source(), &options())
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(compiled.ptx.contains(".entry half_a_group"));
+}
+
+#[test]
+fn gpu_a_group_missing_a_load_names_the_group() {
+    let Some(_) =
+        tma::runtime::testing::require_gpu_or_skip("gpu_a_group_missing_a_load_names_the_group")
+    else {
+        return;
+    };
+    let ctx = cudarc::driver::CudaContext::new(0).unwrap();
+    let stream = ctx.default_stream();
+    let module =
+        Module::compile_and_load(&ctx, Compiler::global().unwrap(), &source(), &options()).unwrap();
+    let kernel = module.kernel("half_a_group").unwrap();
+    let input = stream.clone_htod(&vec![1.0f32; 64 * 64]).unwrap();
+    let mut out = stream.alloc_zeros::<f32>(128).unwrap();
+    let map = TensorMap::new(&HangLeft::bind(&[64, 64]).unwrap(), &input).unwrap();
+    let cfg = LaunchConfig::new(&stream, (1, 1, 1), (128, 1, 1));
+    let start = Instant::now();
+    // SAFETY: half_a_group(CUtensorMap, float*) with 128 floats of output.
+    let result = unsafe {
+        kernel
+            .launch_builder(&cfg)
+            .arg(&map)
+            .arg(&mut out)
+            .launch_and_sync()
+    };
+    let elapsed = start.elapsed();
+    println!("after {elapsed:?}: {result:?}");
+    match result {
+        Err(Error::BarrierTimeout {
+            tile, expected_tx, ..
+        }) => {
+            assert_eq!(
+                u64::from(expected_tx),
+                HangLeft::TX_BYTES + HangRight::TX_BYTES
+            );
+            // The runtime names both tiles once it decodes group ids; until then it shows
+            // the raw id, which must be the group's.
+            let named = tile.contains("hang_left") && tile.contains("hang_right");
+            assert!(
+                named || tile == format!("<tile {GROUP_ID}>"),
+                "the hang names {tile:?}, not the group of hang_left and hang_right"
+            );
+        }
+        other => panic!("expected a BarrierTimeout, got {other:?}"),
+    }
+    assert!(elapsed.as_secs_f64() < 1.5, "took {elapsed:?}");
+}
