@@ -14,8 +14,13 @@ cd "$(dirname "$0")/.."
 # registry crate whose version it has built before: with the shared target dir a changed
 # tma-core 0.1.0 was verified against its stale build. So verify in a target dir of its own
 # and drop our crates' artifacts there first (their dependencies stay warm).
+# Cargo also unpacks the packed crates once per local registry path (under
+# $CARGO_HOME/registry/src/-<hash>/) and reuses that copy: drop ours there too.
 verify_dir="target/package-verify"
 rm -rf "$verify_dir"/debug/.fingerprint/tma* "$verify_dir"/debug/deps/*tma*
+for crate in tma tma-core tma-macros tma-runtime; do
+  rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/"$crate"-[0-9]*
+done
 CARGO_TARGET_DIR="$verify_dir" cargo package --workspace --allow-dirty --quiet
 
 python3 - <<'PY'
