@@ -237,16 +237,7 @@ impl TensorMap {
         bound: &BoundSpec,
         buffer: &B,
     ) -> Result<TensorMap, Error> {
-        crate::cuda_libs::libcuda_available()?;
-        let stream: &Arc<CudaStream> = buffer.stream();
-        let (ptr, _record) = buffer.device_ptr(stream);
-        check_buffer::<T>(bound, ptr, buffer.num_bytes() as u64)?;
-        stream
-            .context()
-            .bind_to_thread()
-            .map_err(Error::driver("cuCtxSetCurrent"))?;
-        // SAFETY: the buffer was checked to hold the tensor; encoding only reads the arguments.
-        unsafe { encode_unchecked(bound, ptr) }
+        TensorMap::encode_over(bound, buffer, check_buffer::<T>)
     }
 
     /// [`TensorMap::new`] over a buffer that keeps the map's elements as raw bits in another
@@ -257,10 +248,19 @@ impl TensorMap {
         bound: &BoundSpec,
         buffer: &B,
     ) -> Result<TensorMap, Error> {
+        TensorMap::encode_over(bound, buffer, check_buffer_bits::<T>)
+    }
+
+    /// Encodes `bound` over `buffer` after `check` accepted its address and length.
+    fn encode_over<T: TmaElement, B: DevicePtr<T>>(
+        bound: &BoundSpec,
+        buffer: &B,
+        check: fn(&BoundSpec, u64, u64) -> Result<(), Error>,
+    ) -> Result<TensorMap, Error> {
         crate::cuda_libs::libcuda_available()?;
         let stream: &Arc<CudaStream> = buffer.stream();
         let (ptr, _record) = buffer.device_ptr(stream);
-        check_buffer_bits::<T>(bound, ptr, buffer.num_bytes() as u64)?;
+        check(bound, ptr, buffer.num_bytes() as u64)?;
         stream
             .context()
             .bind_to_thread()
