@@ -20,11 +20,11 @@ pub mod spec {
     pub use tma_core::spec::{Extent, Interleave, L2Promotion, OobFill, MAX_RANK};
 }
 
-pub use tma_core::{model, render, smem};
 /// The tile lines a kernel source carries (`// tma-tile <id> <name> smem=..`): written by the
 /// renderer, read by the runtime. Plumbing between them, off the front page.
 #[doc(hidden)]
 pub use tma_core::manifest;
+pub use tma_core::{model, render, smem};
 pub use tma_runtime as runtime;
 
 /// The cudarc this crate is built with (driver, NVRTC, dynamic loading, CUDA 13.0 bindings,

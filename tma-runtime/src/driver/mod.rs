@@ -14,6 +14,7 @@
 
 mod cache;
 mod checks;
+mod cu_enums;
 mod hang;
 mod launch;
 mod module;

@@ -1,0 +1,76 @@
+//! The tera engine: the templates, parsed once per process, and small context helpers.
+
+use super::*;
+
+pub(super) const PRELUDE_TEMPLATE: &str = include_str!("../../templates/prelude.cuh.tera");
+pub(super) const SHAPES_TEMPLATE: &str = include_str!("../../templates/shapes.cuh.tera");
+pub(super) const KERNEL_TEMPLATE: &str = include_str!("../../templates/kernel.cuh.tera");
+pub(super) const COMPONENTS_TEMPLATE: &str = include_str!("../../templates/components.tera");
+pub(super) const SHAPE_TEMPLATE: &str = include_str!("../../templates/shape.cuh.tera");
+pub(super) const TILE_TEMPLATE: &str = include_str!("../../templates/tile.cuh.tera");
+pub(super) const HOST_TILE_TEMPLATE: &str = include_str!("../../templates/host_tile.cuh.tera");
+pub(super) const SET_TEMPLATE: &str = include_str!("../../templates/set.cuh.tera");
+pub(super) const EXERCISE_TEMPLATE: &str = include_str!("../../templates/exercise.cu.tera");
+
+/// The template engine, parsed once per process: every tile declared with a macro renders
+/// through it at expansion time, so parsing per call would cost every build.
+pub(super) fn engine() -> Result<&'static Tera, RenderError> {
+    static ENGINE: std::sync::OnceLock<Result<Tera, RenderError>> = std::sync::OnceLock::new();
+    ENGINE
+        .get_or_init(build_engine)
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+pub(super) fn build_engine() -> Result<Tera, RenderError> {
+    let mut tera = Tera::new();
+    // CUDA is not HTML: never escape.
+    tera.autoescape_on(Vec::<&str>::new());
+    tera.add_raw_templates([
+        ("components.tera", COMPONENTS_TEMPLATE),
+        ("prelude.cuh.tera", PRELUDE_TEMPLATE),
+        ("shapes.cuh.tera", SHAPES_TEMPLATE),
+        ("kernel.cuh.tera", KERNEL_TEMPLATE),
+        ("shape.cuh.tera", SHAPE_TEMPLATE),
+        ("tile.cuh.tera", TILE_TEMPLATE),
+        ("host_tile.cuh.tera", HOST_TILE_TEMPLATE),
+        ("set.cuh.tera", SET_TEMPLATE),
+        ("exercise.cu.tera", EXERCISE_TEMPLATE),
+    ])
+    .map_err(|e| template_error("templates", &e))?;
+    Ok(tera)
+}
+
+pub(super) fn template_error(template: &str, e: &tera::Error) -> RenderError {
+    // tera's Display is short; walk the sources for the detail.
+    let mut message = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        message.push_str(": ");
+        message.push_str(&s.to_string());
+        source = s.source();
+    }
+    RenderError::Template {
+        template: template.to_string(),
+        message,
+    }
+}
+
+pub(super) fn render(template: &str, ctx: &Context) -> Result<String, RenderError> {
+    engine()?
+        .render(template, ctx)
+        .map_err(|e| template_error(template, &e))
+}
+
+pub(super) fn map(entries: impl IntoIterator<Item = (&'static str, Value)>) -> Value {
+    let m: BTreeMap<String, Value> = entries
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+    Value::from(m)
+}
+
+pub(super) fn list_text<T: std::fmt::Display>(items: &[T]) -> String {
+    let parts: Vec<String> = items.iter().map(ToString::to_string).collect();
+    format!("[{}]", parts.join(", "))
+}

@@ -1,0 +1,246 @@
+//! CUDA rendering: tera 2 templates (`tma-core/templates/`, embedded) turn a
+//! [`ValidSpec`] into self-contained CUDA C++ helpers that compile under NVRTC with no
+//! include path.
+//!
+//! - [`prelude`]: types (`CUtensorMap`, `tma_half`, `tma_bfloat16`, `tma_mbarrier`), the
+//!   free helpers (bulk groups, fences, mbarriers, the debug-aware wait), what the tiles'
+//!   coordinate structs need, and the helpers over several tiles (`tma_group` / `tma_expect`,
+//!   `tma_align_smem`), include-guarded.
+//! - [`TileCode`]: one tile's `struct tma_<name>` (see `docs/CONTRACTS.md`): its coordinate
+//!   struct, box extents, element offsets and copy helpers.
+//! - [`TileSetCode`]: a set of tiles in one block's shared memory, `struct tma_<set>` with each
+//!   tile's offset, and the kernel's tensor-map parameter list as a macro.
+//! - [`KernelSource`]: prelude + tile lines ([`crate::manifest`]) + helpers + the kernel's names
+//!   for its tiles + a kernel body, the unit the runtime compiles.
+//! - [`header`]: a standalone `.cuh` for C++ users; [`host_header`]: the tiles' shapes
+//!   (coordinates, extents, element offsets) for host C++20.
+//!
+//! The generated helpers take coordinates as C++20 designated initializers
+//! (`T::load(&map, &bar, smem, {.M = m0, .K = k0})`): compile them with `-std=c++20`
+//! ([`CXX_STANDARD`]).
+//!
+//! ```
+//! use tma_core::{render::KernelSource, validate, DType, Swizzle, TileSpec};
+//! let spec = TileSpec::new("a", DType::BF16, [4096, 1024], [64, 64])
+//!     .swizzle(Swizzle::B128)
+//!     .repeat([1, 2])
+//!     .smem_stride(4096);
+//! let valid = validate(&spec)?;
+//! let src = KernelSource::new()
+//!     .tile_as(&valid, "A")
+//!     .body("// kernel here: A::load(&map, &bar, smem, {.d0 = m0, .d1 = k0});\n")
+//!     .build()?;
+//! assert!(src.contains("static constexpr unsigned TX_BYTES = 16384u;"));
+//! assert!(src.contains("// tma-tile 0 a smem=16384 align=1024 target=sm_90a\n"));
+//! assert!(src.contains("using A = tma_a;\n"));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! Output is deterministic: the same specs give the same bytes.
+
+use crate::ident::{check_name, NameProblem};
+use crate::layout::{to_tma_order, EncodeArgs};
+use crate::limits::{MAX_TX_BYTES, TENSOR_MAP_ALIGN, TENSOR_MAP_BYTES};
+use crate::smem::{ElementOffsets, TileSet};
+use crate::spec::Extent;
+use crate::validate::ValidSpec;
+use crate::DType;
+use std::collections::BTreeMap;
+use tera::{Context, Tera, Value};
+
+mod engine;
+mod hang;
+mod set;
+mod source;
+mod tile;
+
+use engine::*;
+pub use hang::HangTiles;
+pub use set::TileSetCode;
+use set::*;
+pub use source::{exercise_body, exercise_body_checked, header, host_header, KernelSource};
+use tile::*;
+pub use tile::{reduce_ops, TileCode};
+
+/// The C++ standard the generated helpers need (`-std=c++20` for NVRTC, nvcc or a host
+/// compiler): their coordinates are designated initializers, which C++20 requires in
+/// declaration order.
+pub const CXX_STANDARD: &str = "c++20";
+
+/// Default of `TMA_DEBUG_TIMEOUT_NS` (docs/CONTRACTS.md: 1 s of `%globaltimer`).
+pub const DEBUG_TIMEOUT_NS: u64 = 1_000_000_000;
+
+/// Tile id written into hang records when the tile is unknown.
+pub const UNKNOWN_TILE_ID: u32 = 0xffff_ffff;
+
+/// Bit 31 of a hang record's `tile_id`: the wait was a `tma_group`'s, the other bits name its
+/// tiles (docs/CONTRACTS.md, "Debug waits"). `0xffffffff` (unknown) has it too: test that first.
+pub const GROUP_TILE_ID_FLAG: u32 = 0x8000_0000;
+
+/// Tiles with ids below this are listed one bit each in a group's `tile_id`.
+pub const GROUP_LISTED_TILES: u32 = 30;
+
+/// Bit 30 of a group's `tile_id`: the group also holds tiles whose id is
+/// [`GROUP_LISTED_TILES`] or more (not listed).
+pub const GROUP_MORE_TILES: u32 = 1 << GROUP_LISTED_TILES;
+
+/// What can go wrong while rendering.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RenderError {
+    /// A template failed to parse or render (a bug in `tma-core/templates/`).
+    #[error("template `{template}` failed: {message}")]
+    Template { template: String, message: String },
+    /// Two tiles of one translation unit share a name: their structs would collide.
+    #[error("two tiles are named `{name}` (ids {first} and {second}); tile names name CUDA structs and must differ within one source")]
+    DuplicateTile {
+        name: String,
+        first: u32,
+        second: u32,
+    },
+    /// Tile ids index the hang record's `tile_id`; 0xffffffff means "unknown".
+    #[error("tile id {0:#x} is reserved for \"unknown tile\"")]
+    ReservedTileId(u32),
+    /// A name the kernel source declares (a tile set, a set member, an alias) is no usable C
+    /// identifier.
+    #[error("the {what} `{name}` names generated CUDA; it {}", .problem.describe())]
+    InvalidName {
+        what: &'static str,
+        name: String,
+        problem: NameProblem,
+    },
+    /// A name the kernel source declares is already taken in its scope.
+    #[error("the {what} `{name}` is already taken: {by}")]
+    NameTaken {
+        what: &'static str,
+        name: String,
+        by: String,
+    },
+    /// The tiles of a set up to `member` span more shared memory than 64 bits hold.
+    #[error("the tiles of set `{set}` up to `{member}` span more shared memory than any GPU has")]
+    TileSetOverflow { set: String, member: String },
+}
+
+/// The prelude every translation unit starts with (include-guarded, so it may appear twice):
+/// the base types and helpers, then what the tiles' coordinate structs need, then the helpers
+/// over several tiles.
+pub fn prelude() -> String {
+    prelude_checked().unwrap_or_else(|e| format!("#error \"tma prelude: {e}\"\n"))
+}
+
+fn prelude_checked() -> Result<String, RenderError> {
+    let mut ctx = Context::new();
+    ctx.insert("debug_timeout_ns", &DEBUG_TIMEOUT_NS);
+    let codes = |entries: Vec<(String, u32)>| -> Value {
+        Value::from(
+            entries
+                .into_iter()
+                .map(|(name, code)| map([("name", Value::from(name)), ("code", Value::from(code))]))
+                .collect::<Vec<Value>>(),
+        )
+    };
+    ctx.insert_value(
+        "device_rules",
+        codes(
+            crate::rules::Rule::DEVICE_CHECKED
+                .iter()
+                .map(|(r, c)| (format!("{r:?}"), *c))
+                .collect(),
+        ),
+    );
+    ctx.insert_value(
+        "device_helpers",
+        codes(
+            crate::rules::Helper::ALL
+                .iter()
+                .map(|(h, c)| (format!("{h:?}"), *c))
+                .collect(),
+        ),
+    );
+    ctx.insert("tensor_map_bytes", &TENSOR_MAP_BYTES);
+    ctx.insert("tensor_map_words", &(TENSOR_MAP_BYTES / 8));
+    ctx.insert("tensor_map_align", &TENSOR_MAP_ALIGN);
+    ctx.insert("max_tx_bytes", &MAX_TX_BYTES);
+    ctx.insert("group_flag", &format!("{GROUP_TILE_ID_FLAG:#x}"));
+    ctx.insert("group_listed", &GROUP_LISTED_TILES);
+    let mut out = render("prelude.cuh.tera", &ctx)?;
+    for part in ["shapes.cuh.tera", "kernel.cuh.tera"] {
+        out.push('\n');
+        out.push_str(&render(part, &ctx)?);
+    }
+    Ok(out)
+}
+
+/// A fixed corpus of valid specs covering ranks 1-5, every sm_90 swizzle, repeats, element
+/// strides, interleave, dtype sizes 1/2/4/8 and the Mirage MPK seed. The snapshot tests and
+/// the NVRTC compile test (root package) render every entry.
+pub mod corpus {
+    use crate::spec::{Interleave, L2Promotion, OobFill, Swizzle, TileSpec};
+    use crate::validate::{validate, ValidSpec};
+    use crate::DType;
+
+    /// The specs, before validation (names are unique).
+    pub fn specs() -> Vec<TileSpec> {
+        vec![
+            // Mirage MPK's example: 4096 x 1024 bf16, box 64 x 64, 128B swizzle, repeat 1 x 2,
+            // smem stride 4096 elements -> TX_BYTES 16384.
+            TileSpec::new("mpk_a", DType::BF16, [4096, 1024], [64, 64])
+                .dim_names(["row", "col"])
+                .swizzle(Swizzle::B128)
+                .repeat([1, 2])
+                .smem_stride(4096),
+            TileSpec::new("r1_u8", DType::U8, [4096], [256]).dim_names(["x"]),
+            TileSpec::new("r2_f32_sw32", DType::F32, [512, 512], [32, 8])
+                .dim_names(["m", "k"])
+                .swizzle(Swizzle::B32),
+            TileSpec::new("r2_f16_sw64", DType::F16, [1024, 256], [64, 32])
+                .dim_names(["m", "k"])
+                .swizzle(Swizzle::B64)
+                .l2_promotion(L2Promotion::B128),
+            TileSpec::new("r2_u32_repeat", DType::U32, [256, 256], [16, 4])
+                .repeat([2, 3])
+                .oob_fill(OobFill::Zero),
+            TileSpec::new("r3_deform", DType::F16, [94, 162, 32], [2, 2, 32])
+                .dim_names(["H", "W", "C"])
+                .oob_fill(OobFill::NanRequestZeroFma),
+            TileSpec::new("r3_i64_estride", DType::I64, [64, 128, 64], [8, 16, 2])
+                .dim_names(["b", "h", "w"])
+                .element_strides([2, 4, 1]),
+            TileSpec::new("r4_f64_sw128", DType::F64, [8, 16, 32, 64], [2, 4, 8, 16])
+                .dim_names(["n", "c", "h", "w"])
+                .swizzle(Swizzle::B128)
+                .l2_promotion(L2Promotion::B256),
+            // NC/8HWC8 activations: the innermost dim counts 16-byte chunks (8 channels of
+            // one pixel); one channel slice per box, two slices per call.
+            TileSpec::new("r4_nc8hwc8_f16", DType::F16, [2, 4, 16, 32], [1, 1, 8, 8])
+                .dim_names(["n", "c8", "h", "w"])
+                .interleave(Interleave::B16)
+                .swizzle(Swizzle::B128)
+                .repeat([1, 2, 1, 1]),
+            // 32-byte chunks (8 f32 channels), with the 32B swizzle they require.
+            TileSpec::new("r3_nc8wc8_f32", DType::F32, [4, 8, 64], [2, 1, 8])
+                .dim_names(["n", "c8", "w"])
+                .interleave(Interleave::B32)
+                .swizzle(Swizzle::B32),
+            TileSpec::new("r5_bf16", DType::BF16, [2, 3, 4, 8, 64], [1, 2, 2, 4, 64])
+                .dim_names(["a", "b", "c", "d", "e"])
+                .swizzle(Swizzle::B128)
+                .repeat([2, 1, 1, 1, 1]),
+            TileSpec::new(
+                "r5_i32_strided",
+                DType::I32,
+                [2, 4, 8, 8, 8],
+                [1, 2, 4, 4, 8],
+            )
+            .swizzle(Swizzle::B32)
+            .element_strides([1, 2, 1, 2, 1]),
+        ]
+    }
+
+    /// Every spec of [`specs`], validated. A spec that fails validation is left out (and
+    /// the render tests check that none is).
+    pub fn corpus() -> Vec<ValidSpec> {
+        specs().iter().filter_map(|s| validate(s).ok()).collect()
+    }
+}
+
+pub use corpus::corpus;

@@ -1,0 +1,138 @@
+//! Several tiles in one block's shared memory: [`TileSetCode`].
+
+use super::*;
+
+/// The names a tile set struct holds besides its members' (`OFFSET_<member>` aside): a
+/// member may not take them.
+pub(super) const SET_OWN_NAMES: [&str; 4] =
+    ["TILES", "SMEM_BYTES", "SMEM_ALIGN", "DYNAMIC_SMEM_BYTES"];
+
+/// Several tiles laid out in one block's shared memory: `struct tma_<set>` with each member's
+/// tile struct (as a member type), its `OFFSET_<member>` from the aligned base, `SMEM_BYTES`,
+/// `SMEM_ALIGN`, `DYNAMIC_SMEM_BYTES`, and the macro `TMA_<SET>_PARAMS`, the kernel's
+/// parameter list (`const __grid_constant__ CUtensorMap <member>_map, ..`). The layout is
+/// [`TileSet`]'s. The tiles' own helpers are not included (see [`KernelSource::tile_set`]).
+///
+/// ```
+/// use tma_core::{render::TileSetCode, validate, DType, Swizzle, TileSpec};
+/// let q = validate(&TileSpec::new("q", DType::BF16, [4096, 64], [64, 64]).swizzle(Swizzle::B128))?;
+/// let k = validate(&TileSpec::new("k", DType::BF16, [4096, 64], [64, 64]).swizzle(Swizzle::B128))?;
+/// let set = TileSetCode::new("attn", &[("q", &q), ("k", &k)])?;
+/// assert!(set.source().contains("static constexpr unsigned OFFSET_k = 8192u;"));
+/// assert_eq!(set.params_macro(), "TMA_ATTN_PARAMS");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TileSetCode {
+    name: String,
+    layout: TileSet,
+    source: String,
+}
+
+impl TileSetCode {
+    /// Renders set `name` of `members` (member name, tile), laid out in this order. Member
+    /// names name the tile's type and offset in the struct and its map parameter
+    /// (`<member>_map`): each a C identifier, no two alike.
+    pub fn new(name: &str, members: &[(&str, &ValidSpec)]) -> Result<TileSetCode, RenderError> {
+        if let Err(problem) = check_name(name) {
+            return Err(RenderError::InvalidName {
+                what: "tile set",
+                name: name.to_string(),
+                problem,
+            });
+        }
+        for (i, (member, _)) in members.iter().enumerate() {
+            if let Err(problem) = check_name(member) {
+                return Err(RenderError::InvalidName {
+                    what: "tile set member",
+                    name: member.to_string(),
+                    problem,
+                });
+            }
+            let taken = if SET_OWN_NAMES.contains(member) || member.starts_with("OFFSET_") {
+                Some(format!("struct tma_{name} uses it (TILES, SMEM_BYTES, SMEM_ALIGN, DYNAMIC_SMEM_BYTES, OFFSET_<member>)"))
+            } else {
+                members[..i]
+                    .iter()
+                    .any(|(m, _)| m == member)
+                    .then(|| format!("set `{name}` has two members of this name"))
+            };
+            if let Some(by) = taken {
+                return Err(RenderError::NameTaken {
+                    what: "tile set member",
+                    name: member.to_string(),
+                    by,
+                });
+            }
+        }
+        let layout = TileSet::new(members.iter().map(|(_, v)| v.plan())).map_err(|o| {
+            RenderError::TileSetOverflow {
+                set: name.to_string(),
+                member: members
+                    .get(o.tile)
+                    .map_or_else(String::new, |(m, _)| m.to_string()),
+            }
+        })?;
+        let rows: Vec<Value> = members
+            .iter()
+            .zip(&layout.offsets)
+            .map(|((member, valid), offset)| {
+                let plan = valid.plan();
+                map([
+                    ("name", Value::from(member.to_string())),
+                    ("cuda", Value::from(format!("tma_{}", valid.spec().name))),
+                    ("offset", Value::from(*offset)),
+                    ("bytes", Value::from(plan.footprint_bytes)),
+                    ("align", Value::from(plan.align_bytes)),
+                    ("tx", Value::from(plan.tx_bytes)),
+                ])
+            })
+            .collect();
+        let mut ctx = Context::new();
+        ctx.insert("name", name);
+        ctx.insert("cuda", &format!("tma_{name}"));
+        ctx.insert("params_macro", &params_macro(name));
+        ctx.insert("total", &layout.total_bytes);
+        ctx.insert("align", &layout.align_bytes);
+        ctx.insert("dynamic", &layout.dynamic_smem_bytes());
+        ctx.insert_value("members", Value::from(rows));
+        let source = render("set.cuh.tera", &ctx)?;
+        Ok(TileSetCode {
+            name: name.to_string(),
+            layout,
+            source,
+        })
+    }
+
+    /// The struct, its comment and the parameter macro.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// The struct name: `tma_<name>`.
+    pub fn cuda_name(&self) -> String {
+        format!("tma_{}", self.name)
+    }
+
+    /// The parameter-list macro: `TMA_<NAME>_PARAMS` (the name upper-cased).
+    pub fn params_macro(&self) -> String {
+        params_macro(&self.name)
+    }
+
+    /// The layout the struct states ([`TileSet`]).
+    pub fn layout(&self) -> &TileSet {
+        &self.layout
+    }
+}
+
+pub(super) fn params_macro(set: &str) -> String {
+    format!("TMA_{}_PARAMS", set.to_ascii_uppercase())
+}
+
+/// A tile set declared on a [`KernelSource`]: its name and, per member, the member name and
+/// the index of its tile.
+#[derive(Clone, Debug)]
+pub(super) struct SetDecl {
+    pub(super) name: String,
+    pub(super) members: Vec<(String, usize)>,
+}

@@ -1,0 +1,269 @@
+//! Whole translation units: [`KernelSource`], the headers for C++ users, the exercise kernel.
+
+use super::*;
+
+/// Builds one translation unit: prelude, tile lines ([`crate::manifest`]), the tiles'
+/// helpers (ids in the order added), the tile sets, the kernel's names for its tiles
+/// (`using <alias> = tma_<name>;`) and a kernel body.
+///
+/// A kernel body names a tile by the alias it chose ([`KernelSource::tile_as`]) or through its
+/// set (`tma_<set>::<member>`), so no CUDA name is pasted into it:
+///
+/// ```
+/// use tma_core::{render::KernelSource, validate, DType, TileSpec};
+/// let rows = validate(&TileSpec::new("rows", DType::F32, [1024, 256], [32, 32]).dim_names(["M", "K"]))?;
+/// let src = KernelSource::new()
+///     .tile_as(&rows, "Rows")
+///     .body(r#"
+/// extern "C" __global__ void copy(const __grid_constant__ CUtensorMap in) {
+///   extern __shared__ unsigned char raw[];
+///   __shared__ alignas(8) tma_mbarrier bar;
+///   unsigned char* smem = tma_align_smem<Rows>(raw);
+///   // ... init bar ...
+///   if (threadIdx.x == 0) {
+///     tma_expect<Rows>(&bar);
+///     Rows::load(&in, &bar, smem, {.M = 32 * (int)blockIdx.x, .K = 0});
+///   }
+///   tma_group<Rows>::wait(&bar, 0);
+///   float x = Rows::at(smem, {.M = 1, .K = (int)threadIdx.x});
+/// }
+/// "#)
+///     .build()?;
+/// assert!(src.contains("using Rows = tma_rows;"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct KernelSource {
+    tiles: Vec<ValidSpec>,
+    sets: Vec<SetDecl>,
+    aliases: Vec<(String, usize)>,
+    body: String,
+}
+
+impl KernelSource {
+    pub fn new() -> KernelSource {
+        KernelSource::default()
+    }
+
+    /// Adds a tile; tiles get ids 0, 1, ... in the order added.
+    pub fn tile(mut self, valid: &ValidSpec) -> KernelSource {
+        self.tiles.push(valid.clone());
+        self
+    }
+
+    /// Adds a tile (as [`KernelSource::tile`]) and names it `alias` for the kernel body:
+    /// `using <alias> = tma_<name>;`. The alias must be a C identifier no other alias, set or
+    /// tile struct of the source uses.
+    pub fn tile_as(mut self, valid: &ValidSpec, alias: &str) -> KernelSource {
+        self.aliases.push((alias.to_string(), self.tiles.len()));
+        self.tiles.push(valid.clone());
+        self
+    }
+
+    /// Adds the tiles of a set (as [`KernelSource::tile`], in order) and their layout in one
+    /// block's shared memory ([`TileSetCode`]): `struct tma_<name>` with, per member, the
+    /// tile's struct as `tma_<name>::<member>` and its offset `OFFSET_<member>`, and the
+    /// kernel's parameter list `TMA_<NAME>_PARAMS` (one `<member>_map` per tile).
+    pub fn tile_set(mut self, name: &str, members: &[(&str, &ValidSpec)]) -> KernelSource {
+        let mut decl = SetDecl {
+            name: name.to_string(),
+            members: Vec::with_capacity(members.len()),
+        };
+        for (member, valid) in members {
+            decl.members.push((member.to_string(), self.tiles.len()));
+            self.tiles.push((*valid).clone());
+        }
+        self.sets.push(decl);
+        self
+    }
+
+    /// Appends kernel code after the helpers.
+    pub fn body(mut self, body: &str) -> KernelSource {
+        self.body.push_str(body);
+        self
+    }
+
+    /// Appends kernel code whose first line is line `line` of `file`, after a `#line`
+    /// directive: NVRTC's messages about it then name that file and line. E.g.
+    /// `.body_at("kernels/copy.cu", 1, COPY_CU)` for the text of that file, or
+    /// `.body_at(file!(), line!(), r#"...` for a raw string that opens on the line of
+    /// `line!()`. Code appended after it counts on from there.
+    pub fn body_at(mut self, file: &str, line: u32, body: &str) -> KernelSource {
+        if !self.body.is_empty() && !self.body.ends_with('\n') {
+            self.body.push('\n');
+        }
+        let file = file.replace('\\', "\\\\").replace('"', "\\\"");
+        self.body.push_str(&format!("#line {line} \"{file}\"\n"));
+        self.body(body)
+    }
+
+    /// The whole source. Deterministic: the same inputs give the same bytes.
+    pub fn build(&self) -> Result<String, RenderError> {
+        let tiles = render_tiles(&self.tiles)?;
+        // Every struct and alias is a global name: tiles, sets and aliases must differ.
+        let mut globals: BTreeMap<String, String> = tiles
+            .iter()
+            .map(|t| (t.cuda_name(), format!("tile `{}`", t.name())))
+            .collect();
+        let mut macros: BTreeMap<String, String> = BTreeMap::new();
+        let mut sets = Vec::with_capacity(self.sets.len());
+        for set in &self.sets {
+            let members: Vec<(&str, &ValidSpec)> = set
+                .members
+                .iter()
+                .map(|(m, i)| (m.as_str(), &self.tiles[*i]))
+                .collect();
+            let code = TileSetCode::new(&set.name, &members)?;
+            for (what, name, table) in [
+                ("tile set", code.cuda_name(), &mut globals),
+                ("tile set macro", code.params_macro(), &mut macros),
+            ] {
+                if let Some(by) = table.insert(name.clone(), format!("tile set `{}`", set.name)) {
+                    return Err(RenderError::NameTaken { what, name, by });
+                }
+            }
+            sets.push(code);
+        }
+        let mut aliases = String::new();
+        for (alias, index) in &self.aliases {
+            if let Err(problem) = check_name(alias) {
+                return Err(RenderError::InvalidName {
+                    what: "tile alias",
+                    name: alias.clone(),
+                    problem,
+                });
+            }
+            let tile = &tiles[*index];
+            if let Some(by) =
+                globals.insert(alias.clone(), format!("alias of tile `{}`", tile.name()))
+            {
+                return Err(RenderError::NameTaken {
+                    what: "tile alias",
+                    name: alias.clone(),
+                    by,
+                });
+            }
+            aliases.push_str(&format!("using {alias} = {};\n", tile.cuda_name()));
+        }
+        let mut out = prelude_checked()?;
+        out.push('\n');
+        out.push_str(&tile_list(&self.tiles));
+        for t in &tiles {
+            out.push('\n');
+            out.push_str(t.source());
+        }
+        for set in &sets {
+            out.push('\n');
+            out.push_str(set.source());
+        }
+        if !aliases.is_empty() {
+            out.push_str("\n// The kernel's names for its tiles (KernelSource::tile_as).\n");
+            out.push_str(&aliases);
+        }
+        if !self.body.is_empty() {
+            out.push('\n');
+            out.push_str(&self.body);
+            if !self.body.ends_with('\n') {
+                out.push('\n');
+            }
+        }
+        Ok(out)
+    }
+}
+
+pub(super) fn render_tiles(specs: &[ValidSpec]) -> Result<Vec<TileCode>, RenderError> {
+    let mut seen: BTreeMap<&str, u32> = BTreeMap::new();
+    let mut tiles = Vec::with_capacity(specs.len());
+    for (id, v) in (0u32..).zip(specs) {
+        let name = v.spec().name.as_str();
+        if let Some(&first) = seen.get(name) {
+            return Err(RenderError::DuplicateTile {
+                name: name.to_string(),
+                first,
+                second: id,
+            });
+        }
+        seen.insert(name, id);
+        tiles.push(TileCode::new(v, id)?);
+    }
+    Ok(tiles)
+}
+
+/// The tile lines ([`crate::manifest`]) the runtime reads: names for hang records, shared
+/// memory for launch checks, the target for the compile's arch. Ids in slice order, as
+/// [`render_tiles`] gives them.
+pub(super) fn tile_list(specs: &[ValidSpec]) -> String {
+    let mut out = String::from(
+        "// tiles of this translation unit (id name smem align target), read by tma-runtime:\n",
+    );
+    for (id, v) in (0u32..).zip(specs) {
+        out.push_str(&format!("{}\n", crate::manifest::DeclaredTile::of(v, id)));
+    }
+    out
+}
+
+/// The tiles' shapes for host C++20 code (`g++ -std=c++20`): `#pragma once`, what the
+/// coordinate structs need, and per tile a `struct tma_<name>` holding its `coords`,
+/// `BOX_<dim>`, `EXTENT_<dim>`, `POSITIONS`, `position(n)` and `offset(p)`: the same text
+/// its device struct holds, so a host program computes the shared-memory offsets a kernel
+/// uses (and the tests check them against the CPU model).
+pub fn host_header(specs: &[ValidSpec]) -> Result<String, RenderError> {
+    let mut out = String::from(
+        "// Generated by tma-core (tma::render::host_header); do not edit. Host C++20.\n#pragma once\n\n",
+    );
+    out.push_str(&render("shapes.cuh.tera", &Context::new())?);
+    let mut seen: BTreeMap<&str, ()> = BTreeMap::new();
+    for (id, v) in (0u32..).zip(specs) {
+        let name = v.spec().name.as_str();
+        if seen.insert(name, ()).is_some() {
+            let first = specs
+                .iter()
+                .position(|s| s.spec().name == name)
+                .unwrap_or(0) as u32;
+            return Err(RenderError::DuplicateTile {
+                name: name.to_string(),
+                first,
+                second: id,
+            });
+        }
+        out.push('\n');
+        out.push_str(&render("host_tile.cuh.tera", &tile_context(v, id))?);
+    }
+    Ok(out)
+}
+
+/// A standalone header for C++ (e.g. Mirage MPK) users: `#pragma once`, the prelude and
+/// every tile's helpers (ids in slice order). Include it from `.cu` files compiled with
+/// `-arch=sm_90a` (nvcc: the real `CUtensorMap` comes from `<cuda.h>`).
+pub fn header(specs: &[ValidSpec]) -> Result<String, RenderError> {
+    let tiles = render_tiles(specs)?;
+    let mut out = String::from(
+        "// Generated by tma-core (tma::render::header); do not edit.\n\
+         // Each tile below states the spec it came from and its cuTensorMapEncodeTiled arguments.\n\
+         #pragma once\n\n",
+    );
+    out.push_str(&prelude_checked()?);
+    out.push('\n');
+    out.push_str(&tile_list(specs));
+    for t in &tiles {
+        out.push('\n');
+        out.push_str(t.source());
+    }
+    Ok(out)
+}
+
+/// A kernel `tma_exercise_<name>(const __grid_constant__ CUtensorMap map, const
+/// CUtensorMap* maps, int flags)` that calls every copy helper of the tile (as tile 0 of its
+/// source) and of the prelude, so that its SASS shows UTMALDG, UTMASTG, UTMAREDG (when the
+/// type has reductions), UTMAPF and UTMACCTL; and a kernel
+/// `tma_exercise_<name>_shape(const __grid_constant__ CUtensorMap map, <tile>::elem* out)`
+/// using `tma_align_smem`, `tma_expect`, `tma_group`, `position` and `at`. Build it with
+/// `KernelSource::new().tile(valid).body(&exercise_body(valid)?)`.
+pub fn exercise_body(valid: &ValidSpec) -> String {
+    exercise_body_checked(valid).unwrap_or_else(|e| format!("#error \"tma exercise body: {e}\"\n"))
+}
+
+/// [`exercise_body`] with the error returned instead of written as `#error`.
+pub fn exercise_body_checked(valid: &ValidSpec) -> Result<String, RenderError> {
+    render("exercise.cu.tera", &tile_context(valid, 0))
+}
