@@ -97,8 +97,11 @@ pub enum RenderError {
         first: u32,
         second: u32,
     },
-    /// Tile ids index the hang record's `tile_id`; 0xffffffff means "unknown".
-    #[error("tile id {0:#x} is reserved for \"unknown tile\"")]
+    /// Tile ids index the hang record's `tile_id`: 0xffffffff means "unknown" and ids with
+    /// bit 31 set mean a group of tiles.
+    #[error(
+        "tile id {0:#x} is reserved: 0xffffffff means an unknown tile and bit 31 a group of tiles"
+    )]
     ReservedTileId(u32),
     /// A name the kernel source declares (a tile set, a set member, an alias) is no usable C
     /// identifier.

@@ -250,7 +250,9 @@ impl TileCode {
     /// Renders the helpers of `valid` as tile `tile_id` of its translation unit (the id the
     /// debug hang record reports).
     pub fn new(valid: &ValidSpec, tile_id: u32) -> Result<TileCode, RenderError> {
-        if tile_id == UNKNOWN_TILE_ID {
+        // 0xffffffff means "unknown" and bit 31 marks a group in the hang record: a single
+        // tile's id must be below both, or a hang would be decoded as the wrong thing.
+        if tile_id == UNKNOWN_TILE_ID || tile_id & GROUP_TILE_ID_FLAG != 0 {
             return Err(RenderError::ReservedTileId(tile_id));
         }
         let source = render("tile.cuh.tera", &tile_context(valid, tile_id))?;

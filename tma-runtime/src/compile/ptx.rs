@@ -8,11 +8,11 @@
 
 use std::collections::{HashMap, HashSet};
 
-/// Whether entry `kernel` of `ptx` names an `extern .shared` array, itself or through the
-/// functions it calls (transitively); `None` when `ptx` has no entry `kernel`.
 /// The prelude's `extern __shared__` array the device debug checks bound tiles with.
 const DEBUG_DYNAMIC_SMEM: &str = "tma_dynamic_smem";
 
+/// Whether entry `kernel` of `ptx` names an `extern .shared` array, itself or through the
+/// functions it calls (transitively); `None` when `ptx` has no entry `kernel`.
 pub(crate) fn uses_dynamic_smem(ptx: &str, kernel: &str) -> Option<bool> {
     let externs: HashSet<&str> = ptx
         .lines()
