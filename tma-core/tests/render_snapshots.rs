@@ -206,6 +206,11 @@ fn duplicate_tile_names_are_refused() {
         TileCode::new(&v, u32::MAX),
         Err(render::RenderError::ReservedTileId(_))
     ));
+    // Bit 31 marks a group in the hang record: a single tile may not use it.
+    assert!(matches!(
+        TileCode::new(&v, 0x8000_0001),
+        Err(render::RenderError::ReservedTileId(_))
+    ));
 }
 
 #[test]
