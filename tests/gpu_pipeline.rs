@@ -121,7 +121,11 @@ __device__ __forceinline__ void tma_test_ring(const CUtensorMap* a_map, const CU
     const unsigned t = threadIdx.x - 128u * R::PRODUCER_WARPGROUPS;  // among the consumers
     const unsigned nt = 128u * R::CONSUMER_WARPGROUPS;
     for (int k = 0; k < stages; ++k, ++s) {
+#if defined(TMA_TEST_SKIP_WAIT)
+      if (k + 1 == stages) pipe.wait(s);  // the test's own check, broken: stages read before they are full
+#else
       pipe.wait(s);
+#endif
       const unsigned char* st = pipe.stage(s);
       unsigned char* o = out + ((unsigned long long)blk * stages + k) * Pipe::STAGE_BYTES;
       for (unsigned i = t * 16u; i < Pipe::STAGE_BYTES; i += nt * 16u)
@@ -157,7 +161,13 @@ fn source() -> Source {
     let w1 = WarpRoles::new("w1", 40, 1, 232).validate().unwrap();
     let w2 = WarpRoles::new("w2", 40, 2, 232).validate().unwrap();
     let mut src = KernelSource::new().warp_roles(&w1).warp_roles(&w2);
-    let mut body = BODY.to_string();
+    // TMA_PIPELINE_BREAK=1 breaks the consumers (they read stages without waiting): the test
+    // must then report mismatches.
+    let mut body = if std::env::var_os("TMA_PIPELINE_BREAK").is_some() {
+        format!("#define TMA_TEST_SKIP_WAIT 1\n{BODY}")
+    } else {
+        BODY.to_string()
+    };
     for (p, &(s, w)) in rings().iter().zip(&RINGS) {
         src = src.pipeline(p);
         body.push_str(&entry(
@@ -279,7 +289,8 @@ fn gpu_rings_stream_every_stage_intact() {
     let b_host: Vec<u32> = (0..B_ROWS * 16).map(|_| rng.next() as u32).collect();
     let a_bytes: Vec<u8> = a_host.iter().flat_map(|v| v.to_le_bytes()).collect();
     let b_bytes: Vec<u8> = b_host.iter().flat_map(|v| v.to_le_bytes()).collect();
-    let a_dev = stream.clone_htod(&a_host).unwrap();
+    let a_bf16: Vec<tma::half::bf16> = a_host.iter().map(|&v| tma::half::bf16::from_bits(v)).collect();
+    let a_dev = stream.clone_htod(&a_bf16).unwrap();
     let b_dev = stream.clone_htod(&b_host).unwrap();
     let (ta, ta_mc, tb) = (tile_a(), tile_a_halves(), tile_b());
     let bound_a = ta.bind(&[A_ROWS, 64], None).unwrap();
