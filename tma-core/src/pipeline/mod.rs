@@ -380,6 +380,8 @@ pub fn validate_pipeline(spec: &PipelineSpec) -> Result<ValidPipeline, PipelineE
     // Budget: only meaningful when the tiles themselves are fine.
     let shape = StageShape::new(spec.tiles.iter().map(|t| t.tile.plan()));
     let stage_tx: Size = spec.tiles.iter().map(|t| t.tile.tx_bytes()).sum();
+    // A stage's bytes never exceed its shared memory, so PipelineStagesFit catches this first
+    // on every target today; checked anyway, as the mbarrier's limit is another number.
     if !stage_tx.is_below(MAX_TX_BYTES + 1) {
         errors.push(finding(
             Field::Tiles,
