@@ -201,7 +201,11 @@ fn sass_of(cubin: &[u8], kernel: &str) -> Option<(String, String)> {
             .arg(&path)
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         String::from_utf8_lossy(&out.stdout).to_string()
     };
     let res = run("-res-usage");
@@ -232,10 +236,7 @@ fn the_pipeline_kernels_compile_without_local_memory() {
             .compile_source(&source(), &options(debug))
             .unwrap_or_else(|e| panic!("{e}"));
         assert!(compiled.cubin.starts_with(b"\x7fELF"));
-        let mut names: Vec<String> = RINGS
-            .iter()
-            .map(|(s, w)| format!("ring{s}_w{w}"))
-            .collect();
+        let mut names: Vec<String> = RINGS.iter().map(|(s, w)| format!("ring{s}_w{w}")).collect();
         names.push("ring_mc".into());
         for name in &names {
             let Some((res, sass)) = sass_of(&compiled.cubin, name) else {
@@ -245,13 +246,20 @@ fn the_pipeline_kernels_compile_without_local_memory() {
                 return;
             };
             assert!(res.contains("LOCAL:0"), "{name}: {res}");
-            assert_eq!(count(&sass, "LDL") + count(&sass, "STL"), 0, "{name}: local memory");
+            assert_eq!(
+                count(&sass, "LDL") + count(&sass, "STL"),
+                0,
+                "{name}: local memory"
+            );
             let ldg = count(&sass, "UTMALDG");
             let setmax = count(&sass, "USETMAXREG");
             println!(
                 "{name} (debug {debug}): UTMALDG {ldg}, SYNCS {}, USETMAXREG {setmax}, {}",
                 count(&sass, "SYNCS"),
-                res.lines().find(|l| l.contains("REG:")).unwrap_or("").trim()
+                res.lines()
+                    .find(|l| l.contains("REG:"))
+                    .unwrap_or("")
+                    .trim()
             );
             if !debug {
                 assert_eq!(ldg, 2, "{name}: one UTMALDG per box of a stage\n{sass}");
@@ -289,7 +297,10 @@ fn gpu_rings_stream_every_stage_intact() {
     let b_host: Vec<u32> = (0..B_ROWS * 16).map(|_| rng.next() as u32).collect();
     let a_bytes: Vec<u8> = a_host.iter().flat_map(|v| v.to_le_bytes()).collect();
     let b_bytes: Vec<u8> = b_host.iter().flat_map(|v| v.to_le_bytes()).collect();
-    let a_bf16: Vec<tma::half::bf16> = a_host.iter().map(|&v| tma::half::bf16::from_bits(v)).collect();
+    let a_bf16: Vec<tma::half::bf16> = a_host
+        .iter()
+        .map(|&v| tma::half::bf16::from_bits(v))
+        .collect();
     let a_dev = stream.clone_htod(&a_bf16).unwrap();
     let b_dev = stream.clone_htod(&b_host).unwrap();
     let (ta, ta_mc, tb) = (tile_a(), tile_a_halves(), tile_b());
@@ -300,9 +311,13 @@ fn gpu_rings_stream_every_stage_intact() {
     let map_a_mc = TensorMap::new(&bound_a_mc, &a_dev).unwrap();
     let map_b = TensorMap::new(&bound_b, &b_dev).unwrap();
     let debug = std::env::var_os("TMA_PIPELINE_DEBUG").is_some();
-    let module =
-        Module::compile_and_load(&ctx, Compiler::global().unwrap(), &source(), &options(debug))
-            .unwrap();
+    let module = Module::compile_and_load(
+        &ctx,
+        Compiler::global().unwrap(),
+        &source(),
+        &options(debug),
+    )
+    .unwrap();
     let a_row = |k: u64, grp: u64| ((k * 7 + grp * 3) % 37) * 64;
     let b_row = |k: u64, blk: u64| ((k * 5 + blk * 11) % 41) * 32;
     let mut configs: Vec<(String, ValidPipeline, u32, bool)> = rings()
@@ -351,7 +366,8 @@ fn gpu_rings_stream_every_stage_intact() {
             for k in 0..n as u64 {
                 let at = (blk as usize * n + k as usize) * stage_bytes;
                 let stage = &got[at..at + stage_bytes];
-                let want_a = model::load(bound_a_used, &a_bytes, &[a_row(k, grp) as i64, 0]).unwrap();
+                let want_a =
+                    model::load(bound_a_used, &a_bytes, &[a_row(k, grp) as i64, 0]).unwrap();
                 let want_b = model::load(&bound_b, &b_bytes, &[b_row(k, blk) as i64, 0]).unwrap();
                 for (want, off) in [(&want_a, offs[0]), (&want_b, offs[1])] {
                     let off = off as usize;
@@ -375,6 +391,9 @@ fn gpu_rings_stream_every_stage_intact() {
         total_stages += streamed;
         total_bad += device_bad + model_bad;
     }
-    println!("pipelines: {total_stages} stages streamed over {} configurations, {total_bad} mismatches", configs.len());
+    println!(
+        "pipelines: {total_stages} stages streamed over {} configurations, {total_bad} mismatches",
+        configs.len()
+    );
     assert_eq!(total_bad, 0);
 }

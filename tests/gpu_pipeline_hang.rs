@@ -47,7 +47,13 @@ extern "C" __global__ void ring_hang(const __grid_constant__ CUtensorMap a, cons
 "#;
 
 fn source() -> Source {
-    Source::new(KernelSource::new().pipeline(&ring()).body(BODY).build().unwrap())
+    Source::new(
+        KernelSource::new()
+            .pipeline(&ring())
+            .body(BODY)
+            .build()
+            .unwrap(),
+    )
 }
 
 fn options() -> CompileOptions {
@@ -87,7 +93,13 @@ fn gpu_a_stage_never_loaded_names_pipeline_stage_and_tiles() {
         .dynamic_smem(ring().dynamic_smem_bytes() as u32);
     let start = std::time::Instant::now();
     // SAFETY: ring_hang(CUtensorMap, CUtensorMap).
-    let r = unsafe { kernel.launch_builder(&cfg).arg(&ma).arg(&mb).launch_and_sync() };
+    let r = unsafe {
+        kernel
+            .launch_builder(&cfg)
+            .arg(&ma)
+            .arg(&mb)
+            .launch_and_sync()
+    };
     match r {
         Err(e @ Error::PipelineTimeout { .. }) => {
             println!("after {:?}: {e}", start.elapsed());

@@ -439,7 +439,18 @@ fn pipeline_snapshots() {
     insta::assert_snapshot!("roles_gemm", WarpRolesCode::new(&roles).unwrap().source());
     insta::assert_snapshot!("warp_support", warp_support().unwrap());
     // Deterministic, and the whole source carries the pipeline line.
-    let src = KernelSource::new().pipeline(&ring).pipeline(&mc).build().unwrap();
-    assert_eq!(src, KernelSource::new().pipeline(&ring).pipeline(&mc).build().unwrap());
+    let src = KernelSource::new()
+        .pipeline(&ring)
+        .pipeline(&mc)
+        .build()
+        .unwrap();
+    assert_eq!(
+        src,
+        KernelSource::new()
+            .pipeline(&ring)
+            .pipeline(&mc)
+            .build()
+            .unwrap()
+    );
     assert!(src.contains("// tma-pipeline 1 gemm_mc stages=3\n"));
 }

@@ -681,13 +681,32 @@ mod pipeline_rules {
             member: "a".into(),
         };
         vec![
-            ("zero stages", Broken::Pipe(|| PipelineSpec { stages: 0, ..good() }), Rule::PipelineStageCount, Field::Stages),
-            ("no tiles", Broken::Pipe(|| PipelineSpec { tiles: vec![], ..good() }), Rule::PipelineTiles, Field::Tiles),
+            (
+                "zero stages",
+                Broken::Pipe(|| PipelineSpec {
+                    stages: 0,
+                    ..good()
+                }),
+                Rule::PipelineStageCount,
+                Field::Stages,
+            ),
+            (
+                "no tiles",
+                Broken::Pipe(|| PipelineSpec {
+                    tiles: vec![],
+                    ..good()
+                }),
+                Rule::PipelineTiles,
+                Field::Tiles,
+            ),
             (
                 "two members named alike",
                 Broken::Pipe(|| good().tile("b", &tile("c", 64, 1, Arch::Sm90a))),
                 Rule::PipelineTiles,
-                Field::StageTile { index: 2, member: "b".into() },
+                Field::StageTile {
+                    index: 2,
+                    member: "b".into(),
+                },
             ),
             (
                 "a tile for another arch",
@@ -701,13 +720,19 @@ mod pipeline_rules {
             ),
             (
                 "eight 32 KB stages beside 1 KB",
-                Broken::Pipe(|| PipelineSpec { stages: 8, ..good() }),
+                Broken::Pipe(|| PipelineSpec {
+                    stages: 8,
+                    ..good()
+                }),
                 Rule::PipelineStagesFit,
                 Field::Stages,
             ),
             (
                 "nine consumer warpgroups",
-                Broken::Pipe(|| PipelineSpec { consumers: Consumers::Warpgroups(9), ..good() }),
+                Broken::Pipe(|| PipelineSpec {
+                    consumers: Consumers::Warpgroups(9),
+                    ..good()
+                }),
                 Rule::PipelineConsumers,
                 Field::Consumers,
             ),
@@ -721,7 +746,10 @@ mod pipeline_rules {
                 "multicast along an axis of 1",
                 Broken::Pipe(|| good().cluster([1, 2, 1])),
                 Rule::MulticastAxis,
-                Field::Multicast { index: 0, member: "a".into() },
+                Field::Multicast {
+                    index: 0,
+                    member: "a".into(),
+                },
             ),
             (
                 "one box over two CTAs",
@@ -731,17 +759,26 @@ mod pipeline_rules {
                     p
                 }),
                 Rule::MulticastSlices,
-                Field::Multicast { index: 0, member: "a".into() },
+                Field::Multicast {
+                    index: 0,
+                    member: "a".into(),
+                },
             ),
             (
                 "setmaxnreg 236",
-                Broken::Roles(|| WarpRoles { consumer_regs: 236, ..roles() }),
+                Broken::Roles(|| WarpRoles {
+                    consumer_regs: 236,
+                    ..roles()
+                }),
                 Rule::SetmaxnregRange,
                 Field::WarpRoles("consumer_regs"),
             ),
             (
                 "240 registers for 2 consumers",
-                Broken::Roles(|| WarpRoles { consumer_regs: 240, ..roles() }),
+                Broken::Roles(|| WarpRoles {
+                    consumer_regs: 240,
+                    ..roles()
+                }),
                 Rule::RegisterBudget,
                 Field::WarpRoles("consumer_regs"),
             ),
@@ -766,7 +803,10 @@ mod pipeline_rules {
             assert_eq!(found[0].rule, *rule, "{what}: {}", found[0]);
             assert_eq!(found[0].field, *field, "{what}: {}", found[0]);
             let text = found[0].to_string();
-            assert!(text.contains(&field.to_string()) && text.len() > 30, "{what}: {text}");
+            assert!(
+                text.contains(&field.to_string()) && text.len() > 30,
+                "{what}: {text}"
+            );
         }
         for rule in [
             Rule::PipelineStageCount,

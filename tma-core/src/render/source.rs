@@ -170,10 +170,9 @@ impl KernelSource {
         let mut pipelines = Vec::with_capacity(self.pipelines.len());
         for (id, p) in (0u32..).zip(&self.pipelines) {
             let code = PipelineCode::new(p, id)?;
-            if let Some(by) = globals.insert(
-                code.cuda_name(),
-                format!("pipeline `{}`", p.spec().name),
-            ) {
+            if let Some(by) =
+                globals.insert(code.cuda_name(), format!("pipeline `{}`", p.spec().name))
+            {
                 return Err(RenderError::NameTaken {
                     what: "pipeline",
                     name: code.cuda_name(),
@@ -189,7 +188,9 @@ impl KernelSource {
                 ("warp roles", code.cuda_name(), &mut globals),
                 ("warp roles macro", code.launch_macro(), &mut macros),
             ] {
-                if let Some(by) = table.insert(name.clone(), format!("warp roles `{}`", r.roles().name)) {
+                if let Some(by) =
+                    table.insert(name.clone(), format!("warp roles `{}`", r.roles().name))
+                {
                     return Err(RenderError::NameTaken { what, name, by });
                 }
             }

@@ -1,6 +1,6 @@
 //! Shared memory: where one helper call's boxes land, where a set of tiles sits in one
-//! block's shared memory, and a pipeline's ring of stages ([`StageLayout`]). The one place that computes a shared-memory size or offset:
-//! validation checks these numbers ([`crate::validate()`]), the model writes bytes where they
+//! block's shared memory, and a pipeline's ring of stages ([`StageLayout`]). The one place
+//! that computes a shared-memory size or offset: validation checks these numbers ([`crate::validate()`]), the model writes bytes where they
 //! say ([`crate::model`]), the renderer prints them into CUDA, the derive lays its fields out
 //! with [`TileSet`].
 //!

@@ -118,6 +118,7 @@ impl StageLayout {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -352,10 +352,16 @@ mod tests {
         );
         let acquire = HangRecord { helper: 8, ..rec };
         let s = acquire.to_error(&compiled).to_string();
-        assert!(s.contains("acquire() in block") && s.contains("released by its consumers"), "{s}");
+        assert!(
+            s.contains("acquire() in block") && s.contains("released by its consumers"),
+            "{s}"
+        );
         // A tile's own wait (helper 0) stays a BarrierTimeout.
         let tile = HangRecord { helper: 0, ..rec };
-        assert!(matches!(tile.to_error(&compiled), Error::BarrierTimeout { .. }));
+        assert!(matches!(
+            tile.to_error(&compiled),
+            Error::BarrierTimeout { .. }
+        ));
     }
 
     fn compiled_with_tiles(list: &str) -> Compiled {
