@@ -11,6 +11,9 @@ pub(super) const TILE_TEMPLATE: &str = include_str!("../../templates/tile.cuh.te
 pub(super) const HOST_TILE_TEMPLATE: &str = include_str!("../../templates/host_tile.cuh.tera");
 pub(super) const SET_TEMPLATE: &str = include_str!("../../templates/set.cuh.tera");
 pub(super) const EXERCISE_TEMPLATE: &str = include_str!("../../templates/exercise.cu.tera");
+pub(super) const WARP_TEMPLATE: &str = include_str!("../../templates/warp.cuh.tera");
+pub(super) const PIPELINE_TEMPLATE: &str = include_str!("../../templates/pipeline.cuh.tera");
+pub(super) const ROLES_TEMPLATE: &str = include_str!("../../templates/roles.cuh.tera");
 
 /// The template engine, parsed once per process: every tile declared with a macro renders
 /// through it at expansion time, so parsing per call would cost every build.
@@ -36,6 +39,9 @@ pub(super) fn build_engine() -> Result<Tera, RenderError> {
         ("host_tile.cuh.tera", HOST_TILE_TEMPLATE),
         ("set.cuh.tera", SET_TEMPLATE),
         ("exercise.cu.tera", EXERCISE_TEMPLATE),
+        ("warp.cuh.tera", WARP_TEMPLATE),
+        ("pipeline.cuh.tera", PIPELINE_TEMPLATE),
+        ("roles.cuh.tera", ROLES_TEMPLATE),
     ])
     .map_err(|e| template_error("templates", &e))?;
     Ok(tera)

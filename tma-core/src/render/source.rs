@@ -37,6 +37,8 @@ pub struct KernelSource {
     tiles: Vec<ValidSpec>,
     sets: Vec<SetDecl>,
     aliases: Vec<(String, usize)>,
+    pipelines: Vec<crate::pipeline::ValidPipeline>,
+    roles: Vec<crate::pipeline::ValidWarpRoles>,
     body: String,
 }
 
@@ -74,6 +76,26 @@ impl KernelSource {
             self.tiles.push((*valid).clone());
         }
         self.sets.push(decl);
+        self
+    }
+
+    /// Adds a pipeline (`struct tma_pipe_<name>`, [`PipelineCode`]) and the tiles it loads
+    /// that the source does not hold yet (a tile equal to one already added is shared; ids as
+    /// for [`KernelSource::tile`]). Pipelines get ids 0, 1, ... in the order added; each has a
+    /// `// tma-pipeline <id> <name> stages=<n>` line the runtime names hangs with.
+    pub fn pipeline(mut self, pipeline: &crate::pipeline::ValidPipeline) -> KernelSource {
+        for t in &pipeline.spec().tiles {
+            if !self.tiles.contains(&t.tile) {
+                self.tiles.push(t.tile.clone());
+            }
+        }
+        self.pipelines.push(pipeline.clone());
+        self
+    }
+
+    /// Adds warp roles (`struct tma_roles_<name>`, [`WarpRolesCode`]).
+    pub fn warp_roles(mut self, roles: &crate::pipeline::ValidWarpRoles) -> KernelSource {
+        self.roles.push(roles.clone());
         self
     }
 
@@ -145,9 +167,46 @@ impl KernelSource {
             }
             aliases.push_str(&format!("using {alias} = {};\n", tile.cuda_name()));
         }
+        let mut pipelines = Vec::with_capacity(self.pipelines.len());
+        for (id, p) in (0u32..).zip(&self.pipelines) {
+            let code = PipelineCode::new(p, id)?;
+            if let Some(by) =
+                globals.insert(code.cuda_name(), format!("pipeline `{}`", p.spec().name))
+            {
+                return Err(RenderError::NameTaken {
+                    what: "pipeline",
+                    name: code.cuda_name(),
+                    by,
+                });
+            }
+            pipelines.push(code);
+        }
+        let mut roles = Vec::with_capacity(self.roles.len());
+        for r in &self.roles {
+            let code = WarpRolesCode::new(r)?;
+            for (what, name, table) in [
+                ("warp roles", code.cuda_name(), &mut globals),
+                ("warp roles macro", code.launch_macro(), &mut macros),
+            ] {
+                if let Some(by) =
+                    table.insert(name.clone(), format!("warp roles `{}`", r.roles().name))
+                {
+                    return Err(RenderError::NameTaken { what, name, by });
+                }
+            }
+            roles.push(code);
+        }
         let mut out = prelude_checked()?;
         out.push('\n');
         out.push_str(&tile_list(&self.tiles));
+        for (id, p) in (0u32..).zip(&self.pipelines) {
+            let line = crate::manifest::DeclaredPipeline {
+                id,
+                name: p.spec().name.clone(),
+                stages: Some(p.spec().stages),
+            };
+            out.push_str(&format!("{line}\n"));
+        }
         for t in &tiles {
             out.push('\n');
             out.push_str(t.source());
@@ -155,6 +214,18 @@ impl KernelSource {
         for set in &sets {
             out.push('\n');
             out.push_str(set.source());
+        }
+        if !pipelines.is_empty() || !roles.is_empty() {
+            out.push('\n');
+            out.push_str(&warp_support()?);
+        }
+        for p in &pipelines {
+            out.push('\n');
+            out.push_str(p.source());
+        }
+        for r in &roles {
+            out.push('\n');
+            out.push_str(r.source());
         }
         if !aliases.is_empty() {
             out.push_str("\n// The kernel's names for its tiles (KernelSource::tile_as).\n");
