@@ -10,6 +10,10 @@ pub(super) const SHAPE_TEMPLATE: &str = include_str!("../../templates/shape.cuh.
 pub(super) const TILE_TEMPLATE: &str = include_str!("../../templates/tile.cuh.tera");
 pub(super) const HOST_TILE_TEMPLATE: &str = include_str!("../../templates/host_tile.cuh.tera");
 pub(super) const SET_TEMPLATE: &str = include_str!("../../templates/set.cuh.tera");
+pub(super) const ENCODE_TEMPLATE: &str = include_str!("../../templates/encode.cuh.tera");
+pub(super) const ENCODE_TILE_TEMPLATE: &str = include_str!("../../templates/encode_tile.cuh.tera");
+pub(super) const MPK_TEMPLATE: &str = include_str!("../../templates/mpk.cuh.tera");
+pub(super) const MPK_TILE_TEMPLATE: &str = include_str!("../../templates/mpk_tile.cuh.tera");
 pub(super) const EXERCISE_TEMPLATE: &str = include_str!("../../templates/exercise.cu.tera");
 
 /// The template engine, parsed once per process: every tile declared with a macro renders
@@ -36,6 +40,10 @@ pub(super) fn build_engine() -> Result<Tera, RenderError> {
         ("host_tile.cuh.tera", HOST_TILE_TEMPLATE),
         ("set.cuh.tera", SET_TEMPLATE),
         ("exercise.cu.tera", EXERCISE_TEMPLATE),
+        ("encode.cuh.tera", ENCODE_TEMPLATE),
+        ("encode_tile.cuh.tera", ENCODE_TILE_TEMPLATE),
+        ("mpk.cuh.tera", MPK_TEMPLATE),
+        ("mpk_tile.cuh.tera", MPK_TILE_TEMPLATE),
     ])
     .map_err(|e| template_error("templates", &e))?;
     Ok(tera)

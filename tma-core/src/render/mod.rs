@@ -12,8 +12,9 @@
 //!   tile's offset, and the kernel's tensor-map parameter list as a macro.
 //! - [`KernelSource`]: prelude + tile lines ([`crate::manifest`]) + helpers + the kernel's names
 //!   for its tiles + a kernel body, the unit the runtime compiles.
-//! - [`header`]: a standalone `.cuh` for C++ users; [`host_header`]: the tiles' shapes
-//!   (coordinates, extents, element offsets) for host C++20.
+//! - [`header`]: a standalone `.cuh` for C++ users, device helpers and host encode functions
+//!   (`tma_encode_<name>`); [`header_with`] adds Mirage MPK's contract; [`host_header`]: the
+//!   tiles' shapes (coordinates, extents, element offsets) for host C++20.
 //!
 //! The generated helpers take coordinates as C++20 designated initializers
 //! (`T::load(&map, &bar, smem, {.M = m0, .K = k0})`): compile them with `-std=c++20`
@@ -48,12 +49,14 @@ use crate::DType;
 use std::collections::BTreeMap;
 use tera::{Context, Tera, Value};
 
+mod cpp;
 mod engine;
 mod hang;
 mod set;
 mod source;
 mod tile;
 
+pub use cpp::{header_with, mpk_dim_names, HeaderOptions};
 use engine::*;
 pub use hang::HangTiles;
 pub use set::TileSetCode;
