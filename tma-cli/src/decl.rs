@@ -41,7 +41,11 @@ pub fn read(source: &Source) -> Result<Read, Vec<Diagnostic>> {
             }]);
         }
     };
-    let decls = split(source, tokens)?;
+    let decls = if tokens.is_empty() {
+        Vec::new()
+    } else {
+        split(source, tokens)?
+    };
     if decls.is_empty() {
         return Err(vec![Diagnostic::error(format!(
             "{}: no tile declaration (expected e.g. `tma_2d! {{ A: bf16, global = [M = 4096, K = 1024], boxed = [64, 64] }}`)",

@@ -96,8 +96,12 @@ static int check() {
                 tma_encode_status_name(err.status), err.rule, err.message);
     bad += !ok;
   }
-  // Good arguments reach the driver: encoded on a machine with one, NO_DRIVER without.
-  const CUresult r = tma_encode_mpk_a(&map, host, tensor, &err);
+  // Good arguments reach the driver: encoded on a machine with a GPU (over device memory, in
+  // the context cudaMalloc makes current: the driver wants one), NO_DRIVER without.
+  void* dev = nullptr;
+  if (cudaMalloc(&dev, tensor) != cudaSuccess) dev = nullptr;
+  const CUresult r = tma_encode_mpk_a(&map, dev != nullptr ? dev : static_cast<void*>(host), tensor, &err);
+  if (dev != nullptr) cudaFree(dev);
   const bool ok = r == CUDA_SUCCESS || err.status == TMA_ENCODE_NO_DRIVER;
   std::printf("good arguments: %s (%s)%s%s\n", ok ? "passed the checks" : "UNEXPECTED", tma_encode_status_name(err.status),
               err.message[0] ? ": " : "", err.message);
