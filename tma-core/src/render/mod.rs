@@ -16,8 +16,9 @@
 //!   the helpers both use.
 //! - [`KernelSource`]: prelude + tile lines ([`crate::manifest`]) + helpers + the kernel's names
 //!   for its tiles + a kernel body, the unit the runtime compiles.
-//! - [`header`]: a standalone `.cuh` for C++ users; [`host_header`]: the tiles' shapes
-//!   (coordinates, extents, element offsets) for host C++20.
+//! - [`header`]: a standalone `.cuh` for C++ users, device helpers and host encode functions
+//!   (`tma_encode_<name>`); [`header_with`] adds Mirage MPK's contract; [`host_header`]: the
+//!   tiles' shapes (coordinates, extents, element offsets) for host C++20.
 //!
 //! The generated helpers take coordinates as C++20 designated initializers
 //! (`T::load(&map, &bar, smem, {.M = m0, .K = k0})`): compile them with `-std=c++20`
@@ -52,6 +53,7 @@ use crate::DType;
 use std::collections::BTreeMap;
 use tera::{Context, Tera, Value};
 
+mod cpp;
 mod engine;
 mod hang;
 mod pipeline;
@@ -59,6 +61,7 @@ mod set;
 mod source;
 mod tile;
 
+pub use cpp::{header_with, mpk_dim_names, HeaderOptions};
 use engine::*;
 pub use hang::HangTiles;
 pub use pipeline::{warp_support, PipelineCode, WarpRolesCode};
