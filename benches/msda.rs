@@ -101,28 +101,38 @@ fn table_configs() -> Vec<Config> {
 /// The knob variants of MSDA_SWEEP.
 fn sweep_configs(ty: Ty) -> Vec<Config> {
     let mut v = Vec::new();
-    let vec = |qpb, all_heads, unroll| Config {
+    let vec = |qpb, all_heads, unroll, minb| Config {
         design: Design::Vec { qpb, all_heads },
         softmax: false,
         unroll,
+        minb,
     };
-    let stage = |qpb, rounds, budget, unroll| Config {
+    let stage = |qpb, rounds, budget, cluster, unroll, minb| Config {
         design: Design::Stage {
             qpb,
             rounds,
             budget,
+            cluster,
         },
         softmax: false,
         unroll,
+        minb,
     };
-    for qpb in [8, 16, 32, 64, 128] {
-        v.push(vec(qpb, false, 2));
+    for (qpb, unroll, minb) in [
+        (8, 2, 1),
+        (8, 4, 1),
+        (16, 1, 32),
+        (16, 2, 32),
+        (32, 1, 16),
+        (32, 2, 16),
+        (32, 2, 12),
+        (64, 2, 8),
+        (128, 2, 4),
+    ] {
+        v.push(vec(qpb, false, unroll, minb));
     }
-    for unroll in [1, 4, 8] {
-        v.push(vec(32, false, unroll));
-    }
-    for qpb in [1, 2, 4] {
-        v.push(vec(qpb, true, 2));
+    for (qpb, minb) in [(1, 16), (2, 8)] {
+        v.push(vec(qpb, true, 2, minb));
     }
     let budgets: &[u32] = if ty == Ty::F32 {
         &[76 << 10, 150 << 10]
@@ -130,11 +140,17 @@ fn sweep_configs(ty: Ty) -> Vec<Config> {
         &[76 << 10]
     };
     for &budget in budgets {
-        for (qpb, rounds) in [(32, 1), (64, 2), (128, 1), (128, 2), (256, 1)] {
-            v.push(stage(qpb, rounds, budget, 2));
-        }
-        for unroll in [1, 4] {
-            v.push(stage(64, 1, budget, unroll));
+        for cluster in [1, 2] {
+            for (qpb, unroll, minb) in [
+                (128, 1, 1),
+                (128, 2, 1),
+                (128, 1, 3),
+                (128, 2, 3),
+                (64, 2, 3),
+                (256, 2, 1),
+            ] {
+                v.push(stage(qpb, 1, budget, cluster, unroll, minb));
+            }
         }
     }
     v

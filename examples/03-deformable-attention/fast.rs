@@ -27,8 +27,14 @@ pub enum Design {
     /// queries (else one (batch, head) per block).
     Vec { qpb: u32, all_heads: bool },
     /// msda_stage: `qpb` queries per pass, `rounds` passes per block; the smallest levels
-    /// whose planes fit `budget` bytes of shared memory are staged by TMA.
-    Stage { qpb: u32, rounds: u32, budget: u32 },
+    /// whose planes fit `budget` bytes of shared memory are staged by TMA; `cluster` blocks
+    /// of one (batch, head) share the staging, each loading part of it multicast to all.
+    Stage {
+        qpb: u32,
+        rounds: u32,
+        budget: u32,
+        cluster: u32,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,6 +44,8 @@ pub struct Config {
     pub softmax: bool,
     /// `#pragma unroll` of the point loop.
     pub unroll: u32,
+    /// Blocks per SM the registers must allow (`__launch_bounds__`' second argument).
+    pub minb: u32,
 }
 
 impl Config {
@@ -49,16 +57,19 @@ impl Config {
         },
         softmax: false,
         unroll: 2,
+        minb: 1,
     };
     /// The default TMA kernel (76 KB budget: 3 blocks per SM).
     pub const STAGE: Config = Config {
         design: Design::Stage {
-            qpb: 64,
+            qpb: 128,
             rounds: 1,
             budget: 76 * 1024,
+            cluster: 1,
         },
         softmax: false,
         unroll: 2,
+        minb: 1,
     };
     pub fn with_softmax(self) -> Config {
         Config {
@@ -82,12 +93,14 @@ impl Config {
                 qpb,
                 rounds,
                 budget,
-            } => format!("q{qpb}x{rounds} {}K", budget / 1024),
+                cluster,
+            } => format!("q{qpb}x{rounds} {}K c{cluster}", budget / 1024),
         };
         format!(
-            "{} {knobs} u{}{}",
+            "{} {knobs} u{} b{}{}",
             self.kernel_name(),
             self.unroll,
+            self.minb,
             if self.softmax { " softmax" } else { "" }
         )
     }
@@ -203,6 +216,8 @@ pub struct Built {
     pub dynamic_smem: u32,
     pub grid: u32,
     pub block: u32,
+    /// Blocks per cluster along x (1: no cluster).
+    pub cluster: u32,
 }
 
 pub fn build(compiler: &Compiler, m: &Msda, ty: Ty, config: Config, debug: bool) -> Res<Built> {
@@ -220,14 +235,19 @@ pub fn build(compiler: &Compiler, m: &Msda, ty: Ty, config: Config, debug: bool)
         .define("MSDA_L", m.levels.len().to_string())
         .define("MSDA_P", m.points.to_string())
         .define("MSDA_SOFTMAX", u32::from(config.softmax).to_string())
-        .define("MSDA_UNROLL", config.unroll.to_string());
+        .define("MSDA_UNROLL", config.unroll.to_string())
+        .define("MSDA_MINB", config.minb.to_string());
     let mut staged = Vec::new();
+    // Queries per block, fewer where a block would pass 1024 threads (D = 64 in f32, say).
+    let fit = |qpb: u32, per_query: u32| qpb.min(1024 / per_query).max(1);
     let (grid, block, dynamic_smem, qpb) = match config.design {
         Design::Vec { qpb, all_heads } => {
+            let qpb = fit(qpb, tpq * if all_heads { nh } else { 1 });
             options = options
                 .define("MSDA_MAP", u32::from(all_heads).to_string())
                 .define("MSDA_STAGED", "0")
-                .define("MSDA_ROUNDS", "1");
+                .define("MSDA_ROUNDS", "1")
+                .define("MSDA_CLUSTER", "1");
             if all_heads {
                 (nb * chunks(qpb), qpb * nh * tpq, 0, qpb)
             } else {
@@ -238,7 +258,12 @@ pub fn build(compiler: &Compiler, m: &Msda, ty: Ty, config: Config, debug: bool)
             qpb,
             rounds,
             budget,
+            cluster,
         } => {
+            let qpb = fit(qpb, tpq);
+            if !(1..=8).contains(&cluster) {
+                return Err(format!("cluster of {cluster} blocks (1..=8)").into());
+            }
             let levels = staged_levels(m, ty, budget);
             if levels.is_empty() {
                 return Err(format!(
@@ -264,9 +289,11 @@ pub fn build(compiler: &Compiler, m: &Msda, ty: Ty, config: Config, debug: bool)
             options = options
                 .define("MSDA_MAP", "0")
                 .define("MSDA_STAGED", levels.len().to_string())
-                .define("MSDA_ROUNDS", rounds.to_string());
+                .define("MSDA_ROUNDS", rounds.to_string())
+                .define("MSDA_CLUSTER", cluster.to_string());
             let smem = u32::try_from(set.dynamic_smem_bytes())?;
-            (nb * nh * chunks(qpb * rounds), qpb * tpq, smem, qpb)
+            let per_pair = chunks(qpb * rounds).next_multiple_of(cluster);
+            (nb * nh * per_pair, qpb * tpq, smem, qpb)
         }
     };
     options = options.define("MSDA_QPB", qpb.to_string());
@@ -299,6 +326,10 @@ pub fn build(compiler: &Compiler, m: &Msda, ty: Ty, config: Config, debug: bool)
         dynamic_smem,
         grid,
         block,
+        cluster: match config.design {
+            Design::Stage { cluster, .. } => cluster,
+            Design::Vec { .. } => 1,
+        },
     })
 }
 
@@ -430,8 +461,11 @@ impl FastDevice {
     /// Queues one launch of `k` on the stream.
     pub fn launch(&mut self, k: &Loaded) -> Res<()> {
         let b = &k.built;
-        let cfg = LaunchConfig::new(&self.stream, (b.grid, 1, 1), (b.block, 1, 1))
+        let mut cfg = LaunchConfig::new(&self.stream, (b.grid, 1, 1), (b.block, 1, 1))
             .dynamic_smem(b.dynamic_smem);
+        if b.cluster > 1 {
+            cfg = cfg.cluster((b.cluster, 1, 1));
+        }
         let (queries, spatial) = (self.m.queries as i32, self.m.spatial() as i32);
         let attn = if b.config.softmax {
             &self.logits

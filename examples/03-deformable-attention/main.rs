@@ -240,14 +240,39 @@ fn dump(size: &str, ty: Ty, b: &fast::Built) -> Res<()> {
     Ok(())
 }
 
-/// The fast kernels the example checks: each design with weights and with fused softmax.
-fn fast_configs() -> [Config; 4] {
-    [
-        Config::VEC,
-        Config::VEC.with_softmax(),
-        Config::STAGE,
-        Config::STAGE.with_softmax(),
-    ]
+/// The fast kernels the example checks: each design (and the TMA one with a cluster of two
+/// sharing the staging by multicast) with weights and with the fused softmax.
+fn fast_configs() -> Vec<Config> {
+    let cluster = Config {
+        design: match Config::STAGE.design {
+            fast::Design::Stage {
+                qpb,
+                rounds,
+                budget,
+                ..
+            } => fast::Design::Stage {
+                qpb,
+                rounds,
+                budget,
+                cluster: 2,
+            },
+            d => d,
+        },
+        ..Config::STAGE
+    };
+    let all_heads = Config {
+        design: fast::Design::Vec {
+            qpb: 1,
+            all_heads: true,
+        },
+        ..Config::VEC
+    };
+    let mut v = Vec::new();
+    for c in [Config::VEC, all_heads, Config::STAGE, cluster] {
+        v.push(c);
+        v.push(c.with_softmax());
+    }
+    v
 }
 
 /// msda_tma and msda_ldg on the seed size, one type and distribution, against the reference.

@@ -16,7 +16,9 @@
 //
 // Configuration (defines from the host): MSDA_DTYPE (0 f16, 1 bf16, 2 f32), MSDA_M, MSDA_D,
 // MSDA_L, MSDA_P, MSDA_QPB, MSDA_MAP (msda_vec: 0 = a block is one (batch, head), 1 = a block
-// is all heads of its queries), MSDA_ROUNDS (msda_stage), MSDA_SOFTMAX, MSDA_UNROLL. With
+// is all heads of its queries), MSDA_ROUNDS and MSDA_CLUSTER (msda_stage: blocks of a cluster
+// share one (batch, head) and each loads part of the staged levels, multicast to all),
+// MSDA_SOFTMAX, MSDA_UNROLL, MSDA_MINB (blocks per SM the registers must allow). With
 // MSDA_STAGED > 0 the host renders the staged levels' tiles (set msda_stage) and msda_slot<l>.
 
 #if MSDA_DTYPE == 2
@@ -97,12 +99,17 @@ __device__ __forceinline__ uint4 msda_pack(const float (&f)[MSDA_VEC]) {
 
 // The attention weight of point i of this (query, head): the input, or its softmax over the
 // L * P logits (max and sum reduced over the MSDA_TPQ threads of the query, in f32).
+#if MSDA_DTYPE == 2
+#define MSDA_EXP expf  // f32 output: the accurate exp
+#else
+#define MSDA_EXP __expf
+#endif
 struct MsdaWeights {
   const float* __restrict__ a;
   float max, inv_sum;
   __device__ __forceinline__ float operator()(int i) const {
 #if MSDA_SOFTMAX
-    return __expf(__ldg(a + i) - max) * inv_sum;
+    return MSDA_EXP(__ldg(a + i) - max) * inv_sum;
 #else
     return __ldg(a + i);
 #endif
@@ -118,7 +125,7 @@ __device__ __forceinline__ MsdaWeights msda_weights(const float* __restrict__ a,
 #pragma unroll
   for (int o = MSDA_TPQ / 2; o > 0; o /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o, MSDA_TPQ));
   float s = 0.f;
-  for (int i = sub; i < MSDA_LP; i += MSDA_TPQ) s += __expf(__ldg(a + i) - m);
+  for (int i = sub; i < MSDA_LP; i += MSDA_TPQ) s += MSDA_EXP(__ldg(a + i) - m);
 #pragma unroll
   for (int o = MSDA_TPQ / 2; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o, MSDA_TPQ);
   w.max = m;
@@ -127,6 +134,34 @@ __device__ __forceinline__ MsdaWeights msda_weights(const float* __restrict__ a,
   (void)sub;
 #endif
   return w;
+}
+
+// x * n - 0.5 (the pixel coordinate, align_corners = false), its floor and its fraction. f16
+// and bf16: in f32, as the standard op. f32 (MSDA_EXACT): the fraction of the exact product
+// (x * n = p + e, both floats, by an fma), so that it is within f32 rounding of the f64 value
+// (the plain f32 product loses up to half an ulp of n, ~4e-6 at n = 160).
+#ifndef MSDA_EXACT
+#define MSDA_EXACT (MSDA_DTYPE == 2)
+#endif
+__device__ __forceinline__ float msda_coord(float x, int n, float& fl, float& frac) {
+  const float nf = static_cast<float>(n);
+  const float p = x * nf;
+  const float im = p - 0.5f;
+  fl = floorf(im);
+#if MSDA_EXACT
+  const float e = fmaf(x, nf, -p);  // p + e == x * n exactly
+  frac = (im - fl) + e;
+  if (frac < 0.f) {
+    fl -= 1.f;
+    frac += 1.f;
+  } else if (frac >= 1.f) {
+    fl += 1.f;
+    frac -= 1.f;
+  }
+#else
+  frac = im - fl;
+#endif
+  return im;
 }
 
 // Adds the P points of one level to acc. `corner(h, w)` returns the 16 bytes of this thread's
@@ -139,13 +174,13 @@ __device__ __forceinline__ void msda_level(float (&acc)[MSDA_VEC], const Corner&
   for (int p = 0; p < MSDA_P; ++p) {
     const float2 c = __ldg(xy + p);
     // Coordinates in f32, as the standard op (align_corners = false).
-    const float h_im = c.y * static_cast<float>(H) - 0.5f;
-    const float w_im = c.x * static_cast<float>(W) - 0.5f;
+    float hf, wf, fh, fw;
+    const float h_im = msda_coord(c.y, H, hf, fh);
+    const float w_im = msda_coord(c.x, W, wf, fw);
     const bool inside = h_im > -1.f && w_im > -1.f && h_im < static_cast<float>(H) && w_im < static_cast<float>(W);
-    const float hf = floorf(h_im), wf = floorf(w_im);
     const int h0 = inside ? static_cast<int>(hf) : -2;  // -2: every corner outside
     const int w0 = inside ? static_cast<int>(wf) : -2;
-    const float lh = inside ? h_im - hf : 0.f, lw = inside ? w_im - wf : 0.f;
+    const float lh = inside ? fh : 0.f, lw = inside ? fw : 0.f;
     const float a = inside ? weight(i0 + p) : 0.f;
     const bool r0 = h0 >= 0, r1 = h0 + 1 >= 0 && h0 + 1 < H;
     const bool c0 = w0 >= 0, c1 = w0 + 1 >= 0 && w0 + 1 < W;
@@ -193,7 +228,7 @@ __device__ __forceinline__ void msda_store(msda_t* __restrict__ out, long long n
 
 // Grid: MSDA_MAP 0: N * M * ceil(Q / QPB) blocks, block b = ((n * M + head) * chunks + chunk);
 //       MSDA_MAP 1: N * ceil(Q / QPB) blocks, block b = n * chunks + chunk, all heads.
-extern "C" __global__ void __launch_bounds__(MSDA_VEC_BLOCK)
+extern "C" __global__ void __launch_bounds__(MSDA_VEC_BLOCK, MSDA_MINB)
 msda_vec(const msda_t* __restrict__ value, const float* __restrict__ loc, const float* __restrict__ attn,
          msda_t* __restrict__ out, const __grid_constant__ MsdaShapes sh, int queries, int spatial) {
   const int chunks = (queries + MSDA_QPB - 1) / MSDA_QPB;
@@ -227,9 +262,10 @@ msda_vec(const msda_t* __restrict__ value, const float* __restrict__ loc, const 
 // msda_stage_group (tma_group of the members).
 typedef tma_msda_stage MsdaStage;
 
-// Grid: N * M * ceil(Q / (QPB * ROUNDS)) blocks, block b = ((n * M + head) * chunks + chunk);
+// Grid: N * M * chunks blocks, chunks = ceil(Q / (QPB * ROUNDS)) rounded up to a multiple of
+// MSDA_CLUSTER, block b = ((n * M + head) * chunks + chunk), clusters of MSDA_CLUSTER along x;
 // MsdaStage::DYNAMIC_SMEM_BYTES of dynamic shared memory.
-extern "C" __global__ void __launch_bounds__(MSDA_QPB * MSDA_TPQ)
+extern "C" __global__ void __launch_bounds__(MSDA_QPB * MSDA_TPQ, MSDA_MINB)
 msda_stage(const msda_t* __restrict__ value, const float* __restrict__ loc, const float* __restrict__ attn,
            msda_t* __restrict__ out, const __grid_constant__ MsdaShapes sh, int queries, int spatial,
            TMA_MSDA_STAGE_PARAMS) {
@@ -237,24 +273,47 @@ msda_stage(const msda_t* __restrict__ value, const float* __restrict__ loc, cons
   __shared__ __align__(8) tma_mbarrier bar;
   unsigned char* smem = tma_align_smem<MsdaStage>(msda_raw);
   constexpr int per_block = MSDA_QPB * MSDA_ROUNDS;
-  const int chunks = (queries + per_block - 1) / per_block;
+  // Chunks per (batch, head), a multiple of the cluster: the blocks of a cluster share it.
+  const int chunks = ((queries + per_block - 1) / per_block + MSDA_CLUSTER - 1) / MSDA_CLUSTER * MSDA_CLUSTER;
   const int chunk = blockIdx.x % chunks, nh = blockIdx.x / chunks;
   const int n = nh / MSDA_M, head = nh % MSDA_M;
   const int t = threadIdx.x, sub = t % MSDA_TPQ;
   if (t == 0) {
     tma_mbarrier_init(&bar, 1);
     tma_fence_mbarrier_init();
+    // Each block's barrier counts every staged byte, whoever's load brings it.
     msda_stage_group::arrive_expect_tx(&bar);
+  }
+#if MSDA_CLUSTER > 1
+  // Every barrier of the cluster is initialised and armed before any multicast signals it.
+  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+  unsigned rank;
+  asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+#else
+  __syncthreads();  // the barrier is initialised before anyone waits on it
+  const unsigned rank = 0;
+#endif
+  if (t == 0) {
     const CUtensorMap* maps[MsdaStage::TILES] = {MSDA_STAGE_MAP_PTRS};
-    // One box per staged level: the whole [H][W][D] plane of (n, head).
+    // One box per staged level: the whole [H][W][D] plane of (n, head); with a cluster,
+    // block `rank` loads the levels whose index % MSDA_CLUSTER is its rank, multicast to all.
     msda_for<0, MSDA_L>([&](auto lc) {
       constexpr int l = decltype(lc)::value;
-      if constexpr (msda_slot<l>::staged)
-        msda_slot<l>::tile::load(maps[msda_slot<l>::index], &bar, smem + msda_slot<l>::offset,
-                                 {.N = n, .H = 0, .W = 0, .M = head, .C = 0});
+      if constexpr (msda_slot<l>::staged) {
+        typedef typename msda_slot<l>::tile T;
+        void* dst = smem + msda_slot<l>::offset;
+        const CUtensorMap* map = maps[msda_slot<l>::index];
+#if MSDA_CLUSTER > 1
+        if (msda_slot<l>::index % MSDA_CLUSTER == static_cast<int>(rank))
+          T::load_multicast(map, &bar, dst, static_cast<unsigned short>((1u << MSDA_CLUSTER) - 1u),
+                            {.N = n, .H = 0, .W = 0, .M = head, .C = 0});
+#else
+        T::load(map, &bar, dst, {.N = n, .H = 0, .W = 0, .M = head, .C = 0});
+#endif
+      }
     });
   }
-  __syncthreads();  // the barrier is initialised before anyone waits on it
+  (void)rank;
   for (int r = 0; r < MSDA_ROUNDS; ++r) {
     int q = chunk * per_block + r * MSDA_QPB + t / MSDA_TPQ;
     const bool live = q < queries;
@@ -287,5 +346,9 @@ msda_stage(const msda_t* __restrict__ value, const float* __restrict__ loc, cons
     });
     if (live) msda_store(out, nqh, sub, acc);
   }
+#if MSDA_CLUSTER > 1
+  // No block leaves while a multicast it issued may still be writing its peers' memory.
+  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+#endif
 }
 #endif
