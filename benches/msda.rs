@@ -6,7 +6,8 @@
 //! Kernels: the baselines `msda_ldg` (plain loads, one lane per channel) and `msda_tma` (one
 //! [2][2][32] TMA box per point), 16-bit only; `msda_vec` (16-byte plain loads, fp32
 //! accumulation) and `msda_stage` (small levels staged whole in shared memory by TMA), each
-//! with attention weights and with the fused softmax of logits.
+//! with attention weights and with the fused softmax of logits, and `msda_stage` with a
+//! cluster of two blocks sharing the staging (multicast).
 //!
 //! Each kernel is first checked (debug waits, output poisoned) against the f64 reference at
 //! the rounding floor of its type (exit non-zero when wrong), then timed: `WARMUP` launches,
@@ -16,7 +17,7 @@
 //! f16 one).
 //!
 //! `MSDA_SWEEP=1` also times variants of the knobs (queries per block, block mapping,
-//! unroll, rounds, staging budget), each checked first. `MSDA_TYPES=f16,f32` and
+//! unroll, register cap, staging budget; 50 launches each), each checked first. `MSDA_TYPES=f16,f32` and
 //! `MSDA_DISTS=uniform` restrict the runs.
 //!
 //! Without a GPU: compiles every kernel, prints SKIP and exits 0.
@@ -88,72 +89,82 @@ fn wanted<T: Copy>(var: &str, all: &[T], name: fn(T) -> &'static str) -> Vec<T> 
     }
 }
 
-/// The kernels of the table.
+/// The kernels of the table: each design with weights and with the fused softmax, and the
+/// TMA design with a cluster of two sharing the staging by multicast.
 fn table_configs() -> Vec<Config> {
+    let cluster = Config {
+        design: match Config::STAGE.design {
+            Design::Stage {
+                qpb,
+                rounds,
+                budget,
+                ..
+            } => Design::Stage {
+                qpb,
+                rounds,
+                budget,
+                cluster: 2,
+            },
+            d => d,
+        },
+        ..Config::STAGE
+    };
     vec![
         Config::VEC,
         Config::VEC.with_softmax(),
         Config::STAGE,
         Config::STAGE.with_softmax(),
+        cluster,
     ]
 }
 
-/// The knob variants of MSDA_SWEEP.
+/// The knob variants of MSDA_SWEEP (f16 and f32; bf16 runs like f16).
 fn sweep_configs(ty: Ty) -> Vec<Config> {
-    let mut v = Vec::new();
-    let vec = |qpb, all_heads, unroll, minb| Config {
+    let vec = |qpb, all_heads, unroll| Config {
         design: Design::Vec { qpb, all_heads },
         softmax: false,
         unroll,
-        minb,
+        minb: 1,
     };
-    let stage = |qpb, rounds, budget, cluster, unroll, minb| Config {
+    let stage = |qpb, budget, unroll, minb| Config {
         design: Design::Stage {
             qpb,
-            rounds,
+            rounds: 1,
             budget,
-            cluster,
+            cluster: 1,
         },
         softmax: false,
         unroll,
         minb,
     };
-    for (qpb, unroll, minb) in [
-        (8, 2, 1),
-        (8, 4, 1),
-        (16, 1, 32),
-        (16, 2, 32),
-        (32, 1, 16),
-        (32, 2, 16),
-        (32, 2, 12),
-        (64, 2, 8),
-        (128, 2, 4),
-    ] {
-        v.push(vec(qpb, false, unroll, minb));
+    match ty {
+        Ty::Bf16 => vec![],
+        Ty::F16 => vec![
+            vec(8, false, 2),
+            vec(8, false, 8),
+            vec(16, false, 2),
+            vec(32, false, 1),
+            vec(32, false, 4),
+            vec(64, false, 2),
+            vec(1, true, 2),
+            vec(1, true, 4),
+            vec(4, true, 2),
+            stage(128, 76 << 10, 2, 2),
+            stage(128, 76 << 10, 4, 1),
+            stage(256, 76 << 10, 2, 1),
+            stage(32, 20 << 10, 2, 1),
+            stage(64, 20 << 10, 2, 1),
+            stage(128, 20 << 10, 2, 1),
+        ],
+        Ty::F32 => vec![
+            vec(8, false, 2),
+            vec(16, false, 2),
+            vec(64, false, 2),
+            vec(1, true, 2),
+            stage(64, 76 << 10, 2, 1),
+            stage(128, 150 << 10, 2, 1),
+        ],
     }
-    for (qpb, minb) in [(1, 16), (2, 8)] {
-        v.push(vec(qpb, true, 2, minb));
-    }
-    let budgets: &[u32] = if ty == Ty::F32 {
-        &[76 << 10, 150 << 10]
-    } else {
-        &[76 << 10]
-    };
-    for &budget in budgets {
-        for cluster in [1, 2] {
-            for (qpb, unroll, minb) in [
-                (128, 1, 1),
-                (128, 2, 1),
-                (128, 1, 3),
-                (128, 2, 3),
-                (64, 2, 3),
-                (256, 2, 1),
-            ] {
-                v.push(stage(qpb, 1, budget, cluster, unroll, minb));
-            }
-        }
-    }
-    v
 }
 
 struct Row {

@@ -480,6 +480,51 @@ mod tests {
         Ok(())
     }
 
+    /// msda_stage's level tile, loaded by the CPU model of TMA at (n, 0, 0, head, 0) over the
+    /// value from the level's first row, is the level's plane of (n, head): pixel (h, w),
+    /// channel c at element (h * W + w) * D + c, for every level, batch and head.
+    #[test]
+    fn level_tiles_stage_the_plane_of_one_batch_and_head() -> Result<(), Box<dyn std::error::Error>> {
+        use super::dist::Ty;
+        use super::fast;
+        let m = Msda {
+            batch: 2,
+            queries: 1,
+            heads: 3,
+            channels: 8,
+            points: 1,
+            levels: vec![(3, 5), (2, 2), (1, 7)],
+        };
+        let mut rng = Rng::new(3);
+        let value: Vec<u16> = (0..m.value_len()).map(|_| rng.next_u64() as u16).collect();
+        let bytes: Vec<u8> = value.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let (s, starts, row) = (m.spatial(), m.level_start(), m.heads * m.channels);
+        for (l, &(h, w)) in m.levels.iter().enumerate() {
+            let bound = fast::level_tile(&m, Ty::F16, l)?.bound().ok_or("static")?;
+            let global = &bytes[starts[l] * row * 2..];
+            for n in 0..m.batch {
+                for head in 0..m.heads {
+                    let smem = tma::model::load(&bound, global, &[n as i64, 0, 0, head as i64, 0])?;
+                    assert_eq!(smem.len(), h * w * m.channels * 2);
+                    for p in 0..h * w {
+                        for c in 0..m.channels {
+                            let i = (p * m.channels + c) * 2;
+                            let got = u16::from_le_bytes([smem[i], smem[i + 1]]);
+                            let want = value[((n * s + starts[l] + p) * m.heads + head) * m.channels + c];
+                            assert_eq!(got, want, "level {l} n {n} head {head} pixel {p} c {c}");
+                        }
+                    }
+                }
+            }
+        }
+        // The smallest levels first while they fit; the smallest alone when none fits.
+        assert_eq!(fast::staged_levels(&m, Ty::F16, 2 * 16 * 4 + 7 * 16), vec![1, 2]);
+        assert_eq!(fast::staged_levels(&m, Ty::F32, 1), vec![1]);
+        let sh = fast::shapes(&m);
+        assert_eq!(&sh.hws[..9], &[3, 2, 1, 5, 2, 7, 0, 15, 19]);
+        Ok(())
+    }
+
     /// The full seed size: how long the reference takes, and that an output which is the
     /// reference rounded to f16 / bf16 passes the checks with room to spare.
     /// `cargo test --release --example 03-deformable-attention -- --ignored --nocapture`
