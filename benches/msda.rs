@@ -89,32 +89,17 @@ fn wanted<T: Copy>(var: &str, all: &[T], name: fn(T) -> &'static str) -> Vec<T> 
     }
 }
 
-/// The kernels of the table: each design with weights and with the fused softmax, and the
-/// TMA design with a cluster of two sharing the staging by multicast.
+/// The kernels of the table: each design with weights and with the fused softmax, the TMA
+/// design with a cluster of two sharing the staging by multicast, and the hybrid.
 fn table_configs() -> Vec<Config> {
-    let cluster = Config {
-        design: match Config::STAGE.design {
-            Design::Stage {
-                qpb,
-                rounds,
-                budget,
-                ..
-            } => Design::Stage {
-                qpb,
-                rounds,
-                budget,
-                cluster: 2,
-            },
-            d => d,
-        },
-        ..Config::STAGE
-    };
     vec![
         Config::VEC,
         Config::VEC.with_softmax(),
         Config::STAGE,
         Config::STAGE.with_softmax(),
-        cluster,
+        Config::STAGE.with_cluster(2),
+        Config::HYBRID,
+        Config::HYBRID.with_softmax(),
     ]
 }
 

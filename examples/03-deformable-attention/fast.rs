@@ -52,7 +52,7 @@ impl Config {
     /// The default plain-load kernel.
     pub const VEC: Config = Config {
         design: Design::Vec {
-            qpb: 32,
+            qpb: 64,
             all_heads: false,
         },
         softmax: false,
@@ -71,6 +71,37 @@ impl Config {
         unroll: 2,
         minb: 1,
     };
+    /// The hybrid: only what fits 20 KB staged by TMA (the smallest level at the seed
+    /// size), the other levels gathered through L1, 64 queries per block.
+    pub const HYBRID: Config = Config {
+        design: Design::Stage {
+            qpb: 64,
+            rounds: 1,
+            budget: 20 * 1024,
+            cluster: 1,
+        },
+        softmax: false,
+        unroll: 2,
+        minb: 1,
+    };
+    /// This config with a cluster of `n` blocks sharing the staging (msda_stage only).
+    pub fn with_cluster(self, n: u32) -> Config {
+        let design = match self.design {
+            Design::Stage {
+                qpb,
+                rounds,
+                budget,
+                ..
+            } => Design::Stage {
+                qpb,
+                rounds,
+                budget,
+                cluster: n,
+            },
+            d => d,
+        };
+        Config { design, ..self }
+    }
     pub fn with_softmax(self) -> Config {
         Config {
             softmax: true,

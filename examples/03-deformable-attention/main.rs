@@ -240,26 +240,10 @@ fn dump(size: &str, ty: Ty, b: &fast::Built) -> Res<()> {
     Ok(())
 }
 
-/// The fast kernels the example checks: each design (and the TMA one with a cluster of two
-/// sharing the staging by multicast) with weights and with the fused softmax.
+/// The fast kernels the example checks: each design with weights and with the fused softmax,
+/// msda_vec with all heads in a block, msda_stage with a cluster of two sharing the staging
+/// by multicast, and the hybrid (only the smallest level staged).
 fn fast_configs() -> Vec<Config> {
-    let cluster = Config {
-        design: match Config::STAGE.design {
-            fast::Design::Stage {
-                qpb,
-                rounds,
-                budget,
-                ..
-            } => fast::Design::Stage {
-                qpb,
-                rounds,
-                budget,
-                cluster: 2,
-            },
-            d => d,
-        },
-        ..Config::STAGE
-    };
     let all_heads = Config {
         design: fast::Design::Vec {
             qpb: 1,
@@ -267,12 +251,15 @@ fn fast_configs() -> Vec<Config> {
         },
         ..Config::VEC
     };
-    let mut v = Vec::new();
-    for c in [Config::VEC, all_heads, Config::STAGE, cluster] {
-        v.push(c);
-        v.push(c.with_softmax());
-    }
-    v
+    vec![
+        Config::VEC,
+        Config::VEC.with_softmax(),
+        all_heads,
+        Config::STAGE,
+        Config::STAGE.with_softmax(),
+        Config::STAGE.with_cluster(2),
+        Config::HYBRID,
+    ]
 }
 
 /// msda_tma and msda_ldg on the seed size, one type and distribution, against the reference.
@@ -484,7 +471,8 @@ mod tests {
     /// value from the level's first row, is the level's plane of (n, head): pixel (h, w),
     /// channel c at element (h * W + w) * D + c, for every level, batch and head.
     #[test]
-    fn level_tiles_stage_the_plane_of_one_batch_and_head() -> Result<(), Box<dyn std::error::Error>> {
+    fn level_tiles_stage_the_plane_of_one_batch_and_head() -> Result<(), Box<dyn std::error::Error>>
+    {
         use super::dist::Ty;
         use super::fast;
         let m = Msda {
@@ -510,7 +498,8 @@ mod tests {
                         for c in 0..m.channels {
                             let i = (p * m.channels + c) * 2;
                             let got = u16::from_le_bytes([smem[i], smem[i + 1]]);
-                            let want = value[((n * s + starts[l] + p) * m.heads + head) * m.channels + c];
+                            let want =
+                                value[((n * s + starts[l] + p) * m.heads + head) * m.channels + c];
                             assert_eq!(got, want, "level {l} n {n} head {head} pixel {p} c {c}");
                         }
                     }
@@ -518,7 +507,10 @@ mod tests {
             }
         }
         // The smallest levels first while they fit; the smallest alone when none fits.
-        assert_eq!(fast::staged_levels(&m, Ty::F16, 2 * 16 * 4 + 7 * 16), vec![1, 2]);
+        assert_eq!(
+            fast::staged_levels(&m, Ty::F16, 2 * 16 * 4 + 7 * 16),
+            vec![1, 2]
+        );
         assert_eq!(fast::staged_levels(&m, Ty::F32, 1), vec![1]);
         let sh = fast::shapes(&m);
         assert_eq!(&sh.hws[..9], &[3, 2, 1, 5, 2, 7, 0, 15, 19]);
