@@ -60,7 +60,7 @@ impl Ty {
             _ => f16::from_f32(x).to_bits(),
         }
     }
-    pub fn from_bits16(self, b: u16) -> f32 {
+    pub fn bits16_to_f32(self, b: u16) -> f32 {
         match self {
             Ty::Bf16 => bf16::from_bits(b).to_f32(),
             _ => f16::from_bits(b).to_f32(),
@@ -152,7 +152,7 @@ pub fn inputs(m: &Msda, ty: Ty, dist: Dist, rng: &mut Rng) -> Inputs {
             } else {
                 let b = ty.to_bits16(x);
                 bits16.push(b);
-                ty.from_bits16(b)
+                ty.bits16_to_f32(b)
             }
         })
         .collect();

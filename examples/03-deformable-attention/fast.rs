@@ -477,7 +477,7 @@ impl FastDevice {
             Buf::U16(o) => {
                 let bits = self.stream.clone_dtoh(o)?;
                 bits.iter()
-                    .map(|&b| f64::from(self.ty.from_bits16(b)))
+                    .map(|&b| f64::from(self.ty.bits16_to_f32(b)))
                     .collect()
             }
             Buf::F32(o) => self
