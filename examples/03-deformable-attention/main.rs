@@ -19,9 +19,9 @@
 //! with `bind_strided` and encoded over the sub-view of the value buffer where it starts:
 //! 192 tensor maps, uploaded to global memory. `msda_tma` loads each point's bilinear
 //! neighbourhood as one TMA box (out-of-bounds corners arrive as zeros: the operator's
-//! padding); `msda_ldg` does the same with plain loads. Both are checked against an f64
-//! CPU reference on fresh random inputs (locations partly outside [0, 1] and on its
-//! borders); the example exits non-zero on a NaN or an error above the limits.
+//! padding); `msda_ldg` does the same with plain loads. Both are checked against the f64
+//! CPU reference on the same fresh random inputs as the fast kernels (both distributions);
+//! the example exits non-zero on a NaN or an error above the limits.
 //!
 //! Without a GPU it validates the tiles, renders every kernel for every size and type and
 //! compiles it with NVRTC, then says so and exits 0.
