@@ -57,6 +57,8 @@ pub enum Field {
     SmemAddress,
     /// The whole shared-memory footprint of one helper call.
     SmemFootprint,
+    /// The tile's wgmma operand declaration (`wgmma = a_k_major`).
+    Wgmma,
 }
 
 impl Field {
@@ -110,6 +112,7 @@ impl fmt::Display for Field {
             Field::BaseAddress => f.write_str("base address"),
             Field::SmemAddress => f.write_str("shared-memory address"),
             Field::SmemFootprint => f.write_str("shared-memory footprint"),
+            Field::Wgmma => f.write_str("wgmma"),
         }
     }
 }
