@@ -10,6 +10,11 @@ pub(super) const SHAPE_TEMPLATE: &str = include_str!("../../templates/shape.cuh.
 pub(super) const TILE_TEMPLATE: &str = include_str!("../../templates/tile.cuh.tera");
 pub(super) const HOST_TILE_TEMPLATE: &str = include_str!("../../templates/host_tile.cuh.tera");
 pub(super) const SET_TEMPLATE: &str = include_str!("../../templates/set.cuh.tera");
+pub(super) const WGMMA_TEMPLATE: &str = include_str!("../../templates/wgmma.cuh.tera");
+pub(super) const WGMMA_OPS_TEMPLATE: &str = include_str!("../../templates/wgmma_ops.cuh.tera");
+pub(super) const WGMMA_EXERCISE_TEMPLATE: &str =
+    include_str!("../../templates/wgmma_exercise.cu.tera");
+pub(super) const OPERAND_TEMPLATE: &str = include_str!("../../templates/operand.cuh.tera");
 pub(super) const EXERCISE_TEMPLATE: &str = include_str!("../../templates/exercise.cu.tera");
 
 /// The template engine, parsed once per process: every tile declared with a macro renders
@@ -36,6 +41,10 @@ pub(super) fn build_engine() -> Result<Tera, RenderError> {
         ("host_tile.cuh.tera", HOST_TILE_TEMPLATE),
         ("set.cuh.tera", SET_TEMPLATE),
         ("exercise.cu.tera", EXERCISE_TEMPLATE),
+        ("wgmma.cuh.tera", WGMMA_TEMPLATE),
+        ("wgmma_ops.cuh.tera", WGMMA_OPS_TEMPLATE),
+        ("operand.cuh.tera", OPERAND_TEMPLATE),
+        ("wgmma_exercise.cu.tera", WGMMA_EXERCISE_TEMPLATE),
     ])
     .map_err(|e| template_error("templates", &e))?;
     Ok(tera)

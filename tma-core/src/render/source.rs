@@ -152,6 +152,7 @@ impl KernelSource {
             out.push('\n');
             out.push_str(t.source());
         }
+        out.push_str(&wgmma_ops(&self.tiles)?);
         for set in &sets {
             out.push('\n');
             out.push_str(set.source());
@@ -249,6 +250,7 @@ pub fn header(specs: &[ValidSpec]) -> Result<String, RenderError> {
         out.push('\n');
         out.push_str(t.source());
     }
+    out.push_str(&wgmma_ops(specs)?);
     Ok(out)
 }
 
