@@ -267,39 +267,6 @@ fn attempt(rng: &mut XorShift, arch: Arch) -> Option<(BoundSpec, Vec<i64>)> {
     Some((bound, coords))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn deterministic_and_valid_for_every_arch() {
-        for arch in [Arch::Sm90a, Arch::Sm100a] {
-            let mut a = XorShift::new(7);
-            let mut b = XorShift::new(7);
-            let mut interleaved = [0usize; 2];
-            for _ in 0..400 {
-                let (x, cx) = random_valid_spec(&mut a, arch);
-                let (y, cy) = random_valid_spec(&mut b, arch);
-                assert_eq!((x.spec(), &cx), (y.spec(), &cy));
-                assert!(x.extent_bytes() <= MAX_TENSOR_BYTES);
-                if arch == Arch::Sm90a {
-                    assert!(!x.spec().swizzle.is_blackwell_only());
-                }
-                match x.spec().interleave {
-                    Interleave::B16 => interleaved[0] += 1,
-                    Interleave::B32 => interleaved[1] += 1,
-                    Interleave::None => {}
-                }
-            }
-            // About one spec in eight is interleaved, both chunk sizes.
-            assert!(
-                interleaved[0] >= 15 && interleaved[1] >= 5,
-                "{interleaved:?}"
-            );
-        }
-    }
-}
-
 /// Every operand combination wgmma takes from shared memory: (dtype, operand, major,
 /// swizzle), MN-major only for the 16-bit types ([`crate::Rule::WgmmaMajor`]). 56 in all.
 pub fn operand_combinations() -> Vec<(DType, crate::WgmmaOperand, Swizzle)> {
@@ -390,3 +357,36 @@ pub fn operand_case(
 
 /// Largest shared-memory footprint [`operand_case`] makes: 128 KB.
 pub const MAX_OPERAND_SMEM_BYTES: u64 = 128 * 1024;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deterministic_and_valid_for_every_arch() {
+        for arch in [Arch::Sm90a, Arch::Sm100a] {
+            let mut a = XorShift::new(7);
+            let mut b = XorShift::new(7);
+            let mut interleaved = [0usize; 2];
+            for _ in 0..400 {
+                let (x, cx) = random_valid_spec(&mut a, arch);
+                let (y, cy) = random_valid_spec(&mut b, arch);
+                assert_eq!((x.spec(), &cx), (y.spec(), &cy));
+                assert!(x.extent_bytes() <= MAX_TENSOR_BYTES);
+                if arch == Arch::Sm90a {
+                    assert!(!x.spec().swizzle.is_blackwell_only());
+                }
+                match x.spec().interleave {
+                    Interleave::B16 => interleaved[0] += 1,
+                    Interleave::B32 => interleaved[1] += 1,
+                    Interleave::None => {}
+                }
+            }
+            // About one spec in eight is interleaved, both chunk sizes.
+            assert!(
+                interleaved[0] >= 15 && interleaved[1] >= 5,
+                "{interleaved:?}"
+            );
+        }
+    }
+}
