@@ -15,6 +15,7 @@ pub mod spec {
     pub use tma_core::ident::{check_name, NameProblem};
     pub use tma_core::layout::to_tma_order;
     pub use tma_core::limits;
+    pub use tma_core::operand::{Major, Operand, WgmmaOperand, WgmmaType};
     pub use tma_core::rules::Rule;
     pub use tma_core::size::Size;
     pub use tma_core::spec::{Extent, Interleave, L2Promotion, OobFill, MAX_RANK};
@@ -24,7 +25,7 @@ pub mod spec {
 /// renderer, read by the runtime. Plumbing between them, off the front page.
 #[doc(hidden)]
 pub use tma_core::manifest;
-pub use tma_core::{model, pipeline, render, smem};
+pub use tma_core::{model, pipeline, render, smem, wgmma};
 pub use tma_runtime as runtime;
 
 /// The cudarc this crate is built with (driver, NVRTC, dynamic loading, CUDA 13.0 bindings,
@@ -54,6 +55,7 @@ pub mod __private {
     pub use std::string::String;
     pub use std::sync::OnceLock;
     pub use std::vec::Vec;
+    pub use tma_core::operand::{Major, Operand, WgmmaOperand};
     pub use tma_core::render::KernelSource;
     pub use tma_core::{
         Arch, BoundSpec, DType, EncodeArgs, Extent, Interleave, L2Promotion, OobFill, SpecErrors,

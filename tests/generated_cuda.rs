@@ -158,6 +158,70 @@ fn every_corpus_tile_compiles_to_sm90a_sass_with_its_tma_instructions() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Each pair of the corpus's wgmma operand tiles makes a kernel (`render::wgmma_exercise_body`:
+/// TMA loads, `tma_wgmma<A, B>` over every k-slice, fences, commit, wait) whose sm_90a SASS
+/// holds the tensor-core instruction (HGMMA, QGMMA for fp8) once per k-slice and 64-row
+/// block, and no local memory.
+#[test]
+fn wgmma_operand_pairs_compile_to_hgmma_without_local_memory() {
+    let test = "wgmma_operand_pairs_compile_to_hgmma_without_local_memory";
+    let Some(_) = require_nvrtc_or_skip(test) else {
+        return;
+    };
+    let (Some(ptxas), Some(cuobjdump)) = (tool(test, "ptxas"), tool(test, "cuobjdump")) else {
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("tma-wgmma-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let compiler = Compiler::global().unwrap();
+    let specs = corpus();
+    let find = |name: &str| specs.iter().find(|v| v.spec().name == name).unwrap();
+    let pairs = render::corpus::operand_pairs();
+    assert!(!pairs.is_empty());
+    for (a_name, b_name) in pairs {
+        let (a, b) = (find(a_name), find(b_name));
+        let plan = tma::wgmma::OperandPlan::new(a).unwrap();
+        let body = render::wgmma_exercise_body("operands", a, b).unwrap();
+        let source = Source::new(
+            KernelSource::new()
+                .tile_set("operands", &[("a", a), ("b", b)])
+                .body(&body)
+                .build()
+                .unwrap(),
+        );
+        let compiled = compiler
+            .compile_source(&source, &options(Arch::Sm90a))
+            .unwrap_or_else(|e| panic!("{a_name} x {b_name}: {e}"));
+        let stem = format!("{a_name}_{b_name}");
+        let sass = assemble(&ptxas, &cuobjdump, &compiled.ptx, &dir, &stem);
+        let op = if a.spec().dtype.size_bytes() == Some(1) {
+            "QGMMA"
+        } else {
+            "HGMMA"
+        };
+        let issued = count(&sass.text, op);
+        assert!(
+            issued as u64 >= plan.k_slices,
+            "{stem}: {issued} {op} for {} k-slices\n{}",
+            plan.k_slices,
+            sass.text
+        );
+        assert_eq!(sass.spill_bytes, 0, "{stem}: spills");
+        assert_eq!(
+            count(&sass.text, "LDL") + count(&sass.text, "STL"),
+            0,
+            "{stem}: local memory\n{}",
+            sass.text
+        );
+        assert!(count(&sass.text, "WARPGROUP") >= 1, "{stem}: wgmma.fence");
+        println!(
+            "{stem}: {issued} {op} ({} k-slices x {} blocks), stack {} B, no local memory",
+            plan.k_slices, plan.m_blocks, sass.stack_bytes
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A kernel's four operands described once, as the README's attention example does.
 #[derive(TmaTiles)]
 #[allow(dead_code)]

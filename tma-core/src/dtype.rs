@@ -1,10 +1,13 @@
-//! Element types: every `CUtensorMapDataType` of CUDA 13, plus friendly aliases.
+//! Element types: every `CUtensorMapDataType` of CUDA 13, the two 8-bit floats that wgmma
+//! reads (TMA moves them as `UINT8`), plus friendly aliases.
 
 use crate::size::Size;
 use std::fmt;
 
-/// One `CUtensorMapDataType`. The discriminants are the driver's enum values
-/// (`cuda.h`, CUDA 13.0), so `dtype as u32` is what `cuTensorMapEncodeTiled` takes.
+/// One `CUtensorMapDataType`, or an 8-bit float the driver moves as `UINT8`. The
+/// discriminants of the driver's types are its enum values (`cuda.h`, CUDA 13.0);
+/// [`DType::cu_value`] is what `cuTensorMapEncodeTiled` takes (`UINT8` for [`DType::E4M3`]
+/// and [`DType::E5M2`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum DType {
     U8 = 0,
@@ -26,11 +29,16 @@ pub enum DType {
     U4x16Align16B = 14,
     /// 16 packed 6-bit values per 16 bytes of shared memory: 4-byte gaps (Blackwell only).
     U6x16Align16B = 15,
+    /// 8-bit float, 4 exponent and 3 mantissa bits (`.e4m3` in PTX): moved as `UINT8`
+    /// (TMA never converts); a wgmma operand type.
+    E4M3 = 16,
+    /// 8-bit float, 5 exponent and 2 mantissa bits (`.e5m2` in PTX): moved as `UINT8`.
+    E5M2 = 17,
 }
 
 impl DType {
-    /// Every data type, in driver enum order.
-    pub const ALL: [DType; 16] = [
+    /// Every data type: the driver's in its enum order, then the 8-bit floats.
+    pub const ALL: [DType; 18] = [
         DType::U8,
         DType::U16,
         DType::U32,
@@ -47,15 +55,19 @@ impl DType {
         DType::U4x16Align8B,
         DType::U4x16Align16B,
         DType::U6x16Align16B,
+        DType::E4M3,
+        DType::E5M2,
     ];
 
-    /// Parses a user-facing name. Aliases: fp8 formats travel as `u8`
-    /// (TMA moves bytes; it never converts).
+    /// Parses a user-facing name. The 8-bit floats have their own types ([`DType::E4M3`],
+    /// [`DType::E5M2`]: TMA moves them as bytes, wgmma reads them as floats); `fp8` and the
+    /// 8-bit integers are `u8`.
     pub fn parse(name: &str) -> Option<DType> {
         let lower = name.to_ascii_lowercase();
         Some(match lower.as_str() {
-            "u8" | "uint8" | "i8" | "int8" | "fp8" | "fp8_e4m3" | "e4m3" | "f8e4m3"
-            | "fp8_e5m2" | "e5m2" | "f8e5m2" | "byte" => DType::U8,
+            "u8" | "uint8" | "i8" | "int8" | "fp8" | "byte" => DType::U8,
+            "e4m3" | "fp8_e4m3" | "f8e4m3" | "float8_e4m3" => DType::E4M3,
+            "e5m2" | "fp8_e5m2" | "f8e5m2" | "float8_e5m2" => DType::E5M2,
             "u16" | "uint16" | "i16" | "int16" => DType::U16,
             "u32" | "uint32" => DType::U32,
             "i32" | "int32" => DType::I32,
@@ -77,7 +89,8 @@ impl DType {
 
     /// Names accepted by [`DType::parse`], for error messages.
     pub const ACCEPTED: &'static str = "u8, u16, u32, i32, u64, i64, f16, f32, f64, bf16, f32_ftz, tf32, tf32_ftz, \
-         u4x16_align8b, u4x16_align16b, u6x16_align16b (aliases: fp8_e4m3/fp8_e5m2/i8 -> u8, half -> f16)";
+         u4x16_align8b, u4x16_align16b, u6x16_align16b, e4m3, e5m2 (aliases: fp8/i8 -> u8, fp8_e4m3 -> e4m3, \
+         fp8_e5m2 -> e5m2, half -> f16)";
 
     /// The canonical short name, as [`DType::parse`] reads it.
     pub fn name(self) -> &'static str {
@@ -98,13 +111,15 @@ impl DType {
             DType::U4x16Align8B => "u4x16_align8b",
             DType::U4x16Align16B => "u4x16_align16b",
             DType::U6x16Align16B => "u6x16_align16b",
+            DType::E4M3 => "e4m3",
+            DType::E5M2 => "e5m2",
         }
     }
 
     /// The driver's enumerator name.
     pub fn cu_name(self) -> &'static str {
         match self {
-            DType::U8 => "CU_TENSOR_MAP_DATA_TYPE_UINT8",
+            DType::U8 | DType::E4M3 | DType::E5M2 => "CU_TENSOR_MAP_DATA_TYPE_UINT8",
             DType::U16 => "CU_TENSOR_MAP_DATA_TYPE_UINT16",
             DType::U32 => "CU_TENSOR_MAP_DATA_TYPE_UINT32",
             DType::I32 => "CU_TENSOR_MAP_DATA_TYPE_INT32",
@@ -123,15 +138,18 @@ impl DType {
         }
     }
 
-    /// The driver's enum value.
+    /// The driver's enum value (`UINT8`, 0, for the 8-bit floats).
     pub fn cu_value(self) -> u32 {
-        self as u32
+        match self {
+            DType::E4M3 | DType::E5M2 => DType::U8 as u32,
+            d => d as u32,
+        }
     }
 
     /// Bits one element occupies in global memory.
     pub fn global_bits(self) -> u32 {
         match self {
-            DType::U8 => 8,
+            DType::U8 | DType::E4M3 | DType::E5M2 => 8,
             DType::U16 | DType::F16 | DType::BF16 => 16,
             DType::U32 | DType::I32 | DType::F32 | DType::F32Ftz | DType::TF32 | DType::TF32Ftz => {
                 32
@@ -172,7 +190,8 @@ impl DType {
         }
     }
 
-    /// Floating-point types: the only ones that may request NaN out-of-bounds fill.
+    /// Floating-point types: the only ones that may request NaN out-of-bounds fill. Not the
+    /// 8-bit floats: their maps are `UINT8`, which the driver fills with zeros only.
     pub fn is_float(self) -> bool {
         matches!(
             self,
@@ -198,9 +217,12 @@ impl DType {
     /// travel as raw 16-bit storage so the code needs no CUDA headers.
     pub fn cuda_storage(self) -> &'static str {
         match self {
-            DType::U8 | DType::U4x16Align8B | DType::U4x16Align16B | DType::U6x16Align16B => {
-                "unsigned char"
-            }
+            DType::U8
+            | DType::E4M3
+            | DType::E5M2
+            | DType::U4x16Align8B
+            | DType::U4x16Align16B
+            | DType::U6x16Align16B => "unsigned char",
             DType::U16 => "unsigned short",
             DType::F16 => "tma_half",
             DType::BF16 => "tma_bfloat16",
@@ -228,9 +250,17 @@ mod tests {
     fn names_round_trip_and_values_follow_the_driver_enum() {
         for (i, d) in DType::ALL.iter().enumerate() {
             assert_eq!(DType::parse(d.name()), Some(*d));
-            assert_eq!(d.cu_value() as usize, i);
+            if i < 16 {
+                assert_eq!(d.cu_value() as usize, i);
+            } else {
+                assert_eq!(d.cu_value(), 0, "{d}: moved as UINT8");
+                assert_eq!(d.cu_name(), DType::U8.cu_name());
+                assert_eq!(d.size_bytes(), Some(1));
+            }
         }
-        assert_eq!(DType::parse("fp8_e4m3"), Some(DType::U8));
+        assert_eq!(DType::parse("fp8_e4m3"), Some(DType::E4M3));
+        assert_eq!(DType::parse("e5m2"), Some(DType::E5M2));
+        assert_eq!(DType::parse("fp8"), Some(DType::U8));
         assert_eq!(DType::parse("BF16"), Some(DType::BF16));
         assert_eq!(DType::parse("f17"), None);
         assert_eq!(DType::BF16.cu_name(), "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16");

@@ -86,6 +86,8 @@ pub enum Field {
     NamedBarrier {
         name: String,
     },
+    /// The tile's wgmma operand declaration (`wgmma = a_k_major`).
+    Wgmma,
 }
 
 impl Field {
@@ -148,6 +150,7 @@ impl fmt::Display for Field {
             Field::ReserveSmem => f.write_str("reserve_smem"),
             Field::WarpRoles(field) => f.write_str(field),
             Field::NamedBarrier { name } => write!(f, "named barrier `{name}`"),
+            Field::Wgmma => f.write_str("wgmma"),
         }
     }
 }

@@ -5,12 +5,13 @@
 //!
 //! | stage | module | what it holds |
 //! | --- | --- | --- |
-//! | declaration | [`spec`], [`dtype`], [`swizzle`] | [`TileSpec`] (plain data, user order) and its options |
+//! | declaration | [`spec`], [`dtype`], [`swizzle`], [`operand`] | [`TileSpec`] (plain data, user order) and its options; a wgmma operand's role and major-ness |
 //! | arithmetic | [`size`], [`limits`], [`ident`] | checked sizes, hardware limits with sources, names |
 //! | rules | [`rules`], [`error`] | the [`Rule`] catalogue; findings naming field, value, rule |
 //! | shared memory | [`smem`] | where a call's boxes land; a set of tiles in one block |
 //! | validate | [`validate`](mod@validate) | [`validate()`] -> [`ValidSpec`] -> [`ValidSpec::bind`] -> [`BoundSpec`] |
 //! | pipeline | [`pipeline`] | [`pipeline::PipelineSpec`] (stages of valid tiles) -> [`pipeline::ValidPipeline`]; warp roles |
+//! | operands | [`wgmma`] | a wgmma operand tile's matrix descriptors (from its [`SmemPlan`]) and a CPU model of what wgmma reads |
 //! | outputs | [`layout`], [`model`] (and its `picture`), [`render`] | [`EncodeArgs`] in TMA order, the CPU model, generated CUDA |
 //! | | [`manifest`] | the tile lines a translation unit carries for the runtime (name, shared memory, target) |
 //!
@@ -24,6 +25,7 @@ pub mod layout;
 pub mod limits;
 pub mod manifest;
 pub mod model;
+pub mod operand;
 pub mod pipeline;
 pub mod render;
 pub mod rules;
@@ -34,10 +36,12 @@ pub mod swizzle;
 #[doc(hidden)] // test scaffolding: random valid specs for the property and GPU tests
 pub mod testgen;
 pub mod validate;
+pub mod wgmma;
 
 pub use dtype::DType;
 pub use error::{Field, Severity, SpecError, SpecErrors};
 pub use layout::{to_tma_order, EncodeArgs};
+pub use operand::{Major, Operand, WgmmaOperand};
 pub use rules::Rule;
 pub use size::Size;
 pub use smem::{RepeatPlacement, SmemPlan};

@@ -145,6 +145,31 @@ pub enum Rule {
     /// Named barriers: ids 1 to 15 (0 is `__syncthreads`), one per name, each synchronising
     /// a multiple of 32 threads, no more than the block has.
     NamedBarrierIds,
+    // ---- wgmma operand tiles (`TileSpec::wgmma`; PTX ISA 9.7.15, see `crate::operand`) ----
+    /// A wgmma operand's type is one `wgmma.mma_async` reads from shared memory: f16, bf16,
+    /// tf32, e4m3 or e5m2 (PTX ISA 9.7.15.2, "Matrix Data-types").
+    WgmmaDType,
+    /// MN-major operands only for f16 and bf16: only they have the transpose immediates
+    /// (PTX ISA 9.7.15.5.2, `imm-trans-a`/`imm-trans-b`); tf32 and fp8 operands are K-major.
+    WgmmaMajor,
+    /// `wgmma.mma_async` is an sm_90a instruction (PTX ISA 9.7.15, "Target ISA notes").
+    WgmmaNeedsSm90a,
+    /// An operand tile is a matrix: rank >= 2, its last two dims `[MN][K]` (K-major) or
+    /// `[K][MN]` (MN-major), outer dims a box of 1, no interleave, every element stride 1,
+    /// and one box along the outer matrix dim (repeats only along the innermost).
+    WgmmaTileShape,
+    /// The inner box against the canonical layouts (PTX ISA 9.7.15.5.1.2.1.3): without
+    /// swizzle a core-matrix row, exactly 16 bytes (more K or MN comes from repeats, which
+    /// the leading / stride byte offset steps over); K-major swizzled, a multiple of the 32
+    /// bytes of K one instruction reads (at most the span); MN-major swizzled, exactly the
+    /// swizzle span (one swizzle atom wide).
+    WgmmaInnerBox,
+    /// The MN extent against the instruction shape (PTX ISA 9.7.15.2): A holds whole 64-row
+    /// blocks (`.m64`); B's N is a multiple of 8 from 8 to 256.
+    WgmmaMnExtent,
+    /// The K extent holds whole instructions: a multiple of 32 bytes of elements (k16 bf16 /
+    /// f16, k8 tf32, k32 fp8; PTX ISA 9.7.15.2).
+    WgmmaKExtent,
 }
 
 impl Rule {

@@ -4,6 +4,7 @@
 //! [`crate::ValidSpec`], the only thing that can be laid out, rendered or encoded.
 
 use crate::dtype::DType;
+use crate::operand::{Major, Operand, WgmmaOperand};
 pub use crate::swizzle::Swizzle;
 use std::fmt;
 
@@ -271,6 +272,9 @@ pub struct TileSpec {
     pub smem_stride: Option<u64>,
     /// The architecture whose rules apply.
     pub target: Arch,
+    /// The tile feeds `wgmma.mma_async` as this operand (see [`crate::operand`]): validation
+    /// adds the operand rules, and the tile gets matrix descriptors ([`crate::wgmma`]).
+    pub wgmma: Option<WgmmaOperand>,
 }
 
 impl TileSpec {
@@ -300,6 +304,7 @@ impl TileSpec {
             oob_fill: OobFill::Zero,
             smem_stride: None,
             target: Arch::Sm90a,
+            wgmma: None,
         }
     }
 
@@ -355,6 +360,12 @@ impl TileSpec {
     }
     pub fn target(mut self, a: Arch) -> Self {
         self.target = a;
+        self
+    }
+    /// Declares the tile a `wgmma.mma_async` operand: `A` or `B`, K-major (`[MN][K]`, K
+    /// innermost) or MN-major (`[K][MN]`). See [`crate::operand`].
+    pub fn wgmma(mut self, operand: Operand, major: Major) -> Self {
+        self.wgmma = Some(WgmmaOperand { operand, major });
         self
     }
 

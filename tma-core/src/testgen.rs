@@ -267,6 +267,97 @@ fn attempt(rng: &mut XorShift, arch: Arch) -> Option<(BoundSpec, Vec<i64>)> {
     Some((bound, coords))
 }
 
+/// Every operand combination wgmma takes from shared memory: (dtype, operand, major,
+/// swizzle), MN-major only for the 16-bit types ([`crate::Rule::WgmmaMajor`]). 56 in all.
+pub fn operand_combinations() -> Vec<(DType, crate::WgmmaOperand, Swizzle)> {
+    use crate::operand::{Major, Operand, WgmmaOperand, WgmmaType};
+    let mut out = Vec::new();
+    for dtype in [
+        DType::BF16,
+        DType::F16,
+        DType::TF32,
+        DType::E4M3,
+        DType::E5M2,
+    ] {
+        let Some(kind) = WgmmaType::of(dtype) else {
+            continue;
+        };
+        for operand in [Operand::A, Operand::B] {
+            for major in [Major::K, Major::MN] {
+                if major == Major::MN && !kind.allows_mn_major() {
+                    continue;
+                }
+                for swizzle in [Swizzle::None, Swizzle::B32, Swizzle::B64, Swizzle::B128] {
+                    out.push((dtype, WgmmaOperand { operand, major }, swizzle));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// A wgmma operand tile of `dtype`, declared `w`, with `swizzle`: `mn` rows of the operand
+/// (a multiple of 64 for A, of 8 for B; rounded up to whole boxes along an MN-major inner
+/// dim) and `k_slices` instructions along K, the boxes split at random where the rules allow
+/// (K-major: slices per box; a batch dim of box 1 one time in four). Returns the bound spec
+/// and the coordinates (user order) of one call, in bounds, or `None` where the shape breaks a
+/// rule or the footprint passes [`MAX_OPERAND_SMEM_BYTES`] (the caller picks another).
+pub fn operand_case(
+    rng: &mut XorShift,
+    dtype: DType,
+    w: crate::WgmmaOperand,
+    swizzle: Swizzle,
+    mn: u64,
+    k_slices: u64,
+) -> Option<(BoundSpec, Vec<i64>)> {
+    use crate::operand::{Major, WgmmaType, K_BYTES};
+    let e = WgmmaType::of(dtype)?.bytes();
+    // (box, repeat) per matrix dim: [outer, inner] user order.
+    let (outer_box, inner_box, inner_repeat) = match (w.major, swizzle.span_bytes()) {
+        (Major::K, None) => (mn, 16 / e, 2 * k_slices),
+        (Major::K, Some(span)) => {
+            let fits: Vec<u64> = (1..=span / K_BYTES).filter(|j| k_slices % j == 0).collect();
+            let per_box = *rng.pick(&fits)?;
+            (mn, per_box * K_BYTES / e, k_slices / per_box)
+        }
+        (Major::MN, span) => {
+            let inner = span.unwrap_or(16) / e;
+            (k_slices * K_BYTES / e, inner, mn.div_ceil(inner))
+        }
+    };
+    let batch = rng.chance(1, 4);
+    let mut boxed = vec![
+        u32::try_from(outer_box).ok()?,
+        u32::try_from(inner_box).ok()?,
+    ];
+    let mut repeat = vec![1u32, u32::try_from(inner_repeat).ok()?];
+    let extents = [outer_box, inner_box * inner_repeat];
+    let mut global: Vec<u64> = extents.iter().map(|x| x * rng.range(1, 3)).collect();
+    let mut coords: Vec<i64> = (0..2)
+        .map(|d| (extents[d] * rng.below(global[d] / extents[d])) as i64)
+        .collect();
+    if batch {
+        boxed.insert(0, 1);
+        repeat.insert(0, 1);
+        let b = rng.range(2, 3);
+        global.insert(0, b);
+        coords.insert(0, rng.below(b) as i64);
+    }
+    let spec = TileSpec::new(format!("op_{}", w.name()), dtype, global.clone(), boxed)
+        .swizzle(swizzle)
+        .repeat(repeat)
+        .wgmma(w.operand, w.major);
+    let bound = validate(&spec).ok()?.bind(&global, None).ok()?;
+    // Room beside it in one block (and for the descriptors' 18-bit addresses).
+    if bound.plan().footprint_bytes > MAX_OPERAND_SMEM_BYTES {
+        return None;
+    }
+    Some((bound, coords))
+}
+
+/// Largest shared-memory footprint [`operand_case`] makes: 128 KB.
+pub const MAX_OPERAND_SMEM_BYTES: u64 = 128 * 1024;
+
 #[cfg(test)]
 mod tests {
     use super::*;

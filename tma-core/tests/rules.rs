@@ -3,8 +3,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use tma_core::{
-    validate, Arch, DType, Extent, Field, Interleave, OobFill, Rule, Severity, SpecError, Swizzle,
-    TileSpec,
+    validate, Arch, DType, Extent, Field, Interleave, Major, OobFill, Operand, Rule, Severity,
+    SpecError, Swizzle, TileSpec,
 };
 
 /// A valid rank-3 f16 tile: `[H=8][W=16][C=64]`, box `[2][4][32]`.
@@ -75,6 +75,27 @@ fn repeated() -> TileSpec {
 
 fn blackwell() -> TileSpec {
     good().target(Arch::Sm100a)
+}
+
+/// A wgmma A operand: 128 x 64 bf16, K-major, 128B swizzle (two 64-row blocks, 4 k-slices).
+fn operand_a() -> TileSpec {
+    TileSpec::new("a", DType::BF16, [1024, 1024], [128, 64])
+        .dim_names(["M", "K"])
+        .swizzle(Swizzle::B128)
+        .wgmma(Operand::A, Major::K)
+}
+
+/// A wgmma B operand: 64 x 128 bf16 (K x N), MN-major, 128B swizzle: two 64-wide atoms.
+fn operand_b_mn() -> TileSpec {
+    TileSpec::new("b", DType::BF16, [1024, 1024], [64, 64])
+        .dim_names(["K", "N"])
+        .swizzle(Swizzle::B128)
+        .repeat([1, 2])
+        .wgmma(Operand::B, Major::MN)
+}
+
+fn mk(dim: usize) -> Option<String> {
+    Some(["M", "K"][dim].to_string())
 }
 
 fn rows() -> Vec<Row> {
@@ -475,6 +496,120 @@ fn rows() -> Vec<Row> {
             Rule::BoxExceedsGlobal,
             Field::Box { dim: 0, name: None },
         ),
+        row(
+            "a wgmma operand is f16, bf16, tf32, e4m3 or e5m2",
+            operand_a,
+            || {
+                let mut s = operand_a();
+                s.dtype = DType::U16;
+                s
+            },
+            Rule::WgmmaDType,
+            Field::DType,
+        ),
+        row(
+            "MN-major operands only for 16-bit types",
+            || {
+                TileSpec::new("b", DType::E4M3, [1024, 1024], [64, 128])
+                    .swizzle(Swizzle::B128)
+                    .wgmma(Operand::B, Major::K)
+            },
+            || {
+                TileSpec::new("b", DType::E4M3, [1024, 1024], [64, 128])
+                    .swizzle(Swizzle::B128)
+                    .wgmma(Operand::B, Major::MN)
+            },
+            Rule::WgmmaMajor,
+            Field::Wgmma,
+        ),
+        row(
+            "wgmma needs sm_90a",
+            operand_a,
+            || operand_a().target(Arch::Sm100a),
+            Rule::WgmmaNeedsSm90a,
+            Field::Target,
+        ),
+        row(
+            "an operand repeats only along its innermost dim",
+            operand_a,
+            || {
+                TileSpec::new("a", DType::BF16, [1024, 1024], [64, 64])
+                    .dim_names(["M", "K"])
+                    .swizzle(Swizzle::B128)
+                    .repeat([2, 1])
+                    .wgmma(Operand::A, Major::K)
+            },
+            Rule::WgmmaTileShape,
+            Field::Repeat {
+                dim: 0,
+                name: mk(0),
+            },
+        ),
+        row(
+            "an operand's inner box is 16 bytes without swizzle",
+            || {
+                TileSpec::new("a", DType::BF16, [1024, 1024], [64, 8])
+                    .dim_names(["M", "K"])
+                    .repeat([1, 2])
+                    .wgmma(Operand::A, Major::K)
+            },
+            || {
+                TileSpec::new("a", DType::BF16, [1024, 1024], [64, 16])
+                    .dim_names(["M", "K"])
+                    .wgmma(Operand::A, Major::K)
+            },
+            Rule::WgmmaInnerBox,
+            Field::Box {
+                dim: 1,
+                name: mk(1),
+            },
+        ),
+        row(
+            "an MN-major swizzled operand's inner box is the span",
+            operand_b_mn,
+            || {
+                TileSpec::new("b", DType::BF16, [1024, 1024], [64, 32])
+                    .dim_names(["K", "N"])
+                    .swizzle(Swizzle::B128)
+                    .repeat([1, 4])
+                    .wgmma(Operand::B, Major::MN)
+            },
+            Rule::WgmmaInnerBox,
+            Field::Box {
+                dim: 1,
+                name: Some("N".into()),
+            },
+        ),
+        row(
+            "A holds whole 64-row blocks",
+            operand_a,
+            || operand_a().boxed_2([96, 64]),
+            Rule::WgmmaMnExtent,
+            Field::Box {
+                dim: 0,
+                name: mk(0),
+            },
+        ),
+        row(
+            "B's N is at most 256",
+            operand_b_mn,
+            || operand_b_mn().repeat([1, 5]),
+            Rule::WgmmaMnExtent,
+            Field::Box {
+                dim: 1,
+                name: Some("N".into()),
+            },
+        ),
+        row(
+            "K is whole instructions",
+            operand_b_mn,
+            || operand_b_mn().boxed_2([24, 64]),
+            Rule::WgmmaKExtent,
+            Field::Box {
+                dim: 0,
+                name: Some("K".into()),
+            },
+        ),
         warn_row(
             "strides that alias",
             good,
@@ -491,9 +626,14 @@ fn rows() -> Vec<Row> {
 /// Lets rows replace the box without repeating the whole spec.
 trait BoxedExt {
     fn boxed_(self, b: [u32; 3]) -> Self;
+    fn boxed_2(self, b: [u32; 2]) -> Self;
 }
 impl BoxedExt for TileSpec {
     fn boxed_(mut self, b: [u32; 3]) -> Self {
+        self.boxed = b.to_vec();
+        self
+    }
+    fn boxed_2(mut self, b: [u32; 2]) -> Self {
         self.boxed = b.to_vec();
         self
     }

@@ -114,6 +114,16 @@ fn spec_expr(s: &TileSpec) -> TokenStream {
         None => quote!(#p::None),
     };
     let target = variant(&s.target);
+    let wgmma = match s.wgmma {
+        Some(w) => {
+            let (operand, major) = (variant(&w.operand), variant(&w.major));
+            quote!(#p::Some(#p::WgmmaOperand {
+                operand: #p::Operand::#operand,
+                major: #p::Major::#major,
+            }))
+        }
+        None => quote!(#p::None),
+    };
     quote! {
         #p::TileSpec {
             name: #p::String::from(#name),
@@ -130,6 +140,7 @@ fn spec_expr(s: &TileSpec) -> TokenStream {
             repeat: #p::Vec::from([#(#repeat),*]),
             smem_stride: #smem_stride,
             target: #p::Arch::#target,
+            wgmma: #wgmma,
         }
     }
 }

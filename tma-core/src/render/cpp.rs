@@ -246,6 +246,7 @@ pub fn header_with(specs: &[ValidSpec], opts: HeaderOptions) -> Result<String, R
         out.push('\n');
         out.push_str(t.source());
     }
+    out.push_str(&wgmma_ops(specs)?);
     out.push('\n');
     out.push_str(&encode_common()?);
     for v in specs {

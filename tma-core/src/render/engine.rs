@@ -14,6 +14,11 @@ pub(super) const ENCODE_TEMPLATE: &str = include_str!("../../templates/encode.cu
 pub(super) const ENCODE_TILE_TEMPLATE: &str = include_str!("../../templates/encode_tile.cuh.tera");
 pub(super) const MPK_TEMPLATE: &str = include_str!("../../templates/mpk.cuh.tera");
 pub(super) const MPK_TILE_TEMPLATE: &str = include_str!("../../templates/mpk_tile.cuh.tera");
+pub(super) const WGMMA_TEMPLATE: &str = include_str!("../../templates/wgmma.cuh.tera");
+pub(super) const WGMMA_OPS_TEMPLATE: &str = include_str!("../../templates/wgmma_ops.cuh.tera");
+pub(super) const WGMMA_EXERCISE_TEMPLATE: &str =
+    include_str!("../../templates/wgmma_exercise.cu.tera");
+pub(super) const OPERAND_TEMPLATE: &str = include_str!("../../templates/operand.cuh.tera");
 pub(super) const EXERCISE_TEMPLATE: &str = include_str!("../../templates/exercise.cu.tera");
 pub(super) const WARP_TEMPLATE: &str = include_str!("../../templates/warp.cuh.tera");
 pub(super) const PIPELINE_TEMPLATE: &str = include_str!("../../templates/pipeline.cuh.tera");
@@ -50,6 +55,10 @@ pub(super) fn build_engine() -> Result<Tera, RenderError> {
         ("encode_tile.cuh.tera", ENCODE_TILE_TEMPLATE),
         ("mpk.cuh.tera", MPK_TEMPLATE),
         ("mpk_tile.cuh.tera", MPK_TILE_TEMPLATE),
+        ("wgmma.cuh.tera", WGMMA_TEMPLATE),
+        ("wgmma_ops.cuh.tera", WGMMA_OPS_TEMPLATE),
+        ("operand.cuh.tera", OPERAND_TEMPLATE),
+        ("wgmma_exercise.cu.tera", WGMMA_EXERCISE_TEMPLATE),
     ])
     .map_err(|e| template_error("templates", &e))?;
     Ok(tera)

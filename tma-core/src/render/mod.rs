@@ -60,6 +60,7 @@ mod pipeline;
 mod set;
 mod source;
 mod tile;
+mod wgmma;
 
 pub use cpp::{header_with, mpk_dim_names, HeaderOptions};
 use engine::*;
@@ -70,6 +71,8 @@ use set::*;
 pub use source::{exercise_body, exercise_body_checked, header, host_header, KernelSource};
 use tile::*;
 pub use tile::{reduce_ops, TileCode};
+use wgmma::*;
+pub use wgmma::{wgmma_exercise_body, wgmma_shapes};
 
 /// The C++ standard the generated helpers need (`-std=c++20` for NVRTC, nvcc or a host
 /// compiler): their coordinates are designated initializers, which C++20 requires in
@@ -174,8 +177,9 @@ fn prelude_checked() -> Result<String, RenderError> {
     ctx.insert("max_tx_bytes", &MAX_TX_BYTES);
     ctx.insert("group_flag", &format!("{GROUP_TILE_ID_FLAG:#x}"));
     ctx.insert("group_listed", &GROUP_LISTED_TILES);
+    ctx.insert("wgmma_types", &wgmma_type_names());
     let mut out = render("prelude.cuh.tera", &ctx)?;
-    for part in ["shapes.cuh.tera", "kernel.cuh.tera"] {
+    for part in ["shapes.cuh.tera", "kernel.cuh.tera", "wgmma.cuh.tera"] {
         out.push('\n');
         out.push_str(&render(part, &ctx)?);
     }
@@ -186,6 +190,7 @@ fn prelude_checked() -> Result<String, RenderError> {
 /// strides, interleave, dtype sizes 1/2/4/8 and the Mirage MPK seed. The snapshot tests and
 /// the NVRTC compile test (root package) render every entry.
 pub mod corpus {
+    use crate::operand::{Major, Operand};
     use crate::spec::{Interleave, L2Promotion, OobFill, Swizzle, TileSpec};
     use crate::validate::{validate, ValidSpec};
     use crate::DType;
@@ -245,6 +250,52 @@ pub mod corpus {
             )
             .swizzle(Swizzle::B32)
             .element_strides([1, 2, 1, 2, 1]),
+            // wgmma operands (tma_core::wgmma): DeepGEMM's A (128 x 64 bf16, K-major, 128B).
+            TileSpec::new("wg_a_bf16_k", DType::BF16, [4096, 4096], [128, 64])
+                .dim_names(["M", "K"])
+                .swizzle(Swizzle::B128)
+                .wgmma(Operand::A, Major::K),
+            // B, N-major: K x N = 64 x 128, two 128-byte swizzle atoms along N.
+            TileSpec::new("wg_b_bf16_mn", DType::BF16, [4096, 4096], [64, 64])
+                .dim_names(["K", "N"])
+                .swizzle(Swizzle::B128)
+                .repeat([1, 2])
+                .wgmma(Operand::B, Major::MN),
+            // A, M-major f16 with the 32B swizzle: four 16-wide atoms make M = 64.
+            TileSpec::new("wg_a_f16_mn", DType::F16, [1024, 1024], [32, 16])
+                .dim_names(["K", "M"])
+                .swizzle(Swizzle::B32)
+                .repeat([1, 4])
+                .wgmma(Operand::A, Major::MN),
+            // B, N-major f16 without swizzle: 16-byte rows, N = 8 boxes of 8.
+            TileSpec::new("wg_b_f16_mn_none", DType::F16, [1024, 1024], [32, 8])
+                .dim_names(["K", "N"])
+                .repeat([1, 8])
+                .wgmma(Operand::B, Major::MN),
+            // B, tf32 K-major without swizzle: core-matrix columns of 4, K = 16 (two k8).
+            TileSpec::new("wg_b_tf32_k_none", DType::TF32, [1024, 1024], [64, 4])
+                .dim_names(["N", "K"])
+                .repeat([1, 4])
+                .wgmma(Operand::B, Major::K),
+            // fp8: A e5m2 and B e4m3 (N = 256), K-major, 64B swizzle.
+            TileSpec::new("wg_a_e5m2_k", DType::E5M2, [1024, 1024], [64, 64])
+                .dim_names(["M", "K"])
+                .swizzle(Swizzle::B64)
+                .wgmma(Operand::A, Major::K),
+            TileSpec::new("wg_b_e4m3_k", DType::E4M3, [1024, 1024], [256, 64])
+                .dim_names(["N", "K"])
+                .swizzle(Swizzle::B64)
+                .wgmma(Operand::B, Major::K),
+        ]
+    }
+
+    /// Pairs of the corpus's operand tiles (A name, B name) that one wgmma takes: the same
+    /// K, types that pair. The NVRTC test compiles `wgmma_exercise_body` for each.
+    pub fn operand_pairs() -> Vec<(&'static str, &'static str)> {
+        vec![
+            ("wg_a_bf16_k", "wg_b_bf16_mn"),
+            ("wg_a_f16_mn", "wg_b_f16_mn_none"),
+            ("wg_a_e5m2_k", "wg_b_e4m3_k"),
         ]
     }
 

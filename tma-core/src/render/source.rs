@@ -211,6 +211,7 @@ impl KernelSource {
             out.push('\n');
             out.push_str(t.source());
         }
+        out.push_str(&wgmma_ops(&self.tiles)?);
         for set in &sets {
             out.push('\n');
             out.push_str(set.source());

@@ -235,6 +235,7 @@ pub(super) fn tile_context(valid: &ValidSpec, tile_id: u32) -> Context {
     ctx.insert_value("encode", encode);
     ctx.insert("tma_vars", &to_tma_order(&vars));
     ctx.insert("reduce_ops", &reduce_ops(spec.dtype));
+    ctx.insert_value("wgmma", operand_context(valid));
     ctx
 }
 

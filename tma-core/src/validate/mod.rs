@@ -4,6 +4,7 @@
 
 mod collect;
 mod global_rules;
+mod operand_rules;
 mod proof;
 mod static_rules;
 
@@ -28,6 +29,7 @@ pub fn validate(spec: &TileSpec) -> Result<ValidSpec, SpecErrors> {
     check_static(spec, &mut c);
     let plan = crate::smem::plan(spec);
     check_plan(spec, &plan, &mut c);
+    operand_rules::check_operand(spec, &mut c);
     let all_static = spec.global.iter().all(|e| e.get().is_some())
         && spec
             .strides

@@ -11,7 +11,8 @@ use tma_core::{DType, Interleave, L2Promotion, OobFill, Swizzle};
 pub(super) fn cu_dtype(d: DType) -> CuDType {
     use CuDType::*;
     match d {
-        DType::U8 => CU_TENSOR_MAP_DATA_TYPE_UINT8,
+        // TMA moves the 8-bit floats as bytes.
+        DType::U8 | DType::E4M3 | DType::E5M2 => CU_TENSOR_MAP_DATA_TYPE_UINT8,
         DType::U16 => CU_TENSOR_MAP_DATA_TYPE_UINT16,
         DType::U32 => CU_TENSOR_MAP_DATA_TYPE_UINT32,
         DType::I32 => CU_TENSOR_MAP_DATA_TYPE_INT32,

@@ -60,7 +60,7 @@ macro_rules! element {
 // TMA has one 8-bit and one 16-bit integer type, and moves bits: signed or unsigned storage
 // both carry them (fp8 data travels as u8). Packed sub-byte types travel in byte buffers.
 element!(
-    u8 => "u8": [U8, U4x16Align8B, U4x16Align16B, U6x16Align16B],
+    u8 => "u8": [U8, E4M3, E5M2, U4x16Align8B, U4x16Align16B, U6x16Align16B],
     i8 => "i8": [U8],
     u16 => "u16": [U16],
     i16 => "i16": [U16],
@@ -77,7 +77,8 @@ element!(
 /// A Rust type whose size carries `dtype`, for suggestions.
 fn suggest(dtype: DType) -> &'static str {
     match dtype {
-        DType::U8 => "u8 / i8 (also fp8)",
+        DType::U8 => "u8 / i8",
+        DType::E4M3 | DType::E5M2 => "u8 (fp8 bits)",
         DType::U16 => "u16 / i16",
         DType::F16 => "half::f16",
         DType::BF16 => "half::bf16",

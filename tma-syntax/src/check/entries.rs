@@ -11,7 +11,9 @@ use std::fmt::Display;
 use std::str::FromStr;
 use syn::ext::IdentExt;
 use syn::Ident;
-use tma_core::{Arch, DType, Extent, Interleave, L2Promotion, OobFill, Swizzle, TileSpec};
+use tma_core::{
+    Arch, DType, Extent, Interleave, L2Promotion, OobFill, Swizzle, TileSpec, WgmmaOperand,
+};
 
 /// What a declaration has to say besides its entries.
 pub struct TileInput<'a> {
@@ -37,7 +39,7 @@ pub struct Read {
 }
 
 const LIST_KEYS: [&str; 5] = ["global", "boxed", "strides", "element_strides", "repeat"];
-const SCALAR_KEYS: [&str; 10] = [
+const SCALAR_KEYS: [&str; 11] = [
     "name",
     "dtype",
     "swizzle",
@@ -48,6 +50,7 @@ const SCALAR_KEYS: [&str; 10] = [
     "smem_stride",
     "target",
     "box",
+    "wgmma",
 ];
 
 /// Reads one tile's entries into a spec. `errs` must hold this tile's errors only: any
@@ -188,6 +191,7 @@ pub fn read(input: TileInput<'_>, errs: &mut Errors) -> Option<Read> {
     spec.oob_fill = b.oob_fill.map_or(OobFill::Zero, |s| s.0);
     spec.smem_stride = b.smem_stride.map(|s| s.0);
     spec.target = b.target.map_or(Arch::Sm90a, |s| s.0);
+    spec.wgmma = b.wgmma.map(|s| s.0);
 
     let spans = Spans {
         ident: input.ident.span(),
@@ -204,6 +208,7 @@ pub fn read(input: TileInput<'_>, errs: &mut Errors) -> Option<Read> {
         oob_fill: b.oob_fill.map(|s| s.1),
         smem_stride: b.smem_stride.map(|s| s.1),
         target: b.target.map(|s| s.1),
+        wgmma: b.wgmma.map(|s| s.1),
     };
     Some(Read { spec, spans, flags })
 }
@@ -243,6 +248,7 @@ fn unknown_key(key: &str, input: &TileInput<'_>) -> String {
         "repeat",
         "smem_stride",
         "target",
+        "wgmma",
         "name",
     ]);
     keys.extend(input.flags);
@@ -272,6 +278,7 @@ struct Builder {
     oob_fill: Spanned<OobFill>,
     smem_stride: Spanned<u64>,
     target: Spanned<Arch>,
+    wgmma: Spanned<WgmmaOperand>,
     /// Names given inside lists other than `global`, checked against it at the end.
     other_names: Vec<(usize, Ident)>,
 }
@@ -415,6 +422,7 @@ impl Builder {
                     "interleave" => one_of!(Interleave, interleave, "interleave"),
                     "l2_promotion" => one_of!(L2Promotion, l2_promotion, "L2 promotion"),
                     "oob_fill" => one_of!(OobFill, oob_fill, "out-of-bounds fill"),
+                    "wgmma" => one_of!(WgmmaOperand, wgmma, "wgmma operand"),
                     _ => one_of!(Arch, target, "target"),
                 }
             }

@@ -25,6 +25,8 @@ pub struct Spans {
     pub oob_fill: Option<Span>,
     pub smem_stride: Option<Span>,
     pub target: Option<Span>,
+    /// `wgmma = a_k_major`.
+    pub wgmma: Option<Span>,
 }
 
 /// A list's brackets and each element's value token.
@@ -122,6 +124,7 @@ pub fn span_of(e: &SpecError, s: &Spans) -> Span {
         Field::L2Promotion => s.l2_promotion.unwrap_or(s.ident),
         Field::OobFill => s.oob_fill.unwrap_or(s.ident),
         Field::Target => s.target.unwrap_or(s.ident),
+        Field::Wgmma => s.wgmma.unwrap_or(s.ident),
         Field::SmemFootprint => s.repeat.as_ref().map(|r| r.whole).unwrap_or(s.boxed.whole),
         Field::BaseAddress | Field::SmemAddress => s.ident,
         // Pipeline and warp-role fields never come from a tile's validation.

@@ -1,0 +1,9 @@
+tma::tma_2d! {
+    pub A: f16,
+    global = [M = 1024, K = 1024],
+    boxed = [96, 64],
+    swizzle = 128,
+    wgmma = a_k_major,
+}
+
+fn main() {}

@@ -1,0 +1,34 @@
+//! wgmma operands from a tile: the stage after [`crate::smem`] and [`crate::validate()`] for a
+//! tile declared a `wgmma.mma_async` operand ([`crate::TileSpec::wgmma`]).
+//!
+//! - [`MatrixDescriptor`]: the 64-bit shared-memory matrix descriptor, named fields and one
+//!   encoder (PTX ISA 9.7.15.5.1.2.2).
+//! - [`OperandPlan`]: from a [`crate::ValidSpec`]'s shared-memory plan to the descriptor's
+//!   fields, the step of each k-slice and 64-row block, the instruction shape.
+//! - [`read`]: a CPU model of what wgmma reads through a descriptor, written from the ISA's
+//!   shared-memory layouts independently of the plan; tma-core/tests/wgmma_props.rs shows
+//!   that TMA's model writing a tile and this model reading it give back the global matrix.
+//!
+//! ```
+//! use tma_core::wgmma::OperandPlan;
+//! use tma_core::{validate, DType, Major, Operand, Swizzle, TileSpec};
+//! // A 128 x 64 bf16 A tile, K-major, 128B swizzle: 2 blocks of 64 rows, 4 k-slices of k16.
+//! let spec = TileSpec::new("a", DType::BF16, [4096, 4096], [128, 64])
+//!     .swizzle(Swizzle::B128)
+//!     .wgmma(Operand::A, Major::K);
+//! let valid = validate(&spec)?;
+//! let plan = OperandPlan::new(&valid).expect("an operand tile");
+//! assert_eq!((plan.sbo, plan.k_slices, plan.slice_step, plan.m_block_step), (1024, 4, 32, 8192));
+//! let desc = plan.descriptor(&valid, 0x400, 1, 0)?.encode().expect("fits");
+//! assert_eq!(desc, 0x4000_0040_0001_0042);
+//! # Ok::<(), tma_core::SpecErrors>(())
+//! ```
+
+mod descriptor;
+mod plan;
+pub mod read;
+
+pub use descriptor::{
+    DescriptorField, EncodeError, LayoutType, MatrixDescriptor, ADDRESS_LIMIT, FIELDS,
+};
+pub use plan::{InstructionShape, OperandPlan};
