@@ -288,6 +288,22 @@ fn rows() -> Vec<Row> {
                 name: named(2),
             },
         ),
+        // 21 6-bit values are 126 bits: rounded up to bytes they look like 16 B, but 16 B
+        // takes 64 of them (128 / gcd(128, 6)).
+        row(
+            "inner box of a 6-bit type exactly a multiple of 16 bytes",
+            || TileSpec::new("p6", DType::U6x16Align16B, [4, 128], [2, 64]).target(Arch::Sm100a),
+            || TileSpec::new("p6", DType::U6x16Align16B, [4, 128], [2, 21]).target(Arch::Sm100a),
+            Rule::InnerBoxBytesMultipleOf16,
+            Field::Box { dim: 1, name: None },
+        ),
+        row(
+            "inner box of a 4-bit type exactly a multiple of 16 bytes",
+            || TileSpec::new("p4", DType::U4x16Align8B, [4, 128], [2, 32]).target(Arch::Sm100a),
+            || TileSpec::new("p4", DType::U4x16Align8B, [4, 128], [2, 31]).target(Arch::Sm100a),
+            Rule::InnerBoxBytesMultipleOf16,
+            Field::Box { dim: 1, name: None },
+        ),
         row(
             "inner box bytes multiple of 16 with interleave too",
             interleaved,
@@ -619,6 +635,17 @@ fn addresses_are_checked() {
     assert_eq!(e.errors[0].rule, Rule::CoordinateAlignment);
     assert_eq!(e.errors[0].field, Field::Coord { dim: 1, name: None });
     assert!(e.to_string().contains("multiple of 8 elements"), "{e}");
+    // 16 bytes of a 6-bit type are 64 values (21 are 126 bits), of a 4-bit type 32.
+    let packed = |dtype, inner| {
+        validate(&TileSpec::new("p", dtype, [4, 128], [2, inner]).target(Arch::Sm100a)).unwrap()
+    };
+    let six = packed(DType::U6x16Align16B, 64);
+    assert_eq!(six.inner_coord_multiple(), 64);
+    assert!(six.check_coords(&[0, 64]).is_ok());
+    let e = six.check_coords(&[0, 21]).unwrap_err();
+    assert_eq!(e.errors[0].rule, Rule::CoordinateAlignment);
+    assert!(e.to_string().contains("multiple of 64 elements"), "{e}");
+    assert_eq!(packed(DType::U4x16Align8B, 32).inner_coord_multiple(), 32);
     // Stores take no negative coordinate; loads do.
     assert!(valid.check_store_coords(&[0, 8]).is_ok());
     let e = valid.check_store_coords(&[-1, 8]).unwrap_err();

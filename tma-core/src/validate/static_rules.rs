@@ -107,7 +107,7 @@ pub(super) fn check_shape_lists(spec: &TileSpec, c: &mut Collector) -> bool {
     ok
 }
 
-/// The inner box extent in bytes (the box's last user dim).
+/// The inner box extent in bytes, rounded up to whole bytes (the box's last user dim).
 fn inner_box_bytes(spec: &TileSpec) -> u64 {
     let inner = spec.rank() - 1;
     // A u32 box of at most 64-bit elements: below 2^38 bits, no overflow possible.
@@ -182,7 +182,9 @@ pub(super) fn check_static(spec: &TileSpec, c: &mut Collector) {
         );
     }
     let inner_bytes = inner_box_bytes(spec);
-    if inner_bytes % INNER_BOX_BYTES_ALIGN != 0 {
+    // Exactly, in bits: 21 6-bit values are 15.75 bytes, which rounds up to 16 but is not.
+    let inner_multiple = spec.dtype.elements_per_whole(INNER_BOX_BYTES_ALIGN);
+    if u64::from(spec.boxed[inner]) % inner_multiple != 0 {
         let message = if interleaved {
             format!(
                 "with interleave the inner box counts chunks, but the driver checks it as {} elements of {} = {inner_bytes} B, which must be a multiple of {INNER_BOX_BYTES_ALIGN} B: use a multiple of {} chunks",
@@ -192,8 +194,10 @@ pub(super) fn check_static(spec: &TileSpec, c: &mut Collector) {
             )
         } else {
             format!(
-                "the inner box extent is {inner_bytes} B ({} x {}); it must be a multiple of {INNER_BOX_BYTES_ALIGN} B",
-                spec.boxed[inner], spec.dtype
+                "the inner box extent is {} x {} = {} bits; it must be a multiple of {INNER_BOX_BYTES_ALIGN} B: use a multiple of {inner_multiple} elements",
+                spec.boxed[inner],
+                spec.dtype,
+                u64::from(spec.boxed[inner]) * u64::from(spec.dtype.global_bits())
             )
         };
         c.error(
