@@ -91,6 +91,10 @@ pub enum Rule {
     TxBytesMax,
     /// Shared-memory footprint above the per-block limit of the target (warning).
     SmemFootprintLimit,
+    /// Shared-memory footprint above the shared memory of one SM of the target: no block can
+    /// hold one call, and the generated 32-bit sizes and box offsets (`SMEM_BYTES`, ...)
+    /// could wrap. Bounding the footprint bounds every size the templates render.
+    SmemFootprintTooLarge,
     /// The global base address must be 16-byte aligned (32 with 32-byte interleave).
     BaseAddressAlignment,
     /// The shared-memory address must be aligned to 128 B and the swizzle period.

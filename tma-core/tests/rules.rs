@@ -477,11 +477,20 @@ fn rows() -> Vec<Row> {
             Rule::TxBytesMax,
             Field::SmemFootprint,
         ),
+        // Two 8 KB boxes 220 KB apart span 228 KB: one SM's worth, 1 KB over what a block
+        // may use.
         warn_row(
             "footprint within the per-block limit",
             repeated,
-            || repeated().repeat([4, 8]),
+            || repeated().smem_stride(220 * 1024 / 2),
             Rule::SmemFootprintLimit,
+            Field::SmemFootprint,
+        ),
+        row(
+            "footprint within one SM",
+            repeated,
+            || repeated().repeat([4, 8]),
+            Rule::SmemFootprintTooLarge,
             Field::SmemFootprint,
         ),
         warn_row(
@@ -654,4 +663,76 @@ fn addresses_are_checked() {
     let e = valid.check_smem_address(128).unwrap_err();
     assert_eq!(e.errors[0].rule, Rule::SmemAddressAlignment);
     assert!(e.to_string().contains("1024"), "{e}");
+}
+
+/// Every unsigned literal (`<digits>u`) a rendered tile holds: its 32-bit constants, box
+/// offsets and offset terms.
+fn unsigned_literals(source: &str) -> Vec<u128> {
+    let bytes = source.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        let starts = bytes[i].is_ascii_digit()
+            && (i == 0 || !(bytes[i - 1].is_ascii_alphanumeric() || bytes[i - 1] == b'_'));
+        if !starts {
+            i += 1;
+            continue;
+        }
+        let j = (i..bytes.len())
+            .find(|&j| !bytes[j].is_ascii_digit())
+            .unwrap_or(bytes.len());
+        let suffix_u = bytes.get(j) == Some(&b'u')
+            && !bytes
+                .get(j + 1)
+                .is_some_and(|c| c.is_ascii_alphanumeric() || *c == b'_');
+        if suffix_u {
+            out.push(source[i..j].parse().unwrap());
+        }
+        i = j;
+    }
+    out
+}
+
+/// A footprint past one SM is an error, not a warning: a stride of 2^32 B would wrap the
+/// generated 32-bit `SMEM_BYTES` and box offsets. At the limit, every rendered unsigned
+/// literal fits 32 bits.
+#[test]
+fn a_footprint_past_an_sm_is_refused_and_nothing_rendered_wraps() {
+    // 2^31 bf16 elements: two boxes 2^32 B apart.
+    let err = validate(&repeated().smem_stride(1 << 31)).unwrap_err();
+    let rules: Vec<Rule> = err.errors.iter().map(|e| e.rule).collect();
+    assert_eq!(rules, vec![Rule::SmemFootprintTooLarge], "{err}");
+    assert!(
+        err.to_string()
+            .contains("one call spans 4294975488 B of shared memory"),
+        "{err}"
+    );
+    // One SM exactly: a warning (a block may use 1 KB less), and the largest numbers render.
+    let at_limit = validate(&repeated().smem_stride(220 * 1024 / 2)).unwrap();
+    assert_eq!(at_limit.plan().footprint_bytes, 228 * 1024);
+    for valid in [at_limit, validate(&repeated()).unwrap()] {
+        let code = tma_core::render::TileCode::new(&valid, 7).unwrap();
+        let literals = unsigned_literals(code.source());
+        assert!(literals.contains(&u128::from(valid.plan().footprint_bytes)));
+        assert!(
+            literals.iter().all(|&v| v <= u128::from(u32::MAX)),
+            "{:?}",
+            literals.iter().max()
+        );
+    }
+}
+
+/// With one box nothing is repeated: an smem_stride of any size (even past 64 bits) is
+/// unused, so it is no error, and the plan keeps the default stride.
+#[test]
+fn a_single_box_ignores_its_smem_stride() {
+    let single = || TileSpec::new("one", DType::F64, [64, 64], [8, 8]);
+    for stride in [u64::MAX, 1 << 62, 1] {
+        let valid = validate(&single().smem_stride(stride)).unwrap();
+        assert_eq!(valid.plan().stride_bytes, 512, "{stride}");
+        assert_eq!(valid.plan().footprint_bytes, 512, "{stride}");
+    }
+    // Two boxes use it: too large for 64 bits is an error there.
+    let err = validate(&single().repeat([1, 2]).smem_stride(1 << 62)).unwrap_err();
+    assert_eq!(err.errors[0].rule, Rule::SizeOverflow, "{err}");
 }

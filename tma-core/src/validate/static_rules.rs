@@ -371,7 +371,19 @@ pub(super) fn check_plan(spec: &TileSpec, plan: &PlanSizes, c: &mut Collector) {
         );
     }
     let limit = spec.target.max_smem_per_block();
+    let sm = spec.target.smem_per_sm();
     match plan.footprint_bytes.get() {
+        Some(bytes) if bytes > sm => c.error(
+            Field::SmemFootprint,
+            bytes,
+            Rule::SmemFootprintTooLarge,
+            format!(
+                "one call spans {bytes} B of shared memory ({boxes} box(es) {} B apart, each {} B); an SM on {} has {sm} B: use a smaller smem_stride, box or repeat",
+                plan.stride_bytes,
+                plan.box_bytes,
+                spec.target
+            ),
+        ),
         Some(bytes) if bytes > limit => c.warning(
             Field::SmemFootprint,
             bytes,
