@@ -294,8 +294,8 @@ fn gpu_dynamic_smem_without_the_alignment_slack_is_refused() {
                 assert!(
                     text.contains(&format!(
                         "launch of `dynamic_roundtrip`: {given} bytes of dynamic shared memory, but the \
-                         tiles its source declares need at least 9200: `swz` 8192 B (align 1024) and 1008 \
-                         bytes to align them"
+                         largest tile its source declares needs at least 9200: `swz` 8192 B (align 1024) \
+                         and 1008 bytes to align it"
                     )),
                     "{text}"
                 );
@@ -364,6 +364,72 @@ fn gpu_a_kernel_without_dynamic_smem_is_not_held_to_the_tiles() {
     check_roundtrip(&host, &s.clone_dtoh(&dst).unwrap());
 }
 
+/// A kernel that keeps its tile in static shared memory but also has a dynamic scratch array
+/// uses dynamic shared memory, so the host check holds it to the tile; the launch opts out
+/// (`LaunchConfig::unchecked_dynamic_smem`) and runs with only its scratch. The check still
+/// refuses the same launch without the opt-out, so the opt-out is what lets it through.
+#[test]
+fn gpu_a_launch_can_opt_out_of_the_dynamic_smem_check() {
+    let Some(gpu) = setup("gpu_a_launch_can_opt_out_of_the_dynamic_smem_check") else {
+        return;
+    };
+    let s = &gpu.stream;
+    let tx = tile().tx_bytes() as u32;
+    let host = random_bits(128 * 128);
+    let src = s.clone_htod(&host).unwrap();
+    let dst = s
+        .clone_htod(&vec![bf16::from_bits(POISON_BITS); 128 * 128])
+        .unwrap();
+    let (src_map, dst_map) = (map_over(&src), map_over(&dst));
+    let kernel = gpu.module.kernel("static_tile_dynamic_scratch").unwrap();
+    assert_eq!(kernel.min_dynamic_smem(), 9200);
+    let (r0, c0) = (64i32, 64i32);
+    // 128 threads x 4 bytes of scratch: all the kernel's dynamic shared memory holds.
+    let scratch = 128 * 4;
+    let checked = LaunchConfig::new(s, (1, 1, 1), (128, 1, 1)).dynamic_smem(scratch);
+    assert!(checked.check_dynamic_smem);
+    for (cfg, refused) in [
+        (checked.clone(), true),
+        (checked.unchecked_dynamic_smem(), false),
+    ] {
+        // SAFETY: static_tile_dynamic_scratch(CUtensorMap x2, unsigned, int x2); both maps
+        // cover live 128 x 128 buffers; the scratch is 4 bytes per thread.
+        let r = unsafe {
+            kernel
+                .launch_builder(&cfg)
+                .arg(&src_map)
+                .arg(&dst_map)
+                .arg(&tx)
+                .arg(&r0)
+                .arg(&c0)
+                .launch_and_sync()
+        };
+        if refused {
+            assert!(
+                matches!(
+                    r,
+                    Err(Error::DynamicSmemTooSmall {
+                        needed: 9200,
+                        given: 512,
+                        ..
+                    })
+                ),
+                "{r:?}"
+            );
+            assert!(
+                s.clone_dtoh(&dst)
+                    .unwrap()
+                    .iter()
+                    .all(|v| v.to_bits() == POISON_BITS),
+                "nothing ran"
+            );
+        } else {
+            r.unwrap();
+        }
+    }
+    check_roundtrip(&host, &s.clone_dtoh(&dst).unwrap());
+}
+
 /// The kernels above compile on any machine with NVRTC, and their PTX says which use
 /// dynamic shared memory.
 #[test]
@@ -384,6 +450,7 @@ fn launch_check_sources_compile_without_gpu() {
         ("copy_map", false),
         ("dynamic_roundtrip", true),
         ("static_roundtrip", false),
+        ("static_tile_dynamic_scratch", true),
     ] {
         assert_eq!(c.uses_dynamic_smem(kernel), Some(uses), "{kernel}");
     }
