@@ -333,31 +333,6 @@ fn check_plan_exact(valid: &ValidSpec) {
     }
 }
 
-/// Every unsigned literal (`<digits>u`) of rendered CUDA fits 32 bits: nothing wrapped.
-fn check_unsigned_literals(source: &str) {
-    let b = source.as_bytes();
-    let mut i = 0;
-    while i < b.len() {
-        let after_ident = i > 0 && (b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_');
-        if !b[i].is_ascii_digit() || after_ident {
-            i += 1;
-            continue;
-        }
-        let j = (i..b.len())
-            .find(|&j| !b[j].is_ascii_digit())
-            .unwrap_or(b.len());
-        let unsigned = b.get(j) == Some(&b'u')
-            && !b
-                .get(j + 1)
-                .is_some_and(|c| c.is_ascii_alphanumeric() || *c == b'_');
-        if unsigned {
-            let v: u128 = source[i..j].parse().unwrap();
-            assert!(v <= u128::from(u32::MAX), "{v}u wraps a 32-bit field");
-        }
-        i = j;
-    }
-}
-
 enum Kind {
     Whole,
     Align16,
@@ -511,7 +486,12 @@ fn one_case(rng: &mut XorShift, t: &mut Tally) {
     });
     if rng.chance(1, 8) {
         let code = TileCode::new(&valid, 0).expect("a valid spec renders");
-        check_unsigned_literals(code.source());
+        // Nothing rendered wraps a 32-bit field.
+        let literals = tma::testing::testgen::unsigned_literals(code.source());
+        assert!(
+            literals.iter().all(|&v| v <= u128::from(u32::MAX)),
+            "{literals:?}"
+        );
         t.rendered += 1;
     }
     let coords = check_coords(rng, &valid);

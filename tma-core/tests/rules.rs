@@ -665,34 +665,6 @@ fn addresses_are_checked() {
     assert!(e.to_string().contains("1024"), "{e}");
 }
 
-/// Every unsigned literal (`<digits>u`) a rendered tile holds: its 32-bit constants, box
-/// offsets and offset terms.
-fn unsigned_literals(source: &str) -> Vec<u128> {
-    let bytes = source.as_bytes();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < bytes.len() {
-        let starts = bytes[i].is_ascii_digit()
-            && (i == 0 || !(bytes[i - 1].is_ascii_alphanumeric() || bytes[i - 1] == b'_'));
-        if !starts {
-            i += 1;
-            continue;
-        }
-        let j = (i..bytes.len())
-            .find(|&j| !bytes[j].is_ascii_digit())
-            .unwrap_or(bytes.len());
-        let suffix_u = bytes.get(j) == Some(&b'u')
-            && !bytes
-                .get(j + 1)
-                .is_some_and(|c| c.is_ascii_alphanumeric() || *c == b'_');
-        if suffix_u {
-            out.push(source[i..j].parse().unwrap());
-        }
-        i = j;
-    }
-    out
-}
-
 /// A footprint past one SM is an error, not a warning: a stride of 2^32 B would wrap the
 /// generated 32-bit `SMEM_BYTES` and box offsets. At the limit, every rendered unsigned
 /// literal fits 32 bits.
@@ -712,7 +684,7 @@ fn a_footprint_past_an_sm_is_refused_and_nothing_rendered_wraps() {
     assert_eq!(at_limit.plan().footprint_bytes, 228 * 1024);
     for valid in [at_limit, validate(&repeated()).unwrap()] {
         let code = tma_core::render::TileCode::new(&valid, 7).unwrap();
-        let literals = unsigned_literals(code.source());
+        let literals = tma_core::testgen::unsigned_literals(code.source());
         assert!(literals.contains(&u128::from(valid.plan().footprint_bytes)));
         assert!(
             literals.iter().all(|&v| v <= u128::from(u32::MAX)),

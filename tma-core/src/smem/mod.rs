@@ -427,6 +427,7 @@ impl ElementOffsets {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use crate::{validate, DType};
