@@ -18,7 +18,7 @@ cd "$(dirname "$0")/.."
 # $CARGO_HOME/registry/src/-<hash>/) and reuses that copy: drop ours there too.
 verify_dir="target/package-verify"
 rm -rf "$verify_dir"/debug/.fingerprint/tma* "$verify_dir"/debug/deps/*tma*
-for crate in tma tma-core tma-macros tma-runtime; do
+for crate in tma tma-core tma-syntax tma-macros tma-runtime tma-cli; do
   rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/"$crate"-[0-9]*
 done
 CARGO_TARGET_DIR="$verify_dir" cargo package --workspace --allow-dirty --quiet

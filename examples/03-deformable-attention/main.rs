@@ -1,27 +1,45 @@
-//! Multi-scale deformable attention (forward) with one `[2][2][32]` TMA box per sampling
-//! point: N = 6, 8 heads, 4 levels (92x160, 46x80, 23x40, 12x20), Q = 1000, 8 points per
-//! level, 32 channels per head; value `[N][S][heads][32]` in f16 and in bf16.
+//! Multi-scale deformable attention (forward), the standard operator's contract: value
+//! `[N][S][M][D]` (f16, bf16 or f32), level shapes and first rows, sampling locations
+//! `[N][Q][M][L][P][2]` in [0, 1], attention weights `[N][Q][M][L][P]` (or logits, with the
+//! fused softmax), output `[N][Q][M * D]`. Seed size: N = 6, 8 heads, 4 levels (92x160, 46x80,
+//! 23x40, 12x20), Q = 1000, 8 points per level, 32 channels per head.
 //!
+//! The fast kernels (`msda_fast.cu`, `fast.rs`): `msda_vec`, plain 16-byte loads of each
+//! bilinear corner, each thread 16 bytes of channels of one (query, head); and `msda_stage`,
+//! which copies the small levels' planes of its (batch, head) into shared memory with one
+//! TMA box per level (a 5-D tile `[N][H][W][M][C]`, box `[1][H][W][1][D]`, rendered for the
+//! problem at run time) while it gathers the large levels with plain loads, then gathers
+//! the staged levels from shared memory through the tile's accessor. Both run on two
+//! location distributions (`uniform`, `local`: `dist.rs`) and four sizes, each output
+//! checked against an f64 reference at the rounding floor of its type.
+//!
+//! The two baselines (seed size, f16 / bf16, one `[2][2][32]` TMA box per sampling point):
 //! The value tile is declared once (`setup.rs`, `tma_3d!` with run-time H, W and strides):
 //! each (batch, head, level) is a `[H][W][32]` view whose rows skip the other heads, bound
 //! with `bind_strided` and encoded over the sub-view of the value buffer where it starts:
 //! 192 tensor maps, uploaded to global memory. `msda_tma` loads each point's bilinear
 //! neighbourhood as one TMA box (out-of-bounds corners arrive as zeros: the operator's
-//! padding); `msda_ldg` does the same with plain loads. Both are checked against an f64
-//! CPU reference on fresh random inputs (locations partly outside [0, 1] and on its
-//! borders); the example exits non-zero on a NaN or an error above the limits.
+//! padding); `msda_ldg` does the same with plain loads. Both are checked against the f64
+//! CPU reference on the same fresh random inputs as the fast kernels (both distributions);
+//! the example exits non-zero on a NaN or an error above the limits.
 //!
-//! Without a GPU it validates the tiles, renders the kernels and compiles the f16 and bf16
-//! variants with NVRTC, then says so and exits 0.
+//! Without a GPU it validates the tiles, renders every kernel for every size and type and
+//! compiles it with NVRTC, then says so and exits 0.
 //!
 //! Run: `eval "$(scripts/cuda-tools.sh)"; cargo run --release --example 03-deformable-attention`
 
-mod reference;
 #[allow(dead_code)] // shared with benches/msda.rs, which uses other parts
+mod dist;
+#[allow(dead_code)]
+mod fast;
+mod reference;
+#[allow(dead_code)]
 mod setup;
 
 use std::time::Instant;
 
+use dist::{Dist, Ty};
+use fast::Config;
 use reference::{msda_reference, Msda};
 use setup::{Check, Device, Elem, Res, Rng};
 use tma::runtime::Compiler;
@@ -103,6 +121,42 @@ fn main() -> Res<()> {
         setup::compile(compiler, elem, true)?;
     }
 
+    // 2b. The fast kernels, rendered for every size and type and compiled (debug waits on:
+    // the checked runs below use these builds).
+    let t = Instant::now();
+    let mut built = 0;
+    for (name, m) in dist::sizes() {
+        for ty in Ty::ALL {
+            for config in fast_configs() {
+                match fast::build(compiler, &m, ty, config, true) {
+                    Ok(b) => {
+                        built += 1;
+                        dump(name, ty, &b)?;
+                        if name == "seed" && !config.softmax {
+                            let staged: Vec<usize> = b.staged.iter().map(|(l, _)| *l).collect();
+                            println!(
+                                "{} {}: grid {} x {} threads, {} B of dynamic shared memory, staged levels {staged:?}",
+                                config.label(),
+                                ty.name(),
+                                b.grid,
+                                b.block,
+                                b.dynamic_smem
+                            );
+                        }
+                    }
+                    Err(e) => {
+                        return Err(format!("{name} {} {}: {e}", ty.name(), config.label()).into())
+                    }
+                }
+            }
+        }
+    }
+    println!(
+        "compiled {built} fast kernels (4 sizes x 3 types x {} configs) with NVRTC ({:.2} s)",
+        fast_configs().len(),
+        t.elapsed().as_secs_f64()
+    );
+
     // 3. On a GPU: run and check.
     let gpu = match tma::runtime::gpu_available() {
         Ok(gpu) => gpu,
@@ -118,46 +172,144 @@ fn main() -> Res<()> {
     let ctx = cudarc::driver::CudaContext::new(0)?;
     let mut rng = Rng::from_clock();
     let mut failed = Vec::new();
+    // The baselines, at the seed size, on both distributions.
     for elem in Elem::ALL {
-        let t = Instant::now();
-        let inp = setup::inputs(&m, elem, &mut rng);
-        let [inside, near, border, far] = inp.classes;
-        println!(
-            "\n{}: sampling points: {inside} inside, {near} near the image (some outside), {border} on borders, {far} far outside",
-            elem.name()
-        );
-        // Debug waits: a hung mbarrier becomes an error naming block and thread.
-        let mut dev = Device::new(&ctx, compiler, &m, &inp, true)?;
-        let (out_tma, out_ldg) = dev.run_both()?;
-        let gpu_s = t.elapsed().as_secs_f64();
-        let t = Instant::now();
-        let reference = msda_reference(&m, &inp.value, &inp.loc, &inp.attn);
-        println!(
-            "  inputs + GPU {gpu_s:.2} s, f64 reference {:.2} s",
-            t.elapsed().as_secs_f64()
-        );
-        for (name, out) in [("msda_tma", &out_tma), ("msda_ldg", &out_ldg)] {
-            let c = Check::new(elem, out, &reference);
-            let ok = c.ok(elem);
-            println!(
-                "  {name}: {} {}",
-                c.line(elem, &reference),
-                if ok { "OK" } else { "FAIL" }
-            );
-            if !ok {
-                failed.push(format!("{name} {}", elem.name()));
+        for d in Dist::ALL {
+            baselines(&ctx, compiler, &m, elem, d, &mut rng, &mut failed)?;
+        }
+    }
+    // The fast kernels, every size, type and distribution.
+    for (name, size) in dist::sizes() {
+        for ty in Ty::ALL {
+            for d in Dist::ALL {
+                let t = Instant::now();
+                let inp = dist::inputs(&size, ty, d, &mut rng);
+                let reference = msda_reference(&size, &inp.value, &inp.loc, &inp.attn);
+                let mut dev = fast::FastDevice::new(&ctx, &size, &inp)?;
+                let mut lines = Vec::new();
+                for config in fast_configs() {
+                    let b = fast::build(compiler, &size, ty, config, true)?;
+                    let k = dev.load(&ctx, compiler, b)?;
+                    dev.poison()?;
+                    dev.launch(&k)?;
+                    dev.sync()?;
+                    let c = dist::Check::new(ty, &dev.output()?, &reference);
+                    if !c.ok(ty) {
+                        failed.push(format!(
+                            "{name} {} {} {}",
+                            ty.name(),
+                            d.name(),
+                            config.label()
+                        ));
+                    }
+                    lines.push(format!("    {:<34} {}", config.label(), c.line(ty)));
+                }
+                println!(
+                    "{name} ({} points, {:.1}% outside [0, 1]) {} {} ({:.2} s):\n{}",
+                    size.attn_len(),
+                    100.0 * inp.outside as f64 / size.attn_len() as f64,
+                    ty.name(),
+                    d.name(),
+                    t.elapsed().as_secs_f64(),
+                    lines.join("\n")
+                );
             }
         }
-        let (differ, max, bad) = setup::compare_outputs(elem, &out_tma, &out_ldg);
-        println!(
-            "  msda_tma vs msda_ldg: {differ} of {} elements differ in bits (max {max:.3e}), {bad} non-finite",
-            out_tma.len()
-        );
     }
     if !failed.is_empty() {
         return Err(format!("wrong results: {}", failed.join(", ")).into());
     }
-    println!("\nOK: both kernels match the f64 reference in f16 and bf16");
+    println!("\nOK: every kernel matches the f64 reference at the rounding floor, every size, type and distribution");
+    Ok(())
+}
+
+/// With MSDA_DUMP=<dir>: writes each seed-size kernel's source and CUBIN there (for
+/// cuobjdump, nvcc or a standalone harness).
+fn dump(size: &str, ty: Ty, b: &fast::Built) -> Res<()> {
+    let Some(dir) = std::env::var_os("MSDA_DUMP") else {
+        return Ok(());
+    };
+    if size != "seed" {
+        return Ok(());
+    }
+    let stem = format!("{}-{}", b.config.label().replace(' ', "_"), ty.name());
+    let dir = std::path::Path::new(&dir);
+    std::fs::create_dir_all(dir)?;
+    std::fs::write(dir.join(format!("{stem}.cu")), b.source.text())?;
+    std::fs::write(dir.join(format!("{stem}.cubin")), &b.compiled.cubin)?;
+    Ok(())
+}
+
+/// The fast kernels the example checks: each design with weights and with the fused softmax,
+/// msda_vec with all heads in a block, msda_stage with a cluster of two sharing the staging
+/// by multicast, and the hybrid (only the smallest level staged).
+fn fast_configs() -> Vec<Config> {
+    let all_heads = Config {
+        design: fast::Design::Vec {
+            qpb: 1,
+            all_heads: true,
+        },
+        ..Config::VEC
+    };
+    vec![
+        Config::VEC,
+        Config::VEC.with_softmax(),
+        all_heads,
+        Config::STAGE,
+        Config::STAGE.with_softmax(),
+        Config::STAGE.with_cluster(2),
+        Config::HYBRID,
+    ]
+}
+
+/// msda_tma and msda_ldg on the seed size, one type and distribution, against the reference.
+fn baselines(
+    ctx: &std::sync::Arc<cudarc::driver::CudaContext>,
+    compiler: &Compiler,
+    m: &Msda,
+    elem: Elem,
+    d: Dist,
+    rng: &mut Rng,
+    failed: &mut Vec<String>,
+) -> Res<()> {
+    let ty = if elem == Elem::F16 { Ty::F16 } else { Ty::Bf16 };
+    let t = Instant::now();
+    let di = dist::inputs(m, ty, d, rng);
+    let inp = setup::Inputs {
+        elem,
+        value_bits: di.bits16,
+        value: di.value,
+        loc: di.loc,
+        attn: di.attn,
+        classes: [0; 4],
+    };
+    // Debug waits: a hung mbarrier becomes an error naming block and thread.
+    let mut dev = Device::new(ctx, compiler, m, &inp, true)?;
+    let (out_tma, out_ldg) = dev.run_both()?;
+    let reference = msda_reference(m, &inp.value, &inp.loc, &inp.attn);
+    println!(
+        "\nbaselines, seed size, {} {} ({:.2} s):",
+        elem.name(),
+        d.name(),
+        t.elapsed().as_secs_f64()
+    );
+    for (name, out) in [("msda_tma", &out_tma), ("msda_ldg", &out_ldg)] {
+        let c = Check::new(elem, out, &reference);
+        let ok = c.ok(elem);
+        println!(
+            "  {name}: {} {}",
+            c.line(elem, &reference),
+            if ok { "OK" } else { "FAIL" }
+        );
+        if !ok {
+            failed.push(format!("{name} {} {}", elem.name(), d.name()));
+        }
+    }
+    let (differ, max, bad) = setup::compare_outputs(elem, &out_tma, &out_ldg);
+    println!(
+        "  msda_tma vs msda_ldg: {differ} of {} elements differ in bits (max {max:.3e}), {bad} non-finite",
+        out_tma.len()
+    );
     Ok(())
 }
 
@@ -312,6 +464,56 @@ mod tests {
         let bad = vec![setup::POISON; 3];
         let c = setup::Check::new(Elem::F16, &bad, &reference);
         assert!(!c.ok(Elem::F16) && c.non_finite == 3);
+        Ok(())
+    }
+
+    /// msda_stage's level tile, loaded by the CPU model of TMA at (n, 0, 0, head, 0) over the
+    /// value from the level's first row, is the level's plane of (n, head): pixel (h, w),
+    /// channel c at element (h * W + w) * D + c, for every level, batch and head.
+    #[test]
+    fn level_tiles_stage_the_plane_of_one_batch_and_head() -> Result<(), Box<dyn std::error::Error>>
+    {
+        use super::dist::Ty;
+        use super::fast;
+        let m = Msda {
+            batch: 2,
+            queries: 1,
+            heads: 3,
+            channels: 8,
+            points: 1,
+            levels: vec![(3, 5), (2, 2), (1, 7)],
+        };
+        let mut rng = Rng::new(3);
+        let value: Vec<u16> = (0..m.value_len()).map(|_| rng.next_u64() as u16).collect();
+        let bytes: Vec<u8> = value.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let (s, starts, row) = (m.spatial(), m.level_start(), m.heads * m.channels);
+        for (l, &(h, w)) in m.levels.iter().enumerate() {
+            let bound = fast::level_tile(&m, Ty::F16, l)?.bound().ok_or("static")?;
+            let global = &bytes[starts[l] * row * 2..];
+            for n in 0..m.batch {
+                for head in 0..m.heads {
+                    let smem = tma::model::load(&bound, global, &[n as i64, 0, 0, head as i64, 0])?;
+                    assert_eq!(smem.len(), h * w * m.channels * 2);
+                    for p in 0..h * w {
+                        for c in 0..m.channels {
+                            let i = (p * m.channels + c) * 2;
+                            let got = u16::from_le_bytes([smem[i], smem[i + 1]]);
+                            let want =
+                                value[((n * s + starts[l] + p) * m.heads + head) * m.channels + c];
+                            assert_eq!(got, want, "level {l} n {n} head {head} pixel {p} c {c}");
+                        }
+                    }
+                }
+            }
+        }
+        // The smallest levels first while they fit; the smallest alone when none fits.
+        assert_eq!(
+            fast::staged_levels(&m, Ty::F16, 2 * 16 * 4 + 7 * 16),
+            vec![1, 2]
+        );
+        assert_eq!(fast::staged_levels(&m, Ty::F32, 1), vec![1]);
+        let sh = fast::shapes(&m);
+        assert_eq!(&sh.hws[..9], &[3, 2, 1, 5, 2, 7, 0, 15, 19]);
         Ok(())
     }
 

@@ -56,32 +56,46 @@ impl Msda {
 
 /// out[n][q][h*C + c] = sum over levels and points of attn * bilinear(value, loc), with zero
 /// padding outside each level's image (grid_sample, align_corners = false). `value` holds
-/// exact f32 copies of the device's 16-bit values (f16 and bf16 convert to f32 exactly);
-/// locations are f32 as on the device; every product and sum is in f64. Batches run on
+/// exact f32 copies of the device's values (f16 and bf16 convert to f32 exactly);
+/// locations are f32 as on the device; every product and sum is in f64. Chunks of queries run on
 /// separate threads.
 pub fn msda_reference(m: &Msda, value: &[f32], loc: &[f32], attn: &[f32]) -> Vec<f64> {
     let mut out = vec![0.0f64; m.out_len()];
-    let per_batch = m.queries * m.heads * m.channels;
-    if per_batch == 0 {
+    let per_query = m.heads * m.channels;
+    if per_query == 0 || m.queries == 0 {
         return out;
     }
+    // Chunks of queries of one batch, spread over the machine's threads.
+    let threads = std::thread::available_parallelism().map_or(4, |n| n.get());
+    let per_chunk = m.queries.div_ceil(threads.div_ceil(m.batch.max(1)));
     std::thread::scope(|scope| {
-        for (n, chunk) in out.chunks_mut(per_batch).enumerate() {
-            scope.spawn(move || reference_batch(m, n, value, loc, attn, chunk));
+        for (n, batch) in out.chunks_mut(m.queries * per_query).enumerate() {
+            for (c, chunk) in batch.chunks_mut(per_chunk * per_query).enumerate() {
+                let q0 = c * per_chunk;
+                scope.spawn(move || reference_batch(m, n, q0, value, loc, attn, chunk));
+            }
         }
     });
     out
 }
 
-/// One batch of [`msda_reference`]: `out` is that batch's `[Q][heads * C]`.
-fn reference_batch(m: &Msda, n: usize, value: &[f32], loc: &[f32], attn: &[f32], out: &mut [f64]) {
+/// Queries `q0..` of batch `n` of [`msda_reference`]: `out` is their `[Q][heads * C]`.
+fn reference_batch(
+    m: &Msda,
+    n: usize,
+    q0: usize,
+    value: &[f32],
+    loc: &[f32],
+    attn: &[f32],
+    out: &mut [f64],
+) {
     let (heads, ch, s) = (m.heads, m.channels, m.spatial());
     let starts = m.level_start();
     let pph = m.points_per_head();
-    for q in 0..m.queries {
+    for q in q0..(q0 + out.len() / (heads * ch)) {
         for h in 0..heads {
             let pq_head = (n * m.queries + q) * heads + h;
-            let local = q * heads + h;
+            let local = (q - q0) * heads + h;
             let acc = &mut out[local * ch..(local + 1) * ch];
             for (l, &(lh_, lw_)) in m.levels.iter().enumerate() {
                 for p in 0..m.points {

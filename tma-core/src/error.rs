@@ -57,6 +57,35 @@ pub enum Field {
     SmemAddress,
     /// The whole shared-memory footprint of one helper call.
     SmemFootprint,
+    // ---- pipelines and warp roles (tma_core::pipeline) ----
+    /// The pipeline's `stages`.
+    Stages,
+    /// The pipeline's tile list as a whole (`tiles`).
+    Tiles,
+    /// Tile `index` of a pipeline's stage, by its member name.
+    StageTile {
+        index: usize,
+        member: String,
+    },
+    /// The multicast of tile `index` of a pipeline's stage.
+    Multicast {
+        index: usize,
+        member: String,
+    },
+    /// Who releases a pipeline's stage (`consumers`).
+    Consumers,
+    /// `cluster[axis]` (0 = x, 1 = y, 2 = z).
+    Cluster {
+        axis: usize,
+    },
+    /// The shared memory the rest of the kernel reserves beside a pipeline.
+    ReserveSmem,
+    /// A field of the warp roles (`producer_regs`, `consumer_warpgroups`, ...).
+    WarpRoles(&'static str),
+    /// The named barrier `name`.
+    NamedBarrier {
+        name: String,
+    },
 }
 
 impl Field {
@@ -110,6 +139,15 @@ impl fmt::Display for Field {
             Field::BaseAddress => f.write_str("base address"),
             Field::SmemAddress => f.write_str("shared-memory address"),
             Field::SmemFootprint => f.write_str("shared-memory footprint"),
+            Field::Stages => f.write_str("stages"),
+            Field::Tiles => f.write_str("tiles"),
+            Field::StageTile { index, member } => write!(f, "tiles[{index}] ({member})"),
+            Field::Multicast { index, member } => write!(f, "tiles[{index}] ({member}).multicast"),
+            Field::Consumers => f.write_str("consumers"),
+            Field::Cluster { axis } => write!(f, "cluster[{axis}]"),
+            Field::ReserveSmem => f.write_str("reserve_smem"),
+            Field::WarpRoles(field) => f.write_str(field),
+            Field::NamedBarrier { name } => write!(f, "named barrier `{name}`"),
         }
     }
 }

@@ -10,6 +10,7 @@
 //! | rules | [`rules`], [`error`] | the [`Rule`] catalogue; findings naming field, value, rule |
 //! | shared memory | [`smem`] | where a call's boxes land; a set of tiles in one block |
 //! | validate | [`validate`](mod@validate) | [`validate()`] -> [`ValidSpec`] -> [`ValidSpec::bind`] -> [`BoundSpec`] |
+//! | pipeline | [`pipeline`] | [`pipeline::PipelineSpec`] (stages of valid tiles) -> [`pipeline::ValidPipeline`]; warp roles |
 //! | outputs | [`layout`], [`model`] (and its `picture`), [`render`] | [`EncodeArgs`] in TMA order, the CPU model, generated CUDA |
 //! | | [`manifest`] | the tile lines a translation unit carries for the runtime (name, shared memory, target) |
 //!
@@ -23,6 +24,7 @@ pub mod layout;
 pub mod limits;
 pub mod manifest;
 pub mod model;
+pub mod pipeline;
 pub mod render;
 pub mod rules;
 pub mod size;

@@ -102,6 +102,47 @@ impl fmt::Display for DeclaredTile {
     }
 }
 
+/// What starts a pipeline line: `// tma-pipeline <id> <name> stages=<n>`, written by
+/// [`crate::render::KernelSource`] for each pipeline; a hang in a pipeline's wait names it by id.
+pub const PIPELINE_LINE_PREFIX: &str = "// tma-pipeline ";
+
+/// One pipeline a translation unit declares.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct DeclaredPipeline {
+    /// The pipeline's index in the translation unit (the hang record's `value`).
+    pub id: u32,
+    pub name: String,
+    pub stages: Option<u32>,
+}
+
+impl DeclaredPipeline {
+    /// Reads one line; `None` when it is not a pipeline line.
+    pub fn parse(line: &str) -> Option<DeclaredPipeline> {
+        let rest = line.trim_start().strip_prefix(PIPELINE_LINE_PREFIX)?;
+        let mut words = rest.split_whitespace();
+        let id = words.next()?.parse().ok()?;
+        let name = words.next()?.to_string();
+        let stages = words.find_map(|w| w.strip_prefix("stages=").and_then(|v| v.parse().ok()));
+        Some(DeclaredPipeline { id, name, stages })
+    }
+}
+
+/// The line, without a newline.
+impl fmt::Display for DeclaredPipeline {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{PIPELINE_LINE_PREFIX}{} {}", self.id, self.name)?;
+        if let Some(s) = self.stages {
+            write!(f, " stages={s}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Every pipeline line of `source`, in order.
+pub fn declared_pipelines(source: &str) -> Vec<DeclaredPipeline> {
+    source.lines().filter_map(DeclaredPipeline::parse).collect()
+}
+
 /// Every tile line of `source`, in order.
 pub fn declared_tiles(source: &str) -> Vec<DeclaredTile> {
     source.lines().filter_map(DeclaredTile::parse).collect()

@@ -122,6 +122,41 @@ pub enum Rule {
     /// the helpers convert it to a 32-bit shared-memory address, so a pointer elsewhere
     /// becomes an unrelated address (checked on the device in debug mode).
     MbarrierAddress,
+
+    // ---- pipelines and warp specialization (tma_core::pipeline) ----
+    /// A pipeline has at least one stage.
+    PipelineStageCount,
+    /// A stage loads at least one tile; each tile's member name is a C identifier, no two
+    /// alike, and none of the names the pipeline struct itself uses.
+    PipelineTiles,
+    /// Every tile of a pipeline is validated for the pipeline's target arch.
+    PipelineTileTarget,
+    /// The stages, their mbarriers and the alignment slack, plus the shared memory the rest
+    /// of the kernel reserves, fit one block's shared memory on the target
+    /// ([`crate::Arch::max_smem_per_block`]). The finding names the most stages that fit.
+    PipelineStagesFit,
+    /// The consumers that release a stage: at least one, at most a block's 1024 threads
+    /// (32 warps, 8 warpgroups).
+    PipelineConsumers,
+    /// A cluster has 1 to 16 CTAs (8 portably; the multicast CTA mask has 16 bits), each
+    /// extent at least 1.
+    ClusterShape,
+    /// A multicast tile is shared along a cluster axis of at least 2 CTAs.
+    MulticastAxis,
+    /// A multicast tile's boxes per call (the product of its repeats) split evenly over the
+    /// CTAs along its axis: each CTA issues its share and multicasts it to all of them.
+    MulticastSlices,
+    /// `setmaxnreg` takes a register count that is a multiple of 8 in [24, 256] (PTX ISA,
+    /// "setmaxnreg").
+    SetmaxnregRange,
+    /// The warp roles' registers fit what the launch allocates: producer and consumer
+    /// warpgroups after `setmaxnreg` hold at most the registers per thread the launch gives
+    /// (64K registers per SM over the block's threads and blocks per SM, rounded down to 8)
+    /// times the block's threads.
+    RegisterBudget,
+    /// Named barriers: ids 1 to 15 (0 is `__syncthreads`), one per name, each synchronising
+    /// a multiple of 32 threads, no more than the block has.
+    NamedBarrierIds,
 }
 
 impl Rule {
@@ -182,17 +217,24 @@ pub enum Helper {
     Prefetch,
     /// The store token (`store_committed`), checked when it goes out of scope unwaited.
     StoreToken,
+    /// A pipeline's consumer `wait(state)` on a stage's full barrier (a hang names the
+    /// pipeline, stage, phase and tiles).
+    PipelineWait,
+    /// A pipeline's producer `acquire(state)` on a stage's empty barrier.
+    PipelineAcquire,
 }
 
 impl Helper {
     /// Every helper with its device code (the one table; see [`Rule::DEVICE_CHECKED`]).
-    pub const ALL: [(Helper, u32); 6] = [
+    pub const ALL: [(Helper, u32); 8] = [
         (Helper::Load, 1),
         (Helper::LoadMulticast, 2),
         (Helper::Store, 3),
         (Helper::Reduce, 4),
         (Helper::Prefetch, 5),
         (Helper::StoreToken, 6),
+        (Helper::PipelineWait, 7),
+        (Helper::PipelineAcquire, 8),
     ];
 
     /// The helper a debug record's code names.
@@ -212,6 +254,8 @@ impl Helper {
             Helper::Reduce => "reduce",
             Helper::Prefetch => "prefetch",
             Helper::StoreToken => "store_committed",
+            Helper::PipelineWait => "wait",
+            Helper::PipelineAcquire => "acquire",
         }
     }
 }

@@ -395,3 +395,62 @@ fn coordinates_are_named_fields_in_user_order() {
         .source()
         .contains("void load(const CUtensorMap* map, tma_mbarrier* bar, void* smem, int c0) {"));
 }
+
+/// A GEMM-like ring (plain and multicast), warp roles and the warp helpers, snapshot-tested;
+/// the rendered numbers are the plan's.
+#[test]
+fn pipeline_snapshots() {
+    use tma_core::pipeline::{ClusterAxis, Consumers, PipelineSpec, WarpRoles};
+    use tma_core::render::{warp_support, PipelineCode, WarpRolesCode};
+    let tile = |name: &str, rows: u32, repeat: u32| {
+        validate(
+            &TileSpec::new(name, DType::BF16, [4096, 4096], [rows, 64])
+                .dim_names(["MN", "K"])
+                .swizzle(Swizzle::B128)
+                .repeat([repeat, 1]),
+        )
+        .unwrap()
+    };
+    let ring = PipelineSpec::new("gemm", 4, Consumers::Warpgroups(2))
+        .tile("a", &tile("a", 128, 1))
+        .tile("b", &tile("b", 256, 1))
+        .validate()
+        .unwrap();
+    let code = PipelineCode::new(&ring, 0).unwrap();
+    assert!(code
+        .source()
+        .contains("static constexpr unsigned STAGE_TX_BYTES = 49152u;"));
+    insta::assert_snapshot!("pipeline_gemm", code.source());
+    let mc = PipelineSpec::new("gemm_mc", 3, Consumers::Warpgroups(2))
+        .multicast_tile("a", &tile("a_half", 64, 2), ClusterAxis::Y)
+        .tile("b", &tile("b", 256, 1))
+        .cluster([1, 2, 1])
+        .validate()
+        .unwrap();
+    let code = PipelineCode::new(&mc, 1).unwrap();
+    assert!(code
+        .source()
+        .contains("static constexpr unsigned EMPTY_ARRIVALS = 16u;"));
+    insta::assert_snapshot!("pipeline_gemm_mc", code.source());
+    let roles = WarpRoles::new("gemm", 40, 2, 232)
+        .barrier("consumers", 256)
+        .validate()
+        .unwrap();
+    insta::assert_snapshot!("roles_gemm", WarpRolesCode::new(&roles).unwrap().source());
+    insta::assert_snapshot!("warp_support", warp_support().unwrap());
+    // Deterministic, and the whole source carries the pipeline line.
+    let src = KernelSource::new()
+        .pipeline(&ring)
+        .pipeline(&mc)
+        .build()
+        .unwrap();
+    assert_eq!(
+        src,
+        KernelSource::new()
+            .pipeline(&ring)
+            .pipeline(&mc)
+            .build()
+            .unwrap()
+    );
+    assert!(src.contains("// tma-pipeline 1 gemm_mc stages=3\n"));
+}

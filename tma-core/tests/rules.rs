@@ -708,3 +708,200 @@ fn a_single_box_ignores_its_smem_stride() {
     let err = validate(&single().repeat([1, 2]).smem_stride(1 << 62)).unwrap_err();
     assert_eq!(err.errors[0].rule, Rule::SizeOverflow, "{err}");
 }
+
+// ---- pipelines and warp roles: one row per rule, the same shape as above ----
+
+mod pipeline_rules {
+    use tma_core::pipeline::{ClusterAxis, Consumers, PipelineSpec, WarpRoles};
+    use tma_core::{validate, Arch, DType, Field, Rule, SpecError, Swizzle, TileSpec, ValidSpec};
+
+    fn tile(name: &str, rows: u32, repeat: u32, target: Arch) -> ValidSpec {
+        validate(
+            &TileSpec::new(name, DType::BF16, [4096, 4096], [rows, 64])
+                .swizzle(Swizzle::B128)
+                .repeat([repeat, 1])
+                .target(target),
+        )
+        .unwrap()
+    }
+
+    /// A 4-stage GEMM ring: A 128 x 64 as two 64-row boxes multicast along x of a 2 x 1
+    /// cluster, B 128 x 64 loaded alone; 32 KB per stage.
+    fn good() -> PipelineSpec {
+        PipelineSpec::new("ring", 4, Consumers::Warpgroups(2))
+            .multicast_tile("a", &tile("a", 64, 2, Arch::Sm90a), ClusterAxis::X)
+            .tile("b", &tile("b", 128, 1, Arch::Sm90a))
+            .cluster([2, 1, 1])
+            .reserve_smem(1024)
+    }
+
+    fn roles() -> WarpRoles {
+        WarpRoles::new("gemm", 40, 2, 232).barrier("consumers", 256)
+    }
+
+    enum Broken {
+        Pipe(fn() -> PipelineSpec),
+        Roles(fn() -> WarpRoles),
+    }
+
+    fn findings(b: &Broken) -> (Vec<SpecError>, bool) {
+        let r = match b {
+            Broken::Pipe(f) => f().validate().map(|_| ()),
+            Broken::Roles(f) => f().validate().map(|_| ()),
+        };
+        match r {
+            Ok(()) => (Vec::new(), true),
+            Err(e) => (e.errors, false),
+        }
+    }
+
+    fn rows() -> Vec<(&'static str, Broken, Rule, Field)> {
+        let a = || Field::StageTile {
+            index: 0,
+            member: "a".into(),
+        };
+        vec![
+            (
+                "zero stages",
+                Broken::Pipe(|| PipelineSpec {
+                    stages: 0,
+                    ..good()
+                }),
+                Rule::PipelineStageCount,
+                Field::Stages,
+            ),
+            (
+                "no tiles",
+                Broken::Pipe(|| PipelineSpec {
+                    tiles: vec![],
+                    ..good()
+                }),
+                Rule::PipelineTiles,
+                Field::Tiles,
+            ),
+            (
+                "two members named alike",
+                Broken::Pipe(|| good().tile("b", &tile("c", 64, 1, Arch::Sm90a))),
+                Rule::PipelineTiles,
+                Field::StageTile {
+                    index: 2,
+                    member: "b".into(),
+                },
+            ),
+            (
+                "a tile for another arch",
+                Broken::Pipe(|| {
+                    let mut p = good();
+                    p.tiles[0].tile = tile("a", 64, 2, Arch::Sm100a);
+                    p
+                }),
+                Rule::PipelineTileTarget,
+                a(),
+            ),
+            (
+                "eight 32 KB stages beside 1 KB",
+                Broken::Pipe(|| PipelineSpec {
+                    stages: 8,
+                    ..good()
+                }),
+                Rule::PipelineStagesFit,
+                Field::Stages,
+            ),
+            (
+                "nine consumer warpgroups",
+                Broken::Pipe(|| PipelineSpec {
+                    consumers: Consumers::Warpgroups(9),
+                    ..good()
+                }),
+                Rule::PipelineConsumers,
+                Field::Consumers,
+            ),
+            (
+                "a cluster of 32",
+                Broken::Pipe(|| good().cluster([2, 16, 1])),
+                Rule::ClusterShape,
+                Field::Cluster { axis: 1 },
+            ),
+            (
+                "multicast along an axis of 1",
+                Broken::Pipe(|| good().cluster([1, 2, 1])),
+                Rule::MulticastAxis,
+                Field::Multicast {
+                    index: 0,
+                    member: "a".into(),
+                },
+            ),
+            (
+                "one box over two CTAs",
+                Broken::Pipe(|| {
+                    let mut p = good();
+                    p.tiles[0].tile = tile("a", 128, 1, Arch::Sm90a);
+                    p
+                }),
+                Rule::MulticastSlices,
+                Field::Multicast {
+                    index: 0,
+                    member: "a".into(),
+                },
+            ),
+            (
+                "setmaxnreg 236",
+                Broken::Roles(|| WarpRoles {
+                    consumer_regs: 236,
+                    ..roles()
+                }),
+                Rule::SetmaxnregRange,
+                Field::WarpRoles("consumer_regs"),
+            ),
+            (
+                "240 registers for 2 consumers",
+                Broken::Roles(|| WarpRoles {
+                    consumer_regs: 240,
+                    ..roles()
+                }),
+                Rule::RegisterBudget,
+                Field::WarpRoles("consumer_regs"),
+            ),
+            (
+                "a named barrier of 100 threads",
+                Broken::Roles(|| roles().barrier("odd", 100)),
+                Rule::NamedBarrierIds,
+                Field::NamedBarrier { name: "odd".into() },
+            ),
+        ]
+    }
+
+    #[test]
+    fn every_pipeline_rule_has_a_row_that_breaks_only_it() {
+        assert!(good().validate().is_ok(), "{:?}", good().validate().err());
+        assert!(roles().validate().is_ok());
+        let rows = rows();
+        for (what, broken, rule, field) in &rows {
+            let (found, ok) = findings(broken);
+            assert!(!ok, "{what}: validated");
+            assert_eq!(found.len(), 1, "{what}: {found:#?}");
+            assert_eq!(found[0].rule, *rule, "{what}: {}", found[0]);
+            assert_eq!(found[0].field, *field, "{what}: {}", found[0]);
+            let text = found[0].to_string();
+            assert!(
+                text.contains(&field.to_string()) && text.len() > 30,
+                "{what}: {text}"
+            );
+        }
+        for rule in [
+            Rule::PipelineStageCount,
+            Rule::PipelineTiles,
+            Rule::PipelineTileTarget,
+            Rule::PipelineStagesFit,
+            Rule::PipelineConsumers,
+            Rule::ClusterShape,
+            Rule::MulticastAxis,
+            Rule::MulticastSlices,
+            Rule::SetmaxnregRange,
+            Rule::RegisterBudget,
+            Rule::NamedBarrierIds,
+        ] {
+            assert!(rows.iter().any(|r| r.2 == rule), "{rule:?} has no row");
+        }
+    }
+}

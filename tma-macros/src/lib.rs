@@ -7,15 +7,15 @@
 //!
 //! One direction: `parse` (token shapes) -> `check` (spec, validation, rendered CUDA,
 //! the derive's shared-memory layout; every error, spanned) -> `expand` (generated code,
-//! which cannot fail; `fallback` on error). `errors` accumulates errors; `paths` is the
-//! `::tma::__private` path both `expand` and `fallback` generate.
+//! which cannot fail; `fallback` on error). `parse` and `check` live in the plain library
+//! `tma-syntax`, which the `tma` command line shares; `paths` is the `::tma::__private`
+//! path both `expand` and `fallback` generate.
 
-mod check;
-mod errors;
 mod expand;
 mod fallback;
-mod parse;
 mod paths;
+
+use tma_syntax::{check, parse};
 
 #[cfg(test)]
 mod tests;

@@ -314,6 +314,32 @@ pub enum Error {
         block: [u32; 3],
         thread: u32,
     },
+
+    /// A pipeline's debug wait gave up (compiled with debug on): a consumer's `wait` on a
+    /// stage's full barrier (the stage's copies never delivered `expected_tx` bytes, or the
+    /// producer never loaded it) or the producer's `acquire` on its empty barrier (a consumer
+    /// never released it). After this trap the CUDA context is unusable: start a fresh process.
+    #[error(
+        "pipeline `{pipeline}`: {helper}() in block {block:?} thread {thread} waited {waited_ns} ns for stage {stage} \
+         (parity {parity}, tiles {tiles}{}) on mbarrier at smem {barrier:#x} and gave up; \
+         the CUDA context is now unusable: start a fresh process",
+        if *helper == "wait" { format!(", expecting {expected_tx} tx bytes") } else { " released by its consumers".to_string() }
+    )]
+    PipelineTimeout {
+        pipeline: String,
+        /// `wait` (consumer, full barrier) or `acquire` (producer, empty barrier).
+        helper: &'static str,
+        stage: u32,
+        /// The parity waited for.
+        parity: u32,
+        /// The stage's tiles, `a + b`.
+        tiles: String,
+        expected_tx: u32,
+        barrier: u32,
+        block: [u32; 3],
+        thread: u32,
+        waited_ns: u64,
+    },
 }
 
 /// Which argument or parameter is left over, for [`Error::ArgumentCount`].

@@ -10,7 +10,14 @@ pub(super) const SHAPE_TEMPLATE: &str = include_str!("../../templates/shape.cuh.
 pub(super) const TILE_TEMPLATE: &str = include_str!("../../templates/tile.cuh.tera");
 pub(super) const HOST_TILE_TEMPLATE: &str = include_str!("../../templates/host_tile.cuh.tera");
 pub(super) const SET_TEMPLATE: &str = include_str!("../../templates/set.cuh.tera");
+pub(super) const ENCODE_TEMPLATE: &str = include_str!("../../templates/encode.cuh.tera");
+pub(super) const ENCODE_TILE_TEMPLATE: &str = include_str!("../../templates/encode_tile.cuh.tera");
+pub(super) const MPK_TEMPLATE: &str = include_str!("../../templates/mpk.cuh.tera");
+pub(super) const MPK_TILE_TEMPLATE: &str = include_str!("../../templates/mpk_tile.cuh.tera");
 pub(super) const EXERCISE_TEMPLATE: &str = include_str!("../../templates/exercise.cu.tera");
+pub(super) const WARP_TEMPLATE: &str = include_str!("../../templates/warp.cuh.tera");
+pub(super) const PIPELINE_TEMPLATE: &str = include_str!("../../templates/pipeline.cuh.tera");
+pub(super) const ROLES_TEMPLATE: &str = include_str!("../../templates/roles.cuh.tera");
 
 /// The template engine, parsed once per process: every tile declared with a macro renders
 /// through it at expansion time, so parsing per call would cost every build.
@@ -36,6 +43,13 @@ pub(super) fn build_engine() -> Result<Tera, RenderError> {
         ("host_tile.cuh.tera", HOST_TILE_TEMPLATE),
         ("set.cuh.tera", SET_TEMPLATE),
         ("exercise.cu.tera", EXERCISE_TEMPLATE),
+        ("warp.cuh.tera", WARP_TEMPLATE),
+        ("pipeline.cuh.tera", PIPELINE_TEMPLATE),
+        ("roles.cuh.tera", ROLES_TEMPLATE),
+        ("encode.cuh.tera", ENCODE_TEMPLATE),
+        ("encode_tile.cuh.tera", ENCODE_TILE_TEMPLATE),
+        ("mpk.cuh.tera", MPK_TEMPLATE),
+        ("mpk_tile.cuh.tera", MPK_TILE_TEMPLATE),
     ])
     .map_err(|e| template_error("templates", &e))?;
     Ok(tera)

@@ -10,10 +10,15 @@
 //!   struct, box extents, element offsets and copy helpers.
 //! - [`TileSetCode`]: a set of tiles in one block's shared memory, `struct tma_<set>` with each
 //!   tile's offset, and the kernel's tensor-map parameter list as a macro.
+//! - [`PipelineCode`]: a ring of stages of tiles, `struct tma_pipe_<name>` (producer `acquire` /
+//!   `load`, consumer `wait` / `release`, the stage/phase `state`); [`WarpRolesCode`]: warp
+//!   roles, `struct tma_roles_<name>` (setmaxnreg split, named barriers); [`warp_support`]:
+//!   the helpers both use.
 //! - [`KernelSource`]: prelude + tile lines ([`crate::manifest`]) + helpers + the kernel's names
 //!   for its tiles + a kernel body, the unit the runtime compiles.
-//! - [`header`]: a standalone `.cuh` for C++ users; [`host_header`]: the tiles' shapes
-//!   (coordinates, extents, element offsets) for host C++20.
+//! - [`header`]: a standalone `.cuh` for C++ users, device helpers and host encode functions
+//!   (`tma_encode_<name>`); [`header_with`] adds Mirage MPK's contract; [`host_header`]: the
+//!   tiles' shapes (coordinates, extents, element offsets) for host C++20.
 //!
 //! The generated helpers take coordinates as C++20 designated initializers
 //! (`T::load(&map, &bar, smem, {.M = m0, .K = k0})`): compile them with `-std=c++20`
@@ -48,14 +53,18 @@ use crate::DType;
 use std::collections::BTreeMap;
 use tera::{Context, Tera, Value};
 
+mod cpp;
 mod engine;
 mod hang;
+mod pipeline;
 mod set;
 mod source;
 mod tile;
 
+pub use cpp::{header_with, mpk_dim_names, HeaderOptions};
 use engine::*;
 pub use hang::HangTiles;
+pub use pipeline::{warp_support, PipelineCode, WarpRolesCode};
 pub use set::TileSetCode;
 use set::*;
 pub use source::{exercise_body, exercise_body_checked, header, host_header, KernelSource};

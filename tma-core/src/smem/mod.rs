@@ -1,6 +1,6 @@
-//! Shared memory: where one helper call's boxes land, and where a set of tiles sits in one
-//! block's shared memory. The one place that computes a shared-memory size or offset:
-//! validation checks these numbers ([`crate::validate()`]), the model writes bytes where they
+//! Shared memory: where one helper call's boxes land, where a set of tiles sits in one
+//! block's shared memory, and a pipeline's ring of stages ([`StageLayout`]). The one place
+//! that computes a shared-memory size or offset: validation checks these numbers ([`crate::validate()`]), the model writes bytes where they
 //! say ([`crate::model`]), the renderer prints them into CUDA, the derive lays its fields out
 //! with [`TileSet`].
 //!
@@ -20,7 +20,9 @@ use crate::spec::{Interleave, TileSpec};
 use crate::swizzle::Swizzle;
 
 mod block;
+mod stages;
 pub use block::{min_dynamic_smem, TileSet, TileSetOverflow};
+pub use stages::{StageLayout, StageShape, MBARRIER_BYTES};
 
 /// How rows of a box whose inner extent is narrower than the swizzle span are laid out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -22,6 +22,21 @@ pub fn dense_strides(global: &[u64], inner_unit: u64) -> Option<Vec<u64>> {
     Some(strides)
 }
 
+/// The byte multiple every outer global stride must be, and the rule a stride that is not
+/// breaks: 16 B, 32 B with 32-byte interleave or the 16-byte-aligned packed types.
+pub(super) fn stride_align(spec: &TileSpec) -> (u64, Rule) {
+    if spec.interleave == Interleave::B32 {
+        (STRIDE_ALIGN_INTERLEAVE_32B, Rule::StrideAlignment)
+    } else if matches!(
+        spec.dtype,
+        crate::DType::U4x16Align16B | crate::DType::U6x16Align16B
+    ) {
+        (PACKED_ALIGN16B_ADDRESS_ALIGN, Rule::PackedTypeAlignment)
+    } else {
+        (STRIDE_ALIGN, Rule::StrideAlignment)
+    }
+}
+
 /// The finding for dense strides that overflow: the shape itself is too large.
 pub(super) fn dense_overflow(spec: &TileSpec, global: &[u64], c: &mut Collector) {
     c.error(
@@ -98,16 +113,7 @@ pub(super) fn check_global(
             "the innermost dim must be contiguous (stride 1): TMA's dim 0 has no stride".into(),
         );
     }
-    let align = if spec.interleave == Interleave::B32 {
-        STRIDE_ALIGN_INTERLEAVE_32B
-    } else if matches!(
-        dtype,
-        crate::DType::U4x16Align16B | crate::DType::U6x16Align16B
-    ) {
-        PACKED_ALIGN16B_ADDRESS_ALIGN
-    } else {
-        STRIDE_ALIGN
-    };
+    let (align, align_rule) = stride_align(spec);
     let mut byte_strides: Vec<Size> = Vec::with_capacity(rank);
     for d in 0..inner {
         let bytes = dtype.global_bytes(strides[d]);
@@ -132,15 +138,10 @@ pub(super) fn check_global(
                 format!("{} elements of {dtype} = {bytes} B; global strides must be below 2^40 B (cuTensorMapEncodeTiled: globalStrides)", strides[d]),
             );
         } else if !bytes.is_multiple_of(align) {
-            let rule = if align == PACKED_ALIGN16B_ADDRESS_ALIGN && dtype.is_packed() {
-                Rule::PackedTypeAlignment
-            } else {
-                Rule::StrideAlignment
-            };
             c.error(
                 field_stride(spec, d),
                 strides[d],
-                rule,
+                align_rule,
                 format!(
                     "{} elements of {dtype} = {bytes} B; global strides must be multiples of {align} B (cuTensorMapEncodeTiled: globalStrides)",
                     strides[d]

@@ -3,7 +3,7 @@
 //! against them (coordinates, addresses).
 
 use super::collect::*;
-use super::global_rules::{check_global, dense_overflow, dense_strides};
+use super::global_rules::{check_global, dense_overflow, dense_strides, stride_align};
 use crate::error::{Field, SpecError, SpecErrors};
 use crate::limits::*;
 use crate::rules::Rule;
@@ -179,6 +179,18 @@ impl ValidSpec {
         }
         let global: Vec<u64> = self.spec.global.iter().filter_map(|e| e.get()).collect();
         self.bind(&global, None).ok()
+    }
+
+    /// The alignment (bytes) the global base address must have
+    /// ([`Rule::BaseAddressAlignment`]; [`BoundSpec::check_base_address`] checks it).
+    pub fn base_address_align(&self) -> u64 {
+        base_address_align(&self.spec)
+    }
+
+    /// The byte multiple every outer global stride must be, and the rule a stride that is not
+    /// breaks ([`Rule::StrideAlignment`], or [`Rule::PackedTypeAlignment`]).
+    pub fn stride_align(&self) -> (u64, Rule) {
+        stride_align(&self.spec)
     }
 
     /// The innermost coordinate of every copy must be a multiple of this many elements: the

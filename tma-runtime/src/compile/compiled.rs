@@ -1,7 +1,7 @@
 //! The artifact of one compile: PTX, CUBIN and what the driver layer needs to load and
 //! explain it. Plain data: it can be cached, written to disk and loaded into any context.
 
-use tma_core::manifest::DeclaredTile;
+use tma_core::manifest::{DeclaredPipeline, DeclaredTile};
 use tma_core::Arch;
 
 /// The output of one compile.
@@ -21,6 +21,8 @@ pub struct Compiled {
     /// The tiles the source declares ([`tma_core::manifest`] lines): names for hang
     /// reports, footprints and alignments for launch checks.
     pub tiles: Vec<DeclaredTile>,
+    /// The pipelines the source declares (`// tma-pipeline` lines): names for hang reports.
+    pub pipelines: Vec<DeclaredPipeline>,
     /// The NVRTC arguments used.
     pub args: Vec<String>,
     /// The cache key (hex), also the disk-cache file stem.
@@ -38,6 +40,13 @@ impl Compiled {
             .iter()
             .find(|t| t.id == id)
             .map(|t| t.name.as_str())
+    }
+    /// The name of pipeline `id`, if the source listed it.
+    pub fn pipeline_name(&self, id: u32) -> Option<&str> {
+        self.pipelines
+            .iter()
+            .find(|p| p.id == id)
+            .map(|p| p.name.as_str())
     }
     /// Whether kernel `name` uses dynamic shared memory (an `extern __shared__` array, in
     /// its body or a function it calls); `None` when the PTX has no such kernel.

@@ -14,7 +14,7 @@ use super::hash::fingerprint_seeded;
 use super::nvrtc::{dump, nvrtc_compile};
 use super::options::CompileOptions;
 use super::source::Source;
-use tma_core::manifest::{declared_tiles, DeclaredTile};
+use tma_core::manifest::{declared_pipelines, declared_tiles, DeclaredTile};
 use tma_core::Arch;
 
 /// Bump when the disk format or anything else that changes cached binaries changes.
@@ -178,6 +178,7 @@ impl Compiler {
                     arch: options.arch,
                     debug_waits: options.debug_waits,
                     tiles: tiles.clone(),
+                    pipelines: declared_pipelines(source.text()),
                     args: args.clone(),
                     key: hex.clone(),
                 });
@@ -258,6 +259,7 @@ impl Compiler {
             log,
             arch: options.arch,
             debug_waits: options.debug_waits,
+            pipelines: declared_pipelines(text),
             tiles,
             args,
             key,

@@ -80,6 +80,26 @@ impl HangRecord {
             }
         };
         let block = [self.block_x, self.block_y, self.block_z];
+        // A pipeline's wait names the pipeline (value), the stage (dim) and its helper.
+        if let (KIND_HANG, Some(helper @ (Helper::PipelineWait | Helper::PipelineAcquire))) =
+            (self.kind, Helper::from_device_code(self.helper))
+        {
+            let id = u32::try_from(self.value).unwrap_or(u32::MAX);
+            return Error::PipelineTimeout {
+                pipeline: compiled
+                    .pipeline_name(id)
+                    .map_or_else(|| format!("<pipeline {id}>"), str::to_string),
+                helper: helper.name(),
+                stage: self.dim,
+                parity: self.phase,
+                tiles: tile,
+                expected_tx: self.expected_tx,
+                barrier: self.barrier,
+                block,
+                thread: self.thread,
+                waited_ns: self.waited_ns,
+            };
+        }
         match (
             self.kind,
             Rule::from_device_code(self.rule),
@@ -218,6 +238,7 @@ mod tests {
             arch: Arch::Sm90a,
             debug_waits: true,
             tiles: crate::compile::declared_tiles("// tma-tile 0 q\n// tma-tile 1 kv_tile\n"),
+            pipelines: Vec::new(),
             args: Vec::new(),
             key: "k".into(),
         };
@@ -366,6 +387,59 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_pipeline_hang_names_the_pipeline_stage_phase_and_tiles() {
+        let compiled = compiled_with_tiles(
+            "// tma-tile 0 a\n// tma-tile 1 b\n// tma-pipeline 0 other stages=2\n// tma-pipeline 1 ring stages=4\n",
+        );
+        let rec = HangRecord {
+            kind: KIND_HANG,
+            block_x: 5,
+            thread: 160,
+            tile_id: 0x8000_0003,
+            barrier: 0x9000,
+            phase: 1,
+            expected_tx: 10240,
+            helper: 7,
+            dim: 3,
+            value: 1,
+            waited_ns: 1_000_000_500,
+            ..HangRecord::default()
+        };
+        let e = rec.to_error(&compiled);
+        match &e {
+            Error::PipelineTimeout {
+                pipeline,
+                helper,
+                stage,
+                parity,
+                tiles,
+                ..
+            } => assert_eq!(
+                (pipeline.as_str(), *helper, *stage, *parity, tiles.as_str()),
+                ("ring", "wait", 3, 1, "a + b")
+            ),
+            other => panic!("{other:?}"),
+        }
+        let s = e.to_string();
+        assert!(
+            s.contains("pipeline `ring`: wait() in block [5, 0, 0] thread 160 waited 1000000500 ns for stage 3 (parity 1, tiles a + b, expecting 10240 tx bytes)"),
+            "{s}"
+        );
+        let acquire = HangRecord { helper: 8, ..rec };
+        let s = acquire.to_error(&compiled).to_string();
+        assert!(
+            s.contains("acquire() in block") && s.contains("released by its consumers"),
+            "{s}"
+        );
+        // A tile's own wait (helper 0) stays a BarrierTimeout.
+        let tile = HangRecord { helper: 0, ..rec };
+        assert!(matches!(
+            tile.to_error(&compiled),
+            Error::BarrierTimeout { .. }
+        ));
+    }
+
     fn compiled_with_tiles(list: &str) -> Compiled {
         Compiled {
             ptx: String::new(),
@@ -374,6 +448,7 @@ mod tests {
             arch: Arch::Sm90a,
             debug_waits: true,
             tiles: crate::compile::declared_tiles(list),
+            pipelines: tma_core::manifest::declared_pipelines(list),
             args: Vec::new(),
             key: "k".into(),
         }

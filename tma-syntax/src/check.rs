@@ -1,4 +1,4 @@
-//! Meaning: each tile's entries -> [`tma_core::TileSpec`] -> [`tma_core::validate`] -> its
+//! Meaning: each tile's entries -> [`tma_core::TileSpec`] -> [`tma_core::validate()`] -> its
 //! rendered CUDA helpers, every error at the token that caused it; for the derive, then
 //! the struct's shared-memory layout. The checks are `tma_core`'s own: the same function the
 //! runtime calls, run at expansion time. Everything that can fail happens here, so
@@ -7,8 +7,8 @@
 //! [`entries`] builds the spec from the entries (syntax-level errors); [`spans`] points
 //! validation findings at their tokens.
 
-mod entries;
-mod spans;
+pub mod entries;
+pub mod spans;
 
 use crate::errors::Errors;
 use crate::parse::{TileDecl, TilesStruct};

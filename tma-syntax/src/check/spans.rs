@@ -124,5 +124,7 @@ pub fn span_of(e: &SpecError, s: &Spans) -> Span {
         Field::Target => s.target.unwrap_or(s.ident),
         Field::SmemFootprint => s.repeat.as_ref().map(|r| r.whole).unwrap_or(s.boxed.whole),
         Field::BaseAddress | Field::SmemAddress => s.ident,
+        // Pipeline and warp-role fields never come from a tile's validation.
+        _ => s.ident,
     }
 }

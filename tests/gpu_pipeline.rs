@@ -1,0 +1,399 @@
+//! Pipelines on the GPU: a producer warp (one elected thread issuing, after setmaxnreg.dec)
+//! streams hundreds of stages, each two tiles with different swizzles (bf16 64 x 64 under the
+//! 128B swizzle, u32 32 x 16 under the 64B swizzle), through 2, 3, 4 and 8 stage rings to 1 and
+//! 2 consumer warpgroups (after setmaxnreg.inc). The consumers read every element of every
+//! stage through the tiles' `at()` and compare it with global memory, and copy each stage's raw
+//! bytes out; the host compares every copy with the CPU model's load, byte for byte. A
+//! multicast variant runs over 2-CTA clusters: the bf16 tile is two boxes of 32 rows, each CTA
+//! issues one and multicasts it to both, both expect the whole stage, and each release arrives
+//! on both CTAs' empty barriers. Fresh random data each run; outputs poisoned.
+//!
+//! Without a GPU the kernels still compile to sm_90a, and their SASS is checked (no local
+//! memory; the producer's UTMALDG count, the multicast's).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use tma::model;
+use tma::pipeline::{ClusterAxis, Consumers, PipelineSpec, ValidPipeline, WarpRoles};
+use tma::render::KernelSource;
+use tma::runtime::{CompileOptions, Compiler, LaunchConfig, Module, Source, TensorMap};
+use tma::{validate, Arch, DType, Swizzle, TileSpec, ValidSpec};
+
+const A_ROWS: u64 = 64 * 37;
+const B_ROWS: u64 = 32 * 41;
+const STAGES_STREAMED: i32 = 300;
+const BLOCKS: u32 = 4;
+
+fn tile_a() -> ValidSpec {
+    validate(
+        &TileSpec::new("ta", DType::BF16, [A_ROWS, 64], [64, 64])
+            .dim_names(["r", "c"])
+            .swizzle(Swizzle::B128),
+    )
+    .unwrap()
+}
+
+/// The same 64 x 64 bf16 call as two boxes of 32 rows: one per CTA of a 2-CTA cluster.
+fn tile_a_halves() -> ValidSpec {
+    validate(
+        &TileSpec::new("ta_mc", DType::BF16, [A_ROWS, 64], [32, 64])
+            .dim_names(["r", "c"])
+            .swizzle(Swizzle::B128)
+            .repeat([2, 1]),
+    )
+    .unwrap()
+}
+
+fn tile_b() -> ValidSpec {
+    validate(
+        &TileSpec::new("tb", DType::U32, [B_ROWS, 16], [32, 16])
+            .dim_names(["r", "c"])
+            .swizzle(Swizzle::B64),
+    )
+    .unwrap()
+}
+
+/// (stages, consumer warpgroups) of each ring.
+const RINGS: [(u32, u32); 8] = [
+    (2, 1),
+    (2, 2),
+    (3, 1),
+    (3, 2),
+    (4, 1),
+    (4, 2),
+    (8, 1),
+    (8, 2),
+];
+
+fn rings() -> Vec<ValidPipeline> {
+    RINGS
+        .iter()
+        .map(|&(s, w)| {
+            PipelineSpec::new(format!("ring{s}_w{w}"), s, Consumers::Warpgroups(w))
+                .tile("a", &tile_a())
+                .tile("b", &tile_b())
+                .validate()
+                .unwrap()
+        })
+        .collect()
+}
+
+fn multicast_ring() -> ValidPipeline {
+    PipelineSpec::new("mc", 4, Consumers::Warpgroups(1))
+        .multicast_tile("a", &tile_a_halves(), ClusterAxis::X)
+        .tile("b", &tile_b())
+        .cluster([2, 1, 1])
+        .validate()
+        .unwrap()
+}
+
+/// The kernel template: every config instantiates it.
+const BODY: &str = r#"
+// The rows stage k of block `blk` (of cluster `grp`) loads: both sides compute them alike.
+__device__ __forceinline__ int tma_test_a_row(int k, int grp) { return ((k * 7 + grp * 3) % 37) * 64; }
+__device__ __forceinline__ int tma_test_b_row(int k, int blk) { return ((k * 5 + blk * 11) % 41) * 32; }
+
+template <class Pipe, class R, bool MULTICAST>
+__device__ __forceinline__ void tma_test_ring(const CUtensorMap* a_map, const CUtensorMap* b_map, int stages,
+                                              const unsigned short* a_glob, const unsigned* b_glob,
+                                              unsigned char* out, unsigned long long* mismatches) {
+  extern __shared__ __align__(16) unsigned char tma_test_raw[];
+  using A = typename Pipe::tile_a;
+  using B = typename Pipe::tile_b;
+  const Pipe pipe(tma_test_raw);
+  pipe.init();
+  const int blk = blockIdx.x;
+  const int grp = MULTICAST ? blk / 2 : blk;
+  if (R::is_producer()) {
+    R::producer_setmaxnreg();
+    if (threadIdx.x < 32u) {
+      typename Pipe::state s;
+      for (int k = 0; k < stages; ++k, ++s) {
+        pipe.acquire(s);
+        if (tma_elect_one()) {
+          pipe.load(s, a_map, {.r = tma_test_a_row(k, grp), .c = 0}, b_map, {.r = tma_test_b_row(k, blk), .c = 0});
+        }
+        __syncwarp();
+      }
+    }
+  } else {
+    R::consumer_setmaxnreg();
+    typename Pipe::state s;
+    const unsigned t = threadIdx.x - 128u * R::PRODUCER_WARPGROUPS;  // among the consumers
+    const unsigned nt = 128u * R::CONSUMER_WARPGROUPS;
+    for (int k = 0; k < stages; ++k, ++s) {
+#if defined(TMA_TEST_SKIP_WAIT)
+      if (k + 1 == stages) pipe.wait(s);  // the test's own check, broken: stages read before they are full
+#else
+      pipe.wait(s);
+#endif
+      const unsigned char* st = pipe.stage(s);
+      unsigned char* o = out + ((unsigned long long)blk * stages + k) * Pipe::STAGE_BYTES;
+      for (unsigned i = t * 16u; i < Pipe::STAGE_BYTES; i += nt * 16u)
+        *reinterpret_cast<uint4*>(o + i) = *reinterpret_cast<const uint4*>(st + i);
+      const int ar = tma_test_a_row(k, grp), br = tma_test_b_row(k, blk);
+      unsigned bad = 0u;
+      for (unsigned n = t; n < A::POSITIONS; n += nt) {
+        const typename A::coords p = A::position(n);
+        bad += A::at(pipe.smem_a(s), p).bits != a_glob[(ar + p.r) * 64 + p.c];
+      }
+      for (unsigned n = t; n < B::POSITIONS; n += nt) {
+        const typename B::coords p = B::position(n);
+        bad += B::at(pipe.smem_b(s), p) != b_glob[(br + p.r) * 16 + p.c];
+      }
+      if (bad != 0u) atomicAdd(mismatches, (unsigned long long)bad);
+      pipe.release(s);
+    }
+  }
+  pipe.finish();
+}
+"#;
+
+fn entry(name: &str, pipe: &str, roles: &str, multicast: bool) -> String {
+    format!(
+        "extern \"C\" __global__ void TMA_ROLES_{}_LAUNCH_BOUNDS {name}(const __grid_constant__ CUtensorMap a, \
+         const __grid_constant__ CUtensorMap b, int stages, const unsigned short* ag, const unsigned* bg, \
+         unsigned char* out, unsigned long long* bad) {{\n  tma_test_ring<{pipe}, {roles}, {multicast}>(&a, &b, stages, ag, bg, out, bad);\n}}\n",
+        roles.trim_start_matches("tma_roles_").to_ascii_uppercase()
+    )
+}
+
+fn source() -> Source {
+    let w1 = WarpRoles::new("w1", 40, 1, 232).validate().unwrap();
+    let w2 = WarpRoles::new("w2", 40, 2, 232).validate().unwrap();
+    let mut src = KernelSource::new().warp_roles(&w1).warp_roles(&w2);
+    // TMA_PIPELINE_BREAK=1 breaks the consumers (they read stages without waiting): the test
+    // must then report mismatches.
+    let mut body = if std::env::var_os("TMA_PIPELINE_BREAK").is_some() {
+        format!("#define TMA_TEST_SKIP_WAIT 1\n{BODY}")
+    } else {
+        BODY.to_string()
+    };
+    for (p, &(s, w)) in rings().iter().zip(&RINGS) {
+        src = src.pipeline(p);
+        body.push_str(&entry(
+            &format!("ring{s}_w{w}"),
+            &format!("tma_pipe_{}", p.spec().name),
+            &format!("tma_roles_w{w}"),
+            false,
+        ));
+    }
+    src = src.pipeline(&multicast_ring());
+    body.push_str(&entry("ring_mc", "tma_pipe_mc", "tma_roles_w1", true));
+    Source::new(src.body(&body).build().unwrap())
+}
+
+fn options(debug: bool) -> CompileOptions {
+    CompileOptions::new(Arch::Sm90a).debug_waits(debug)
+}
+
+/// Resource usage and SASS of one kernel of a CUBIN (cuobjdump from scripts/cuda-tools.sh).
+fn sass_of(cubin: &[u8], kernel: &str) -> Option<(String, String)> {
+    let tool = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join("cuobjdump"))
+            .find(|p| p.is_file())
+    })?;
+    let path = std::env::temp_dir().join(format!("tma-pipeline-{}.cubin", std::process::id()));
+    std::fs::write(&path, cubin).unwrap();
+    let run = |arg: &str| {
+        let out = std::process::Command::new(&tool)
+            .args([arg, "-fun", kernel])
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let res = run("-res-usage");
+    let sass = run("-sass");
+    let _ = std::fs::remove_file(&path);
+    Some((res, sass))
+}
+
+fn count(sass: &str, op: &str) -> usize {
+    sass.split(|c: char| !c.is_ascii_alphanumeric() && c != '.' && c != '_')
+        .filter(|w| w.split('.').next() == Some(op))
+        .count()
+}
+
+/// Without a GPU: every ring compiles to sm_90a SASS without local memory; with the debug
+/// waits off, a producer issues one UTMALDG per box (2 per stage; the multicast CTA its one box
+/// of `a` plus `b`), one arrive.expect_tx, and the consumers' release one arrive (remote ones
+/// for the multicast ring).
+#[test]
+fn the_pipeline_kernels_compile_without_local_memory() {
+    let test = "the_pipeline_kernels_compile_without_local_memory";
+    if tma::runtime::testing::require_nvrtc_or_skip(test).is_none() {
+        return;
+    }
+    let compiler = Compiler::global().unwrap();
+    for debug in [false, true] {
+        let compiled = compiler
+            .compile_source(&source(), &options(debug))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(compiled.cubin.starts_with(b"\x7fELF"));
+        let mut names: Vec<String> = RINGS.iter().map(|(s, w)| format!("ring{s}_w{w}")).collect();
+        names.push("ring_mc".into());
+        for name in &names {
+            let Some((res, sass)) = sass_of(&compiled.cubin, name) else {
+                let required = std::env::var("CI").is_ok_and(|v| v == "true");
+                assert!(!required, "{test}: cuobjdump is not on PATH");
+                println!("SKIP {test} SASS checks: cuobjdump not on PATH");
+                return;
+            };
+            assert!(res.contains("LOCAL:0"), "{name}: {res}");
+            assert_eq!(
+                count(&sass, "LDL") + count(&sass, "STL"),
+                0,
+                "{name}: local memory"
+            );
+            let ldg = count(&sass, "UTMALDG");
+            let setmax = count(&sass, "USETMAXREG");
+            println!(
+                "{name} (debug {debug}): UTMALDG {ldg}, SYNCS {}, USETMAXREG {setmax}, {}",
+                count(&sass, "SYNCS"),
+                res.lines()
+                    .find(|l| l.contains("REG:"))
+                    .unwrap_or("")
+                    .trim()
+            );
+            if !debug {
+                assert_eq!(ldg, 2, "{name}: one UTMALDG per box of a stage\n{sass}");
+                assert_eq!(setmax, 2, "{name}: one setmaxnreg per role");
+            }
+        }
+    }
+}
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+#[test]
+fn gpu_rings_stream_every_stage_intact() {
+    let Some(_) = tma::runtime::testing::require_gpu_or_skip("gpu_rings_stream_every_stage_intact")
+    else {
+        return;
+    };
+    let ctx = cudarc::driver::CudaContext::new(0).unwrap();
+    let stream = ctx.default_stream();
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_nanos() as u64)
+        | 1;
+    println!("seed {seed:#x}");
+    let mut rng = Rng(seed);
+    let a_host: Vec<u16> = (0..A_ROWS * 64).map(|_| rng.next() as u16).collect();
+    let b_host: Vec<u32> = (0..B_ROWS * 16).map(|_| rng.next() as u32).collect();
+    let a_bytes: Vec<u8> = a_host.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let b_bytes: Vec<u8> = b_host.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let a_bf16: Vec<tma::half::bf16> = a_host
+        .iter()
+        .map(|&v| tma::half::bf16::from_bits(v))
+        .collect();
+    let a_dev = stream.clone_htod(&a_bf16).unwrap();
+    let b_dev = stream.clone_htod(&b_host).unwrap();
+    let (ta, ta_mc, tb) = (tile_a(), tile_a_halves(), tile_b());
+    let bound_a = ta.bind(&[A_ROWS, 64], None).unwrap();
+    let bound_a_mc = ta_mc.bind(&[A_ROWS, 64], None).unwrap();
+    let bound_b = tb.bind(&[B_ROWS, 16], None).unwrap();
+    let map_a = TensorMap::new(&bound_a, &a_dev).unwrap();
+    let map_a_mc = TensorMap::new(&bound_a_mc, &a_dev).unwrap();
+    let map_b = TensorMap::new(&bound_b, &b_dev).unwrap();
+    let debug = std::env::var_os("TMA_PIPELINE_DEBUG").is_some();
+    let module = Module::compile_and_load(
+        &ctx,
+        Compiler::global().unwrap(),
+        &source(),
+        &options(debug),
+    )
+    .unwrap();
+    let a_row = |k: u64, grp: u64| ((k * 7 + grp * 3) % 37) * 64;
+    let b_row = |k: u64, blk: u64| ((k * 5 + blk * 11) % 41) * 32;
+    let mut configs: Vec<(String, ValidPipeline, u32, bool)> = rings()
+        .into_iter()
+        .zip(RINGS)
+        .map(|(p, (s, w))| (format!("ring{s}_w{w}"), p, w, false))
+        .collect();
+    configs.push(("ring_mc".into(), multicast_ring(), 1, true));
+    let (mut total_stages, mut total_bad) = (0u64, 0u64);
+    for (name, pipe, warpgroups, multicast) in &configs {
+        let kernel = module.kernel(name).unwrap();
+        let stage_bytes = pipe.layout().stage_bytes as usize;
+        let n = STAGES_STREAMED as usize;
+        let mut out = stream
+            .clone_htod(&vec![0xa5u8; BLOCKS as usize * n * stage_bytes])
+            .unwrap();
+        let mut bad = stream.clone_htod(&[0u64]).unwrap();
+        let mut cfg = LaunchConfig::new(&stream, (BLOCKS, 1, 1), (128 * (1 + warpgroups), 1, 1))
+            .dynamic_smem(pipe.dynamic_smem_bytes() as u32);
+        if *multicast {
+            cfg = cfg.cluster((2, 1, 1));
+        }
+        let a_map = if *multicast { &map_a_mc } else { &map_a };
+        // SAFETY: (CUtensorMap, CUtensorMap, int, const u16*, const u32*, u8*, u64*), `out`
+        // holds BLOCKS x STAGES_STREAMED stages, `bad` one counter.
+        unsafe {
+            kernel
+                .launch_builder(&cfg)
+                .arg(a_map)
+                .arg(&map_b)
+                .arg(&STAGES_STREAMED)
+                .arg(&a_dev)
+                .arg(&b_dev)
+                .arg(&mut out)
+                .arg(&mut bad)
+                .launch_and_sync()
+        }
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let got = stream.clone_dtoh(&out).unwrap();
+        let device_bad = stream.clone_dtoh(&bad).unwrap()[0];
+        let offs = &pipe.layout().tile_offsets;
+        let bound_a_used = if *multicast { &bound_a_mc } else { &bound_a };
+        let mut model_bad = 0u64;
+        for blk in 0..u64::from(BLOCKS) {
+            let grp = if *multicast { blk / 2 } else { blk };
+            for k in 0..n as u64 {
+                let at = (blk as usize * n + k as usize) * stage_bytes;
+                let stage = &got[at..at + stage_bytes];
+                let want_a =
+                    model::load(bound_a_used, &a_bytes, &[a_row(k, grp) as i64, 0]).unwrap();
+                let want_b = model::load(&bound_b, &b_bytes, &[b_row(k, blk) as i64, 0]).unwrap();
+                for (want, off) in [(&want_a, offs[0]), (&want_b, offs[1])] {
+                    let off = off as usize;
+                    model_bad += want
+                        .iter()
+                        .zip(&stage[off..off + want.len()])
+                        .filter(|(w, g)| w != g)
+                        .count() as u64;
+                }
+            }
+        }
+        let streamed = u64::from(BLOCKS) * n as u64;
+        println!(
+            "{name}: {} stage(s) x {warpgroups} consumer warpgroup(s){}: {streamed} stages streamed ({} per block), {} B each; \
+             mismatches: {device_bad} elements (device, through at()), {model_bad} bytes (host, against the CPU model)",
+            pipe.spec().stages,
+            if *multicast { ", 2-CTA clusters, a multicast" } else { "" },
+            n,
+            stage_bytes
+        );
+        total_stages += streamed;
+        total_bad += device_bad + model_bad;
+    }
+    println!(
+        "pipelines: {total_stages} stages streamed over {} configurations, {total_bad} mismatches",
+        configs.len()
+    );
+    assert_eq!(total_bad, 0);
+}

@@ -1,0 +1,126 @@
+//! A pipeline stage that is never loaded: the producer loads stage 0 only, the consumers
+//! release it and wait for stage 1. With debug waits the consumer's `wait` gives up, and its
+//! hang record names the pipeline, the stage (1), the parity (0) and the stage's tiles; the
+//! runtime returns `Error::PipelineTimeout` saying so about a second later.
+//!
+//! The trap leaves the CUDA context unusable, so this file holds exactly one GPU test (the GPU
+//! runner gives every test its own process), and one NVRTC test. Skips visibly without a GPU.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use tma::pipeline::{Consumers, PipelineSpec, ValidPipeline};
+use tma::render::KernelSource;
+use tma::runtime::{CompileOptions, Compiler, Error, LaunchConfig, Module, Source, TensorMap};
+use tma::{validate, Arch, DType, Swizzle, TileSpec, ValidSpec};
+
+fn tiles() -> (ValidSpec, ValidSpec) {
+    let a = TileSpec::new("ha", DType::F32, [64, 32], [16, 32])
+        .dim_names(["r", "c"])
+        .swizzle(Swizzle::B128);
+    let b = TileSpec::new("hb", DType::U16, [64, 64], [8, 64]).dim_names(["r", "c"]);
+    (validate(&a).unwrap(), validate(&b).unwrap())
+}
+
+fn ring() -> ValidPipeline {
+    let (a, b) = tiles();
+    PipelineSpec::new("stuck", 2, Consumers::Threads(128))
+        .tile("a", &a)
+        .tile("b", &b)
+        .validate()
+        .unwrap()
+}
+
+const BODY: &str = r#"
+extern "C" __global__ void ring_hang(const __grid_constant__ CUtensorMap a, const __grid_constant__ CUtensorMap b) {
+  extern __shared__ __align__(16) unsigned char raw[];
+  const tma_pipe_stuck pipe(raw);
+  pipe.init();
+  tma_pipe_stuck::state s;
+  if (threadIdx.x == 0) {
+    pipe.acquire(s);
+    pipe.load(s, &a, {.r = 0, .c = 0}, &b, {.r = 8, .c = 0});
+  }
+  pipe.wait(s);
+  pipe.release(s);
+  ++s;
+  pipe.wait(s);  // stage 1 was never loaded
+}
+"#;
+
+fn source() -> Source {
+    Source::new(
+        KernelSource::new()
+            .pipeline(&ring())
+            .body(BODY)
+            .build()
+            .unwrap(),
+    )
+}
+
+fn options() -> CompileOptions {
+    CompileOptions::new(Arch::Sm90a).debug_waits(true)
+}
+
+#[test]
+fn the_stuck_ring_compiles() {
+    if tma::runtime::testing::require_nvrtc_or_skip("the_stuck_ring_compiles").is_none() {
+        return;
+    }
+    let compiled = Compiler::global()
+        .unwrap()
+        .compile_source(&source(), &options())
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(compiled.pipeline_name(0), Some("stuck"));
+}
+
+#[test]
+fn gpu_a_stage_never_loaded_names_pipeline_stage_and_tiles() {
+    let Some(_) = tma::runtime::testing::require_gpu_or_skip(
+        "gpu_a_stage_never_loaded_names_pipeline_stage_and_tiles",
+    ) else {
+        return;
+    };
+    let ctx = cudarc::driver::CudaContext::new(0).unwrap();
+    let stream = ctx.default_stream();
+    let (a, b) = tiles();
+    let da = stream.clone_htod(&vec![1.0f32; 64 * 32]).unwrap();
+    let db = stream.clone_htod(&vec![2u16; 64 * 64]).unwrap();
+    let ma = TensorMap::new(&a.bind(&[64, 32], None).unwrap(), &da).unwrap();
+    let mb = TensorMap::new(&b.bind(&[64, 64], None).unwrap(), &db).unwrap();
+    let module =
+        Module::compile_and_load(&ctx, Compiler::global().unwrap(), &source(), &options()).unwrap();
+    let kernel = module.kernel("ring_hang").unwrap();
+    let cfg = LaunchConfig::new(&stream, (1, 1, 1), (128, 1, 1))
+        .dynamic_smem(ring().dynamic_smem_bytes() as u32);
+    let start = std::time::Instant::now();
+    // SAFETY: ring_hang(CUtensorMap, CUtensorMap).
+    let r = unsafe {
+        kernel
+            .launch_builder(&cfg)
+            .arg(&ma)
+            .arg(&mb)
+            .launch_and_sync()
+    };
+    match r {
+        Err(e @ Error::PipelineTimeout { .. }) => {
+            println!("after {:?}: {e}", start.elapsed());
+            let Error::PipelineTimeout {
+                pipeline,
+                helper,
+                stage,
+                parity,
+                tiles,
+                expected_tx,
+                ..
+            } = &e
+            else {
+                unreachable!()
+            };
+            assert_eq!(
+                (pipeline.as_str(), *helper, *stage, *parity, tiles.as_str()),
+                ("stuck", "wait", 1, 0, "ha + hb")
+            );
+            assert_eq!(u64::from(*expected_tx), ring().stage_tx_bytes());
+        }
+        other => panic!("expected a pipeline timeout, got {other:?}"),
+    }
+}

@@ -1,0 +1,184 @@
+//! Tile declarations in the macros' own syntax, read with the macros' own parser and checks
+//! (`tma_syntax`): the same declarations are accepted, with the same errors at the same tokens.
+//!
+//! A source holds `tma_1d! { .. }` .. `tma_5d! { .. }` invocations (each optionally followed by
+//! `;`; `//` comments allowed), or one bare declaration (`A: bf16, global = [..], ..`) whose
+//! rank is the length of its `global` list.
+
+use crate::diag::{Diagnostic, Level, Source};
+use proc_macro2::{Delimiter, TokenStream, TokenTree};
+use syn::ext::IdentExt;
+use tma_syntax::check::{self, Checked};
+use tma_syntax::parse::{TileDecl, Value};
+
+/// One declared tile that passed every rule.
+pub struct Tile {
+    /// The declared type name (`MpkA`): the kernel's name for the tile in `tma compile`.
+    pub ident: String,
+    pub checked: Checked,
+}
+
+/// What a source declares: its tiles if every one passed, its warnings either way.
+pub struct Read {
+    pub tiles: Vec<Tile>,
+    pub warnings: Vec<Diagnostic>,
+}
+
+/// The macro names, by rank.
+const MACROS: [&str; 5] = ["tma_1d", "tma_2d", "tma_3d", "tma_4d", "tma_5d"];
+
+/// Reads every declaration of `source`. `Err`: every error found (a declaration's errors do not
+/// stop the others from being checked).
+pub fn read(source: &Source) -> Result<Read, Vec<Diagnostic>> {
+    let tokens: TokenStream = match source.text.parse() {
+        Ok(t) => t,
+        Err(e) => {
+            let span = e.span();
+            return Err(vec![Diagnostic {
+                level: Level::Error,
+                message: format!("not valid tokens: {e}"),
+                at: Some(source.locate(span)),
+            }]);
+        }
+    };
+    let decls = if tokens.is_empty() {
+        Vec::new()
+    } else {
+        split(source, tokens)?
+    };
+    if decls.is_empty() {
+        return Err(vec![Diagnostic::error(format!(
+            "{}: no tile declaration (expected e.g. `tma_2d! {{ A: bf16, global = [M = 4096, K = 1024], boxed = [64, 64] }}`)",
+            source.name
+        ))]);
+    }
+    let mut errors = Vec::new();
+    let mut tiles = Vec::new();
+    let mut warnings = Vec::new();
+    for (rank, mac, decl) in decls {
+        let rank = rank.unwrap_or_else(|| global_len(&decl));
+        match check::tile_macro(rank, mac, &decl) {
+            Ok(checked) => {
+                warnings.extend(checked.warnings.iter().map(|(span, msg)| Diagnostic {
+                    level: Level::Warning,
+                    message: msg.clone(),
+                    at: Some(source.locate(*span)),
+                }));
+                tiles.push(Tile {
+                    ident: decl.ident.unraw().to_string(),
+                    checked,
+                });
+            }
+            Err(e) => errors.extend(source.errors(e)),
+        }
+    }
+    // Two tiles of one header or kernel may not share a name (their structs would collide).
+    for (i, t) in tiles.iter().enumerate() {
+        let name = &t.checked.valid.spec().name;
+        if tiles[..i]
+            .iter()
+            .any(|o| &o.checked.valid.spec().name == name)
+        {
+            errors.push(Diagnostic::error(format!(
+                "{}: two tiles are named `{name}`: tile names name CUDA structs and must differ (give one `name = \"..\"`)",
+                source.name
+            )));
+        }
+    }
+    if errors.is_empty() {
+        Ok(Read { tiles, warnings })
+    } else {
+        let mut all = warnings;
+        all.extend(errors);
+        Err(all)
+    }
+}
+
+type Decl = (Option<usize>, &'static str, TileDecl);
+
+/// The declarations of a source: `tma_Nd! { .. }` invocations, or one bare declaration.
+fn split(source: &Source, tokens: TokenStream) -> Result<Vec<Decl>, Vec<Diagnostic>> {
+    let starts_with_macro = matches!(
+        (tokens.clone().into_iter().next(), tokens.clone().into_iter().nth(1)),
+        (Some(TokenTree::Ident(i)), Some(TokenTree::Punct(p))) if i.to_string().starts_with("tma_") && p.as_char() == '!'
+    );
+    if !starts_with_macro {
+        return match syn::parse2::<TileDecl>(tokens) {
+            Ok(decl) => Ok(vec![(None, "tma_Nd", decl)]),
+            Err(e) => Err(source.errors(e)),
+        };
+    }
+    let mut out = Vec::new();
+    let mut errors = Vec::new();
+    let mut iter = tokens.into_iter().peekable();
+    while let Some(tt) = iter.next() {
+        let TokenTree::Ident(mac) = &tt else {
+            if matches!(&tt, TokenTree::Punct(p) if p.as_char() == ';') {
+                continue;
+            }
+            errors.push(at(
+                source,
+                tt.span(),
+                "expected a tile macro: `tma_1d!` .. `tma_5d!`",
+            ));
+            break;
+        };
+        let name = mac.to_string();
+        let Some(rank) = MACROS.iter().position(|m| *m == name) else {
+            errors.push(at(
+                source,
+                mac.span(),
+                &format!(
+                    "unknown macro `{name}`; expected one of: {}",
+                    MACROS.join(", ")
+                ),
+            ));
+            break;
+        };
+        match iter.next() {
+            Some(TokenTree::Punct(p)) if p.as_char() == '!' => {}
+            other => {
+                let span = other.map_or(mac.span(), |t| t.span());
+                errors.push(at(source, span, &format!("expected `!` after `{name}`")));
+                break;
+            }
+        }
+        let body = match iter.next() {
+            Some(TokenTree::Group(g)) if g.delimiter() != Delimiter::None => g,
+            other => {
+                let span = other.map_or(mac.span(), |t| t.span());
+                errors.push(at(source, span, &format!("expected `{name}! {{ .. }}`")));
+                break;
+            }
+        };
+        match syn::parse2::<TileDecl>(body.stream()) {
+            Ok(decl) => out.push((Some(rank + 1), MACROS[rank], decl)),
+            Err(e) => errors.extend(source.errors(e)),
+        }
+    }
+    if errors.is_empty() {
+        Ok(out)
+    } else {
+        Err(errors)
+    }
+}
+
+fn at(source: &Source, span: proc_macro2::Span, message: &str) -> Diagnostic {
+    Diagnostic {
+        level: Level::Error,
+        message: message.to_string(),
+        at: Some(source.locate(span)),
+    }
+}
+
+/// A bare declaration's rank: its `global` list's length (the checks report a missing one).
+fn global_len(decl: &TileDecl) -> usize {
+    decl.entries
+        .iter()
+        .find(|e| e.key.unraw() == "global")
+        .and_then(|e| match &e.value {
+            Some(Value::List(l)) => Some(l.items.len()),
+            _ => None,
+        })
+        .unwrap_or(1)
+}

@@ -1,0 +1,519 @@
+//! The `tma` command line, for C++ and Mirage MPK kernel authors: tile declarations in the
+//! macros' own syntax (read by the macros' own parser, `tma_syntax`) become an explanation,
+//! a C++ header (device helpers, host encode functions, optionally MPK's contract), or a
+//! compiled kernel's report. [`run`] is the whole program; `main` only calls it.
+//!
+//! Exit codes: 0 success; 1 the input was rejected (a declaration's errors, a kernel that does
+//! not compile); 2 a usage error; 3 the environment failed (a file could not be read or
+//! written, NVRTC is missing).
+
+pub mod compile;
+pub mod decl;
+pub mod diag;
+pub mod explain;
+pub mod svg;
+
+use clap::{Parser, Subcommand};
+use diag::{Diagnostic, Source};
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use tma_core::render::{header_with, HeaderOptions};
+use tma_core::Arch;
+
+/// Success.
+pub const EXIT_OK: i32 = 0;
+/// The input was rejected: a declaration's errors, a kernel that does not compile.
+pub const EXIT_REJECTED: i32 = 1;
+/// The command line is wrong (clap's code).
+pub const EXIT_USAGE: i32 = 2;
+/// A file could not be read or written, or a tool (NVRTC) is missing.
+pub const EXIT_ENVIRONMENT: i32 = 3;
+
+const AFTER_HELP: &str = "\
+Examples:
+  tma explain 'tma_2d! { A: bf16, global = [ROW = 4096, COL = 1024], boxed = [64, 64], mpk_b = 3, repeat = [1, 2], smem_stride = 4096 }'
+  tma explain tiles.tma --dims ROW=4096 --svg a.svg
+  tma header tiles.tma -o tiles.cuh            # device helpers + tma_encode_<tile>() host functions
+  tma header tiles.tma --mpk -o tiles.cuh      # ... and Mirage MPK's names and contract
+  tma compile kernel.cu --tile tiles.tma --arch sm_90a --sass -
+
+A .tma file holds tma_1d! .. tma_5d! declarations, exactly as in Rust (`//` comments allowed).
+
+Exit codes: 0 success, 1 input rejected (declaration errors, kernel does not compile),
+2 usage error, 3 environment (a file cannot be read or written, NVRTC missing).";
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "tma",
+    version,
+    about = "Safe NVIDIA TMA tiles for C++ and Mirage MPK kernels: check a tile declaration, write its C++ header, compile a kernel.",
+    after_help = AFTER_HELP
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Explain tile declarations: findings, layout, TX_BYTES, encode arguments, shared memory.
+    #[command(after_help = "Examples:
+  tma explain 'tma_2d! { A: bf16, global = [ROW = _, COL = 1024], boxed = [64, 64], swizzle = 128 }' --dims ROW=4096
+  tma explain tiles.tma --svg smem.svg")]
+    Explain {
+        /// A declaration (`tma_2d! { .. }`, or a bare `A: bf16, global = [..], ..`) or a file of them.
+        decl: String,
+        /// Run-time dims and strides: `ROW=4096`, `stride_ROW=2048` (repeatable, or comma-separated).
+        #[arg(long = "dims", value_name = "NAME=VALUE", value_delimiter = ',')]
+        dims: Vec<String>,
+        /// Write the shared-memory picture of each tile as SVG (`-<tile>` is added before the
+        /// extension when the source declares several tiles).
+        #[arg(long, value_name = "FILE")]
+        svg: Option<PathBuf>,
+    },
+    /// Write one self-contained C++ header for a file of declarations.
+    #[command(after_help = "Examples:
+  tma header tiles.tma -o tiles.cuh
+  tma header tiles.tma --mpk -o tiles.cuh
+
+The header compiles with nvcc -std=c++20 -arch=sm_90a (and under NVRTC, device part only).
+Per tile: struct tma_<tile> (device helpers, coordinates in user order) and
+  CUresult tma_encode_<tile>(CUtensorMap* map, const void* base, unsigned long long base_bytes,
+                             <run-time dims>, tma_encode_error* err = nullptr);
+which checks the base alignment, the buffer length, the dims and strides before it calls the
+driver. With --mpk: kernel::Barrier and MPK's barrier functions, kernel::tma::{store_commit_group,
+store_async_wait<N>, async_proxy_fence}, and per tile kernel::tma::tma_<tile> with
+tma_cp_async(bar, smem, coords) / tma_store_async(smem, coords), coords innermost first as MPK takes them.")]
+    Header {
+        /// The declarations (`.tma`).
+        file: PathBuf,
+        /// Where to write the header (default: standard output).
+        #[arg(short, long, value_name = "FILE")]
+        output: Option<PathBuf>,
+        /// Add Mirage MPK's names and contract.
+        #[arg(long)]
+        mpk: bool,
+    },
+    /// Compile a kernel with its tiles (NVRTC), report registers, shared memory, spills and TMA instructions.
+    #[command(after_help = "Examples:
+  tma compile kernel.cu --tile tiles.tma
+  tma compile kernel.cu --tile 'tma_2d! { A: bf16, global = [M = _, K = 1024], boxed = [64, 64] }' --sass -
+
+The kernel file follows the tiles' helpers; it names each tile by its declared type (A::load(..)).")]
+    Compile {
+        /// The kernel source (CUDA C++; `-` reads standard input).
+        kernel: PathBuf,
+        /// A declaration or a file of declarations (repeatable; tile ids in order).
+        #[arg(long = "tile", value_name = "DECL|FILE", required = true)]
+        tiles: Vec<String>,
+        /// The arch to compile for (sm_90a, sm_100a, sm_120a).
+        #[arg(long, default_value = "sm_90a")]
+        arch: String,
+        /// Compile with TMA_DEBUG (device checks and hang reports).
+        #[arg(long)]
+        debug: bool,
+        /// Write the PTX to FILE (`-`: standard output).
+        #[arg(long, value_name = "FILE")]
+        ptx: Option<PathBuf>,
+        /// Write the SASS to FILE (`-`: standard output).
+        #[arg(long, value_name = "FILE")]
+        sass: Option<PathBuf>,
+        /// Write the assembled source (tiles + kernel) to FILE (`-`: standard output).
+        #[arg(long, value_name = "FILE")]
+        source: Option<PathBuf>,
+    },
+}
+
+/// What a command prints: standard output and standard error, and the exit code.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    pub stdout: String,
+    pub stderr: String,
+    pub code: i32,
+}
+
+impl Outcome {
+    fn diagnostics(mut self, diags: &[Diagnostic]) -> Outcome {
+        for d in diags {
+            self.stderr.push_str(&d.render());
+        }
+        self
+    }
+    fn fail(code: i32, message: impl AsRef<str>) -> Outcome {
+        Outcome {
+            stderr: format!("error: {}\n", message.as_ref()),
+            code,
+            ..Outcome::default()
+        }
+    }
+}
+
+/// Runs the command line `args` (the program name first) and returns what to print and the
+/// exit code.
+pub fn run<I, T>(args: I) -> Outcome
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let cli = match Cli::try_parse_from(args) {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { EXIT_USAGE } else { EXIT_OK };
+            let text = e.render().to_string();
+            return if e.use_stderr() {
+                Outcome {
+                    stderr: text,
+                    code,
+                    ..Outcome::default()
+                }
+            } else {
+                Outcome {
+                    stdout: text,
+                    code,
+                    ..Outcome::default()
+                }
+            };
+        }
+    };
+    match cli.command {
+        Command::Explain { decl, dims, svg } => explain_cmd(&decl, &dims, svg.as_deref()),
+        Command::Header { file, output, mpk } => header_cmd(&file, output.as_deref(), mpk),
+        Command::Compile {
+            kernel,
+            tiles,
+            arch,
+            debug,
+            ptx,
+            sass,
+            source,
+        } => compile_cmd(
+            &kernel,
+            &tiles,
+            &arch,
+            debug,
+            ptx.as_deref(),
+            sass.as_deref(),
+            source.as_deref(),
+        ),
+    }
+}
+
+/// A declaration given on the command line: a file when one exists at that path, else the text.
+fn read_decl_arg(arg: &str, what: &str) -> Result<Source, Outcome> {
+    let path = Path::new(arg);
+    let looks_like_decl = arg.contains(':') && (arg.contains('{') || arg.contains('='));
+    if !looks_like_decl || path.is_file() {
+        return read_file(path);
+    }
+    Ok(Source {
+        name: what.to_string(),
+        text: arg.to_string(),
+    })
+}
+
+fn read_file(path: &Path) -> Result<Source, Outcome> {
+    if path == Path::new("-") {
+        let mut text = String::new();
+        return match std::io::Read::read_to_string(&mut std::io::stdin(), &mut text) {
+            Ok(_) => Ok(Source {
+                name: "<stdin>".into(),
+                text,
+            }),
+            Err(e) => Err(Outcome::fail(
+                EXIT_ENVIRONMENT,
+                format!("cannot read standard input: {e}"),
+            )),
+        };
+    }
+    std::fs::read_to_string(path)
+        .map(|text| Source {
+            name: path.display().to_string(),
+            text,
+        })
+        .map_err(|e| {
+            Outcome::fail(
+                EXIT_ENVIRONMENT,
+                format!("cannot read {}: {e}", path.display()),
+            )
+        })
+}
+
+fn write_out(path: Option<&Path>, text: &str, out: &mut Outcome) -> bool {
+    match path {
+        None => {
+            out.stdout.push_str(text);
+            true
+        }
+        Some(p) if p == Path::new("-") => {
+            out.stdout.push_str(text);
+            true
+        }
+        Some(p) => match std::fs::write(p, text) {
+            Ok(()) => true,
+            Err(e) => {
+                out.stderr
+                    .push_str(&format!("error: cannot write {}: {e}\n", p.display()));
+                out.code = EXIT_ENVIRONMENT;
+                false
+            }
+        },
+    }
+}
+
+fn read_tiles(source: &Source) -> Result<decl::Read, Outcome> {
+    decl::read(source).map_err(|diags| {
+        let n = diags
+            .iter()
+            .filter(|d| d.level == diag::Level::Error)
+            .count();
+        let mut o = Outcome {
+            code: EXIT_REJECTED,
+            ..Outcome::default()
+        }
+        .diagnostics(&diags);
+        o.stderr.push_str(&format!(
+            "error: {} rejected: {n} error{}\n",
+            source.name,
+            if n == 1 { "" } else { "s" }
+        ));
+        o
+    })
+}
+
+fn parse_dims(dims: &[String]) -> Result<explain::Dims, Outcome> {
+    let mut out = explain::Dims::new();
+    for d in dims.iter().filter(|d| !d.trim().is_empty()) {
+        let parsed = d
+            .split_once('=')
+            .and_then(|(k, v)| Some((k.trim(), v.trim().parse::<u64>().ok()?)));
+        match parsed {
+            Some((k, v)) if !k.is_empty() => {
+                out.insert(k.to_string(), v);
+            }
+            _ => {
+                return Err(Outcome::fail(
+                    EXIT_USAGE,
+                    format!("--dims takes NAME=VALUE (e.g. ROW=4096), not `{d}`"),
+                ))
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn explain_cmd(decl: &str, dims: &[String], svg: Option<&Path>) -> Outcome {
+    let source = match read_decl_arg(decl, "<argument>") {
+        Ok(s) => s,
+        Err(o) => return o,
+    };
+    let dims = match parse_dims(dims) {
+        Ok(d) => d,
+        Err(o) => return o,
+    };
+    let read = match read_tiles(&source) {
+        Ok(r) => r,
+        Err(o) => return o,
+    };
+    let mut out = Outcome::default().diagnostics(&read.warnings);
+    for (i, t) in read.tiles.iter().enumerate() {
+        if i > 0 {
+            out.stdout.push('\n');
+        }
+        out.stdout.push_str(&explain::explain(t, &dims));
+    }
+    if let Some(path) = svg {
+        for t in &read.tiles {
+            let file = if read.tiles.len() == 1 {
+                path.to_path_buf()
+            } else {
+                svg_path(path, &t.checked.valid.spec().name)
+            };
+            let picture = match explain::bind(&t.checked.valid, &dims) {
+                explain::Binding::Given(b) | explain::Binding::Example(b, _) => svg::smem_svg(&b),
+                explain::Binding::None(why) => Err(why),
+            };
+            match picture {
+                Ok(text) => {
+                    if !write_out(Some(&file), &text, &mut out) {
+                        return out;
+                    }
+                    out.stderr.push_str(&format!("wrote {}\n", file.display()));
+                }
+                Err(why) => {
+                    out.stderr.push_str(&format!(
+                        "error: no SVG for tile `{}`: {why}\n",
+                        t.checked.valid.spec().name
+                    ));
+                    out.code = EXIT_REJECTED;
+                }
+            }
+        }
+    }
+    out
+}
+
+/// `smem.svg` + tile `a` -> `smem-a.svg`.
+fn svg_path(path: &Path, tile: &str) -> PathBuf {
+    let stem = path
+        .file_stem()
+        .map_or_else(|| "smem".into(), |s| s.to_string_lossy().to_string());
+    let ext = path
+        .extension()
+        .map_or_else(|| "svg".into(), |s| s.to_string_lossy().to_string());
+    path.with_file_name(format!("{stem}-{tile}.{ext}"))
+}
+
+/// The header text of a file of declarations (what `tma header` writes).
+pub fn header_text(
+    source: &Source,
+    mpk: bool,
+) -> Result<(String, Vec<Diagnostic>), Vec<Diagnostic>> {
+    let read = decl::read(source)?;
+    let specs: Vec<_> = read.tiles.iter().map(|t| t.checked.valid.clone()).collect();
+    match header_with(&specs, HeaderOptions { mpk }) {
+        Ok(text) => Ok((text, read.warnings)),
+        Err(e) => Err(vec![Diagnostic::error(format!(
+            "{}: rendering the header failed: {e}",
+            source.name
+        ))]),
+    }
+}
+
+fn header_cmd(file: &Path, output: Option<&Path>, mpk: bool) -> Outcome {
+    let source = match read_file(file) {
+        Ok(s) => s,
+        Err(o) => return o,
+    };
+    if let Err(o) = read_tiles(&source) {
+        return o;
+    }
+    let (text, warnings) = match header_text(&source, mpk) {
+        Ok(t) => t,
+        Err(d) => {
+            return Outcome {
+                code: EXIT_REJECTED,
+                ..Outcome::default()
+            }
+            .diagnostics(&d)
+        }
+    };
+    let mut out = Outcome::default().diagnostics(&warnings);
+    if write_out(output, &text, &mut out) {
+        if let Some(p) = output.filter(|p| *p != Path::new("-")) {
+            out.stderr.push_str(&format!("wrote {}\n", p.display()));
+        }
+    }
+    out
+}
+
+#[allow(clippy::too_many_arguments)]
+fn compile_cmd(
+    kernel: &Path,
+    decls: &[String],
+    arch: &str,
+    debug: bool,
+    ptx: Option<&Path>,
+    sass: Option<&Path>,
+    source_out: Option<&Path>,
+) -> Outcome {
+    let Some(arch) = Arch::parse(arch) else {
+        return Outcome::fail(
+            EXIT_USAGE,
+            format!("unknown arch `{arch}`; expected one of: {}", Arch::ACCEPTED),
+        );
+    };
+    let kernel_src = match read_file(kernel) {
+        Ok(s) => s,
+        Err(o) => return o,
+    };
+    let mut tiles = Vec::new();
+    let mut out = Outcome::default();
+    for (i, d) in decls.iter().enumerate() {
+        let src = match read_decl_arg(d, &format!("<--tile {}>", i + 1)) {
+            Ok(s) => s,
+            Err(o) => return o,
+        };
+        match read_tiles(&src) {
+            Ok(r) => {
+                out = out.diagnostics(&r.warnings);
+                tiles.extend(r.tiles);
+            }
+            Err(o) => return o,
+        }
+    }
+    let assembled = match compile::assemble(&tiles, &kernel_src.name, &kernel_src.text) {
+        Ok(s) => s,
+        Err(e) => {
+            return Outcome::fail(
+                EXIT_REJECTED,
+                format!("assembling the kernel source failed: {e}"),
+            )
+        }
+    };
+    if let Some(p) = source_out {
+        if !write_out(Some(p), &assembled, &mut out) {
+            return out;
+        }
+    }
+    let compiled = match compile::nvrtc(&assembled, arch, debug) {
+        Ok(c) => c,
+        Err(e) => {
+            let code = match e {
+                tma_runtime::Error::CudaLibraryMissing { .. } => EXIT_ENVIRONMENT,
+                _ => EXIT_REJECTED,
+            };
+            // NVRTC's messages name the kernel file and line; the numbered source after them
+            // is what --source writes.
+            let text = e.to_string();
+            let text = text
+                .split("\n--- source ---")
+                .next()
+                .unwrap_or(&text)
+                .trim_end()
+                .to_string();
+            out.stderr.push_str(&format!("error: {text}\n"));
+            if code == EXIT_REJECTED {
+                out.stderr.push_str("(--source FILE writes the assembled source the line numbers of tiles refer to)\n");
+            }
+            out.code = code;
+            return out;
+        }
+    };
+    let scratch = std::env::temp_dir().join(format!(
+        "tma-compile-{}-{}",
+        std::process::id(),
+        compiled.key
+    ));
+    let report = compile::report(&compiled, &scratch);
+    let _ = std::fs::remove_dir_all(&scratch);
+    out.stdout.push_str(&report.text);
+    if let Some(p) = ptx {
+        if !write_out(Some(p), &compiled.ptx, &mut out) {
+            return out;
+        }
+    }
+    if let Some(p) = sass {
+        match &report.sass {
+            Some(s) => {
+                if !write_out(Some(p), s, &mut out) {
+                    return out;
+                }
+            }
+            None => {
+                out.stderr.push_str(
+                    "error: --sass: no SASS (cuobjdump or a CUBIN is missing; see above)\n",
+                );
+                out.code = EXIT_ENVIRONMENT;
+            }
+        }
+    }
+    out
+}
+
+/// Prints an outcome and returns its exit code (for `main`).
+pub fn emit(outcome: &Outcome) -> i32 {
+    let _ = std::io::stdout().write_all(outcome.stdout.as_bytes());
+    let _ = std::io::stderr().write_all(outcome.stderr.as_bytes());
+    outcome.code
+}

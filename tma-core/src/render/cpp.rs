@@ -1,0 +1,264 @@
+//! The C++ side of [`header_with`]: each tile's host encode function
+//! (`tma_encode_<name>`, the checks of tma-runtime's `TensorMap::new` in C++) and, for Mirage
+//! MPK users, MPK's names and contract over the checked tiles.
+
+use super::source::{render_tiles, tile_list};
+use super::*;
+use crate::layout::user_dim_of_tma_dim;
+use crate::limits::{MAX_GLOBAL_DIM, MAX_STRIDE_BYTES, PACKED_INNER_DIM_MULTIPLE};
+use crate::rules::Rule;
+
+/// What [`header_with`] emits besides the device helpers and the host encode functions.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct HeaderOptions {
+    /// Mirage MPK's contract: `kernel::Barrier` and its functions, `kernel::tma::{
+    /// store_commit_group, store_async_wait<N>, async_proxy_fence}`, and per tile a
+    /// template-free `kernel::tma::tma_<name>` whose `tma_cp_async(bar, smem, coords)` /
+    /// `tma_store_async(smem, coords)` take MPK's innermost-first coordinate array.
+    pub mpk: bool,
+}
+
+/// Local names of the encode function a run-time dim may not take.
+const ENCODE_LOCALS: [&str; 6] = ["map", "base", "base_bytes", "err", "global", "strides"];
+
+fn rule(r: Rule) -> String {
+    format!("{r:?}")
+}
+
+/// The shared part of the encode functions: rule names and limits from their one home.
+fn encode_common() -> Result<String, RenderError> {
+    let mut ctx = Context::new();
+    ctx.insert_value(
+        "rules",
+        map([
+            ("base_align", Value::from(rule(Rule::BaseAddressAlignment))),
+            ("global_dim", Value::from(rule(Rule::GlobalDimRange))),
+            ("overflow", Value::from(rule(Rule::SizeOverflow))),
+            ("inner_stride", Value::from(rule(Rule::InnerStrideIsOne))),
+            ("whole_bytes", Value::from(rule(Rule::StrideWholeBytes))),
+            ("stride_max", Value::from(rule(Rule::StrideMax))),
+            ("packed", Value::from(rule(Rule::PackedTypeAlignment))),
+        ]),
+    );
+    ctx.insert("max_global_dim", &MAX_GLOBAL_DIM);
+    ctx.insert("max_stride_bytes", &MAX_STRIDE_BYTES);
+    render("encode.cuh.tera", &ctx)
+}
+
+/// The run-time parameter name of a dim label: the label, unless the function uses it.
+fn param_name(label: &str) -> String {
+    if ENCODE_LOCALS.contains(&label) {
+        format!("dim_{label}")
+    } else {
+        label.to_string()
+    }
+}
+
+/// `tma_encode_<name>`: its constant arguments (user order, with the TMA order from
+/// [`to_tma_order`]) and its run-time parameters.
+fn encode_tile(valid: &ValidSpec) -> Result<String, RenderError> {
+    let spec = valid.spec();
+    let rank = spec.rank();
+    let mut params: Vec<Value> = Vec::new();
+    let mut global = Vec::with_capacity(rank);
+    for d in 0..rank {
+        match spec.global[d] {
+            Extent::Static(v) => global.push(format!("{v}ull")),
+            Extent::Runtime => {
+                let name = param_name(&spec.dim_label(d));
+                params.push(map([
+                    ("name", Value::from(name.clone())),
+                    ("what", Value::from(format!("the extent of dim {d}"))),
+                ]));
+                global.push(name);
+            }
+        }
+    }
+    let (strides, strides_doc): (Vec<String>, String) = match &spec.strides {
+        None => (
+            Vec::new(),
+            "dense row-major, from the dims (declare `strides = [..]` to pad rows)".to_string(),
+        ),
+        Some(list) => {
+            let mut out = Vec::with_capacity(rank);
+            for (d, e) in list.iter().enumerate() {
+                match e {
+                    Extent::Static(v) => out.push(format!("{v}ull")),
+                    Extent::Runtime => {
+                        let name = param_name(&format!("stride_{}", spec.dim_label(d)));
+                        params.push(map([
+                            ("name", Value::from(name.clone())),
+                            (
+                                "what",
+                                Value::from(format!("the stride of dim {d}, elements")),
+                            ),
+                        ]));
+                        out.push(name);
+                    }
+                }
+            }
+            (out, "as declared, in elements".to_string())
+        }
+    };
+    let pad = |v: &[u32]| -> Vec<u32> {
+        let mut v = v.to_vec();
+        v.resize(crate::MAX_RANK, 1);
+        v
+    };
+    let users: Vec<usize> = (0..rank).collect();
+    let mut tma_order = to_tma_order(&users);
+    debug_assert!(tma_order
+        .iter()
+        .enumerate()
+        .all(|(t, &d)| d == user_dim_of_tma_dim(rank, t)));
+    tma_order.resize(crate::MAX_RANK, 0);
+    let (stride_align, stride_rule) = valid.stride_align();
+    let packed_multiple = if matches!(spec.dtype, DType::U4x16Align16B | DType::U6x16Align16B) {
+        PACKED_INNER_DIM_MULTIPLE
+    } else {
+        0
+    };
+    let mut ctx = Context::new();
+    ctx.insert("name", &spec.name);
+    ctx.insert("rank", &rank);
+    ctx.insert("dtype_cu", spec.dtype.cu_name());
+    ctx.insert("elem_bits", &spec.dtype.global_bits());
+    ctx.insert("inner_unit", &spec.inner_unit_elements());
+    ctx.insert("chunk_bytes", &spec.interleave.chunk_bytes().unwrap_or(0));
+    ctx.insert("base_align", &valid.base_address_align());
+    ctx.insert("stride_align", &stride_align);
+    ctx.insert("stride_align_rule", &rule(stride_rule));
+    ctx.insert("packed_inner_multiple", &packed_multiple);
+    ctx.insert("box", &pad(&spec.boxed));
+    ctx.insert("element_strides", &pad(&spec.element_strides));
+    ctx.insert("tma_order", &tma_order);
+    ctx.insert("interleave_cu", spec.interleave.cu_name());
+    ctx.insert("swizzle_cu", spec.swizzle.cu_name());
+    ctx.insert("l2_cu", spec.l2_promotion.cu_name());
+    ctx.insert("oob_cu", spec.oob_fill.cu_name());
+    ctx.insert_value("params", Value::from(params));
+    ctx.insert("global", &global);
+    ctx.insert("strides", &strides);
+    ctx.insert("strides_doc", &strides_doc);
+    render("encode_tile.cuh.tera", &ctx)
+}
+
+/// MPK's names for the dims of a rank-`rank` tile, user order (outer -> inner): its
+/// `tma_2d` / `tma_3d` / `tma_4d` parameters (`GMEM_ROW`, `SMEM_COL`, ...).
+pub fn mpk_dim_names(rank: usize) -> Vec<&'static str> {
+    const NAMES: [&str; 5] = ["DIM0", "OUTERMOST", "DEPTH", "ROW", "COL"];
+    NAMES[NAMES.len() - rank.min(NAMES.len())..].to_vec()
+}
+
+/// `kernel::tma::tma_<name>`: MPK's parameters as constants and its coordinate array mapped
+/// to the tile's coordinates through [`to_tma_order`].
+fn mpk_tile(valid: &ValidSpec) -> Result<String, RenderError> {
+    let spec = valid.spec();
+    let rank = spec.rank();
+    let names = mpk_dim_names(rank);
+    let users: Vec<usize> = (0..rank).collect();
+    let order = to_tma_order(&users);
+    let dims: Vec<Value> = (0..rank)
+        .map(|d| {
+            let index = order.iter().position(|&u| u == d).unwrap_or(d);
+            map([
+                ("label", Value::from(spec.dim_label(d))),
+                ("mpk_index", Value::from(index)),
+            ])
+        })
+        .collect();
+    let mut consts: Vec<Value> = Vec::new();
+    let mut params: Vec<String> = Vec::new();
+    let mut push = |name: String, value: Option<u64>| {
+        params.push(format!(
+            "{name} = {}",
+            value.map_or("_".to_string(), |v| v.to_string())
+        ));
+        if let Some(v) = value {
+            consts.push(map([
+                ("name", Value::from(name)),
+                ("value", Value::from(v)),
+            ]));
+        }
+    };
+    for (d, n) in names.iter().enumerate() {
+        push(format!("GMEM_{n}"), spec.global[d].get());
+    }
+    for (d, n) in names.iter().enumerate() {
+        push(format!("SMEM_{n}"), Some(u64::from(spec.boxed[d])));
+    }
+    let strides: Vec<Option<u64>> = match &spec.strides {
+        Some(s) => s.iter().map(|e| e.get()).collect(),
+        None => {
+            let global: Option<Vec<u64>> = spec.global.iter().map(|e| e.get()).collect();
+            match global
+                .and_then(|g| crate::validate::dense_strides(&g, spec.inner_unit_elements()))
+            {
+                Some(s) => s.into_iter().map(Some).collect(),
+                // Dense strides of run-time dims: the outer ones are known at run time only.
+                None => (0..rank).map(|d| (d + 1 == rank).then_some(1)).collect(),
+            }
+        }
+    };
+    for (d, n) in names.iter().enumerate() {
+        push(format!("GMEM_STRIDE_{n}"), strides[d]);
+    }
+    for (d, n) in names.iter().enumerate() {
+        push(format!("SMEM_REPEAT_{n}"), Some(u64::from(spec.repeat[d])));
+    }
+    let smem_stride = spec.smem_stride.or_else(|| {
+        valid
+            .plan()
+            .stride_bytes
+            .checked_div(spec.dtype.size_bytes().unwrap_or(0))
+    });
+    push("SMEM_STRIDE".to_string(), smem_stride);
+    let mpk_order: Vec<String> = order.iter().map(|&d| names[d].to_lowercase()).collect();
+    let mut ctx = Context::new();
+    ctx.insert("name", &spec.name);
+    ctx.insert("rank", &rank);
+    ctx.insert("mpk_b", &spec.swizzle.mpk_class().map_or(-1, i64::from));
+    ctx.insert_value("dims", Value::from(dims));
+    ctx.insert_value("mpk_consts", Value::from(consts));
+    ctx.insert("mpk_params", &params);
+    ctx.insert("mpk_order", &mpk_order);
+    render("mpk_tile.cuh.tera", &ctx)
+}
+
+/// A standalone header for C++ users ([`header`] with options): the prelude, every tile's
+/// device helpers (ids in slice order), and the host side: per tile `CUresult
+/// tma_encode_<name>(CUtensorMap* map, const void* base, unsigned long long base_bytes,
+/// <run-time dims>, tma_encode_error* err = nullptr)`, which checks what tma-runtime's
+/// `TensorMap::new` checks before it calls the driver. With [`HeaderOptions::mpk`], Mirage
+/// MPK's names and contract follow. Compiles under nvcc (`-std=c++20 -arch=sm_90a`; host
+/// code only outside NVRTC) and NVRTC (device helpers only).
+pub fn header_with(specs: &[ValidSpec], opts: HeaderOptions) -> Result<String, RenderError> {
+    let tiles = render_tiles(specs)?;
+    let mut out = String::from(
+        "// Generated by tma-core (tma::render::header); do not edit.\n\
+         // Each tile below states the spec it came from and its cuTensorMapEncodeTiled arguments.\n\
+         #pragma once\n\n",
+    );
+    out.push_str(&prelude_checked()?);
+    out.push('\n');
+    out.push_str(&tile_list(specs));
+    for t in &tiles {
+        out.push('\n');
+        out.push_str(t.source());
+    }
+    out.push('\n');
+    out.push_str(&encode_common()?);
+    for v in specs {
+        out.push('\n');
+        out.push_str(&encode_tile(v)?);
+    }
+    if opts.mpk {
+        out.push('\n');
+        out.push_str(&render("mpk.cuh.tera", &Context::new())?);
+        for v in specs {
+            out.push('\n');
+            out.push_str(&mpk_tile(v)?);
+        }
+    }
+    Ok(out)
+}
