@@ -102,7 +102,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         .iter()
         .flat_map(|x| x.to_bits().to_le_bytes())
         .collect();
-    let offsets = ElementOffsets::new(valid.spec(), plan).ok_or("no element offsets")?;
+    let offsets = ElementOffsets::new(valid).ok_or("no element offsets")?;
     let mut wrong = 0usize;
     for (n, pair, hb, wb) in tiles() {
         let smem = model::load(

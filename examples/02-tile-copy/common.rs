@@ -448,7 +448,7 @@ pub fn simulate_copy(tile: &CopyTile, rows: u64, cols: u64, grid: i64, rng: &mut
 /// `TransposeTile::at` computes (its arithmetic is `ElementOffsets::offset`).
 pub fn tr_offset(row: usize, col: usize) -> Res<usize> {
     let valid = TrTile::valid();
-    let offsets = ElementOffsets::new(valid.spec(), valid.plan()).ok_or("no element offsets")?;
+    let offsets = ElementOffsets::new(valid).ok_or("no element offsets")?;
     let o = offsets
         .offset(&[row as u64, col as u64], 0)
         .ok_or("outside the tile")?;

@@ -175,6 +175,15 @@ impl DType {
         (elements.into() * u64::from(self.global_bits())).div_ceil(8)
     }
 
+    /// The fewest elements (at least 1) whose bits fill a whole multiple of `bytes` bytes:
+    /// `8 * bytes / gcd(8 * bytes, bits)`. Any element count that spans a multiple of
+    /// `bytes` bytes is a multiple of it. 16 bytes: 8 bf16, 32 4-bit values, 64 6-bit values
+    /// (21 of them are 126 bits, not 16 bytes). `bytes` 0 counts as 1.
+    pub fn elements_per_whole(self, bytes: u64) -> u64 {
+        let bits = 8 * bytes.max(1);
+        bits / gcd(bits, u64::from(self.global_bits()))
+    }
+
     /// True when `elements` elements end on a byte boundary: always for the whole-byte
     /// types; for the packed sub-byte types only for some counts (two 6-bit values do not).
     pub fn is_whole_bytes(self, elements: u64) -> bool {
@@ -242,6 +251,15 @@ impl fmt::Display for DType {
     }
 }
 
+/// Greatest common divisor (`gcd(a, 0) = a`).
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -277,5 +295,14 @@ mod tests {
         assert_eq!(DType::F64.global_bytes(1u64 << 61).get(), None);
         assert!(DType::U6x16Align16B.is_whole_bytes(4) && !DType::U6x16Align16B.is_whole_bytes(2));
         assert!(DType::TF32.is_float() && !DType::I32.is_float());
+        // 16 bytes of each kind: 128 / gcd(128, bits) elements.
+        let per16 = |d: DType| d.elements_per_whole(16);
+        assert_eq!(per16(DType::U6x16Align16B), 64);
+        assert_eq!(per16(DType::U4x16Align16B), 32);
+        assert_eq!(per16(DType::BF16), 8);
+        assert_eq!(per16(DType::F64), 2);
+        assert_eq!(DType::U6x16Align16B.elements_per_whole(1), 4);
+        assert_eq!(DType::U4x16Align8B.elements_per_whole(1), 2);
+        assert_eq!(DType::F32.elements_per_whole(1), 1);
     }
 }

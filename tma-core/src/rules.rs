@@ -91,6 +91,10 @@ pub enum Rule {
     TxBytesMax,
     /// Shared-memory footprint above the per-block limit of the target (warning).
     SmemFootprintLimit,
+    /// Shared-memory footprint above the shared memory of one SM of the target: no block can
+    /// hold one call, and the generated 32-bit sizes and box offsets (`SMEM_BYTES`, ...)
+    /// could wrap. Bounding the footprint bounds every size the templates render.
+    SmemFootprintTooLarge,
     /// The global base address must be 16-byte aligned (32 with 32-byte interleave).
     BaseAddressAlignment,
     /// The shared-memory address must be aligned to 128 B and the swizzle period.
@@ -110,6 +114,14 @@ pub enum Rule {
     /// Every committed bulk store group must be waited before the block exits or reuses its
     /// shared memory (checked on the device in debug mode, by the store token).
     StoreNotWaited,
+    /// A multicast's CTA mask names at least one CTA and none past the cluster's size
+    /// (`%cluster_nctarank`): a zero mask delivers nothing and the wait hangs, a bit past the
+    /// cluster names no CTA (checked on the device in debug mode).
+    MulticastMask,
+    /// The mbarrier a copy completes on is in the CTA's shared memory and 8-byte aligned:
+    /// the helpers convert it to a 32-bit shared-memory address, so a pointer elsewhere
+    /// becomes an unrelated address (checked on the device in debug mode).
+    MbarrierAddress,
 
     // ---- pipelines and warp specialization (tma_core::pipeline) ----
     /// A pipeline has at least one stage.
@@ -200,13 +212,15 @@ impl Rule {
     /// The rules the generated helpers check on the device in debug mode, with the code the
     /// device writes into the debug record (docs/CONTRACTS.md "Debug checks"). The one table:
     /// the renderer passes these codes to the templates and the runtime decodes with them.
-    pub const DEVICE_CHECKED: [(Rule, u32); 6] = [
+    pub const DEVICE_CHECKED: [(Rule, u32); 8] = [
         (Rule::CoordinateAlignment, 1),
         (Rule::StoreCoordinateNegative, 2),
         (Rule::CoordinateRange, 3),
         (Rule::SmemAddressAlignment, 4),
         (Rule::DynamicSmemTooSmall, 5),
         (Rule::StoreNotWaited, 6),
+        (Rule::MulticastMask, 7),
+        (Rule::MbarrierAddress, 8),
     ];
 
     /// The rule a debug record's code names.

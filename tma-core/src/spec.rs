@@ -268,7 +268,8 @@ pub struct TileSpec {
     /// Boxes one helper call moves along each dim (MPK's SMEM_REPEAT_ROW/COL).
     pub repeat: Vec<u32>,
     /// Elements between consecutive repeated boxes in shared memory. `None`: the box's
-    /// shared-memory bytes rounded up to the swizzle period.
+    /// shared-memory bytes rounded up to the swizzle period. Ignored (the default is kept)
+    /// when the tile has one box: nothing is repeated.
     pub smem_stride: Option<u64>,
     /// The architecture whose rules apply.
     pub target: Arch,

@@ -296,6 +296,30 @@ pub fn operand_combinations() -> Vec<(DType, crate::WgmmaOperand, Swizzle)> {
     out
 }
 
+/// Every unsigned decimal literal (`<digits>u`, not `ull`) of generated CUDA, as written
+/// (saturated at `u128::MAX`): tests check none passes `u32::MAX`, so no rendered 32-bit
+/// constant, box offset or offset term wrapped.
+pub fn unsigned_literals(source: &str) -> Vec<u128> {
+    let b = source.as_bytes();
+    let ident = |c: &u8| c.is_ascii_alphanumeric() || *c == b'_';
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        if !b[i].is_ascii_digit() || (i > 0 && ident(&b[i - 1])) {
+            i += 1;
+            continue;
+        }
+        let j = (i..b.len())
+            .find(|&j| !b[j].is_ascii_digit())
+            .unwrap_or(b.len());
+        if b.get(j) == Some(&b'u') && !b.get(j + 1).is_some_and(ident) {
+            out.push(source[i..j].parse().unwrap_or(u128::MAX));
+        }
+        i = j;
+    }
+    out
+}
+
 /// A wgmma operand tile of `dtype`, declared `w`, with `swizzle`: `mn` rows of the operand
 /// (a multiple of 64 for A, of 8 for B; rounded up to whole boxes along an MN-major inner
 /// dim) and `k_slices` instructions along K, the boxes split at random where the rules allow

@@ -60,7 +60,7 @@ struct Case {
 fn case(rng: &mut XorShift, arch: Arch, i: usize) -> Case {
     let (bound, coords) = random_valid_spec(rng, arch);
     let valid = renamed(&bound, format!("gen_{i}"));
-    let offsets = ElementOffsets::new(valid.spec(), valid.plan()).unwrap();
+    let offsets = ElementOffsets::new(&valid).unwrap();
     let placed: HashMap<(Vec<u64>, u64), u64> =
         model::elements(&bound, &coords, ModelOptions::default())
             .unwrap()

@@ -312,7 +312,7 @@ fn fully_in_bounds_unswizzled_box_is_a_naive_gather() {
 /// call where the model does, and enumerates exactly the model's positions.
 fn check_offsets(bound: &BoundSpec, coords: &[i64]) {
     let spec = bound.spec();
-    let offsets = ElementOffsets::new(spec, bound.plan()).expect("whole-byte types");
+    let offsets = ElementOffsets::new(bound.valid()).expect("whole-byte types");
     let places = model::elements(bound, coords, ModelOptions::default()).unwrap();
     assert_eq!(
         places.len() as u64,

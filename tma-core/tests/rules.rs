@@ -309,6 +309,22 @@ fn rows() -> Vec<Row> {
                 name: named(2),
             },
         ),
+        // 21 6-bit values are 126 bits: rounded up to bytes they look like 16 B, but 16 B
+        // takes 64 of them (128 / gcd(128, 6)).
+        row(
+            "inner box of a 6-bit type exactly a multiple of 16 bytes",
+            || TileSpec::new("p6", DType::U6x16Align16B, [4, 128], [2, 64]).target(Arch::Sm100a),
+            || TileSpec::new("p6", DType::U6x16Align16B, [4, 128], [2, 21]).target(Arch::Sm100a),
+            Rule::InnerBoxBytesMultipleOf16,
+            Field::Box { dim: 1, name: None },
+        ),
+        row(
+            "inner box of a 4-bit type exactly a multiple of 16 bytes",
+            || TileSpec::new("p4", DType::U4x16Align8B, [4, 128], [2, 32]).target(Arch::Sm100a),
+            || TileSpec::new("p4", DType::U4x16Align8B, [4, 128], [2, 31]).target(Arch::Sm100a),
+            Rule::InnerBoxBytesMultipleOf16,
+            Field::Box { dim: 1, name: None },
+        ),
         row(
             "inner box bytes multiple of 16 with interleave too",
             interleaved,
@@ -482,11 +498,20 @@ fn rows() -> Vec<Row> {
             Rule::TxBytesMax,
             Field::SmemFootprint,
         ),
+        // Two 8 KB boxes 220 KB apart span 228 KB: one SM's worth, 1 KB over what a block
+        // may use.
         warn_row(
             "footprint within the per-block limit",
             repeated,
-            || repeated().repeat([4, 8]),
+            || repeated().smem_stride(220 * 1024 / 2),
             Rule::SmemFootprintLimit,
+            Field::SmemFootprint,
+        ),
+        row(
+            "footprint within one SM",
+            repeated,
+            || repeated().repeat([4, 8]),
+            Rule::SmemFootprintTooLarge,
             Field::SmemFootprint,
         ),
         warn_row(
@@ -759,6 +784,17 @@ fn addresses_are_checked() {
     assert_eq!(e.errors[0].rule, Rule::CoordinateAlignment);
     assert_eq!(e.errors[0].field, Field::Coord { dim: 1, name: None });
     assert!(e.to_string().contains("multiple of 8 elements"), "{e}");
+    // 16 bytes of a 6-bit type are 64 values (21 are 126 bits), of a 4-bit type 32.
+    let packed = |dtype, inner| {
+        validate(&TileSpec::new("p", dtype, [4, 128], [2, inner]).target(Arch::Sm100a)).unwrap()
+    };
+    let six = packed(DType::U6x16Align16B, 64);
+    assert_eq!(six.inner_coord_multiple(), 64);
+    assert!(six.check_coords(&[0, 64]).is_ok());
+    let e = six.check_coords(&[0, 21]).unwrap_err();
+    assert_eq!(e.errors[0].rule, Rule::CoordinateAlignment);
+    assert!(e.to_string().contains("multiple of 64 elements"), "{e}");
+    assert_eq!(packed(DType::U4x16Align8B, 32).inner_coord_multiple(), 32);
     // Stores take no negative coordinate; loads do.
     assert!(valid.check_store_coords(&[0, 8]).is_ok());
     let e = valid.check_store_coords(&[-1, 8]).unwrap_err();
@@ -767,6 +803,50 @@ fn addresses_are_checked() {
     let e = valid.check_smem_address(128).unwrap_err();
     assert_eq!(e.errors[0].rule, Rule::SmemAddressAlignment);
     assert!(e.to_string().contains("1024"), "{e}");
+}
+
+/// A footprint past one SM is an error, not a warning: a stride of 2^32 B would wrap the
+/// generated 32-bit `SMEM_BYTES` and box offsets. At the limit, every rendered unsigned
+/// literal fits 32 bits.
+#[test]
+fn a_footprint_past_an_sm_is_refused_and_nothing_rendered_wraps() {
+    // 2^31 bf16 elements: two boxes 2^32 B apart.
+    let err = validate(&repeated().smem_stride(1 << 31)).unwrap_err();
+    let rules: Vec<Rule> = err.errors.iter().map(|e| e.rule).collect();
+    assert_eq!(rules, vec![Rule::SmemFootprintTooLarge], "{err}");
+    assert!(
+        err.to_string()
+            .contains("one call spans 4294975488 B of shared memory"),
+        "{err}"
+    );
+    // One SM exactly: a warning (a block may use 1 KB less), and the largest numbers render.
+    let at_limit = validate(&repeated().smem_stride(220 * 1024 / 2)).unwrap();
+    assert_eq!(at_limit.plan().footprint_bytes, 228 * 1024);
+    for valid in [at_limit, validate(&repeated()).unwrap()] {
+        let code = tma_core::render::TileCode::new(&valid, 7).unwrap();
+        let literals = tma_core::testgen::unsigned_literals(code.source());
+        assert!(literals.contains(&u128::from(valid.plan().footprint_bytes)));
+        assert!(
+            literals.iter().all(|&v| v <= u128::from(u32::MAX)),
+            "{:?}",
+            literals.iter().max()
+        );
+    }
+}
+
+/// With one box nothing is repeated: an smem_stride of any size (even past 64 bits) is
+/// unused, so it is no error, and the plan keeps the default stride.
+#[test]
+fn a_single_box_ignores_its_smem_stride() {
+    let single = || TileSpec::new("one", DType::F64, [64, 64], [8, 8]);
+    for stride in [u64::MAX, 1 << 62, 1] {
+        let valid = validate(&single().smem_stride(stride)).unwrap();
+        assert_eq!(valid.plan().stride_bytes, 512, "{stride}");
+        assert_eq!(valid.plan().footprint_bytes, 512, "{stride}");
+    }
+    // Two boxes use it: too large for 64 bits is an error there.
+    let err = validate(&single().repeat([1, 2]).smem_stride(1 << 62)).unwrap_err();
+    assert_eq!(err.errors[0].rule, Rule::SizeOverflow, "{err}");
 }
 
 // ---- pipelines and warp roles: one row per rule, the same shape as above ----

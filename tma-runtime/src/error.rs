@@ -226,21 +226,23 @@ pub enum Error {
         given_bytes: usize,
     },
 
-    /// The launch gives the kernel less dynamic shared memory than its source's tiles need:
-    /// their footprints plus the slack that aligns them (the base is only 16-byte aligned).
+    /// The launch gives a kernel that uses dynamic shared memory less than the largest tile
+    /// its source declares needs: its footprint plus the slack that aligns it (the base is
+    /// only 16-byte aligned). `LaunchConfig::unchecked_dynamic_smem` opts a launch out.
     #[error(
-        "launch of `{kernel}`: {given} bytes of dynamic shared memory, but the tiles its source declares \
-         need at least {needed}: {tiles} and {slack} bytes to align them (dynamic shared memory starts \
-         only 16-byte aligned); give at least {needed} (the tiles' SMEM_BYTES + SMEM_ALIGN always suffice \
-         for one tile)"
+        "launch of `{kernel}`: {given} bytes of dynamic shared memory, but the largest tile its source \
+         declares needs at least {needed}: {tiles} and {slack} bytes to align it (dynamic shared memory \
+         starts only 16-byte aligned); give at least {needed} (a tile's SMEM_BYTES + SMEM_ALIGN always \
+         suffice for it), or opt out with LaunchConfig::unchecked_dynamic_smem() if the kernel keeps no \
+         such tile there"
     )]
     DynamicSmemTooSmall {
         kernel: String,
         given: u32,
         needed: u64,
-        /// "`a` 16384 B (align 1024), `b` 256 B (align 128)".
+        /// The tile that sets the bound: "`a` 16384 B (align 1024)".
         tiles: String,
-        /// `needed` less the footprints.
+        /// `needed` less its footprint.
         slack: u64,
     },
 
@@ -287,6 +289,27 @@ pub enum Error {
         dim: Option<u32>,
         /// The offending value: a coordinate, a shared-memory address, or the bytes a box
         /// needs from the start of dynamic shared memory.
+        value: i64,
+        block: [u32; 3],
+        thread: u32,
+    },
+
+    /// The debug record was written, but with a kind, rule or helper code this runtime does
+    /// not know (a prelude of another version, or memory overwritten): not a hang, and not a
+    /// check it can name. The raw codes are kept. The CUDA context is unusable all the same.
+    #[error(
+        "tile `{tile}`: block {block:?} thread {thread} wrote a debug record this runtime cannot \
+         decode: kind {kind}, helper code {helper_code}, rule code {rule_code}, dim {dim:#x}, value \
+         {value} (known kinds: 1 hang, 2 check; codes: tma_core::Rule::DEVICE_CHECKED, \
+         tma_core::rules::Helper::ALL); is the source's prelude from this version of tma? The CUDA \
+         context is now unusable: start a fresh process"
+    )]
+    UnknownDebugRecord {
+        tile: String,
+        kind: u32,
+        helper_code: u32,
+        rule_code: u32,
+        dim: u32,
         value: i64,
         block: [u32; 3],
         thread: u32,
@@ -448,6 +471,17 @@ fn device_check_detail(rule: tma_core::Rule, dim: Option<u32>, value: i64) -> St
             "a committed store's token went out of scope without wait_read() / wait_complete()"
                 .to_string()
         }
+        Rule::MulticastMask => {
+            let (mask, ctas) = (value & 0xffff, value >> 32);
+            if mask == 0 {
+                format!("cta_mask 0 names no CTA (the cluster has {ctas}): nothing arrives, the wait hangs")
+            } else {
+                format!("cta_mask {mask:#06x} names a CTA past the cluster's {ctas}")
+            }
+        }
+        Rule::MbarrierAddress => format!(
+            "the mbarrier at generic address {value:#x} is not in this CTA's shared memory, or not 8-byte aligned"
+        ),
         _ => format!("{dim}value {value}"),
     }
 }

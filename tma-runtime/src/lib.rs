@@ -90,8 +90,9 @@
 //! ```
 //! Before the driver sees a launch, the arguments' sizes are checked against the kernel's
 //! parameters (`cuFuncGetParamInfo`: [`Error::ArgumentCount`], [`Error::ArgumentSize`]) and,
-//! for a kernel that uses dynamic shared memory, the dynamic shared memory against the tiles
-//! its source declares ([`Kernel::min_dynamic_smem`], [`Error::DynamicSmemTooSmall`]).
+//! for a kernel that uses dynamic shared memory, the dynamic shared memory against the largest
+//! tile its source declares ([`Kernel::min_dynamic_smem`], [`Error::DynamicSmemTooSmall`];
+//! [`LaunchConfig::unchecked_dynamic_smem`] for a kernel that keeps no tile there).
 //! [`TensorMap::new`] takes a buffer whose element type carries the map's data type
 //! ([`Error::ElementTypeMismatch`] otherwise; [`TensorMap::new_raw_bits`] for raw bits).
 //! [`Module::compile_and_load`] shares one loaded module per (context, compile) among the

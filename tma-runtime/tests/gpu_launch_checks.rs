@@ -14,7 +14,9 @@ use half::bf16;
 use tma_core::render::KernelSource;
 use tma_core::{validate, DType, Swizzle, TileSpec, ValidSpec};
 use tma_runtime::testing::require_gpu_or_skip;
-use tma_runtime::{CompileOptions, Compiler, Error, LaunchConfig, Module, Source, TensorMap};
+use tma_runtime::{
+    CompileOptions, Compiler, Error, Kernel, LaunchConfig, Module, Source, TensorMap,
+};
 
 const POISON: u64 = 0xdead_beef_dead_beef;
 const POISON_BITS: u16 = 0xffff;
@@ -237,22 +239,74 @@ fn gpu_a_missing_argument_is_refused() {
     assert_eq!(s.clone_dtoh(&out).unwrap(), map.as_raw().opaque);
 }
 
-/// `dst` after one launch of `kernel` copying box (64, 64) of `src`: the box equals `src`
-/// there, everything else is still poison.
-fn check_roundtrip(src: &[bf16], dst: &[bf16]) {
-    let mut wrong = 0;
-    for r in 0..128 {
-        for c in 0..128 {
-            let i = r * 128 + c;
-            let want = if r >= 64 && c >= 64 {
-                src[i].to_bits()
-            } else {
-                POISON_BITS
-            };
-            wrong += usize::from(dst[i].to_bits() != want);
+/// A 128 x 128 source of fresh random bits, a poisoned destination, and a map over each:
+/// what the round-trip kernels copy box (64, 64) between.
+struct Roundtrip {
+    host: Vec<bf16>,
+    dst: CudaSlice<bf16>,
+    src_map: TensorMap,
+    dst_map: TensorMap,
+    _src: CudaSlice<bf16>,
+}
+
+impl Roundtrip {
+    fn new(s: &Arc<CudaStream>) -> Roundtrip {
+        let host = random_bits(128 * 128);
+        let src = s.clone_htod(&host).unwrap();
+        let dst = s
+            .clone_htod(&vec![bf16::from_bits(POISON_BITS); 128 * 128])
+            .unwrap();
+        Roundtrip {
+            src_map: map_over(&src),
+            dst_map: map_over(&dst),
+            host,
+            dst,
+            _src: src,
         }
     }
-    assert_eq!(wrong, 0, "{wrong} of {} elements wrong", 128 * 128);
+
+    /// Launches a round-trip `kernel`: (src map, dst map, [align,] tx bytes, r0, c0) with
+    /// the box at (64, 64); `align` only for `dynamic_roundtrip`.
+    fn launch(&self, kernel: &Kernel, cfg: &LaunchConfig, align: Option<u32>) -> Result<(), Error> {
+        let (tx, r0, c0) = (tile().tx_bytes() as u32, 64i32, 64i32);
+        let mut b = kernel.launch_builder(cfg);
+        b.arg(&self.src_map).arg(&self.dst_map);
+        if let Some(align) = &align {
+            b.arg(align);
+        }
+        b.arg(&tx).arg(&r0).arg(&c0);
+        // SAFETY: the round-trip kernels take (CUtensorMap x2, [unsigned,] unsigned, int x2);
+        // both maps cover live 128 x 128 buffers; a launch that gives too little shared
+        // memory is refused before the driver (or the kernel holds no tile there).
+        unsafe { b.launch_and_sync() }
+    }
+
+    /// The destination is still all poison: nothing ran.
+    fn check_untouched(&self, s: &Arc<CudaStream>) {
+        let dst = s.clone_dtoh(&self.dst).unwrap();
+        assert!(
+            dst.iter().all(|v| v.to_bits() == POISON_BITS),
+            "nothing ran"
+        );
+    }
+
+    /// After one launch: box (64, 64) equals the source, everything else is still poison.
+    fn check_copied(&self, s: &Arc<CudaStream>) {
+        let dst = s.clone_dtoh(&self.dst).unwrap();
+        let mut wrong = 0;
+        for r in 0..128 {
+            for c in 0..128 {
+                let i = r * 128 + c;
+                let want = if r >= 64 && c >= 64 {
+                    self.host[i].to_bits()
+                } else {
+                    POISON_BITS
+                };
+                wrong += usize::from(dst[i].to_bits() != want);
+            }
+        }
+        assert_eq!(wrong, 0, "{wrong} of {} elements wrong", 128 * 128);
+    }
 }
 
 #[test]
@@ -264,38 +318,20 @@ fn gpu_dynamic_smem_without_the_alignment_slack_is_refused() {
     let valid = tile();
     let (footprint, align) = (valid.plan().footprint_bytes, valid.plan().align_bytes);
     assert_eq!((footprint, align), (8192, 1024));
-    let tx = valid.tx_bytes() as u32;
-    let host = random_bits(128 * 128);
-    let src = s.clone_htod(&host).unwrap();
-    let dst = s
-        .clone_htod(&vec![bf16::from_bits(POISON_BITS); 128 * 128])
-        .unwrap();
-    let (src_map, dst_map) = (map_over(&src), map_over(&dst));
+    let rt = Roundtrip::new(s);
     let kernel = gpu.module.kernel("dynamic_roundtrip").unwrap();
     assert_eq!(kernel.min_dynamic_smem(), footprint + align - 16);
-    let (align32, r0, c0) = (align as u32, 64i32, 64i32);
-    for given in [0, footprint as u32, (footprint + align) as u32 - 17] {
+    let align = Some(align as u32);
+    for given in [0, footprint as u32, (footprint + 1024) as u32 - 17] {
         let cfg = LaunchConfig::new(s, (1, 1, 1), (128, 1, 1)).dynamic_smem(given);
-        // SAFETY: refused before the driver (too little dynamic shared memory).
-        let r = unsafe {
-            kernel
-                .launch_builder(&cfg)
-                .arg(&src_map)
-                .arg(&dst_map)
-                .arg(&align32)
-                .arg(&tx)
-                .arg(&r0)
-                .arg(&c0)
-                .launch_and_sync()
-        };
-        match r {
+        match rt.launch(&kernel, &cfg, align) {
             Err(e @ Error::DynamicSmemTooSmall { .. }) => {
                 let text = e.to_string();
                 assert!(
                     text.contains(&format!(
                         "launch of `dynamic_roundtrip`: {given} bytes of dynamic shared memory, but the \
-                         tiles its source declares need at least 9200: `swz` 8192 B (align 1024) and 1008 \
-                         bytes to align them"
+                         largest tile its source declares needs at least 9200: `swz` 8192 B (align 1024) \
+                         and 1008 bytes to align it"
                     )),
                     "{text}"
                 );
@@ -303,30 +339,11 @@ fn gpu_dynamic_smem_without_the_alignment_slack_is_refused() {
             other => panic!("{given} bytes: expected DynamicSmemTooSmall, got {other:?}"),
         }
     }
-    assert!(
-        s.clone_dtoh(&dst)
-            .unwrap()
-            .iter()
-            .all(|v| v.to_bits() == POISON_BITS),
-        "nothing ran"
-    );
+    rt.check_untouched(s);
     let cfg =
         LaunchConfig::new(s, (1, 1, 1), (128, 1, 1)).dynamic_smem(kernel.min_dynamic_smem() as u32);
-    // SAFETY: dynamic_roundtrip(CUtensorMap x2, unsigned x2, int x2); the shared memory holds
-    // the aligned tile; both maps cover live 128 x 128 buffers.
-    unsafe {
-        kernel
-            .launch_builder(&cfg)
-            .arg(&src_map)
-            .arg(&dst_map)
-            .arg(&align32)
-            .arg(&tx)
-            .arg(&r0)
-            .arg(&c0)
-            .launch_and_sync()
-    }
-    .unwrap();
-    check_roundtrip(&host, &s.clone_dtoh(&dst).unwrap());
+    rt.launch(&kernel, &cfg, align).unwrap();
+    rt.check_copied(s);
 }
 
 /// A kernel whose tiles live in static shared memory is not held to the tiles' dynamic
@@ -337,31 +354,46 @@ fn gpu_a_kernel_without_dynamic_smem_is_not_held_to_the_tiles() {
         return;
     };
     let s = &gpu.stream;
-    let tx = tile().tx_bytes() as u32;
-    let host = random_bits(128 * 128);
-    let src = s.clone_htod(&host).unwrap();
-    let dst = s
-        .clone_htod(&vec![bf16::from_bits(POISON_BITS); 128 * 128])
-        .unwrap();
-    let (src_map, dst_map) = (map_over(&src), map_over(&dst));
+    let rt = Roundtrip::new(s);
     let kernel = gpu.module.kernel("static_roundtrip").unwrap();
     assert_eq!(kernel.min_dynamic_smem(), 0);
-    let (r0, c0) = (64i32, 64i32);
-    let cfg = LaunchConfig::new(s, (1, 1, 1), (128, 1, 1));
-    // SAFETY: static_roundtrip(CUtensorMap x2, unsigned, int x2); both maps cover live
-    // 128 x 128 buffers.
-    unsafe {
-        kernel
-            .launch_builder(&cfg)
-            .arg(&src_map)
-            .arg(&dst_map)
-            .arg(&tx)
-            .arg(&r0)
-            .arg(&c0)
-            .launch_and_sync()
-    }
-    .unwrap();
-    check_roundtrip(&host, &s.clone_dtoh(&dst).unwrap());
+    rt.launch(&kernel, &LaunchConfig::new(s, (1, 1, 1), (128, 1, 1)), None)
+        .unwrap();
+    rt.check_copied(s);
+}
+
+/// A kernel that keeps its tile in static shared memory but also has a dynamic scratch array
+/// uses dynamic shared memory, so the host check holds it to the tile; the launch opts out
+/// (`LaunchConfig::unchecked_dynamic_smem`) and runs with only its scratch. The check still
+/// refuses the same launch without the opt-out, so the opt-out is what lets it through.
+#[test]
+fn gpu_a_launch_can_opt_out_of_the_dynamic_smem_check() {
+    let Some(gpu) = setup("gpu_a_launch_can_opt_out_of_the_dynamic_smem_check") else {
+        return;
+    };
+    let s = &gpu.stream;
+    let rt = Roundtrip::new(s);
+    let kernel = gpu.module.kernel("static_tile_dynamic_scratch").unwrap();
+    assert_eq!(kernel.min_dynamic_smem(), 9200);
+    // 128 threads x 4 bytes of scratch: all the kernel's dynamic shared memory holds.
+    let checked = LaunchConfig::new(s, (1, 1, 1), (128, 1, 1)).dynamic_smem(128 * 4);
+    assert!(checked.check_dynamic_smem);
+    let r = rt.launch(&kernel, &checked, None);
+    assert!(
+        matches!(
+            r,
+            Err(Error::DynamicSmemTooSmall {
+                needed: 9200,
+                given: 512,
+                ..
+            })
+        ),
+        "{r:?}"
+    );
+    rt.check_untouched(s);
+    rt.launch(&kernel, &checked.unchecked_dynamic_smem(), None)
+        .unwrap();
+    rt.check_copied(s);
 }
 
 /// The kernels above compile on any machine with NVRTC, and their PTX says which use
@@ -384,6 +416,7 @@ fn launch_check_sources_compile_without_gpu() {
         ("copy_map", false),
         ("dynamic_roundtrip", true),
         ("static_roundtrip", false),
+        ("static_tile_dynamic_scratch", true),
     ] {
         assert_eq!(c.uses_dynamic_smem(kernel), Some(uses), "{kernel}");
     }

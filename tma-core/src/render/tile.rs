@@ -25,8 +25,7 @@ pub(super) struct DimOffsets {
 /// What the tile's `position` / `offset` render from ([`ElementOffsets`]): per dim the
 /// extent, how position `n` splits, and the offset's terms. `None` for packed types.
 pub(super) fn offsets_context(valid: &ValidSpec) -> Option<(Value, Vec<DimOffsets>)> {
-    let spec = valid.spec();
-    let o = ElementOffsets::new(spec, valid.plan())?;
+    let o = ElementOffsets::new(valid)?;
     let rank = o.extent.len();
     let mut per_dim = Vec::with_capacity(rank);
     let mut terms = Vec::new();

@@ -119,9 +119,11 @@ pub(crate) fn plan(spec: &TileSpec) -> PlanSizes {
     let box_bytes = box_span(spec, rows, DEFAULT_INNER_ROW_LAYOUT);
     let boxes: Size = spec.repeat.iter().map(|&r| r.max(1)).product();
     let align_bytes = spec.swizzle.period_bytes().max(SMEM_ALIGN);
+    // One box repeats nothing: its stride is never used, so a given one is ignored (it may
+    // be any size, even past 64 bits) and the default kept.
     let stride_bytes = match spec.smem_stride {
-        Some(elems) => spec.dtype.smem_bytes(elems),
-        None => box_bytes.next_multiple_of(align_bytes),
+        Some(elems) if boxes.get() != Some(1) => spec.dtype.smem_bytes(elems),
+        _ => box_bytes.next_multiple_of(align_bytes),
     };
     PlanSizes {
         box_elems,
@@ -261,7 +263,8 @@ pub struct SmemLayout {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum LayoutError {
     /// One call spans more shared memory than an SM has: no kernel can run it (validation
-    /// only warns about footprints above the per-block limit).
+    /// refuses such a plan, `Rule::SmemFootprintTooLarge`; a row layout other than the
+    /// hardware's may still span more).
     #[error("one call spans {len} B of shared memory; an SM on the target has {limit} B")]
     TooLarge { len: Size, limit: u64 },
     /// With rows padded to the swizzle span a box takes more shared memory than its data.
@@ -341,11 +344,20 @@ pub struct ElementOffsets {
 }
 
 impl ElementOffsets {
-    /// The offsets of one call of a valid `spec` with `plan`, under the hardware's row
-    /// layout ([`DEFAULT_INNER_ROW_LAYOUT`]). `None` for packed sub-byte types (no whole bytes
-    /// per element) and for sizes past 64 bits.
-    pub fn new(spec: &TileSpec, plan: &SmemPlan) -> Option<ElementOffsets> {
+    /// The offsets of one call of `valid` (its spec and the plan validation proved for it),
+    /// under the hardware's row layout ([`DEFAULT_INNER_ROW_LAYOUT`]). `None` for packed
+    /// sub-byte types (no whole bytes per element).
+    pub fn new(valid: &crate::ValidSpec) -> Option<ElementOffsets> {
+        ElementOffsets::of(valid.spec(), valid.plan())
+    }
+
+    /// [`ElementOffsets::new`] from the parts; `None` also when `plan` is not `spec`'s
+    /// (another rank) or a size passes 64 bits.
+    fn of(spec: &TileSpec, plan: &SmemPlan) -> Option<ElementOffsets> {
         let rank = spec.rank();
+        if plan.box_elems.len() != rank || spec.repeat.len() != rank {
+            return None;
+        }
         let elem_bytes = spec.dtype.size_bytes()?;
         let unit = spec.inner_unit_bytes()?;
         let pitch = row_pitch_bytes(spec, DEFAULT_INNER_ROW_LAYOUT).get()?;
@@ -413,5 +425,25 @@ impl ElementOffsets {
                 + (p / self.box_elems[d]) * self.box_step_bytes[d];
         }
         Some(self.swizzle.apply(u))
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::{validate, DType};
+
+    /// `ElementOffsets::new` takes the validated spec, so its plan is the spec's; the parts
+    /// it is built from refuse a plan of another rank instead of indexing past it.
+    #[test]
+    fn element_offsets_come_from_one_valid_spec() {
+        let rank2 = validate(&TileSpec::new("a", DType::F16, [64, 64], [8, 8])).unwrap();
+        let rank3 = validate(&TileSpec::new("b", DType::F16, [4, 64, 64], [2, 8, 8])).unwrap();
+        let o = ElementOffsets::new(&rank3).unwrap();
+        assert_eq!(o.extent, vec![2, 8, 8]);
+        assert_eq!(o.offset(&[1, 0, 0], 0), Some(128));
+        assert_eq!(ElementOffsets::of(rank3.spec(), rank2.plan()), None);
+        assert_eq!(ElementOffsets::of(rank2.spec(), rank3.plan()), None);
     }
 }

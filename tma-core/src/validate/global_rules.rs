@@ -127,7 +127,7 @@ pub(super) fn check_global(
                     "{} elements of {dtype} ({} bits each) do not end on a byte, and strides are encoded in bytes: use a multiple of {} elements",
                     strides[d],
                     dtype.global_bits(),
-                    8 / gcd(8, u64::from(dtype.global_bits()))
+                    dtype.elements_per_whole(1)
                 ),
             );
         } else if !bytes.is_below(MAX_STRIDE_BYTES) {
@@ -239,13 +239,5 @@ pub(super) fn check_global(
             );
             None
         }
-    }
-}
-
-fn gcd(a: u64, b: u64) -> u64 {
-    if b == 0 {
-        a
-    } else {
-        gcd(b, a % b)
     }
 }

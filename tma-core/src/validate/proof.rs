@@ -193,15 +193,15 @@ impl ValidSpec {
         stride_align(&self.spec)
     }
 
-    /// The innermost coordinate of every copy must be a multiple of this many elements
-    /// (16 bytes; see [`crate::limits::INNER_COORD_ALIGN`]). With interleave the coordinate
+    /// The innermost coordinate of every copy must be a multiple of this many elements: the
+    /// fewest that fill a multiple of 16 bytes ([`crate::limits::INNER_COORD_ALIGN`],
+    /// [`crate::DType::elements_per_whole`]: 64 of a 6-bit type). With interleave the coordinate
     /// counts chunks, each 16 or 32 bytes, so any value sits on 16 bytes: 1.
     pub fn inner_coord_multiple(&self) -> u64 {
         if self.spec.interleave != Interleave::None {
             return 1;
         }
-        let bits = u64::from(self.spec.dtype.global_bits());
-        (INNER_COORD_ALIGN * 8 / bits).max(1)
+        self.spec.dtype.elements_per_whole(INNER_COORD_ALIGN)
     }
 
     /// Checks the coordinates (user order) of one copy: one per dim, the innermost a

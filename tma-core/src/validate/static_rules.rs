@@ -107,7 +107,7 @@ pub(super) fn check_shape_lists(spec: &TileSpec, c: &mut Collector) -> bool {
     ok
 }
 
-/// The inner box extent in bytes (the box's last user dim).
+/// The inner box extent in bytes, rounded up to whole bytes (the box's last user dim).
 fn inner_box_bytes(spec: &TileSpec) -> u64 {
     let inner = spec.rank() - 1;
     // A u32 box of at most 64-bit elements: below 2^38 bits, no overflow possible.
@@ -182,7 +182,9 @@ pub(super) fn check_static(spec: &TileSpec, c: &mut Collector) {
         );
     }
     let inner_bytes = inner_box_bytes(spec);
-    if inner_bytes % INNER_BOX_BYTES_ALIGN != 0 {
+    // Exactly, in bits: 21 6-bit values are 15.75 bytes, which rounds up to 16 but is not.
+    let inner_multiple = spec.dtype.elements_per_whole(INNER_BOX_BYTES_ALIGN);
+    if u64::from(spec.boxed[inner]) % inner_multiple != 0 {
         let message = if interleaved {
             format!(
                 "with interleave the inner box counts chunks, but the driver checks it as {} elements of {} = {inner_bytes} B, which must be a multiple of {INNER_BOX_BYTES_ALIGN} B: use a multiple of {} chunks",
@@ -192,8 +194,10 @@ pub(super) fn check_static(spec: &TileSpec, c: &mut Collector) {
             )
         } else {
             format!(
-                "the inner box extent is {inner_bytes} B ({} x {}); it must be a multiple of {INNER_BOX_BYTES_ALIGN} B",
-                spec.boxed[inner], spec.dtype
+                "the inner box extent is {} x {} = {} bits; it must be a multiple of {INNER_BOX_BYTES_ALIGN} B: use a multiple of {inner_multiple} elements",
+                spec.boxed[inner],
+                spec.dtype,
+                u64::from(spec.boxed[inner]) * u64::from(spec.dtype.global_bits())
             )
         };
         c.error(
@@ -355,7 +359,8 @@ pub(super) fn check_plan(spec: &TileSpec, plan: &PlanSizes, c: &mut Collector) {
             ),
         );
     }
-    if !plan.tx_bytes.is_below(MAX_TX_BYTES + 1) {
+    let tx_over = !plan.tx_bytes.is_below(MAX_TX_BYTES + 1);
+    if tx_over {
         c.error(
             Field::SmemFootprint,
             plan.tx_bytes,
@@ -367,7 +372,21 @@ pub(super) fn check_plan(spec: &TileSpec, plan: &PlanSizes, c: &mut Collector) {
         );
     }
     let limit = spec.target.max_smem_per_block();
+    let sm = spec.target.smem_per_sm();
     match plan.footprint_bytes.get() {
+        // More tx bytes than an mbarrier counts (2^20) is always more than an SM holds: that
+        // finding already says it.
+        Some(bytes) if bytes > sm && !tx_over => c.error(
+            Field::SmemFootprint,
+            bytes,
+            Rule::SmemFootprintTooLarge,
+            format!(
+                "one call spans {bytes} B of shared memory ({boxes} box(es) {} B apart, each {} B); an SM on {} has {sm} B: use a smaller smem_stride, box or repeat",
+                plan.stride_bytes,
+                plan.box_bytes,
+                spec.target
+            ),
+        ),
         Some(bytes) if bytes > limit => c.warning(
             Field::SmemFootprint,
             bytes,

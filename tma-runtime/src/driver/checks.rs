@@ -11,42 +11,41 @@ use tma_core::smem::min_dynamic_smem;
 
 use crate::error::Error;
 
-/// The dynamic shared memory a kernel must be given: the least that holds one call of each
-/// tile of its source ([`min_dynamic_smem`]).
+/// The dynamic shared memory a kernel that keeps a tile in it must be given: enough for the
+/// largest single tile its source declares, with that tile's alignment slack
+/// ([`min_dynamic_smem`] of one tile). A necessary condition, not a sum: the kernel may keep
+/// other tiles in static shared memory, share one buffer between tiles, or be one of several
+/// kernels of the source that each use some of its tiles. (A kernel that keeps only scratch
+/// in dynamic shared memory opts out: `LaunchConfig::unchecked_dynamic_smem`.)
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct SmemNeed {
-    /// Bytes; `u64::MAX` when the tiles' footprints overflow.
+    /// Bytes; `u64::MAX` when the tile's footprint overflows.
     pub(crate) bytes: u64,
-    /// The tiles counted: "`a` 16384 B (align 1024), ...".
+    /// The tile that sets the bound: "`a` 16384 B (align 1024)".
     pub(crate) tiles: String,
-    /// `bytes` less the footprints: what aligning them costs.
+    /// `bytes` less its footprint: what aligning it costs.
     pub(crate) slack: u64,
 }
 
 impl SmemNeed {
-    /// The need of the tiles that state their footprint and alignment; `None` when none do
-    /// (a hand-written tile line checks nothing).
+    /// The need of the largest of the tiles that state their footprint and alignment; `None`
+    /// when none do (a hand-written tile line checks nothing).
     pub(crate) fn of(tiles: &[DeclaredTile]) -> Option<SmemNeed> {
-        let sized: Vec<(&str, u64, u64)> = tiles
+        tiles
             .iter()
-            .filter_map(|t| Some((t.name.as_str(), t.smem_bytes?, t.align_bytes?)))
-            .collect();
-        if sized.is_empty() {
-            return None;
-        }
-        let pairs: Vec<(u64, u64)> = sized.iter().map(|&(_, f, a)| (f, a)).collect();
-        let bytes = min_dynamic_smem(&pairs).get().unwrap_or(u64::MAX);
-        let footprints = pairs.iter().fold(0u64, |s, &(f, _)| s.saturating_add(f));
-        let tiles = sized
-            .iter()
-            .map(|(n, f, a)| format!("`{n}` {f} B (align {a})"))
-            .collect::<Vec<_>>()
-            .join(", ");
-        Some(SmemNeed {
-            bytes,
-            tiles,
-            slack: bytes.saturating_sub(footprints),
-        })
+            .filter_map(|t| {
+                let (footprint, align) = (t.smem_bytes?, t.align_bytes?);
+                let bytes = min_dynamic_smem(&[(footprint, align)])
+                    .get()
+                    .unwrap_or(u64::MAX);
+                Some(SmemNeed {
+                    bytes,
+                    tiles: format!("`{}` {footprint} B (align {align})", t.name),
+                    slack: bytes.saturating_sub(footprint),
+                })
+            })
+            // The first of the largest, so the named tile does not depend on ties' order.
+            .reduce(|best, n| if n.bytes > best.bytes { n } else { best })
     }
 }
 
@@ -193,10 +192,11 @@ mod tests {
         match check_dynamic_smem("k", need, 16384) {
             Err(e @ Error::DynamicSmemTooSmall { .. }) => assert_eq!(
                 e.to_string(),
-                "launch of `k`: 16384 bytes of dynamic shared memory, but the tiles its source declares need \
-                 at least 17392: `a` 16384 B (align 1024) and 1008 bytes to align them (dynamic shared \
-                 memory starts only 16-byte aligned); give at least 17392 (the tiles' SMEM_BYTES + \
-                 SMEM_ALIGN always suffice for one tile)"
+                "launch of `k`: 16384 bytes of dynamic shared memory, but the largest tile its source \
+                 declares needs at least 17392: `a` 16384 B (align 1024) and 1008 bytes to align it \
+                 (dynamic shared memory starts only 16-byte aligned); give at least 17392 (a tile's \
+                 SMEM_BYTES + SMEM_ALIGN always suffice for it), or opt out with \
+                 LaunchConfig::unchecked_dynamic_smem() if the kernel keeps no such tile there"
             ),
             other => panic!("{other:?}"),
         }
@@ -204,10 +204,27 @@ mod tests {
         // Nothing stated, nothing checked.
         assert_eq!(SmemNeed::of(&declared_tiles("// tma-tile 0 a\n")), None);
         assert!(check_dynamic_smem("k", None, 0).is_ok());
-        // Two tiles: the small one fits in the large one's alignment gap.
-        let two = SmemNeed::of(&declared_tiles(
-            "// tma-tile 0 a smem=8192 align=1024\n// tma-tile 1 b smem=256 align=128\n",
+        // Several tiles: the largest one alone sets the bound, not their sum (a kernel may
+        // keep some in static shared memory, share a buffer, or use only some of them).
+        let tiles = declared_tiles(
+            "// tma-tile 0 a smem=8192 align=1024\n// tma-tile 1 b smem=16384 align=128\n\
+             // tma-tile 2 c smem=256 align=128\n",
+        );
+        let need = SmemNeed::of(&tiles);
+        assert_eq!(
+            need,
+            Some(SmemNeed {
+                bytes: 16384 + 112,
+                tiles: "`b` 16384 B (align 128)".into(),
+                slack: 112,
+            })
+        );
+        assert!(check_dynamic_smem("k", need.as_ref(), 16384 + 112).is_ok());
+        assert!(check_dynamic_smem("k", need.as_ref(), 16384 + 111).is_err());
+        // A tie names the first.
+        let tie = SmemNeed::of(&declared_tiles(
+            "// tma-tile 0 x smem=1024 align=128\n// tma-tile 1 y smem=1024 align=128\n",
         ));
-        assert_eq!(two.map(|n| (n.bytes, n.slack)), Some((8192 + 1008, 752)));
+        assert_eq!(tie.map(|n| n.tiles), Some("`x` 1024 B (align 128)".into()));
     }
 }

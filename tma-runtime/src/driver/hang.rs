@@ -55,9 +55,10 @@ const KIND_HANG: u32 = 1;
 const KIND_CHECK: u32 = 2;
 
 impl HangRecord {
-    /// Whether a hang or a failed check wrote this record.
+    /// Whether anything wrote this record (a hang, a failed check, or a kind this runtime
+    /// does not know: [`Error::UnknownDebugRecord`]).
     pub fn is_set(&self) -> bool {
-        matches!(self.kind, KIND_HANG | KIND_CHECK)
+        self.kind != 0
     }
 
     /// The error this record describes, naming the tile from the source's tile lines.
@@ -104,6 +105,15 @@ impl HangRecord {
             Rule::from_device_code(self.rule),
             Helper::from_device_code(self.helper),
         ) {
+            (KIND_HANG, _, _) => Error::BarrierTimeout {
+                tile,
+                block,
+                thread: self.thread,
+                barrier: self.barrier,
+                phase: self.phase,
+                expected_tx: self.expected_tx,
+                waited_ns: self.waited_ns,
+            },
             (KIND_CHECK, Some(rule), Some(helper)) => Error::DeviceCheck {
                 tile,
                 helper: helper.name(),
@@ -113,14 +123,17 @@ impl HangRecord {
                 block,
                 thread: self.thread,
             },
-            _ => Error::BarrierTimeout {
+            // A check with a code this runtime does not know, or another kind: say so with
+            // the raw codes rather than call it a hang.
+            _ => Error::UnknownDebugRecord {
                 tile,
+                kind: self.kind,
+                helper_code: self.helper,
+                rule_code: self.rule,
+                dim: self.dim,
+                value: self.value,
                 block,
                 thread: self.thread,
-                barrier: self.barrier,
-                phase: self.phase,
-                expected_tx: self.expected_tx,
-                waited_ns: self.waited_ns,
             },
         }
     }
@@ -188,8 +201,10 @@ impl MappedRecord {
             .map_err(Error::driver("cuStreamSynchronize"))?;
         Ok(rec)
     }
-    /// Clears the record before a launch, so a hang read afterwards is this launch's.
-    pub(super) fn reset(&self) {
+    /// Clears the record, once, when it is allocated. Never before a launch: a record an
+    /// earlier launch set is the first failure of the context, reported by every later
+    /// launch and synchronisation (a trap loses the context, so nothing runs after it).
+    fn reset(&self) {
         // SAFETY: `host` points to a live, aligned HangRecord-sized pinned allocation.
         unsafe { std::ptr::write_volatile(self.host, HangRecord::default()) };
     }
@@ -295,6 +310,67 @@ mod tests {
             s.contains("tile `q`: store() in block [2, 0, 0] thread 0 breaks StoreCoordinateNegative: dim 1 coordinate -8 is negative"),
             "{s}"
         );
+    }
+
+    /// A record with a rule or helper code (or kind) the runtime does not know is reported
+    /// as what it is, with its raw codes, not as a hang.
+    #[test]
+    fn an_unknown_check_record_is_not_a_hang() {
+        let compiled = compiled_with_tiles("// tma-tile 0 q\n");
+        let check = HangRecord {
+            kind: KIND_CHECK,
+            block_x: 1,
+            thread: 5,
+            tile_id: 0,
+            helper: 1,
+            rule: 999,
+            dim: u32::MAX,
+            value: 77,
+            ..HangRecord::default()
+        };
+        for (rec, kind, helper_code, rule_code) in [
+            (check, KIND_CHECK, 1, 999),
+            (
+                HangRecord {
+                    helper: 4242,
+                    rule: 1,
+                    ..check
+                },
+                KIND_CHECK,
+                4242,
+                1,
+            ),
+            (
+                HangRecord {
+                    kind: 9,
+                    rule: 1,
+                    ..check
+                },
+                9,
+                1,
+                1,
+            ),
+        ] {
+            assert!(rec.is_set());
+            match rec.to_error(&compiled) {
+                e @ Error::UnknownDebugRecord { .. } => {
+                    assert!(
+                        matches!(&e, Error::UnknownDebugRecord { tile, kind: k, helper_code: h, rule_code: r, value: 77, block: [1, 0, 0], thread: 5, .. }
+                            if tile == "q" && (*k, *h, *r) == (kind, helper_code, rule_code)),
+                        "{e:?}"
+                    );
+                    let s = e.to_string();
+                    assert!(
+                        s.contains(&format!(
+                            "kind {kind}, helper code {helper_code}, rule code {rule_code}"
+                        )),
+                        "{s}"
+                    );
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        assert!(!HangRecord::default().is_set());
     }
 
     #[test]

@@ -33,6 +33,10 @@ pub struct LaunchConfig {
     pub cluster: Option<(u32, u32, u32)>,
     /// The stream the launch is queued on, and the arguments' uses recorded on.
     pub stream: Arc<CudaStream>,
+    /// Whether a kernel that uses dynamic shared memory must be given at least
+    /// [`Kernel::min_dynamic_smem`] (true by default). Off for a kernel that keeps no tile
+    /// of its source there (only scratch): [`LaunchConfig::unchecked_dynamic_smem`].
+    pub check_dynamic_smem: bool,
 }
 
 impl LaunchConfig {
@@ -44,6 +48,7 @@ impl LaunchConfig {
             dynamic_smem_bytes: 0,
             cluster: None,
             stream: stream.clone(),
+            check_dynamic_smem: true,
         }
     }
     /// Sets [`LaunchConfig::dynamic_smem_bytes`].
@@ -54,6 +59,13 @@ impl LaunchConfig {
     /// Sets [`LaunchConfig::cluster`].
     pub fn cluster(mut self, dims: (u32, u32, u32)) -> Self {
         self.cluster = Some(dims);
+        self
+    }
+    /// Skips the host check of the dynamic shared memory against the source's largest tile
+    /// ([`LaunchConfig::check_dynamic_smem`] off): for a kernel whose dynamic shared memory
+    /// holds no tile, only scratch. The debug mode still checks each copy on the device.
+    pub fn unchecked_dynamic_smem(mut self) -> Self {
+        self.check_dynamic_smem = false;
         self
     }
 
@@ -222,10 +234,12 @@ impl<'a> Launch<'a> {
 
     /// Launches with `cuLaunchKernelEx`, consuming the pushed arguments (push them again
     /// for another launch). Refused before the driver: arguments whose number or sizes differ
-    /// from the kernel's parameters ([`Error::ArgumentCount`], [`Error::ArgumentSize`]), and
+    /// from the kernel's parameters ([`Error::ArgumentCount`], [`Error::ArgumentSize`]),
     /// dynamic shared memory below [`Kernel::min_dynamic_smem`]
-    /// ([`Error::DynamicSmemTooSmall`]). A failure becomes [`Error::BarrierTimeout`] when a
-    /// debug wait recorded a hang, else [`Error::Launch`].
+    /// ([`Error::DynamicSmemTooSmall`], unless [`LaunchConfig::unchecked_dynamic_smem`]), and
+    /// any launch of a module whose debug record an earlier launch set (that record's error,
+    /// [`Error::BarrierTimeout`] or [`Error::DeviceCheck`]: the context is lost). A failure
+    /// becomes the error of the debug record when one was written, else [`Error::Launch`].
     ///
     /// # Safety
     /// The arguments must match the kernel's parameters in type (number and sizes are
@@ -237,7 +251,8 @@ impl<'a> Launch<'a> {
         let guards = std::mem::take(&mut self.guards);
         cfg.check(kernel.name())?;
         let arg_bytes: Vec<usize> = slots.iter().map(Slot::bytes).collect();
-        kernel.check_launch(&arg_bytes, cfg.dynamic_smem_bytes)?;
+        let smem_checked = cfg.check_dynamic_smem.then_some(cfg.dynamic_smem_bytes);
+        kernel.check_launch(&arg_bytes, smem_checked)?;
         kernel.prepare(cfg.dynamic_smem_bytes, cfg.cluster)?;
         let mut params: Vec<*mut c_void> = slots
             .iter()

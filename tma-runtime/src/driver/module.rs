@@ -256,24 +256,39 @@ impl Kernel {
     }
 
     /// The least dynamic shared memory a launch must give: 0, or, when the kernel uses
-    /// dynamic shared memory (`extern __shared__`), what one call of each tile its source
-    /// declares needs, with the slack to align them ([`tma_core::smem::min_dynamic_smem`]).
+    /// dynamic shared memory (`extern __shared__`), what one call of the largest tile its
+    /// source declares needs, with the slack to align it ([`tma_core::smem::min_dynamic_smem`]
+    /// of that tile): a necessary condition for a kernel that keeps that tile there, whatever
+    /// else it keeps where. A kernel whose dynamic shared memory holds no tile launches with
+    /// `LaunchConfig::unchecked_dynamic_smem`.
     pub fn min_dynamic_smem(&self) -> u64 {
         self.smem_need.as_ref().map_or(0, |n| n.bytes)
     }
 
     /// Refuses, before any driver call, arguments of `arg_bytes` sizes that do not match the
-    /// parameters, and `dynamic_smem` below [`Kernel::min_dynamic_smem`].
-    pub(super) fn check_launch(&self, arg_bytes: &[usize], dynamic_smem: u32) -> Result<(), Error> {
+    /// parameters, and `dynamic_smem` below [`Kernel::min_dynamic_smem`] (`None`: unchecked).
+    pub(super) fn check_launch(
+        &self,
+        arg_bytes: &[usize],
+        dynamic_smem: Option<u32>,
+    ) -> Result<(), Error> {
         check_args(&self.name, &self.param_bytes, arg_bytes)?;
-        check_dynamic_smem(&self.name, self.smem_need.as_ref(), dynamic_smem)
+        match dynamic_smem {
+            Some(given) => check_dynamic_smem(&self.name, self.smem_need.as_ref(), given),
+            None => Ok(()),
+        }
     }
 
-    /// Readies the kernel for a launch of a checked shape: binds its context, opts in to
-    /// `want` bytes of dynamic shared memory and to a non-portable `cluster`, and clears the
-    /// hang record. Takes numbers, not a `LaunchConfig`, so that loading knows nothing of
-    /// launching.
+    /// Readies the kernel for a launch of a checked shape: refuses it when an earlier launch
+    /// of the module set the debug record (that record's error: a hang or failed check the
+    /// caller has not seen yet, since it did not synchronise; the context is lost, and
+    /// clearing the record would turn it into a bare `Error::Launch`), binds its context,
+    /// opts in to `want` bytes of dynamic shared memory and to a non-portable `cluster`.
+    /// Takes numbers, not a `LaunchConfig`, so that loading knows nothing of launching.
     pub(super) fn prepare(&self, want: u32, cluster: Option<(u32, u32, u32)>) -> Result<(), Error> {
+        if let Some(recorded) = self.module.hang_error() {
+            return Err(recorded);
+        }
         let ctx = &self.module.ctx;
         ctx.bind_to_thread()
             .map_err(Error::driver("cuCtxSetCurrent"))?;
@@ -313,9 +328,6 @@ impl Kernel {
                         "cuFuncSetAttribute(NON_PORTABLE_CLUSTER_SIZE_ALLOWED)",
                     ))?;
             }
-        }
-        if let Some(rec) = &self.module.record {
-            rec.reset();
         }
         Ok(())
     }
