@@ -1,10 +1,13 @@
 #![doc = include_str!("../README.md")]
 
 // The declaration, and the proof that it breaks no rule.
+pub use pipe::{Pipeline, Roles};
 pub use tile::Tile;
 pub use tma_core::{validate, BoundSpec, EncodeArgs, SpecErrors, TileSpec, ValidSpec};
 pub use tma_core::{Arch, DType, Swizzle};
-pub use tma_macros::{tma_1d, tma_2d, tma_3d, tma_4d, tma_5d, TmaTiles};
+pub use tma_macros::{
+    tma_1d, tma_2d, tma_3d, tma_4d, tma_5d, tma_pipeline, tma_warp_roles, TmaTiles,
+};
 // Compiling and launching kernels that use it.
 pub use tma_runtime::{Compiler, LaunchConfig, TensorMap};
 
@@ -35,6 +38,7 @@ pub use cudarc;
 /// f16 maps.
 pub use half;
 
+pub mod pipe;
 pub mod tile;
 
 /// Test scaffolding: random valid specs (`testgen`) and the runtime's skip helpers.
@@ -48,6 +52,8 @@ pub mod testing {
 /// imports. Not a public API.
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::pipe::support::*;
+    pub use crate::pipe::{BarrierInfo, Pipeline, Roles, StageTileInfo};
     pub use crate::tile::support::*;
     pub use crate::tile::{Role, SmemLayout, Tile, TileArg, TileBuffer, TileInfo};
     pub use std::option::Option::{self, None, Some};
@@ -56,6 +62,10 @@ pub mod __private {
     pub use std::sync::OnceLock;
     pub use std::vec::Vec;
     pub use tma_core::operand::{Major, Operand, WgmmaOperand};
+    pub use tma_core::pipeline::{
+        ClusterAxis, Consumers, NamedBarrier, PipelineSpec, StageTile, ValidPipeline,
+        ValidWarpRoles, WarpRoles,
+    };
     pub use tma_core::render::KernelSource;
     pub use tma_core::{
         Arch, BoundSpec, DType, EncodeArgs, Extent, Interleave, L2Promotion, OobFill, SpecErrors,

@@ -3,13 +3,15 @@
 //!
 //! A source holds `tma_1d! { .. }` .. `tma_5d! { .. }` invocations (each optionally followed by
 //! `;`; `//` comments allowed), or one bare declaration (`A: bf16, global = [..], ..`) whose
-//! rank is the length of its `global` list.
+//! rank is the length of its `global` list, or one `tma_pipeline! { .. }` (its stage tiles
+//! are the source's tiles).
 
 use crate::diag::{Diagnostic, Level, Source};
 use proc_macro2::{Delimiter, TokenStream, TokenTree};
 use syn::ext::IdentExt;
+use tma_core::pipeline::ValidPipeline;
 use tma_syntax::check::{self, Checked};
-use tma_syntax::parse::{TileDecl, Value};
+use tma_syntax::parse::{PipelineDecl, TileDecl, Value};
 
 /// One declared tile that passed every rule.
 pub struct Tile {
@@ -22,6 +24,8 @@ pub struct Tile {
 pub struct Read {
     pub tiles: Vec<Tile>,
     pub warnings: Vec<Diagnostic>,
+    /// The pipeline a `tma_pipeline!` source declares (its type name and the pipeline).
+    pub pipeline: Option<(String, ValidPipeline)>,
 }
 
 /// The macro names, by rank.
@@ -41,6 +45,9 @@ pub fn read(source: &Source) -> Result<Read, Vec<Diagnostic>> {
             }]);
         }
     };
+    if let Some(body) = pipeline_body(&tokens) {
+        return read_pipeline(source, body);
+    }
     let decls = if tokens.is_empty() {
         Vec::new()
     } else {
@@ -86,12 +93,58 @@ pub fn read(source: &Source) -> Result<Read, Vec<Diagnostic>> {
         }
     }
     if errors.is_empty() {
-        Ok(Read { tiles, warnings })
+        Ok(Read {
+            tiles,
+            warnings,
+            pipeline: None,
+        })
     } else {
         let mut all = warnings;
         all.extend(errors);
         Err(all)
     }
+}
+
+/// The body of a source that is one `tma_pipeline! { .. }` (optionally followed by `;`).
+fn pipeline_body(tokens: &TokenStream) -> Option<TokenStream> {
+    let mut iter = tokens.clone().into_iter();
+    match (iter.next(), iter.next(), iter.next()) {
+        (Some(TokenTree::Ident(i)), Some(TokenTree::Punct(p)), Some(TokenTree::Group(g)))
+            if i == "tma_pipeline" && p.as_char() == '!' =>
+        {
+            let rest: Vec<TokenTree> = iter.collect();
+            let only_semicolons = rest
+                .iter()
+                .all(|t| matches!(t, TokenTree::Punct(p) if p.as_char() == ';'));
+            only_semicolons.then(|| g.stream())
+        }
+        _ => None,
+    }
+}
+
+/// A `tma_pipeline!` source: the pipeline's checks (its stage tiles' included), as the macro
+/// runs them.
+fn read_pipeline(source: &Source, body: TokenStream) -> Result<Read, Vec<Diagnostic>> {
+    let decl = syn::parse2::<PipelineDecl>(body).map_err(|e| source.errors(e))?;
+    let checked = check::pipeline::pipeline(&decl).map_err(|e| source.errors(e))?;
+    let mut warnings = Vec::new();
+    let mut tiles = Vec::new();
+    for m in checked.members {
+        warnings.extend(m.tile.warnings.iter().map(|(span, msg)| Diagnostic {
+            level: Level::Warning,
+            message: msg.clone(),
+            at: Some(source.locate(*span)),
+        }));
+        tiles.push(Tile {
+            ident: m.member.decl.ident.unraw().to_string(),
+            checked: m.tile,
+        });
+    }
+    Ok(Read {
+        tiles,
+        warnings,
+        pipeline: Some((decl.header.ident.unraw().to_string(), checked.valid)),
+    })
 }
 
 type Decl = (Option<usize>, &'static str, TileDecl);

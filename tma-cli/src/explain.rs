@@ -5,6 +5,7 @@ use crate::decl::Tile;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use tma_core::model::picture::smem_picture;
+use tma_core::pipeline::ValidPipeline;
 use tma_core::{BoundSpec, EncodeArgs, Extent, ValidSpec};
 
 /// Run-time dims and strides given on the command line: `ROW=4096`, `stride_ROW=2048`.
@@ -223,5 +224,128 @@ pub fn explain(tile: &Tile, dims: &Dims) -> String {
             let _ = writeln!(out, "  none: {why}");
         }
     }
+    out
+}
+
+/// The report of a pipeline: its stage layout, `STAGE_TX_BYTES` and the shared-memory budget
+/// (each tile's own report follows it).
+pub fn explain_pipeline(ident: &str, pipe: &ValidPipeline) -> String {
+    let spec = pipe.spec();
+    let l = pipe.layout();
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "pipeline `{}` ({ident}): {} stages, target {} -> CUDA struct tma_pipe_{}",
+        spec.name,
+        spec.stages,
+        spec.target.nvrtc_name(),
+        spec.name
+    );
+    let _ = writeln!(
+        out,
+        "  consumers {} ({} arrival(s) per CTA), cluster {:?}, peers {}, empty barriers count {}",
+        spec.consumers,
+        pipe.consumer_arrivals(),
+        spec.cluster,
+        pipe.peers(),
+        pipe.empty_arrivals()
+    );
+    let _ = writeln!(
+        out,
+        "\nstage layout (from a base aligned to {} B):",
+        l.align_bytes
+    );
+    let head = [
+        "member",
+        "tile",
+        "offset",
+        "bytes",
+        "align",
+        "tx bytes",
+        "multicast",
+    ];
+    let rows: Vec<[String; 7]> = spec
+        .tiles
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let plan = t.tile.plan();
+            let multicast = match pipe.split(i) {
+                Some(m) => format!(
+                    "{} ({} CTAs, {} box(es) each)",
+                    m.axis.name(),
+                    m.ctas,
+                    m.boxes_per_cta
+                ),
+                None => "-".into(),
+            };
+            [
+                t.member.clone(),
+                t.tile.spec().name.clone(),
+                l.tile_offsets.get(i).copied().unwrap_or(0).to_string(),
+                plan.footprint_bytes.to_string(),
+                plan.align_bytes.to_string(),
+                plan.tx_bytes.to_string(),
+                multicast,
+            ]
+        })
+        .collect();
+    let widths: Vec<usize> = (0..7)
+        .map(|c| {
+            rows.iter()
+                .map(|r| r[c].len())
+                .chain([head[c].len()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let line = |cells: &[&str]| -> String {
+        let parts: Vec<String> = cells
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        format!("  {}", parts.join("  ").trim_end())
+    };
+    let _ = writeln!(out, "{}", line(&head));
+    for r in &rows {
+        let cells: Vec<&str> = r.iter().map(String::as_str).collect();
+        let _ = writeln!(out, "{}", line(&cells));
+    }
+    let _ = writeln!(
+        out,
+        "  a stage spans {} B, one every {} B; {} full mbarriers at +{}, {} empty at +{}; {} B in all",
+        l.stage_bytes, l.stage_stride, l.stages, l.full_offset, l.stages, l.empty_offset, l.total_bytes
+    );
+    let parts: Vec<String> = spec
+        .tiles
+        .iter()
+        .map(|t| t.tile.tx_bytes().to_string())
+        .collect();
+    let _ = writeln!(
+        out,
+        "\nSTAGE_TX_BYTES = {} = {}: what each CTA's full barrier expects per stage, in load()",
+        parts.join(" + "),
+        pipe.stage_tx_bytes()
+    );
+    let limit = spec.target.max_smem_per_block();
+    let dynamic = pipe.dynamic_smem_bytes();
+    let _ = writeln!(
+        out,
+        "\nbudget on {} ({limit} B of shared memory per block):",
+        spec.target.nvrtc_name()
+    );
+    let _ = writeln!(
+        out,
+        "  {} stages x ({} + 16 B of mbarriers) + {} B alignment slack = {dynamic} B of dynamic shared memory (DYNAMIC_SMEM_BYTES)",
+        l.stages, l.stage_stride, l.align_bytes
+    );
+    let _ = writeln!(
+        out,
+        "  + reserve_smem {} B = {} B of {limit}; at most {} stages fit",
+        spec.reserve_smem,
+        dynamic.saturating_add(spec.reserve_smem),
+        pipe.max_stages()
+    );
     out
 }

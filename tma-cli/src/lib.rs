@@ -316,8 +316,11 @@ fn explain_cmd(decl: &str, dims: &[String], svg: Option<&Path>) -> Outcome {
         Err(o) => return o,
     };
     let mut out = Outcome::default().diagnostics(&read.warnings);
+    if let Some((ident, pipe)) = &read.pipeline {
+        out.stdout.push_str(&explain::explain_pipeline(ident, pipe));
+    }
     for (i, t) in read.tiles.iter().enumerate() {
-        if i > 0 {
+        if i > 0 || read.pipeline.is_some() {
             out.stdout.push('\n');
         }
         out.stdout.push_str(&explain::explain(t, &dims));

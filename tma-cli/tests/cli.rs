@@ -245,3 +245,32 @@ fn compile_reports_resources_and_tma_instructions() {
     );
     assert!(!r.stderr.contains("--- source ---"));
 }
+
+#[test]
+fn explain_a_pipeline_prints_its_stage_layout_and_budget() {
+    let ring = "tma_pipeline! {
+    pub GemmRing,
+    stages = 4,
+    consumers = warpgroups(2),
+    cluster = [2, 1, 1],
+    reserve_smem = 32768,
+    tiles = {
+        a: tma_2d! { pub GemmA: bf16, global = [M = _, K = _], boxed = [128, 64], swizzle = 128 },
+        b: tma_2d! { pub GemmB: bf16, global = [N = _, K = _], boxed = [64, 64], swizzle = 128,
+                     repeat = [2, 1] } multicast(x),
+    },
+}";
+    let r = tma(&["explain", ring]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    insta::assert_snapshot!("explain_pipeline", r.stdout);
+
+    // Too many stages: the macro's error, at the `9`.
+    let r = tma(&["explain", &ring.replace("stages = 4", "stages = 9")]);
+    assert_eq!(r.code, 1, "{}", r.stdout);
+    assert!(
+        r.stderr.contains("at most 6 stages fit") && r.stderr.contains("3 |     stages = 9,"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("\n  |              ^\n"), "{}", r.stderr);
+}

@@ -12,6 +12,8 @@ use syn::spanned::Spanned;
 use syn::{DeriveInput, Ident};
 use tma_core::{Extent, TileSpec, ValidSpec};
 
+pub mod pipeline;
+
 /// `tma_Nd! { .. }`: a unit struct implementing `::tma::Tile`.
 pub fn tile_macro(rank: usize, mac: &'static str, decl: TileDecl) -> TokenStream {
     match check::tile_macro(rank, mac, &decl) {

@@ -1,7 +1,7 @@
 //! What a rejected declaration expands to: the errors, plus a stub with the same API so
 //! uses of the type do not add errors of their own (thiserror's `fallback.rs`).
 
-use crate::parse::TileDecl;
+use crate::parse::{Header, PipeValue, PipelineDecl, TileDecl};
 use crate::paths::private;
 use proc_macro2::TokenStream;
 use quote::quote;
@@ -10,14 +10,22 @@ use syn::DeriveInput;
 
 /// The errors and a unit struct implementing `Tile` with empty values.
 pub fn tile(decl: &TileDecl, errors: syn::Error) -> TokenStream {
-    let p = private();
     let errors = errors.to_compile_error();
+    let stub = tile_stub(decl);
+    quote! {
+        #errors
+        #stub
+    }
+}
+
+/// A unit struct implementing `Tile` with empty values.
+fn tile_stub(decl: &TileDecl) -> TokenStream {
+    let p = private();
     let TileDecl {
         attrs, vis, ident, ..
     } = decl;
     let name = ident.unraw().to_string();
     quote! {
-        #errors
         #(#attrs)*
         #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
         #vis struct #ident;
@@ -88,6 +96,94 @@ pub fn derive(input: &DeriveInput, errors: syn::Error) -> TokenStream {
                 _buffers: &[&dyn #p::TileBuffer],
             ) -> #p::Result<#p::Vec<#p::TensorMap>, #p::RuntimeError> {
                 #p::Ok(#p::Vec::new())
+            }
+        }
+    }
+}
+
+/// The errors, every stage tile as a stub, and a unit struct implementing `Pipeline` with
+/// empty values.
+pub fn pipeline(decl: &PipelineDecl, errors: syn::Error) -> TokenStream {
+    let p = private();
+    let errors = errors.to_compile_error();
+    let tiles: TokenStream = decl
+        .entries
+        .iter()
+        .filter_map(|e| match &e.value {
+            Some(PipeValue::Tiles(block)) => Some(block),
+            _ => None,
+        })
+        .flat_map(|block| &block.members)
+        .map(|m| tile_stub(&m.decl))
+        .collect();
+    let Header { attrs, vis, ident } = &decl.header;
+    let name = ident.unraw().to_string();
+    quote! {
+        #errors
+        #tiles
+        #(#attrs)*
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+        #vis struct #ident;
+
+        impl #p::Pipeline for #ident {
+            const NAME: &'static str = #name;
+            const CUDA_NAME: &'static str = "";
+            const STAGES: u32 = 0;
+            const STAGE_TX_BYTES: u64 = 0;
+            const STAGE_BYTES: u64 = 0;
+            const STAGE_STRIDE: u64 = 0;
+            const SMEM_BYTES: u64 = 0;
+            const SMEM_ALIGN: u64 = 1;
+            const DYNAMIC_SMEM_BYTES: u64 = 0;
+            const MAX_STAGES: u64 = 0;
+            const RESERVE_SMEM: u64 = 0;
+            const CLUSTER: [u32; 3] = [1, 1, 1];
+            const PEERS: u32 = 1;
+            const EMPTY_ARRIVALS: u32 = 0;
+            const TILES: &'static [#p::StageTileInfo] = &[];
+
+            fn spec() -> #p::PipelineSpec {
+                #p::stub_pipeline_spec(#name)
+            }
+
+            fn valid() -> &'static #p::ValidPipeline {
+                #p::stub_pipeline()
+            }
+        }
+    }
+}
+
+/// The errors and a unit struct implementing `Roles` with empty values.
+pub fn roles(header: &Header, errors: syn::Error) -> TokenStream {
+    let p = private();
+    let errors = errors.to_compile_error();
+    let Header { attrs, vis, ident } = header;
+    let name = ident.unraw().to_string();
+    quote! {
+        #errors
+        #(#attrs)*
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+        #vis struct #ident;
+
+        impl #p::Roles for #ident {
+            const NAME: &'static str = #name;
+            const CUDA_NAME: &'static str = "";
+            const LAUNCH_BOUNDS_MACRO: &'static str = "";
+            const PRODUCER_WARPGROUPS: u32 = 0;
+            const PRODUCER_REGS: u32 = 0;
+            const CONSUMER_WARPGROUPS: u32 = 0;
+            const CONSUMER_REGS: u32 = 0;
+            const BLOCKS_PER_SM: u32 = 0;
+            const THREADS: u64 = 0;
+            const LAUNCH_REGS: u64 = 0;
+            const BARRIERS: &'static [#p::BarrierInfo] = &[];
+
+            fn spec() -> #p::WarpRoles {
+                #p::stub_roles_spec(#name)
+            }
+
+            fn valid() -> &'static #p::ValidWarpRoles {
+                #p::stub_roles()
             }
         }
     }

@@ -1,5 +1,7 @@
 //! Proc macros of `tma`: `tma_1d!` .. `tma_5d!` declare one checked tile each;
-//! `#[derive(TmaTiles)]` declares one tile per `#[tma(..)]` field of a struct.
+//! `#[derive(TmaTiles)]` declares one tile per `#[tma(..)]` field of a struct;
+//! `tma_pipeline!` declares a ring of stages over inline tiles, `tma_warp_roles!` a
+//! warp-specialized block's roles.
 //!
 //! The checks are `tma_core::validate`, run at expansion time: the same function the
 //! runtime calls. Every finding points at the token that caused it. See the `tma` crate
@@ -115,4 +117,54 @@ tile_macro! {
 pub fn derive_tma_tiles(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as syn::DeriveInput);
     expand::derive(&input).into()
+}
+
+/// A pipeline: a ring of shared-memory stages, each loading the tiles declared inline with
+/// the tile macros' own syntax, checked at compile time (`tma_core::pipeline`'s rules: stage
+/// count, stages that fit beside `reserve_smem` on the target, consumers, cluster shape,
+/// multicast). Generates each tile's type (as its tile macro does) and a unit struct
+/// implementing `tma::Pipeline`.
+///
+/// ```text
+/// tma_pipeline! {
+///     pub GemmRing,                       // type (vis, attrs, docs)
+///     stages = 4,
+///     consumers = warpgroups(2),          // threads(n) | warps(n) | warpgroups(n)
+///     cluster = [2, 1, 1],                // optional, default [1, 1, 1]
+///     reserve_smem = 32768,               // optional: the kernel's other shared memory
+///     target = sm_90a,                    // optional; tiles without a target take it
+///     name = "gemm_ring",                 // optional: the CUDA name (default: snake case)
+///     tiles = {
+///         a: tma_2d! { pub GemmA: bf16, global = [M = _, K = _], boxed = [128, 64], swizzle = 128 },
+///         b: tma_2d! { pub GemmB: bf16, global = [N = _, K = _], boxed = [64, 64], swizzle = 128,
+///                      repeat = [2, 1] } multicast(x),   // boxes split over cluster axis x
+///     },
+/// }
+/// ```
+#[proc_macro]
+pub fn tma_pipeline(input: TokenStream) -> TokenStream {
+    let decl = parse_macro_input!(input as parse::PipelineDecl);
+    expand::pipeline::pipeline(decl).into()
+}
+
+/// Warp roles: producer and consumer warpgroups, the registers each keeps after
+/// `setmaxnreg` (checked against the register file) and named barriers (ids 1, 2, ..),
+/// checked at compile time. Generates a unit struct implementing `tma::Roles`.
+///
+/// ```text
+/// tma_warp_roles! {
+///     pub GemmRoles,
+///     producer_warpgroups = 1,            // optional, default 1
+///     producer_regs = 40,                 // after setmaxnreg.dec
+///     consumer_warpgroups = 2,
+///     consumer_regs = 232,                // after setmaxnreg.inc
+///     blocks_per_sm = 1,                  // optional, default 1 (__launch_bounds__)
+///     barriers = [epilogue = 256],        // optional: name = threads
+///     name = "gemm",                      // optional: the CUDA name (default: snake case)
+/// }
+/// ```
+#[proc_macro]
+pub fn tma_warp_roles(input: TokenStream) -> TokenStream {
+    let decl = parse_macro_input!(input as parse::RolesDecl);
+    expand::pipeline::roles(decl).into()
 }

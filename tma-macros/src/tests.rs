@@ -117,3 +117,70 @@ fn derive_attention() {
         }
     }));
 }
+
+fn pipeline(input: proc_macro2::TokenStream) -> String {
+    match syn::parse2(input) {
+        Ok(d) => pretty(expand::pipeline::pipeline(d)),
+        Err(e) => format!("parse error: {e}"),
+    }
+}
+
+fn roles(input: proc_macro2::TokenStream) -> String {
+    match syn::parse2(input) {
+        Ok(d) => pretty(expand::pipeline::roles(d)),
+        Err(e) => format!("parse error: {e}"),
+    }
+}
+
+#[test]
+fn pipeline_gemm_ring() {
+    insta::assert_snapshot!(pipeline(quote! {
+        /// A GEMM's operand ring.
+        pub GemmRing,
+        stages = 4,
+        consumers = warpgroups(2),
+        cluster = [2, 1, 1],
+        reserve_smem = 32768,
+        tiles = {
+            a: tma_2d! { pub GemmA: bf16, global = [M = _, K = _], boxed = [128, 64], swizzle = 128 },
+            b: tma_2d! {
+                pub GemmB: bf16, global = [N = _, K = _], boxed = [64, 64], swizzle = 128,
+                repeat = [2, 1],
+            } multicast(x),
+        },
+    }));
+}
+
+#[test]
+fn rejected_pipeline_expands_to_errors_and_stubs() {
+    insta::assert_snapshot!(pipeline(quote! {
+        Ring,
+        stages = 9,
+        consumers = warps(4),
+        reserve_smem = 200000,
+        tiles = {
+            a: tma_2d! { RingA: f32, global = [M = _, K = 64], boxed = [64, 64] },
+        },
+    }));
+}
+
+#[test]
+fn warp_roles() {
+    insta::assert_snapshot!(roles(quote! {
+        pub(crate) GemmRoles,
+        producer_regs = 40,
+        consumer_warpgroups = 2,
+        consumer_regs = 232,
+        barriers = [epilogue = 256, mainloop = 128],
+    }));
+}
+
+#[test]
+fn rejected_warp_roles_expand_to_errors_and_a_stub() {
+    insta::assert_snapshot!(roles(quote! {
+        Roles,
+        producer_regs = 40,
+        consumer_warpgroups = 2,
+        consumer_regs = 256,
+    }));
+}

@@ -8,6 +8,7 @@
 //! validation findings at their tokens.
 
 pub mod entries;
+pub mod pipeline;
 pub mod spans;
 
 use crate::errors::Errors;
@@ -18,7 +19,7 @@ use syn::ext::IdentExt;
 use syn::Ident;
 use tma_core::render::{RenderError, TileCode, TileSetCode};
 use tma_core::smem::TileSet;
-use tma_core::{validate, ValidSpec};
+use tma_core::{validate, Arch, ValidSpec};
 
 /// A tile that passed every rule, with its rendered CUDA helpers.
 pub struct Checked {
@@ -30,6 +31,8 @@ pub struct Checked {
     /// The helper's struct/namespace name, `tma_<name>`.
     pub cuda_name: String,
     pub cuda_source: String,
+    /// Where `target = ..` was written, if it was.
+    pub target: Option<Span>,
 }
 
 /// One `#[tma(..)]` field of a `#[derive(TmaTiles)]` struct that passed every rule.
@@ -66,7 +69,7 @@ pub fn tile_macro(rank: usize, mac: &'static str, decl: &TileDecl) -> syn::Resul
         rank: Some((rank, mac)),
         flags: &[],
     };
-    let checked = tile(input, 0, &mut errs);
+    let checked = tile(input, 0, None, &mut errs);
     errs.finish(checked, decl.ident.span())
 }
 
@@ -103,7 +106,7 @@ pub fn derive(s: TilesStruct<'_>) -> syn::Result<CheckedStruct<'_>> {
             rank: None,
             flags: &["load", "store"],
         };
-        if let Some(tile) = tile(input, fields.len() as u32, &mut errs) {
+        if let Some(tile) = tile(input, fields.len() as u32, None, &mut errs) {
             fields.push(CheckedField {
                 ident: field.ident,
                 ty: field.ty,
@@ -164,14 +167,23 @@ pub fn derive(s: TilesStruct<'_>) -> syn::Result<CheckedStruct<'_>> {
 
 /// Checks one tile: syntax-level errors first (unknown keys, bad values), then, if those
 /// are clean, `tma_core::validate` with each finding at its token, then renders its CUDA
-/// helpers as tile `tile_id` of a translation unit. Appends this tile's errors to `errs`;
-/// errors already there (another field's) do not stop the checks.
-fn tile(input: TileInput<'_>, tile_id: u32, errs: &mut Errors) -> Option<Checked> {
+/// helpers as tile `tile_id` of a translation unit. A tile that names no `target` gets
+/// `default_target` where one is given (a pipeline's tiles take the pipeline's). Appends this
+/// tile's errors to `errs`; errors already there (another field's) do not stop the checks.
+pub(crate) fn tile(
+    input: TileInput<'_>,
+    tile_id: u32,
+    default_target: Option<Arch>,
+    errs: &mut Errors,
+) -> Option<Checked> {
     let ident = input.ident.span();
     let mut own = Errors::default();
     let read = entries::read(input, &mut own);
     errs.append(own);
-    let read = read?;
+    let mut read = read?;
+    if let (Some(arch), None) = (default_target, read.spans.target) {
+        read.spec.target = arch;
+    }
     let valid = match validate(&read.spec) {
         Ok(valid) => valid,
         Err(e) => {
@@ -197,11 +209,12 @@ fn tile(input: TileInput<'_>, tile_id: u32, errs: &mut Errors) -> Option<Checked
         valid,
         warnings,
         flags: read.flags,
+        target: read.spans.target,
     })
 }
 
 /// `DeformValue` -> `deform_value`, `QKVTile` -> `qkv_tile`.
-fn snake_case(s: &str) -> String {
+pub(crate) fn snake_case(s: &str) -> String {
     let chars: Vec<char> = s.chars().collect();
     let mut out = String::with_capacity(s.len() + 4);
     for (i, &c) in chars.iter().enumerate() {

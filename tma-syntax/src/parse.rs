@@ -252,3 +252,8 @@ pub fn tiles_struct(input: &DeriveInput) -> syn::Result<TilesStruct<'_>> {
         fields,
     })
 }
+
+mod pipeline;
+pub use pipeline::{
+    Call, Header, PipeEntry, PipeValue, PipelineDecl, RolesDecl, StageMember, TilesBlock,
+};

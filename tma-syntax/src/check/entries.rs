@@ -483,7 +483,7 @@ fn list_of<'v>(key: &str, value: &'v Value, errs: &mut Errors) -> Option<&'v Lis
 }
 
 /// An unsigned integer literal (plain or with an unsigned suffix) that fits `T`.
-fn int<T: FromStr>(w: &Word, key: &str, errs: &mut Errors) -> Option<T>
+pub(crate) fn int<T: FromStr>(w: &Word, key: &str, errs: &mut Errors) -> Option<T>
 where
     T::Err: Display,
 {

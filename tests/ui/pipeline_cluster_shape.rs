@@ -1,0 +1,12 @@
+// A cluster extent of 0: at the extent.
+tma::tma_pipeline! {
+    pub Ring,
+    stages = 2,
+    consumers = warps(4),
+    cluster = [2, 0, 1],
+    tiles = {
+        a: tma_2d! { pub RingA: f32, global = [M = _, K = 64], boxed = [32, 32] },
+    },
+}
+
+fn main() {}

@@ -1,0 +1,215 @@
+//! Syntax only: the token shapes of a pipeline and of warp roles, no meaning attached.
+//!
+//! ```text
+//! tma_pipeline! {
+//!     /// docs and attributes go on the generated type
+//!     pub GemmRing,
+//!     stages = 4,
+//!     consumers = warpgroups(2),          // threads(n) | warps(n) | warpgroups(n)
+//!     cluster = [2, 1, 1],
+//!     reserve_smem = 32768,
+//!     tiles = {
+//!         a: tma_2d! { pub GemmA: bf16, global = [M = _, K = _], boxed = [128, 64], swizzle = 128 },
+//!         b: tma_2d! { pub GemmB: bf16, global = [N = _, K = _], boxed = [128, 64], swizzle = 128,
+//!                      repeat = [2, 1] } multicast(x),
+//!     },
+//! }
+//! tma_warp_roles! {
+//!     pub GemmRoles,
+//!     producer_regs = 40, consumer_warpgroups = 2, consumer_regs = 232,
+//!     barriers = [epilogue = 256],
+//! }
+//! ```
+//!
+//! A pipeline's entries are `key = value` where a value is a word, a list, a call
+//! `f(args)` or a block of stage tiles; each stage tile's body is a [`TileDecl`], the tile
+//! macros' own syntax. Warp roles take the tile macros' [`Entry`] shapes.
+//! [`crate::check::pipeline`] gives them meaning.
+
+use super::{entries, Entry, TileDecl, Value, Word};
+use proc_macro2::Span;
+use syn::ext::IdentExt;
+use syn::parse::{Parse, ParseStream};
+use syn::punctuated::Punctuated;
+use syn::{braced, parenthesized, Attribute, Ident, Token, Visibility};
+
+/// The header both macros share: attributes, visibility, the type's name.
+pub struct Header {
+    pub attrs: Vec<Attribute>,
+    pub vis: Visibility,
+    pub ident: Ident,
+}
+
+impl Parse for Header {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        Ok(Header {
+            attrs: input.call(Attribute::parse_outer)?,
+            vis: input.parse()?,
+            ident: input.parse()?,
+        })
+    }
+}
+
+/// A `tma_pipeline!` invocation.
+pub struct PipelineDecl {
+    pub header: Header,
+    pub entries: Vec<PipeEntry>,
+}
+
+/// `key = value` or a bare `key` (always an error, reported with the key's span).
+pub struct PipeEntry {
+    pub key: Ident,
+    pub value: Option<PipeValue>,
+}
+
+pub enum PipeValue {
+    /// A word or a list.
+    Value(Value),
+    /// `warpgroups(2)`.
+    Call(Call),
+    /// `{ member: tma_Nd! { .. } modifiers, .. }`.
+    Tiles(TilesBlock),
+}
+
+impl PipeValue {
+    pub fn span(&self) -> Span {
+        match self {
+            PipeValue::Value(v) => v.span(),
+            PipeValue::Call(c) => c.span,
+            PipeValue::Tiles(t) => t.span,
+        }
+    }
+}
+
+/// `name(arg, ..)`.
+pub struct Call {
+    pub func: Ident,
+    pub args: Vec<Word>,
+    /// From the name to the closing parenthesis.
+    pub span: Span,
+}
+
+/// The braces of `tiles = { .. }` and the stage tiles in them, in order.
+pub struct TilesBlock {
+    pub span: Span,
+    pub members: Vec<StageMember>,
+}
+
+/// `a: tma_2d! { .. } multicast(x)`.
+pub struct StageMember {
+    pub member: Ident,
+    /// The macro's name as written (`tma_2d`), its last path segment.
+    pub mac: Ident,
+    pub decl: TileDecl,
+    /// What follows the macro: `multicast(x)`.
+    pub modifiers: Vec<Call>,
+}
+
+impl Parse for Call {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        let func = Ident::parse_any(input)?;
+        let content;
+        let parens = parenthesized!(content in input);
+        let args = Punctuated::<Word, Token![,]>::parse_terminated(&content)?;
+        Ok(Call {
+            span: func.span().join(parens.span.close()).unwrap_or(func.span()),
+            func,
+            args: args.into_iter().collect(),
+        })
+    }
+}
+
+impl Parse for StageMember {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        let member = Ident::parse_any(input)?;
+        input.parse::<Token![:]>()?;
+        let mac: syn::Macro = input.parse()?;
+        let name = mac
+            .path
+            .segments
+            .last()
+            .map(|s| s.ident.clone())
+            .ok_or_else(|| syn::Error::new_spanned(&mac.path, "expected `tma_Nd! { .. }`"))?;
+        let decl = mac.parse_body::<TileDecl>()?;
+        let mut modifiers = Vec::new();
+        while !input.is_empty() && !input.peek(Token![,]) {
+            modifiers.push(input.parse()?);
+        }
+        Ok(StageMember {
+            member,
+            mac: name,
+            decl,
+            modifiers,
+        })
+    }
+}
+
+impl Parse for PipeValue {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        if input.peek(syn::token::Brace) {
+            let content;
+            let braces = braced!(content in input);
+            let members = Punctuated::<StageMember, Token![,]>::parse_terminated(&content)?;
+            Ok(PipeValue::Tiles(TilesBlock {
+                span: braces.span.join(),
+                members: members.into_iter().collect(),
+            }))
+        } else if input.peek(Ident::peek_any) && input.peek2(syn::token::Paren) {
+            Ok(PipeValue::Call(input.parse()?))
+        } else {
+            Ok(PipeValue::Value(input.parse()?))
+        }
+    }
+}
+
+impl Parse for PipeEntry {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        let key = Ident::parse_any(input)?;
+        let value = if input.peek(Token![=]) {
+            input.parse::<Token![=]>()?;
+            Some(input.parse()?)
+        } else {
+            None
+        };
+        Ok(PipeEntry { key, value })
+    }
+}
+
+/// After the header: nothing, or a comma and the entries.
+fn after_header<T: Parse>(input: ParseStream) -> syn::Result<Vec<T>> {
+    if input.is_empty() {
+        return Ok(Vec::new());
+    }
+    input.parse::<Token![,]>()?;
+    Ok(Punctuated::<T, Token![,]>::parse_terminated(input)?
+        .into_iter()
+        .collect())
+}
+
+impl Parse for PipelineDecl {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        Ok(PipelineDecl {
+            header: input.parse()?,
+            entries: after_header(input)?,
+        })
+    }
+}
+
+/// A `tma_warp_roles!` invocation.
+pub struct RolesDecl {
+    pub header: Header,
+    pub entries: Vec<Entry>,
+}
+
+impl Parse for RolesDecl {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        let header = input.parse()?;
+        let entries = if input.is_empty() {
+            Vec::new()
+        } else {
+            input.parse::<Token![,]>()?;
+            entries(input)?
+        };
+        Ok(RolesDecl { header, entries })
+    }
+}
