@@ -13,8 +13,8 @@ mod support;
 use support::{random_bytes, Device};
 use tma::model;
 use tma::render::KernelSource;
-use tma::runtime::{CompileOptions, LaunchConfig, Source, TensorMap};
-use tma::{Arch, Tile};
+use tma::runtime::{LaunchConfig, Source, TensorMap};
+use tma::Tile;
 
 tma::tma_2d! {
     /// 32 x 32 f32 boxes of a 256 x 256 matrix with the 128B swizzle: multicast.
@@ -76,15 +76,13 @@ fn source() -> Source {
     )
 }
 
-fn options() -> CompileOptions {
-    CompileOptions::new(Arch::Sm90a).debug_waits(true)
-}
-
 #[test]
 fn the_group_kernel_compiles() {
-    let Some(compiled) =
-        support::compile_or_skip("the_group_kernel_compiles", &source(), &options())
-    else {
+    let Some(compiled) = support::compile_or_skip(
+        "the_group_kernel_compiles",
+        &source(),
+        &support::debug_waits(),
+    ) else {
         return;
     };
     assert!(compiled.ptx.contains(".entry group_probe"));
@@ -123,7 +121,7 @@ fn gpu_a_group_expect_completes_with_multicast() {
         TensorMap::new(&a, &d_a).unwrap(),
         TensorMap::new(&b, &d_b).unwrap(),
     ];
-    let module = dev.load(&source(), &options());
+    let module = dev.load(&source(), &support::debug_waits());
     let kernel = module.kernel("group_probe").unwrap();
     let layout = tma::smem::TileSet::new([GroupA::valid().plan(), GroupB::valid().plan()]).unwrap();
     let per_block = layout.total_bytes as usize;

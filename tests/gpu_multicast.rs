@@ -11,9 +11,9 @@ mod support;
 use support::Device;
 use tma::model;
 use tma::render::KernelSource;
-use tma::runtime::{CompileOptions, Source};
+use tma::runtime::Source;
 use tma::runtime::{LaunchConfig, TensorMap};
-use tma::{Arch, Tile};
+use tma::Tile;
 
 tma::tma_2d! {
     /// 32 x 32 f32 boxes of a 256 x 256 matrix with the 128B swizzle.
@@ -61,15 +61,11 @@ fn source() -> Source {
     )
 }
 
-fn options() -> CompileOptions {
-    CompileOptions::new(Arch::Sm90a).debug_waits(true)
-}
-
 /// Without a GPU the kernel still compiles (CI).
 #[test]
 fn the_multicast_kernel_compiles() {
     let test = "the_multicast_kernel_compiles";
-    let Some(compiled) = support::compile_or_skip(test, &source(), &options()) else {
+    let Some(compiled) = support::compile_or_skip(test, &source(), &support::debug_waits()) else {
         return;
     };
     assert!(compiled.ptx.contains(".entry multicast_probe"));
@@ -90,7 +86,7 @@ fn gpu_multicast_fills_every_block_of_the_cluster() {
         .collect();
     let d_in = stream.clone_htod(&values).unwrap();
     let map = TensorMap::new(&bound, &d_in).unwrap();
-    let module = dev.load(&source(), &options());
+    let module = dev.load(&source(), &support::debug_waits());
     let kernel = module.kernel("multicast_probe").unwrap();
     let per_block = CastTile::SMEM_BYTES as usize;
     for cluster in [2u32, 4] {

@@ -13,8 +13,8 @@ mod support;
 use support::Device;
 use tma::pipeline::{Consumers, PipelineSpec, ValidPipeline};
 use tma::render::KernelSource;
-use tma::runtime::{CompileOptions, Error, LaunchConfig, Source, TensorMap};
-use tma::{validate, Arch, DType, Swizzle, TileSpec, ValidSpec};
+use tma::runtime::{Error, LaunchConfig, Source, TensorMap};
+use tma::{validate, DType, Swizzle, TileSpec, ValidSpec};
 
 fn tiles() -> (ValidSpec, ValidSpec) {
     let a = TileSpec::new("ha", DType::F32, [64, 32], [16, 32])
@@ -60,14 +60,13 @@ fn source() -> Source {
     )
 }
 
-fn options() -> CompileOptions {
-    CompileOptions::new(Arch::Sm90a).debug_waits(true)
-}
-
 #[test]
 fn the_stuck_ring_compiles() {
-    let Some(compiled) = support::compile_or_skip("the_stuck_ring_compiles", &source(), &options())
-    else {
+    let Some(compiled) = support::compile_or_skip(
+        "the_stuck_ring_compiles",
+        &source(),
+        &support::debug_waits(),
+    ) else {
         return;
     };
     assert_eq!(compiled.pipeline_name(0), Some("stuck"));
@@ -84,7 +83,7 @@ fn gpu_a_stage_never_loaded_names_pipeline_stage_and_tiles() {
     let db = stream.clone_htod(&vec![2u16; 64 * 64]).unwrap();
     let ma = TensorMap::new(&a.bind(&[64, 32], None).unwrap(), &da).unwrap();
     let mb = TensorMap::new(&b.bind(&[64, 64], None).unwrap(), &db).unwrap();
-    let module = dev.load(&source(), &options());
+    let module = dev.load(&source(), &support::debug_waits());
     let kernel = module.kernel("ring_hang").unwrap();
     let cfg = LaunchConfig::new(stream, (1, 1, 1), (128, 1, 1))
         .dynamic_smem(ring().dynamic_smem_bytes() as u32);

@@ -68,12 +68,15 @@ impl Device {
     }
 }
 
+/// sm_90a with debug waits: a wait that never completes ends in an error, not a hung test.
+pub fn debug_waits() -> CompileOptions {
+    CompileOptions::new(Arch::Sm90a).debug_waits(true)
+}
+
 /// Debug waits that give up after 200 ms instead of the default second: a hang test stays
 /// short (a debug option, not a tile fact).
 pub fn short_debug_waits() -> CompileOptions {
-    CompileOptions::new(Arch::Sm90a)
-        .debug_waits(true)
-        .define("TMA_DEBUG_TIMEOUT_NS", "200000000ull")
+    debug_waits().define("TMA_DEBUG_TIMEOUT_NS", "200000000ull")
 }
 
 /// Runs a launch meant to hang until the debug waits give up, and prints how it ended and
