@@ -6,8 +6,12 @@
 //! tensor. Skips visibly without a GPU.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+#[path = "gpu/support.rs"]
+mod support;
+
+use support::Device;
 use tma::runtime::LaunchConfig;
-use tma::runtime::{CompileOptions, Compiler, Module, Source};
+use tma::runtime::{CompileOptions, Source};
 use tma::{Arch, TmaTiles};
 
 #[derive(TmaTiles)]
@@ -70,20 +74,16 @@ fn options() -> CompileOptions {
 /// Without a GPU the kernel still compiles (CI).
 #[test]
 fn the_derived_kernel_compiles() {
-    if tma::runtime::testing::require_nvrtc_or_skip("the_derived_kernel_compiles").is_none() {
+    let test = "the_derived_kernel_compiles";
+    let Some(compiled) = support::compile_or_skip(test, &source(), &options()) else {
         return;
-    }
-    let compiled = Compiler::global()
-        .unwrap()
-        .compile_source(&source(), &options())
-        .unwrap_or_else(|e| panic!("{e}"));
+    };
     assert!(compiled.ptx.contains(".entry qkv_sum"));
 }
 
 #[test]
 fn gpu_derived_tiles_encode_and_run() {
-    let Some(_) = tma::runtime::testing::require_gpu_or_skip("gpu_derived_tiles_encode_and_run")
-    else {
+    let Some(dev) = Device::open("gpu_derived_tiles_encode_and_run") else {
         return;
     };
     let s = 4096usize;
@@ -93,8 +93,7 @@ fn gpu_derived_tiles_encode_and_run() {
         v: [s as u64, 64],
         o: [s as u64, 64],
     };
-    let ctx = cudarc::driver::CudaContext::new(0).unwrap();
-    let stream = ctx.default_stream();
+    let stream = &dev.stream;
     let mut seed = 0x9e3779b97f4a7c15u64 ^ std::process::id() as u64;
     let mut next = || {
         seed ^= seed << 13;
@@ -116,10 +115,9 @@ fn gpu_derived_tiles_encode_and_run() {
         tiles.tensor_maps(&[&dq, &dk]).is_err(),
         "two buffers for four tiles"
     );
-    let module =
-        Module::compile_and_load(&ctx, Compiler::global().unwrap(), &source(), &options()).unwrap();
+    let module = dev.load(&source(), &options());
     let kernel = module.kernel("qkv_sum").unwrap();
-    let cfg = LaunchConfig::new(&stream, ((s / 64) as u32, 1, 1), (256, 1, 1))
+    let cfg = LaunchConfig::new(stream, ((s / 64) as u32, 1, 1), (256, 1, 1))
         .dynamic_smem((Attention::SMEM_BYTES + Attention::SMEM_ALIGN) as u32);
     let mut launch = kernel.launch_builder(&cfg);
     for map in &maps {

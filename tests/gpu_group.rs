@@ -7,10 +7,14 @@
 //! Skips visibly without a GPU.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+#[path = "gpu/support.rs"]
+mod support;
+
+use support::{random_bytes, Device};
 use tma::model;
 use tma::render::KernelSource;
-use tma::runtime::{CompileOptions, Compiler, LaunchConfig, Module, Source, TensorMap};
-use tma::{Arch, Tile};
+use tma::runtime::{LaunchConfig, Source, TensorMap};
+use tma::Tile;
 
 tma::tma_2d! {
     /// 32 x 32 f32 boxes of a 256 x 256 matrix with the 128B swizzle: multicast.
@@ -72,30 +76,15 @@ fn source() -> Source {
     )
 }
 
-fn options() -> CompileOptions {
-    CompileOptions::new(Arch::Sm90a).debug_waits(true)
-}
-
-fn random_bytes(n: usize, seed: &mut u64) -> Vec<u8> {
-    (0..n)
-        .map(|_| {
-            *seed ^= *seed << 13;
-            *seed ^= *seed >> 7;
-            *seed ^= *seed << 17;
-            (*seed >> 24) as u8
-        })
-        .collect()
-}
-
 #[test]
 fn the_group_kernel_compiles() {
-    if tma::runtime::testing::require_nvrtc_or_skip("the_group_kernel_compiles").is_none() {
+    let Some(compiled) = support::compile_or_skip(
+        "the_group_kernel_compiles",
+        &source(),
+        &support::debug_waits(),
+    ) else {
         return;
-    }
-    let compiled = Compiler::global()
-        .unwrap()
-        .compile_source(&source(), &options())
-        .unwrap_or_else(|e| panic!("{e}"));
+    };
     assert!(compiled.ptx.contains(".entry group_probe"));
     // One expect for both tiles: 4096 + 2 x 1024 bytes.
     assert_eq!(GroupA::TX_BYTES + GroupB::TX_BYTES, 4096 + 2048);
@@ -104,13 +93,10 @@ fn the_group_kernel_compiles() {
 
 #[test]
 fn gpu_a_group_expect_completes_with_multicast() {
-    let Some(_) =
-        tma::runtime::testing::require_gpu_or_skip("gpu_a_group_expect_completes_with_multicast")
-    else {
+    let Some(dev) = Device::open("gpu_a_group_expect_completes_with_multicast") else {
         return;
     };
-    let ctx = cudarc::driver::CudaContext::new(0).unwrap();
-    let stream = ctx.default_stream();
+    let stream = &dev.stream;
     let (a, b) = (
         GroupA::bind(&[256, 256]).unwrap(),
         GroupB::bind(&[256, 64]).unwrap(),
@@ -135,8 +121,7 @@ fn gpu_a_group_expect_completes_with_multicast() {
         TensorMap::new(&a, &d_a).unwrap(),
         TensorMap::new(&b, &d_b).unwrap(),
     ];
-    let module =
-        Module::compile_and_load(&ctx, Compiler::global().unwrap(), &source(), &options()).unwrap();
+    let module = dev.load(&source(), &support::debug_waits());
     let kernel = module.kernel("group_probe").unwrap();
     let layout = tma::smem::TileSet::new([GroupA::valid().plan(), GroupB::valid().plan()]).unwrap();
     let per_block = layout.total_bytes as usize;
@@ -145,7 +130,7 @@ fn gpu_a_group_expect_completes_with_multicast() {
         let mut out = stream
             .clone_htod(&vec![0xa5u8; blocks as usize * per_block])
             .unwrap();
-        let cfg = LaunchConfig::new(&stream, (blocks, 1, 1), (128, 1, 1))
+        let cfg = LaunchConfig::new(stream, (blocks, 1, 1), (128, 1, 1))
             .dynamic_smem(layout.dynamic_smem_bytes() as u32)
             .cluster((cluster, 1, 1));
         {

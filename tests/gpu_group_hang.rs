@@ -9,11 +9,13 @@
 //! GPU.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::time::Instant;
+#[path = "gpu/support.rs"]
+mod support;
 
+use support::Device;
 use tma::render::KernelSource;
-use tma::runtime::{CompileOptions, Compiler, Error, LaunchConfig, Module, Source, TensorMap};
-use tma::{Arch, Tile};
+use tma::runtime::{Error, LaunchConfig, Source, TensorMap};
+use tma::Tile;
 
 tma::tma_2d! {
     /// A plain f32 tile: 16 x 16 boxes of a 64 x 64 matrix, 1 KB per load.
@@ -60,54 +62,37 @@ fn source() -> Source {
     )
 }
 
-fn options() -> CompileOptions {
-    // 200 ms instead of the default second keeps the test short (a debug option).
-
-    CompileOptions::new(Arch::Sm90a)
-        .debug_waits(true)
-        .define("TMA_DEBUG_TIMEOUT_NS", "200000000ull")
-}
-
 /// Without a GPU the kernel still compiles (CI), its group id checked by a `static_assert`.
 #[test]
 fn the_half_group_kernel_compiles() {
-    if tma::runtime::testing::require_nvrtc_or_skip("the_half_group_kernel_compiles").is_none() {
+    let test = "the_half_group_kernel_compiles";
+    let Some(compiled) = support::compile_or_skip(test, &source(), &support::short_debug_waits())
+    else {
         return;
-    }
-    let compiled = Compiler::global()
-        .unwrap()
-        .compile_source(&source(), &options())
-        .unwrap_or_else(|e| panic!("{e}"));
+    };
     assert!(compiled.ptx.contains(".entry half_a_group"));
 }
 
 #[test]
 fn gpu_a_group_missing_a_load_names_the_group() {
-    let Some(_) =
-        tma::runtime::testing::require_gpu_or_skip("gpu_a_group_missing_a_load_names_the_group")
-    else {
+    let Some(dev) = Device::open("gpu_a_group_missing_a_load_names_the_group") else {
         return;
     };
-    let ctx = cudarc::driver::CudaContext::new(0).unwrap();
-    let stream = ctx.default_stream();
-    let module =
-        Module::compile_and_load(&ctx, Compiler::global().unwrap(), &source(), &options()).unwrap();
+    let module = dev.load(&source(), &support::short_debug_waits());
+    let stream = &dev.stream;
     let kernel = module.kernel("half_a_group").unwrap();
     let input = stream.clone_htod(&vec![1.0f32; 64 * 64]).unwrap();
     let mut out = stream.alloc_zeros::<f32>(128).unwrap();
     let map = TensorMap::new(&HangLeft::bind(&[64, 64]).unwrap(), &input).unwrap();
-    let cfg = LaunchConfig::new(&stream, (1, 1, 1), (128, 1, 1));
-    let start = Instant::now();
+    let cfg = LaunchConfig::new(stream, (1, 1, 1), (128, 1, 1));
     // SAFETY: half_a_group(CUtensorMap, float*) with 128 floats of output.
-    let result = unsafe {
+    let (result, elapsed) = support::timed(|| unsafe {
         kernel
             .launch_builder(&cfg)
             .arg(&map)
             .arg(&mut out)
             .launch_and_sync()
-    };
-    let elapsed = start.elapsed();
-    println!("after {elapsed:?}: {result:?}");
+    });
     match result {
         Err(Error::BarrierTimeout {
             tile, expected_tx, ..

@@ -7,12 +7,13 @@
 //! runner gives every test its own process), and one NVRTC test. Skips visibly without a GPU.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::time::Instant;
+#[path = "gpu/support.rs"]
+mod support;
 
+use support::Device;
 use tma::render::KernelSource;
-use tma::runtime::{CompileOptions, Compiler, Module, Source};
-use tma::runtime::{Error, LaunchConfig, TensorMap};
-use tma::{Arch, Tile};
+use tma::runtime::{Error, LaunchConfig, Source, TensorMap};
+use tma::Tile;
 
 tma::tma_2d! {
     /// A plain f32 tile: 16 x 16 boxes of a 64 x 64 matrix, 1 KB per load.
@@ -48,55 +49,37 @@ fn source() -> Source {
     )
 }
 
-fn options() -> CompileOptions {
-    // 200 ms instead of the default second keeps the test short (a debug option, not a
-    // tile fact).
-
-    CompileOptions::new(Arch::Sm90a)
-        .debug_waits(true)
-        .define("TMA_DEBUG_TIMEOUT_NS", "200000000ull")
-}
-
 /// Without a GPU the kernel still compiles (CI).
 #[test]
 fn the_hang_kernel_compiles() {
-    if tma::runtime::testing::require_nvrtc_or_skip("the_hang_kernel_compiles").is_none() {
+    let options = support::short_debug_waits();
+    let Some(compiled) = support::compile_or_skip("the_hang_kernel_compiles", &source(), &options)
+    else {
         return;
-    }
-    let compiled = Compiler::global()
-        .unwrap()
-        .compile_source(&source(), &options())
-        .unwrap_or_else(|e| panic!("{e}"));
+    };
     assert!(compiled.ptx.contains(".entry wrong_byte_count"));
 }
 
 #[test]
 fn gpu_a_wrong_byte_count_becomes_a_barrier_timeout() {
-    let Some(_) = tma::runtime::testing::require_gpu_or_skip(
-        "gpu_a_wrong_byte_count_becomes_a_barrier_timeout",
-    ) else {
+    let Some(dev) = Device::open("gpu_a_wrong_byte_count_becomes_a_barrier_timeout") else {
         return;
     };
-    let ctx = cudarc::driver::CudaContext::new(0).unwrap();
-    let stream = ctx.default_stream();
-    let module =
-        Module::compile_and_load(&ctx, Compiler::global().unwrap(), &source(), &options()).unwrap();
+    let module = dev.load(&source(), &support::short_debug_waits());
+    let stream = &dev.stream;
     let kernel = module.kernel("wrong_byte_count").unwrap();
     let input = stream.clone_htod(&vec![1.0f32; 64 * 64]).unwrap();
     let mut out = stream.alloc_zeros::<f32>(128).unwrap();
     let map = TensorMap::new(&HangTile::bind(&[64, 64]).unwrap(), &input).unwrap();
-    let cfg = LaunchConfig::new(&stream, (2, 1, 1), (128, 1, 1));
-    let start = Instant::now();
+    let cfg = LaunchConfig::new(stream, (2, 1, 1), (128, 1, 1));
     // SAFETY: wrong_byte_count(CUtensorMap, float*) with 128 floats of output.
-    let result = unsafe {
+    let (result, elapsed) = support::timed(|| unsafe {
         kernel
             .launch_builder(&cfg)
             .arg(&map)
             .arg(&mut out)
             .launch_and_sync()
-    };
-    let elapsed = start.elapsed();
-    println!("after {elapsed:?}: {result:?}");
+    });
     match result {
         Err(Error::BarrierTimeout {
             tile,

@@ -5,11 +5,15 @@
 //! a GPU.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+#[path = "gpu/support.rs"]
+mod support;
+
+use support::Device;
 use tma::model;
 use tma::render::KernelSource;
-use tma::runtime::{CompileOptions, Compiler, Module, Source};
+use tma::runtime::Source;
 use tma::runtime::{LaunchConfig, TensorMap};
-use tma::{Arch, Tile};
+use tma::Tile;
 
 tma::tma_2d! {
     /// 32 x 32 f32 boxes of a 256 x 256 matrix with the 128B swizzle.
@@ -57,50 +61,32 @@ fn source() -> Source {
     )
 }
 
-fn options() -> CompileOptions {
-    CompileOptions::new(Arch::Sm90a).debug_waits(true)
-}
-
 /// Without a GPU the kernel still compiles (CI).
 #[test]
 fn the_multicast_kernel_compiles() {
-    if tma::runtime::testing::require_nvrtc_or_skip("the_multicast_kernel_compiles").is_none() {
+    let test = "the_multicast_kernel_compiles";
+    let Some(compiled) = support::compile_or_skip(test, &source(), &support::debug_waits()) else {
         return;
-    }
-    let compiled = Compiler::global()
-        .unwrap()
-        .compile_source(&source(), &options())
-        .unwrap_or_else(|e| panic!("{e}"));
+    };
     assert!(compiled.ptx.contains(".entry multicast_probe"));
 }
 
 #[test]
 fn gpu_multicast_fills_every_block_of_the_cluster() {
-    let Some(_) = tma::runtime::testing::require_gpu_or_skip(
-        "gpu_multicast_fills_every_block_of_the_cluster",
-    ) else {
+    let Some(dev) = Device::open("gpu_multicast_fills_every_block_of_the_cluster") else {
         return;
     };
-    let ctx = cudarc::driver::CudaContext::new(0).unwrap();
-    let stream = ctx.default_stream();
+    let stream = &dev.stream;
     let bound = CastTile::bind(&[256, 256]).unwrap();
     let mut seed = 0x2545f4914f6cdd1du64 ^ u64::from(std::process::id());
-    let input: Vec<u8> = (0..256 * 256 * 4)
-        .map(|_| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            (seed >> 24) as u8
-        })
-        .collect();
+    let input = support::random_bytes(256 * 256 * 4, &mut seed);
     let values: Vec<f32> = input
         .chunks_exact(4)
         .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
         .collect();
     let d_in = stream.clone_htod(&values).unwrap();
     let map = TensorMap::new(&bound, &d_in).unwrap();
-    let module =
-        Module::compile_and_load(&ctx, Compiler::global().unwrap(), &source(), &options()).unwrap();
+    let module = dev.load(&source(), &support::debug_waits());
     let kernel = module.kernel("multicast_probe").unwrap();
     let per_block = CastTile::SMEM_BYTES as usize;
     for cluster in [2u32, 4] {
@@ -108,7 +94,7 @@ fn gpu_multicast_fills_every_block_of_the_cluster() {
         let mut out = stream
             .clone_htod(&vec![0xa5u8; blocks as usize * per_block])
             .unwrap();
-        let cfg = LaunchConfig::new(&stream, (blocks, 1, 1), (128, 1, 1))
+        let cfg = LaunchConfig::new(stream, (blocks, 1, 1), (128, 1, 1))
             .dynamic_smem((CastTile::SMEM_BYTES + CastTile::SMEM_ALIGN) as u32)
             .cluster((cluster, 1, 1));
         // SAFETY: multicast_probe(CUtensorMap, unsigned char*) with one footprint per block.

@@ -7,10 +7,14 @@
 //! runner gives every test its own process), and one NVRTC test. Skips visibly without a GPU.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+#[path = "gpu/support.rs"]
+mod support;
+
+use support::Device;
 use tma::pipeline::{Consumers, PipelineSpec, ValidPipeline};
 use tma::render::KernelSource;
-use tma::runtime::{CompileOptions, Compiler, Error, LaunchConfig, Module, Source, TensorMap};
-use tma::{validate, Arch, DType, Swizzle, TileSpec, ValidSpec};
+use tma::runtime::{Error, LaunchConfig, Source, TensorMap};
+use tma::{validate, DType, Swizzle, TileSpec, ValidSpec};
 
 fn tiles() -> (ValidSpec, ValidSpec) {
     let a = TileSpec::new("ha", DType::F32, [64, 32], [16, 32])
@@ -56,40 +60,32 @@ fn source() -> Source {
     )
 }
 
-fn options() -> CompileOptions {
-    CompileOptions::new(Arch::Sm90a).debug_waits(true)
-}
-
 #[test]
 fn the_stuck_ring_compiles() {
-    if tma::runtime::testing::require_nvrtc_or_skip("the_stuck_ring_compiles").is_none() {
+    let Some(compiled) = support::compile_or_skip(
+        "the_stuck_ring_compiles",
+        &source(),
+        &support::debug_waits(),
+    ) else {
         return;
-    }
-    let compiled = Compiler::global()
-        .unwrap()
-        .compile_source(&source(), &options())
-        .unwrap_or_else(|e| panic!("{e}"));
+    };
     assert_eq!(compiled.pipeline_name(0), Some("stuck"));
 }
 
 #[test]
 fn gpu_a_stage_never_loaded_names_pipeline_stage_and_tiles() {
-    let Some(_) = tma::runtime::testing::require_gpu_or_skip(
-        "gpu_a_stage_never_loaded_names_pipeline_stage_and_tiles",
-    ) else {
+    let Some(dev) = Device::open("gpu_a_stage_never_loaded_names_pipeline_stage_and_tiles") else {
         return;
     };
-    let ctx = cudarc::driver::CudaContext::new(0).unwrap();
-    let stream = ctx.default_stream();
+    let stream = &dev.stream;
     let (a, b) = tiles();
     let da = stream.clone_htod(&vec![1.0f32; 64 * 32]).unwrap();
     let db = stream.clone_htod(&vec![2u16; 64 * 64]).unwrap();
     let ma = TensorMap::new(&a.bind(&[64, 32], None).unwrap(), &da).unwrap();
     let mb = TensorMap::new(&b.bind(&[64, 64], None).unwrap(), &db).unwrap();
-    let module =
-        Module::compile_and_load(&ctx, Compiler::global().unwrap(), &source(), &options()).unwrap();
+    let module = dev.load(&source(), &support::debug_waits());
     let kernel = module.kernel("ring_hang").unwrap();
-    let cfg = LaunchConfig::new(&stream, (1, 1, 1), (128, 1, 1))
+    let cfg = LaunchConfig::new(stream, (1, 1, 1), (128, 1, 1))
         .dynamic_smem(ring().dynamic_smem_bytes() as u32);
     let start = std::time::Instant::now();
     // SAFETY: ring_hang(CUtensorMap, CUtensorMap).

@@ -4,7 +4,7 @@
 use half::{bf16, f16};
 
 use crate::reference::Msda;
-use crate::setup::Rng;
+use crate::setup::{self, Rng};
 
 /// The type of `value` and `out` (sampling locations and weights are f32).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -213,53 +213,28 @@ pub fn inputs(m: &Msda, ty: Ty, dist: Dist, rng: &mut Rng) -> Inputs {
     }
 }
 
-/// How far an output is from the f64 reference.
+/// How far an output is from the f64 reference: the measures of [`setup::Check`], judged
+/// against the rounding floor of a [`Ty`].
 #[derive(Clone, Copy, Debug, Default)]
-pub struct Check {
-    pub max_abs: f64,
-    pub worst: usize,
-    pub rel_l2: f64,
-    /// Relative L2 error of the reference rounded to the output type: the floor.
-    pub floor: f64,
-    pub non_finite: usize,
-}
+pub struct Check(pub setup::Check);
 
 impl Check {
     pub fn new(ty: Ty, out: &[f64], reference: &[f64]) -> Check {
-        let mut c = Check::default();
-        let (mut num, mut den, mut rnd) = (0.0f64, 0.0f64, 0.0f64);
-        for (i, (&v, &r)) in out.iter().zip(reference).enumerate() {
-            if !v.is_finite() {
-                c.non_finite += 1;
-                continue;
-            }
-            let e = (v - r).abs();
-            if e > c.max_abs {
-                c.max_abs = e;
-                c.worst = i;
-            }
-            num += e * e;
-            den += r * r;
-            rnd += (ty.round(r) - r).powi(2);
-        }
-        c.non_finite += out.len().abs_diff(reference.len());
-        let den = den.max(f64::MIN_POSITIVE);
-        c.rel_l2 = (num / den).sqrt();
-        c.floor = (rnd / den).sqrt();
-        c
+        Check(setup::Check::of(out, reference, |r| ty.round(r)))
     }
     /// At the rounding floor: relative L2 error within 10% (plus the type's slack) of what
     /// rounding the exact result gives, max abs error within the type's limit, every
     /// element finite (written: outputs are poisoned with NaN first).
     pub fn ok(&self, ty: Ty) -> bool {
-        self.non_finite == 0
-            && self.rel_l2 <= 1.1 * self.floor + ty.rel_l2_slack()
-            && self.max_abs <= ty.abs_tolerance()
+        let c = &self.0;
+        c.non_finite == 0
+            && c.rel_l2 <= 1.1 * c.rounding_rel_l2 + ty.rel_l2_slack()
+            && c.max_abs <= ty.abs_tolerance()
     }
     pub fn line(&self, ty: Ty) -> String {
         format!(
             "max abs {:.2e}, rel L2 {:.3e} (floor {:.3e}), non-finite {}",
-            self.max_abs, self.rel_l2, self.floor, self.non_finite,
+            self.0.max_abs, self.0.rel_l2, self.0.rounding_rel_l2, self.0.non_finite,
         ) + if self.ok(ty) { " OK" } else { " FAIL" }
     }
 }

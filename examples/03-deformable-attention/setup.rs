@@ -531,10 +531,18 @@ pub struct Check {
 
 impl Check {
     pub fn new(elem: Elem, out: &[u16], reference: &[f64]) -> Check {
+        let out: Vec<f64> = out
+            .iter()
+            .map(|&bits| f64::from(elem.to_f32(bits)))
+            .collect();
+        Check::of(&out, reference, |r| elem.round(r))
+    }
+    /// `out` against `reference`; `round` rounds a value to the output's type (for the
+    /// floor). An output missing or left over counts as non-finite.
+    pub fn of(out: &[f64], reference: &[f64], round: impl Fn(f64) -> f64) -> Check {
         let mut c = Check::default();
         let (mut num, mut den, mut rnd) = (0.0f64, 0.0f64, 0.0f64);
-        for (i, (&bits, &r)) in out.iter().zip(reference).enumerate() {
-            let v = f64::from(elem.to_f32(bits));
+        for (i, (&v, &r)) in out.iter().zip(reference).enumerate() {
             if !v.is_finite() {
                 c.non_finite += 1;
                 continue;
@@ -546,11 +554,9 @@ impl Check {
             }
             num += e * e;
             den += r * r;
-            rnd += (elem.round(r) - r).powi(2);
+            rnd += (round(r) - r).powi(2);
         }
-        if out.len() != reference.len() {
-            c.non_finite += out.len().abs_diff(reference.len());
-        }
+        c.non_finite += out.len().abs_diff(reference.len());
         let den = den.max(f64::MIN_POSITIVE);
         c.rel_l2 = (num / den).sqrt();
         c.rounding_rel_l2 = (rnd / den).sqrt();

@@ -1,16 +1,18 @@
 //! Shared support of the GPU tests: one context, the harness kernels, raw buffers, and the
-//! mismatch report. Every GPU test starts with `Gpu::open`, which prints a visible SKIP when
-//! there is no GPU (and fails instead when `TMA_REQUIRE_GPU=1`).
+//! mismatch report. Every GPU test starts with `Gpu::open` (or `Device::open`, for a test that
+//! brings its own kernel), which prints a visible SKIP when there is no GPU (and fails instead
+//! when `TMA_REQUIRE_GPU=1`); its NVRTC twin, `compile_or_skip`, runs without one.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::fmt;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
 use tma_core::model::ReduceOp;
 use tma_core::{to_tma_order, Arch, BoundSpec, EncodeArgs};
 use tma_runtime::ByValue;
-use tma_runtime::{CompileOptions, Compiler, Source};
+use tma_runtime::{CompileOptions, Compiled, Compiler, Source};
 use tma_runtime::{Kernel, LaunchConfig, Module, TensorMap};
 
 /// Boxes per call the harness supports (MAX_BOXES in harness.cu).
@@ -28,6 +30,76 @@ pub struct BoxPlan {
 unsafe impl cudarc::driver::DeviceRepr for BoxPlan {}
 // SAFETY: all-zero bytes are a valid BoxPlan.
 unsafe impl cudarc::driver::ValidAsZeroBits for BoxPlan {}
+
+/// A file's `*_compiles` test: `source` compiled by NVRTC with `options` (a compile error
+/// fails the test with NVRTC's log), or None after a visible SKIP without NVRTC.
+pub fn compile_or_skip(
+    test: &str,
+    source: &Source,
+    options: &CompileOptions,
+) -> Option<Arc<Compiled>> {
+    tma_runtime::testing::require_nvrtc_or_skip(test)?;
+    Some(
+        Compiler::global()
+            .unwrap()
+            .compile_source(source, options)
+            .unwrap_or_else(|e| panic!("{e}")),
+    )
+}
+
+/// Device 0 and its default stream, for a test that brings its own kernel.
+pub struct Device {
+    pub ctx: Arc<CudaContext>,
+    pub stream: Arc<CudaStream>,
+}
+
+impl Device {
+    /// Opens device 0, or prints why not and returns None.
+    pub fn open(test: &str) -> Option<Device> {
+        tma_runtime::testing::require_gpu_or_skip(test)?;
+        let ctx = CudaContext::new(0).unwrap();
+        let stream = ctx.default_stream();
+        Some(Device { ctx, stream })
+    }
+
+    /// `source` compiled with `options` and loaded.
+    pub fn load(&self, source: &Source, options: &CompileOptions) -> Arc<Module> {
+        Module::compile_and_load(&self.ctx, Compiler::global().unwrap(), source, options).unwrap()
+    }
+}
+
+/// sm_90a with debug waits: a wait that never completes ends in an error, not a hung test.
+pub fn debug_waits() -> CompileOptions {
+    CompileOptions::new(Arch::Sm90a).debug_waits(true)
+}
+
+/// Debug waits that give up after 200 ms instead of the default second: a hang test stays
+/// short (a debug option, not a tile fact).
+pub fn short_debug_waits() -> CompileOptions {
+    debug_waits().define("TMA_DEBUG_TIMEOUT_NS", "200000000ull")
+}
+
+/// Runs a launch meant to hang until the debug waits give up, and prints how it ended and
+/// when: `after {elapsed:?}: {result:?}`.
+pub fn timed<T: fmt::Debug>(launch: impl FnOnce() -> T) -> (T, Duration) {
+    let start = Instant::now();
+    let result = launch();
+    let elapsed = start.elapsed();
+    println!("after {elapsed:?}: {result:?}");
+    (result, elapsed)
+}
+
+/// `n` bytes of xorshift64 (each the high byte of a 32-bit window), advancing `seed`.
+pub fn random_bytes(n: usize, seed: &mut u64) -> Vec<u8> {
+    (0..n)
+        .map(|_| {
+            *seed ^= *seed << 13;
+            *seed ^= *seed >> 7;
+            *seed ^= *seed << 17;
+            (*seed >> 24) as u8
+        })
+        .collect()
+}
 
 pub struct Gpu {
     pub ctx: Arc<CudaContext>,

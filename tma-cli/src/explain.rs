@@ -149,28 +149,7 @@ pub fn explain(tile: &Tile, dims: &Dims) -> String {
         "element stride",
         "repeat",
     ];
-    let widths: Vec<usize> = (0..7)
-        .map(|c| {
-            rows.iter()
-                .map(|r| r[c].len())
-                .chain([head[c].len()])
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let line = |cells: &[&str]| -> String {
-        let parts: Vec<String> = cells
-            .iter()
-            .zip(&widths)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect();
-        format!("  {}", parts.join("  ").trim_end())
-    };
-    let _ = writeln!(out, "{}", line(&head));
-    for r in &rows {
-        let cells: Vec<&str> = r.iter().map(String::as_str).collect();
-        let _ = writeln!(out, "{}", line(&cells));
-    }
+    write_table(&mut out, &head, &rows);
     let _ = writeln!(
         out,
         "  swizzle {}, interleave {}, l2 promotion {}, oob fill {}",
@@ -290,28 +269,7 @@ pub fn explain_pipeline(ident: &str, pipe: &ValidPipeline) -> String {
             ]
         })
         .collect();
-    let widths: Vec<usize> = (0..7)
-        .map(|c| {
-            rows.iter()
-                .map(|r| r[c].len())
-                .chain([head[c].len()])
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let line = |cells: &[&str]| -> String {
-        let parts: Vec<String> = cells
-            .iter()
-            .zip(&widths)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect();
-        format!("  {}", parts.join("  ").trim_end())
-    };
-    let _ = writeln!(out, "{}", line(&head));
-    for r in &rows {
-        let cells: Vec<&str> = r.iter().map(String::as_str).collect();
-        let _ = writeln!(out, "{}", line(&cells));
-    }
+    write_table(&mut out, &head, &rows);
     let _ = writeln!(
         out,
         "  a stage spans {} B, one every {} B; {} full mbarriers at +{}, {} empty at +{}; {} B in all",
@@ -348,4 +306,31 @@ pub fn explain_pipeline(ident: &str, pipe: &ValidPipeline) -> String {
         pipe.max_stages()
     );
     out
+}
+
+/// Writes `head` and `rows` as a table indented by two spaces, each column as wide as its
+/// widest cell, two spaces apart, no trailing blanks.
+fn write_table<const N: usize>(out: &mut String, head: &[&str; N], rows: &[[String; N]]) {
+    let widths: Vec<usize> = (0..N)
+        .map(|c| {
+            rows.iter()
+                .map(|r| r[c].len())
+                .chain([head[c].len()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let line = |cells: &[&str]| -> String {
+        let parts: Vec<String> = cells
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        format!("  {}", parts.join("  ").trim_end())
+    };
+    let _ = writeln!(out, "{}", line(head));
+    for r in rows {
+        let cells: Vec<&str> = r.iter().map(String::as_str).collect();
+        let _ = writeln!(out, "{}", line(&cells));
+    }
 }

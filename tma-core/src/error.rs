@@ -207,16 +207,31 @@ impl SpecErrors {
 
 impl fmt::Display for SpecErrors {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
+        write_breaks(
             f,
-            "tile `{}` breaks {} TMA rule{}:",
-            self.tile,
-            self.errors.len(),
-            if self.errors.len() == 1 { "" } else { "s" }
-        )?;
-        for e in &self.errors {
-            write!(f, "\n  - {e}")?;
-        }
-        Ok(())
+            format_args!("tile `{}`", self.tile),
+            "TMA rule",
+            &self.errors,
+        )
     }
+}
+
+/// `{what} breaks {n} {rule}s:` (`rule` alone for one), then a `  - ` line per finding: the
+/// report of every finding of a declaration.
+pub(crate) fn write_breaks(
+    f: &mut fmt::Formatter<'_>,
+    what: impl fmt::Display,
+    rule: &str,
+    errors: &[SpecError],
+) -> fmt::Result {
+    write!(
+        f,
+        "{what} breaks {} {rule}{}:",
+        errors.len(),
+        if errors.len() == 1 { "" } else { "s" }
+    )?;
+    for e in errors {
+        write!(f, "\n  - {e}")?;
+    }
+    Ok(())
 }

@@ -4,7 +4,7 @@
 use crate::check::{self, Checked, CheckedField, CheckedStruct};
 use crate::fallback;
 use crate::parse::{self, TileDecl};
-use crate::paths::private;
+use crate::paths::{private, unit_struct};
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
 use syn::ext::IdentExt;
@@ -49,10 +49,9 @@ fn tile_impl(decl: &TileDecl, checked: &Checked) -> TokenStream {
         plan.box_bytes,
     );
     let warnings = warnings(&checked.warnings);
+    let unit = unit_struct(attrs, vis, ident);
     quote! {
-        #(#attrs)*
-        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-        #vis struct #ident;
+        #unit
 
         impl #p::Tile for #ident {
             const NAME: &'static str = #name;

@@ -2,7 +2,7 @@
 //! uses of the type do not add errors of their own (thiserror's `fallback.rs`).
 
 use crate::parse::{Header, PipeValue, PipelineDecl, TileDecl};
-use crate::paths::private;
+use crate::paths::{private, unit_struct};
 use proc_macro2::TokenStream;
 use quote::quote;
 use syn::ext::IdentExt;
@@ -25,10 +25,9 @@ fn tile_stub(decl: &TileDecl) -> TokenStream {
         attrs, vis, ident, ..
     } = decl;
     let name = ident.unraw().to_string();
+    let unit = unit_struct(attrs, vis, ident);
     quote! {
-        #(#attrs)*
-        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-        #vis struct #ident;
+        #unit
 
         impl #p::Tile for #ident {
             const NAME: &'static str = #name;
@@ -118,12 +117,11 @@ pub fn pipeline(decl: &PipelineDecl, errors: syn::Error) -> TokenStream {
         .collect();
     let Header { attrs, vis, ident } = &decl.header;
     let name = ident.unraw().to_string();
+    let unit = unit_struct(attrs, vis, ident);
     quote! {
         #errors
         #tiles
-        #(#attrs)*
-        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-        #vis struct #ident;
+        #unit
 
         impl #p::Pipeline for #ident {
             const NAME: &'static str = #name;
@@ -159,11 +157,10 @@ pub fn roles(header: &Header, errors: syn::Error) -> TokenStream {
     let errors = errors.to_compile_error();
     let Header { attrs, vis, ident } = header;
     let name = ident.unraw().to_string();
+    let unit = unit_struct(attrs, vis, ident);
     quote! {
         #errors
-        #(#attrs)*
-        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-        #vis struct #ident;
+        #unit
 
         impl #p::Roles for #ident {
             const NAME: &'static str = #name;

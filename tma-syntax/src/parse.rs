@@ -33,10 +33,11 @@ pub struct TileDecl {
     pub entries: Vec<Entry>,
 }
 
-/// `key = value` or a bare flag `key`.
-pub struct Entry {
+/// `key = value` or a bare flag `key`. A pipeline's entries take its own values
+/// ([`PipeEntry`]).
+pub struct Entry<V = Value> {
     pub key: Ident,
-    pub value: Option<Value>,
+    pub value: Option<V>,
 }
 
 pub enum Value {
@@ -147,7 +148,7 @@ impl Parse for Value {
     }
 }
 
-impl Parse for Entry {
+impl<V: Parse> Parse for Entry<V> {
     fn parse(input: ParseStream) -> syn::Result<Self> {
         let key = Ident::parse_any(input)?;
         let value = if input.peek(Token![=]) {
@@ -161,10 +162,19 @@ impl Parse for Entry {
 }
 
 /// The entries of a `#[tma(...)]` attribute or the body after a tile's header.
-pub fn entries(input: ParseStream) -> syn::Result<Vec<Entry>> {
-    Ok(Punctuated::<Entry, Token![,]>::parse_terminated(input)?
+pub fn entries<T: Parse>(input: ParseStream) -> syn::Result<Vec<T>> {
+    Ok(Punctuated::<T, Token![,]>::parse_terminated(input)?
         .into_iter()
         .collect())
+}
+
+/// After a declaration's header: nothing, or a comma and the entries.
+fn after_header<T: Parse>(input: ParseStream) -> syn::Result<Vec<T>> {
+    if input.is_empty() {
+        return Ok(Vec::new());
+    }
+    input.parse::<Token![,]>()?;
+    entries(input)
 }
 
 impl Parse for TileDecl {
@@ -174,12 +184,7 @@ impl Parse for TileDecl {
         let ident = input.parse()?;
         input.parse::<Token![:]>()?;
         let dtype = input.parse()?;
-        let entries = if input.is_empty() {
-            Vec::new()
-        } else {
-            input.parse::<Token![,]>()?;
-            entries(input)?
-        };
+        let entries = after_header(input)?;
         Ok(TileDecl {
             attrs,
             vis,
@@ -239,7 +244,10 @@ pub fn tiles_struct(input: &DeriveInput) -> syn::Result<TilesStruct<'_>> {
                 "one `#[tma(..)]` per field: a field is one tile",
             ));
         }
-        let entries = first.parse_args_with(entries).map_err(&mut push).ok();
+        let entries = first
+            .parse_args_with(entries::<Entry>)
+            .map_err(&mut push)
+            .ok();
         fields.push(TileField {
             ident,
             ty: &field.ty,

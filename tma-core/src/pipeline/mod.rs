@@ -48,7 +48,7 @@ pub use roles::{NamedBarrier, ValidWarpRoles, WarpRoles, MAX_NAMED_BARRIER_ID, R
 
 use std::fmt;
 
-use crate::error::{Field, Severity, SpecError};
+use crate::error::{write_breaks, Field, Severity, SpecError};
 use crate::ident::check_name;
 use crate::limits::MAX_TX_BYTES;
 use crate::rules::Rule;
@@ -230,17 +230,7 @@ pub struct PipelineErrors {
 
 impl fmt::Display for PipelineErrors {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} breaks {} rule{}:",
-            self.what,
-            self.errors.len(),
-            if self.errors.len() == 1 { "" } else { "s" }
-        )?;
-        for e in &self.errors {
-            write!(f, "\n  - {e}")?;
-        }
-        Ok(())
+        write_breaks(f, &self.what, "rule", &self.errors)
     }
 }
 

@@ -89,22 +89,13 @@ pub fn min_dynamic_smem(tiles: &[(u64, u64)]) -> Size {
 mod tests {
     use super::*;
 
-    fn plan(footprint_bytes: u64, align_bytes: u64) -> SmemPlan {
-        SmemPlan {
-            box_elems: vec![1],
-            box_data_bytes: footprint_bytes,
-            box_bytes: footprint_bytes,
-            boxes: 1,
-            stride_bytes: footprint_bytes,
-            tx_bytes: footprint_bytes,
-            footprint_bytes,
-            align_bytes,
-        }
-    }
-
     #[test]
     fn a_tile_set_aligns_each_tile_and_refuses_overflow() {
-        let set = TileSet::new(&[plan(100, 128), plan(4096, 1024), plan(8, 128)]);
+        let set = TileSet::new(&[
+            SmemPlan::one_box(100, 128),
+            SmemPlan::one_box(4096, 1024),
+            SmemPlan::one_box(8, 128),
+        ]);
         assert_eq!(
             set,
             Ok(TileSet {
@@ -113,7 +104,10 @@ mod tests {
                 align_bytes: 1024,
             })
         );
-        let over = TileSet::new(&[plan(u64::MAX - 64, 128), plan(1, 128)]);
+        let over = TileSet::new(&[
+            SmemPlan::one_box(u64::MAX - 64, 128),
+            SmemPlan::one_box(1, 128),
+        ]);
         assert_eq!(over.map_err(|o| o.tile), Err(1));
     }
 

@@ -64,6 +64,24 @@ pub struct SmemPlan {
     pub align_bytes: u64,
 }
 
+#[cfg(test)]
+impl SmemPlan {
+    /// For the layout tests: one box of `footprint_bytes`, all of it data, aligned to
+    /// `align_bytes`.
+    pub(crate) fn one_box(footprint_bytes: u64, align_bytes: u64) -> SmemPlan {
+        SmemPlan {
+            box_elems: vec![1],
+            box_data_bytes: footprint_bytes,
+            box_bytes: footprint_bytes,
+            boxes: 1,
+            stride_bytes: footprint_bytes,
+            tx_bytes: footprint_bytes,
+            footprint_bytes,
+            align_bytes,
+        }
+    }
+}
+
 /// Where one repeated box of a helper call goes.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct RepeatPlacement {

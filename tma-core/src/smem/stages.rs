@@ -122,23 +122,12 @@ impl StageLayout {
 mod tests {
     use super::*;
 
-    fn plan(footprint_bytes: u64, align_bytes: u64) -> SmemPlan {
-        SmemPlan {
-            box_elems: vec![1],
-            box_data_bytes: footprint_bytes,
-            box_bytes: footprint_bytes,
-            boxes: 1,
-            stride_bytes: footprint_bytes,
-            tx_bytes: footprint_bytes,
-            footprint_bytes,
-            align_bytes,
-        }
-    }
-
     #[test]
     fn stages_are_aligned_and_barriers_follow() {
         // A 16 KB 1024-aligned tile and a 2 KB 128-aligned one: stage 18 KB, stride 18 KB.
-        let shape = StageShape::new(&[plan(16384, 1024), plan(2000, 128)]).unwrap();
+        let shape =
+            StageShape::new(&[SmemPlan::one_box(16384, 1024), SmemPlan::one_box(2000, 128)])
+                .unwrap();
         let l = shape.layout(4).unwrap();
         assert_eq!(l.tile_offsets, vec![0, 16384]);
         assert_eq!((l.stage_bytes, l.stage_stride), (18384, 18432));

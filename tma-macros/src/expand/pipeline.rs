@@ -6,7 +6,7 @@ use super::{tile_impl, variant};
 use crate::check::pipeline::{self as checks, CheckedPipeline, CheckedRoles};
 use crate::fallback;
 use crate::parse::{Header, PipelineDecl, RolesDecl};
-use crate::paths::private;
+use crate::paths::{private, unit_struct};
 use proc_macro2::TokenStream;
 use quote::quote;
 use tma_core::pipeline::Consumers;
@@ -102,12 +102,11 @@ fn pipeline_impl(decl: &PipelineDecl, checked: &CheckedPipeline<'_>) -> TokenStr
     });
     let consumers = consumers_expr(spec.consumers);
     let target = variant(&spec.target);
+    let unit = unit_struct(attrs, vis, ident);
     quote! {
         #tiles
 
-        #(#attrs)*
-        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-        #vis struct #ident;
+        #unit
 
         impl #p::Pipeline for #ident {
             const NAME: &'static str = #name;
@@ -180,10 +179,9 @@ fn roles_impl(header: &Header, checked: &CheckedRoles) -> TokenStream {
         let (bname, threads) = (&b.name, b.threads);
         quote!(#p::NamedBarrier { name: #p::String::from(#bname), threads: #threads })
     });
+    let unit = unit_struct(attrs, vis, ident);
     quote! {
-        #(#attrs)*
-        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-        #vis struct #ident;
+        #unit
 
         impl #p::Roles for #ident {
             const NAME: &'static str = #name;

@@ -26,7 +26,7 @@
 //! macros' own syntax. Warp roles take the tile macros' [`Entry`] shapes.
 //! [`crate::check::pipeline`] gives them meaning.
 
-use super::{entries, Entry, TileDecl, Value, Word};
+use super::{after_header, Entry, TileDecl, Value, Word};
 use proc_macro2::Span;
 use syn::ext::IdentExt;
 use syn::parse::{Parse, ParseStream};
@@ -57,10 +57,7 @@ pub struct PipelineDecl {
 }
 
 /// `key = value` or a bare `key` (always an error, reported with the key's span).
-pub struct PipeEntry {
-    pub key: Ident,
-    pub value: Option<PipeValue>,
-}
+pub type PipeEntry = Entry<PipeValue>;
 
 pub enum PipeValue {
     /// A word or a list.
@@ -162,30 +159,6 @@ impl Parse for PipeValue {
     }
 }
 
-impl Parse for PipeEntry {
-    fn parse(input: ParseStream) -> syn::Result<Self> {
-        let key = Ident::parse_any(input)?;
-        let value = if input.peek(Token![=]) {
-            input.parse::<Token![=]>()?;
-            Some(input.parse()?)
-        } else {
-            None
-        };
-        Ok(PipeEntry { key, value })
-    }
-}
-
-/// After the header: nothing, or a comma and the entries.
-fn after_header<T: Parse>(input: ParseStream) -> syn::Result<Vec<T>> {
-    if input.is_empty() {
-        return Ok(Vec::new());
-    }
-    input.parse::<Token![,]>()?;
-    Ok(Punctuated::<T, Token![,]>::parse_terminated(input)?
-        .into_iter()
-        .collect())
-}
-
 impl Parse for PipelineDecl {
     fn parse(input: ParseStream) -> syn::Result<Self> {
         Ok(PipelineDecl {
@@ -203,13 +176,9 @@ pub struct RolesDecl {
 
 impl Parse for RolesDecl {
     fn parse(input: ParseStream) -> syn::Result<Self> {
-        let header = input.parse()?;
-        let entries = if input.is_empty() {
-            Vec::new()
-        } else {
-            input.parse::<Token![,]>()?;
-            entries(input)?
-        };
-        Ok(RolesDecl { header, entries })
+        Ok(RolesDecl {
+            header: input.parse()?,
+            entries: after_header(input)?,
+        })
     }
 }
