@@ -134,6 +134,14 @@ pub fn check(plan: &Plan, rng: &mut Rng) -> Res<String> {
     if p.empty_arrivals() != per_cta * p.peers() {
         return Err(format!("{c}: empty barrier counts {}", p.empty_arrivals()).into());
     }
+    // The maps of ragged shapes bind (boxes may pass the tensor: TMA fills and clips).
+    for (m, n, k) in [(8u64, 8u64, 8u64), (136, 264, 72), (8192, 8192, 8192)] {
+        plan.a.bind(&[m, k], None)?;
+        plan.b.bind(&[n, k], None)?;
+        if let Some(d) = &plan.d {
+            d.bind(&[m, n], None)?;
+        }
+    }
     let ra = operand_reads_back(&plan.a, u64::from(c.bm), rng)?;
     let rb = operand_reads_back(&plan.b, u64::from(c.bn), rng)?;
     let rd = match &plan.d {
