@@ -218,9 +218,7 @@ fn check_shape(spec: &TileSpec, c: &mut Collector) -> bool {
 fn outer_repeat_problem(spec: &TileSpec) -> Option<String> {
     let rank = spec.rank();
     let (outer, inner) = (rank - 2, rank - 1);
-    let Some(w) = spec.wgmma else {
-        return None;
-    };
+    let w = spec.wgmma?;
     let Some(span) = spec.swizzle.span_bytes() else {
         return Some(format!(
             "a wgmma operand without swizzle repeats boxes only along its innermost dim (the leading byte offset steps over them); make the {} box larger instead",
