@@ -15,7 +15,7 @@ use crate::kernel::{options, Plan, Res};
 pub struct Built {
     pub plan: Plan,
     pub compiled: Arc<Compiled>,
-    /// Seconds its render + compile took (0 when it came from a cache).
+    /// Seconds its render + compile took (a cache hit takes milliseconds).
     pub seconds: f64,
 }
 

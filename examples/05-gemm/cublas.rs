@@ -58,7 +58,9 @@ fn data_type(d: tma::DType) -> sys::cudaDataType {
 }
 
 impl Cublas {
-    pub fn new(stream: &CudaStream) -> Result<Cublas, CublasError> {
+    /// Loads libcublas and finds every symbol [`Cublas`] calls (no GPU needed): after `Ok`,
+    /// cudarc's cuBLAS calls cannot panic for a missing library or symbol.
+    pub fn available() -> Result<(), CublasError> {
         // SAFETY: only tries to load the library (dlopen), calls nothing in it.
         if !unsafe { sys::is_culib_present() } {
             return Err(CublasError::Missing);
@@ -69,6 +71,11 @@ impl Cublas {
             unsafe { sys::culib().get::<*const c_void>(s.as_bytes()) }
                 .map_err(|_| CublasError::MissingSymbol(s))?;
         }
+        Ok(())
+    }
+
+    pub fn new(stream: &CudaStream) -> Result<Cublas, CublasError> {
+        Cublas::available()?;
         let handle = result::create_handle()
             .map_err(|e| CublasError::Call("cublasCreate", format!("{:?}", e.0)))?;
         let c = Cublas { handle };

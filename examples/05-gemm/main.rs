@@ -230,6 +230,10 @@ fn run() -> Res<bool> {
         std::thread::available_parallelism().map_or(1, |t| t.get())
     );
     if let Some(e) = gpu_err {
+        match cublas::Cublas::available() {
+            Ok(()) => println!("cuBLAS (the baseline): found"),
+            Err(e) => println!("cuBLAS (the baseline) cannot run here: {e}"),
+        }
         println!("no GPU ({e}): every configuration rendered, compiled and checked on the CPU model; stopping before the GPU runs");
         return Ok(true);
     }
