@@ -182,13 +182,20 @@ fn main() -> ExitCode {
 }
 
 fn run() -> Res<bool> {
-    let a = args()?;
+    let mut a = args()?;
     let gpu_err = tma::runtime::gpu_available().err();
     let chosen = if gpu_err.is_some() {
         every_config()
     } else {
         configs(&a)?
     };
+    // Named configurations carry their types: the run takes them (one pair per run).
+    if let Some(c) = chosen.first().filter(|_| gpu_err.is_none()) {
+        if chosen.iter().any(|o| (o.input, o.out) != (c.input, c.out)) {
+            return Err("the configurations of one run share their input and output types".into());
+        }
+        (a.input, a.out) = (c.input, c.out);
+    }
     let mut rng = Rng::from_clock();
 
     // Plans: tma's checked declarations, and their CPU-model checks.
