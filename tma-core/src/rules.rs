@@ -168,7 +168,10 @@ pub enum Rule {
     WgmmaNeedsSm90a,
     /// An operand tile is a matrix: rank >= 2, its last two dims `[MN][K]` (K-major) or
     /// `[K][MN]` (MN-major), outer dims a box of 1, no interleave, every element stride 1,
-    /// and one box along the outer matrix dim (repeats only along the innermost).
+    /// and repeats along the outer matrix dim only where the boxes continue the canonical
+    /// layout: a K-major swizzled operand, K one box, boxes of whole 8-row groups back to
+    /// back (stride = rows x span), so SBO steps uniformly across them (a 256-row B tile
+    /// whose 128-row halves two cluster CTAs multicast).
     WgmmaTileShape,
     /// The inner box against the canonical layouts (PTX ISA 9.7.15.5.1.2.1.3): without
     /// swizzle a core-matrix row, exactly 16 bytes (more K or MN comes from repeats, which

@@ -323,7 +323,8 @@ pub fn unsigned_literals(source: &str) -> Vec<u128> {
 /// A wgmma operand tile of `dtype`, declared `w`, with `swizzle`: `mn` rows of the operand
 /// (a multiple of 64 for A, of 8 for B; rounded up to whole boxes along an MN-major inner
 /// dim) and `k_slices` instructions along K, the boxes split at random where the rules allow
-/// (K-major: slices per box; a batch dim of box 1 one time in four). Returns the bound spec
+/// (K-major: slices per box; K-major swizzled with K one box: the rows in 1, 2 or 4 repeated
+/// boxes; a batch dim of box 1 one time in four). Returns the bound spec
 /// and the coordinates (user order) of one call, in bounds, or `None` where the shape breaks a
 /// rule or the footprint passes [`MAX_OPERAND_SMEM_BYTES`] (the caller picks another).
 pub fn operand_case(
@@ -349,13 +350,29 @@ pub fn operand_case(
             (k_slices * K_BYTES / e, inner, mn.div_ceil(inner))
         }
     };
+    // A K-major swizzled tile whose K is one box may split its rows into repeated boxes of
+    // whole 8-row groups (how a multicast pipeline shares a tile over cluster CTAs).
+    let outer_repeat = match (w.major, swizzle.span_bytes()) {
+        (Major::K, Some(_)) if inner_repeat == 1 => {
+            let splits: Vec<u64> = [1, 2, 4]
+                .into_iter()
+                .filter(|r| mn % (8 * r) == 0)
+                .collect();
+            *rng.pick(&splits)?
+        }
+        _ => 1,
+    };
+    let outer_box = outer_box / outer_repeat;
     let batch = rng.chance(1, 4);
     let mut boxed = vec![
         u32::try_from(outer_box).ok()?,
         u32::try_from(inner_box).ok()?,
     ];
-    let mut repeat = vec![1u32, u32::try_from(inner_repeat).ok()?];
-    let extents = [outer_box, inner_box * inner_repeat];
+    let mut repeat = vec![
+        u32::try_from(outer_repeat).ok()?,
+        u32::try_from(inner_repeat).ok()?,
+    ];
+    let extents = [outer_box * outer_repeat, inner_box * inner_repeat];
     let mut global: Vec<u64> = extents.iter().map(|x| x * rng.range(1, 3)).collect();
     let mut coords: Vec<i64> = (0..2)
         .map(|d| (extents[d] * rng.below(global[d] / extents[d])) as i64)

@@ -555,13 +555,19 @@ fn rows() -> Vec<Row> {
             Field::Target,
         ),
         row(
-            "an operand repeats only along its innermost dim",
-            operand_a,
+            "an operand repeats along MN only in back-to-back boxes, K one box",
             || {
                 TileSpec::new("a", DType::BF16, [1024, 1024], [64, 64])
                     .dim_names(["M", "K"])
                     .swizzle(Swizzle::B128)
                     .repeat([2, 1])
+                    .wgmma(Operand::A, Major::K)
+            },
+            || {
+                TileSpec::new("a", DType::BF16, [1024, 1024], [64, 32])
+                    .dim_names(["M", "K"])
+                    .swizzle(Swizzle::B128)
+                    .repeat([2, 2])
                     .wgmma(Operand::A, Major::K)
             },
             Rule::WgmmaTileShape,

@@ -150,10 +150,15 @@ fn every_combination_reads_back_the_global_matrix() {
     assert_eq!(combos.len(), 56);
     let mut rng = XorShift::new(0x5eed_0013);
     let mut elements = 0u64;
+    let mut mn_repeated = 0;
     for combo in combos {
         for k_slices in [1, 2, 4] {
             let mn = random_mn(combo, &mut rng);
             let l = case(combo, mn, k_slices, &mut rng);
+            let rank = l.bound.spec().rank();
+            if l.bound.spec().repeat[rank - 2] > 1 {
+                mn_repeated += 1;
+            }
             assert_eq!(l.plan.k_slices, k_slices);
             assert_eq!(
                 mismatches(&l, |d, _| d),
@@ -165,6 +170,95 @@ fn every_combination_reads_back_the_global_matrix() {
         }
     }
     assert!(elements > 100_000, "{elements}");
+    assert!(
+        mn_repeated >= 5,
+        "{mn_repeated} cases repeat boxes along MN"
+    );
+}
+
+/// The GEMM's B tile: 256 rows of bf16, K-major, 128B swizzle, as two 128-row boxes (each CTA
+/// of a 2-CTA cluster multicasts one): one descriptor walks both (SBO 1024 across the seam),
+/// and every row of every k-slice reads back; an A tile split the same way (4 x 32 rows, two
+/// 64-row blocks) too. And the rule refuses what would break it.
+#[test]
+fn mn_repeated_boxes_read_back_as_one_matrix() {
+    use tma_core::{validate, Rule, TileSpec};
+    let mut rng = XorShift::new(0x5eed_0014);
+    for (w, rows, boxes, kb) in [
+        (
+            WgmmaOperand {
+                operand: Operand::B,
+                major: Major::K,
+            },
+            256u64,
+            2u32,
+            64u32,
+        ),
+        (
+            WgmmaOperand {
+                operand: Operand::B,
+                major: Major::K,
+            },
+            64,
+            8,
+            32,
+        ),
+        (
+            WgmmaOperand {
+                operand: Operand::A,
+                major: Major::K,
+            },
+            128,
+            4,
+            64,
+        ),
+    ] {
+        let box_rows = (rows / u64::from(boxes)) as u32;
+        let global = [rows * 3, 512];
+        let spec = TileSpec::new("t", DType::BF16, global, [box_rows, kb])
+            .swizzle(Swizzle::B128)
+            .repeat([boxes, 1])
+            .wgmma(w.operand, w.major);
+        let bound = validate(&spec).unwrap().bind(&global, None).unwrap();
+        let l = load(bound, vec![rows as i64, 64], &mut rng);
+        assert_eq!((l.plan.mn, l.plan.sbo), (rows, 1024));
+        assert_eq!(
+            mismatches(&l, |d, _| d),
+            Ok(0),
+            "{w} {rows} rows in {boxes} boxes"
+        );
+        // Broken: SBO 16 bytes short reads the wrong rows past the first 8-row group.
+        assert!(mismatches(&l, |d, _| d - (1u64 << 32)).unwrap() > 0);
+        let refused = |s: TileSpec| {
+            let e = validate(&s).unwrap_err();
+            assert!(
+                e.errors.iter().any(|f| f.rule == Rule::WgmmaTileShape),
+                "{e}"
+            );
+        };
+        // Boxes not back to back, K repeated as well, rows not whole 8-row groups.
+        refused(spec.clone().smem_stride(u64::from(box_rows) * 64 + 512));
+        refused(
+            TileSpec::new("t", DType::BF16, global, [box_rows, 32])
+                .swizzle(Swizzle::B128)
+                .repeat([boxes, 2])
+                .wgmma(w.operand, w.major),
+        );
+        if w.operand == Operand::B {
+            refused(
+                TileSpec::new("t", DType::BF16, [1024, 512], [12, kb])
+                    .swizzle(Swizzle::B128)
+                    .repeat([2, 1])
+                    .wgmma(w.operand, w.major),
+            );
+        }
+        // Without swizzle the rows are 16-byte core-matrix rows: no MN repeats.
+        refused(
+            TileSpec::new("t", DType::BF16, global, [box_rows, 8])
+                .repeat([boxes, 1])
+                .wgmma(w.operand, w.major),
+        );
+    }
 }
 
 proptest! {

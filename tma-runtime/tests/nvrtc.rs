@@ -342,3 +342,63 @@ fn tiles_and_compile_options_must_agree_on_the_arch() -> Result<(), Error> {
     ));
     Ok(())
 }
+
+/// `Compiler` is shared by threads (the GEMM example's autotune compiles its configurations
+/// on every core): 8 threads compile 16 distinct sources at once, each twice (the second time
+/// racing the first's cache entries), through one compiler with memory and disk caches. Every
+/// result must be the PTX a lone compile of the same source gives, and a fresh process-like
+/// compiler must find each on disk.
+#[test]
+fn one_compiler_is_safe_to_share_between_threads() -> Result<(), Error> {
+    if require_nvrtc_or_skip("one_compiler_is_safe_to_share_between_threads").is_none() {
+        return Ok(());
+    }
+    let cfg = config("threads");
+    let dir = cfg.cache_dir.clone();
+    let shared = Compiler::with_config(cfg.clone())?;
+    let alone = Compiler::with_config(JitConfig {
+        cache: false,
+        ..config("threads-alone")
+    })?;
+    let sources: Vec<Source> = (0..16)
+        .map(|i| Source::new(KERNEL.replace("scale(", &format!("scale_{i}("))))
+        .collect();
+    let opts = CompileOptions::new(Arch::Sm90a).define("SCALE_EXTRA", "3.0f");
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let results: Vec<std::sync::Mutex<Vec<String>>> =
+        (0..16).map(|_| std::sync::Mutex::new(Vec::new())).collect();
+    std::thread::scope(|s| {
+        for _ in 0..8 {
+            s.spawn(|| loop {
+                let j = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if j >= 32 {
+                    break;
+                }
+                let i = j % 16;
+                let c = shared.compile_source(&sources[i], &opts).unwrap();
+                results[i].lock().unwrap().push(c.ptx.clone());
+            });
+        }
+    });
+    for (i, r) in results.into_iter().enumerate() {
+        let got = r.into_inner().unwrap();
+        let want = alone.compile_source(&sources[i], &opts)?.ptx.clone();
+        assert_eq!(got.len(), 2, "source {i}");
+        assert!(want.contains(&format!(".entry scale_{i}(")), "{want}");
+        for ptx in got {
+            assert_eq!(
+                ptx, want,
+                "source {i}: a shared compile differs from a lone one"
+            );
+        }
+        // On disk: a new compiler (as the next process) reads it back.
+        let later = Compiler::with_config(cfg.clone())?;
+        assert_eq!(later.compile_source(&sources[i], &opts)?.ptx, want);
+    }
+    if let Some(d) = dir {
+        let entries = std::fs::read_dir(&d).map(|r| r.count()).unwrap_or(0);
+        assert_eq!(entries, 16, "one cache file per source, no temp files left");
+        let _ = std::fs::remove_dir_all(d);
+    }
+    Ok(())
+}

@@ -107,10 +107,7 @@ pub(super) fn check_operand(spec: &TileSpec, c: &mut Collector) {
         Major::K => (outer, inner),
         Major::MN => (inner, outer),
     };
-    let extent = |d: usize| {
-        let reps = if d == inner { inner_repeat } else { 1 };
-        u64::from(spec.boxed[d]) * reps
-    };
+    let extent = |d: usize| u64::from(spec.boxed[d]) * u64::from(spec.repeat[d].max(1));
     let (mn, k) = (extent(mn_dim), extent(k_dim));
     let mn_ok = match w.operand {
         Operand::A => mn % operand::M == 0,
@@ -129,10 +126,10 @@ pub(super) fn check_operand(spec: &TileSpec, c: &mut Collector) {
             field_box(spec, mn_dim),
             spec.boxed[mn_dim],
             Rule::WgmmaMnExtent,
-            if mn_dim == inner && inner_repeat > 1 {
+            if spec.repeat[mn_dim] > 1 {
                 format!(
-                    "{what}; it is box x repeat = {} x {inner_repeat}",
-                    spec.boxed[mn_dim]
+                    "{what}; it is box x repeat = {} x {}",
+                    spec.boxed[mn_dim], spec.repeat[mn_dim]
                 )
             } else {
                 what
@@ -158,7 +155,8 @@ pub(super) fn check_operand(spec: &TileSpec, c: &mut Collector) {
 }
 
 /// The shape rules (rank checked before): no interleave, element strides 1, outer dims a box
-/// of 1 and one repeat, one box along the outer matrix dim. True when all hold.
+/// of 1 and one repeat, repeats along the outer matrix dim only where the boxes continue the
+/// canonical layout ([`outer_repeat_problem`]). True when all hold.
 fn check_shape(spec: &TileSpec, c: &mut Collector) -> bool {
     let before = c.findings.len();
     let rank = spec.rank();
@@ -188,14 +186,69 @@ fn check_shape(spec: &TileSpec, c: &mut Collector) -> bool {
                 "a wgmma operand is the matrix of its last two dims: every dim outside them has a box of 1".into(),
             );
         }
-        if d + 1 < rank && spec.repeat[d] > 1 {
+        if d + 2 < rank && spec.repeat[d] > 1 {
             c.error(
                 field_repeat(spec, d),
                 spec.repeat[d],
                 Rule::WgmmaTileShape,
-                "a wgmma operand repeats boxes only along its innermost dim (the leading byte offset or the k-slice steps over them); make the box larger along this dim instead".into(),
+                "a wgmma operand is the matrix of its last two dims: every dim outside them has one repeat".into(),
+            );
+        }
+    }
+    let outer = rank - 2;
+    if spec.repeat[outer] > 1 {
+        if let Some(why) = outer_repeat_problem(spec) {
+            c.error(
+                field_repeat(spec, outer),
+                spec.repeat[outer],
+                Rule::WgmmaTileShape,
+                why,
             );
         }
     }
     c.findings.len() == before
+}
+
+/// Why repeats along the outer matrix dim break the canonical layout (`None`: they continue
+/// it). Only a K-major swizzled operand's MN rows may be repeated: its rows sit `span` bytes
+/// apart and 8-row groups `SBO = 8 span` apart, so boxes of whole 8-row groups placed back to
+/// back (stride = rows x span, a multiple of the swizzle period) are one taller matrix; e.g. a
+/// 256-row B tile whose two 128-row halves two cluster CTAs multicast. K must then be one box
+/// (a repeat along K would sit between the MN boxes).
+fn outer_repeat_problem(spec: &TileSpec) -> Option<String> {
+    let rank = spec.rank();
+    let (outer, inner) = (rank - 2, rank - 1);
+    let w = spec.wgmma?;
+    let Some(span) = spec.swizzle.span_bytes() else {
+        return Some(format!(
+            "a wgmma operand without swizzle repeats boxes only along its innermost dim (the leading byte offset steps over them); make the {} box larger instead",
+            if w.major == Major::K { "MN" } else { "K" }
+        ));
+    };
+    if w.major == Major::MN {
+        return Some(
+            "an MN-major operand repeats boxes only along its innermost dim (MN: the leading byte offset steps over the atoms); make the box larger along K instead".into(),
+        );
+    }
+    if spec.repeat[inner] > 1 {
+        return Some(format!(
+            "a K-major operand repeats along MN only when K is one box (repeat[{inner}] = {}): the boxes along K would sit between the MN boxes and break the uniform 8-row stride (SBO)",
+            spec.repeat[inner]
+        ));
+    }
+    let rows = u64::from(spec.boxed[outer]);
+    if rows % 8 != 0 {
+        return Some(format!(
+            "repeated MN boxes continue the canonical layout only in whole 8-row groups (the swizzle period, SBO = 8 x {span} B); a box of {rows} rows is not"
+        ));
+    }
+    let want = rows * span;
+    let stride = crate::smem::plan(spec).stride_bytes.get();
+    if stride != Some(want) {
+        return Some(format!(
+            "repeated MN boxes must sit back to back ({rows} rows x {span} B = {want} B apart) so the rows continue at SBO = 8 x {span} B; smem_stride puts them {} B apart",
+            stride.map_or("more than 2^64".to_string(), |s| s.to_string())
+        ));
+    }
+    None
 }

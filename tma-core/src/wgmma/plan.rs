@@ -14,6 +14,10 @@
 //! | MN | none      | K, 16 B each      | `8 x 16 = 128` (next 8 K rows) | `stride` (next 16 B of MN: next box) | `+(32/e) 16` |
 //!
 //! A's 64-row blocks: `64 P` apart when K-major; `64 e / (S or 16)` boxes when MN-major.
+//!
+//! A K-major swizzled tile may also repeat its box along MN (rule `WgmmaTileShape`): the boxes
+//! hold whole 8-row groups and sit back to back, so the rows continue at pitch `P` and the
+//! 8-row groups at `SBO = 8 P` across them: the plan is that of one box of all the rows.
 
 use super::descriptor::{LayoutType, MatrixDescriptor};
 use crate::error::SpecErrors;
@@ -76,6 +80,7 @@ impl OperandPlan {
         let pitch = smem::row_pitch_bytes(spec, DEFAULT_INNER_ROW_LAYOUT).get()?;
         let stride = plan.stride_bytes;
         let repeat = u64::from(spec.repeat[inner].max(1));
+        let outer_repeat = u64::from(spec.repeat[outer].max(1));
         let inner_elems = plan.box_elems[inner];
         let outer_elems = plan.box_elems[outer];
         // A k-slice is 32 bytes of K; `core` the bytes of one core-matrix row (16 without
@@ -85,7 +90,8 @@ impl OperandPlan {
         let (mn, k, lbo, sbo, slices_per_box, slice_step, box_step, m_block_step);
         match (w.major, layout.span_bytes()) {
             (Major::K, Some(_)) => {
-                (mn, k) = (outer_elems, inner_elems * repeat);
+                // Boxes repeated along MN sit back to back (WgmmaTileShape): one taller matrix.
+                (mn, k) = (outer_elems * outer_repeat, inner_elems * repeat);
                 (lbo, sbo) = (16, 8 * pitch);
                 slices_per_box = inner_elems * e / operand::K_BYTES;
                 (slice_step, box_step) = (operand::K_BYTES, stride);

@@ -1,0 +1,311 @@
+//! The GEMM of examples/05-gemm against cuBLAS, in one process on the same buffers.
+//!
+//! 1. Cold compile times (a compiler with no caches): one configuration; then 16 distinct
+//!    configurations in parallel on the machine's cores (goals: <= 1 s, <= 3 s on 16 cores).
+//! 2. Per shape (M x N x K, bf16 in and out, fp32 accumulation): every autotune candidate is
+//!    checked (every element vs cuBLAS, 1024 exact f64 samples; output poisoned) and timed
+//!    briefly paired with cuBLAS; the best (highest ratio) is kept in the tune cache
+//!    (TMA_CACHE_DIR/gemm-tune.txt) and timed again at length: TFLOP/s = 2MNK / median of
+//!    event-timed launches after warm-up, in 5 blocks alternating with cuBLAS (the card
+//!    throttles under sustained load), and the ratio to the paired cuBLAS median.
+//! 3. The ladder of features, each a configuration of the same kernel, on every shape.
+//! 4. Other types: f16 in/out and bf16 in / f32 out with the large-tile configuration.
+//!
+//! Exit code 1 when any configuration is wrong. Without NVRTC or a GPU: says so, exits 0.
+//! Run: `cargo bench --bench gemm` (GEMM_BENCH_REPS=N sets the long timing's launches).
+
+#[allow(dead_code)]
+#[path = "../examples/05-gemm/check.rs"]
+mod check;
+#[allow(dead_code)]
+#[path = "../examples/05-gemm/compile.rs"]
+mod compile;
+#[allow(dead_code)]
+#[path = "../examples/05-gemm/cublas.rs"]
+mod cublas;
+#[allow(dead_code)]
+#[path = "../examples/05-gemm/eval.rs"]
+mod eval;
+#[allow(dead_code)]
+#[path = "../examples/05-gemm/gpu.rs"]
+mod gpu;
+#[allow(dead_code)]
+#[path = "../examples/05-gemm/kernel.rs"]
+mod kernel;
+#[allow(dead_code)]
+#[path = "../examples/05-gemm/rng.rs"]
+mod rng;
+#[allow(dead_code)]
+#[path = "../examples/05-gemm/tune.rs"]
+mod tune;
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use kernel::{Config, In, Out, Plan, Res};
+use rng::Rng;
+use tma::runtime::{Compiler, JitConfig};
+
+const SHAPES: [(usize, usize, usize); 5] = [
+    (4096, 4096, 4096),
+    (8192, 8192, 8192),
+    (8192, 8192, 1024),
+    (4096, 14336, 4096),
+    (128, 8192, 8192),
+];
+
+fn uncached() -> Res<Compiler> {
+    Ok(Compiler::with_config(JitConfig {
+        cache: false,
+        ..JitConfig::from_env()
+    })?)
+}
+
+fn compile_times() -> Res<()> {
+    // Cold: a fresh compiler without caches; NVRTC itself is loaded by the first one.
+    let warm_lib = uncached()?;
+    let t = Instant::now();
+    let one = compile::compile_all(&warm_lib, vec![Plan::new(Config::L5)?], 1);
+    let first = t.elapsed().as_secs_f64();
+    one.into_iter().next().ok_or("nothing compiled")??;
+    let t = Instant::now();
+    let again = compile::compile_all(
+        &uncached()?,
+        vec![Plan::new(Config {
+            stages: 3,
+            epi: kernel::Epi::Tma { nb: 4 },
+            ..Config::L5
+        })?],
+        1,
+    );
+    let second = t.elapsed().as_secs_f64();
+    again.into_iter().next().ok_or("nothing compiled")??;
+    let mut sixteen: Vec<Config> = Config::candidates(In::BF16, Out::BF16);
+    for c in Config::candidates(In::F16, Out::F16) {
+        if sixteen.len() < 16 {
+            sixteen.push(c);
+        }
+    }
+    let cores = std::thread::available_parallelism().map_or(1, |t| t.get());
+    let plans: Vec<Plan> = sixteen.iter().map(|&c| Plan::new(c)).collect::<Res<_>>()?;
+    let t = Instant::now();
+    let built = compile::compile_all(&uncached()?, plans, 0);
+    let all = t.elapsed().as_secs_f64();
+    let n = built.len();
+    for b in built {
+        b?;
+    }
+    println!("## cold compile (render + NVRTC to SASS, no cache)\n");
+    println!("| what | seconds | goal |\n| --- | --- | --- |");
+    println!("| one configuration (L5), first compile of the process | {first:.2} | <= 1 s |");
+    println!("| one configuration (L5, 3 stages), second | {second:.2} | <= 1 s |");
+    println!(
+        "| {n} configurations in parallel on {cores} cores | {all:.2} | <= 3 s on 16 cores |\n"
+    );
+    Ok(())
+}
+
+struct Row {
+    shape: (usize, usize, usize),
+    config: Config,
+    tflops: f64,
+    cublas: f64,
+    ratio: f64,
+}
+
+fn main() -> Res<()> {
+    let reps: usize = std::env::var("GEMM_BENCH_REPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100);
+    let compiler = match Compiler::global() {
+        Ok(c) => c,
+        Err(e) => {
+            println!("SKIP gemm bench: NVRTC is not available ({e})");
+            return Ok(());
+        }
+    };
+    compile_times()?;
+    let mut configs: Vec<Config> = Config::candidates(In::BF16, Out::BF16);
+    let ladder = Config::ladder(In::BF16);
+    let others = [
+        Config {
+            input: In::F16,
+            out: Out::F16,
+            ..Config::L5
+        },
+        Config {
+            out: Out::F32,
+            ..Config::L5
+        },
+    ];
+    for c in ladder.iter().map(|(_, c)| *c).chain(others) {
+        if !configs.contains(&c) {
+            configs.push(c);
+        }
+    }
+    let plans: Vec<Plan> = configs.iter().map(|&c| Plan::new(c)).collect::<Res<_>>()?;
+    let built: Vec<compile::Built> = compile::compile_all(compiler, plans, 0)
+        .into_iter()
+        .collect::<Res<_>>()?;
+    if let Err(e) = tma::runtime::gpu_available() {
+        println!(
+            "SKIP gemm bench: no GPU ({e}); {} configurations compiled",
+            built.len()
+        );
+        return Ok(());
+    }
+    let gpu = gpu::Gpu::new()?;
+    let loaded: Vec<gpu::Loaded> = built
+        .iter()
+        .map(|b| gpu::Loaded::new(&gpu, b))
+        .collect::<Res<_>>()?;
+    let by: HashMap<Config, &gpu::Loaded> = loaded.iter().map(|l| (l.config, l)).collect();
+    let mut tune = tune::TuneCache::open(compiler.config().cache_dir.clone());
+    let mut rng = Rng::from_clock();
+    let mut failures = 0;
+    let mut best_rows = Vec::new();
+    let mut ladder_rows: Vec<Vec<f64>> = vec![Vec::new(); ladder.len()];
+    let group = 8;
+    println!(
+        "device {} ({} SMs); bf16 inputs uniform in [-1, 1] (never 0); paired medians, {reps} launches per timing after 5 warm-ups\n",
+        gpu.name, gpu.sms
+    );
+    for &shape in &SHAPES {
+        let p = gpu::Problem::new(&gpu, shape, In::BF16, rng.next())?;
+        let r = eval::reference(&gpu, &p, Out::BF16, &mut rng)?;
+        let mut d = gpu::OutBuf::new(&gpu, p.m * p.n, Out::BF16)?;
+        println!(
+            "== {}x{}x{}: cuBLAS vs f64 {}/{} bad (max err/bound {:.3})",
+            p.m,
+            p.n,
+            p.k,
+            r.own.0,
+            eval::SAMPLES,
+            r.own.1
+        );
+        // Tune: every candidate, checked, 30 paired launches each.
+        let mut best: Option<(Config, f64)> = None;
+        for c in Config::candidates(In::BF16, Out::BF16) {
+            let l = by[&c];
+            let o = eval::evaluate(&gpu, l, &p, &r, &mut d, group, 3, 30)?;
+            if !o.verdict.ok() {
+                failures += 1;
+            }
+            println!(
+                "  tune {:<40} {:>6.1} TFLOP/s {:.3}x | {}",
+                c.to_string(),
+                o.tflops(&p),
+                o.ratio(),
+                o.verdict.describe(p.m * p.n)
+            );
+            if o.verdict.ok() && best.is_none_or(|b| o.ratio() > b.1) {
+                best = Some((c, o.ratio()));
+            }
+        }
+        let Some((bc, _)) = best else {
+            continue;
+        };
+        let o = eval::evaluate(&gpu, by[&bc], &p, &r, &mut d, group, 5, reps)?;
+        if !o.verdict.ok() {
+            failures += 1;
+        }
+        tune.put(
+            &gpu.name,
+            shape,
+            In::BF16,
+            Out::BF16,
+            (bc, o.tflops(&p), o.ratio()),
+        );
+        println!(
+            "  BEST {:<40} {:>6.1} TFLOP/s, cuBLAS {:>6.1}, {:.3}x | {}",
+            bc.to_string(),
+            o.tflops(&p),
+            o.cublas_tflops(&p),
+            o.ratio(),
+            o.verdict.describe(p.m * p.n)
+        );
+        best_rows.push(Row {
+            shape,
+            config: bc,
+            tflops: o.tflops(&p),
+            cublas: o.cublas_tflops(&p),
+            ratio: o.ratio(),
+        });
+        for (i, (name, c)) in ladder.iter().enumerate() {
+            let o = eval::evaluate(&gpu, by[c], &p, &r, &mut d, group, 3, reps / 2)?;
+            if !o.verdict.ok() {
+                failures += 1;
+            }
+            println!(
+                "  ladder {:<55} {:>6.1} TFLOP/s {:.3}x | {}",
+                name,
+                o.tflops(&p),
+                o.ratio(),
+                o.verdict.describe(p.m * p.n)
+            );
+            ladder_rows[i].push(o.ratio());
+        }
+    }
+    // Other types at two shapes.
+    let mut type_rows = Vec::new();
+    for &shape in &SHAPES[..2] {
+        for c in others {
+            let p = gpu::Problem::new(&gpu, shape, c.input, rng.next())?;
+            let r = eval::reference(&gpu, &p, c.out, &mut rng)?;
+            let mut d = gpu::OutBuf::new(&gpu, p.m * p.n, c.out)?;
+            let o = eval::evaluate(&gpu, by[&c], &p, &r, &mut d, group, 5, reps / 2)?;
+            if !o.verdict.ok() {
+                failures += 1;
+            }
+            println!(
+                "  types {:<40} {}x{}x{} {:>6.1} TFLOP/s {:.3}x | {}",
+                c.to_string(),
+                p.m,
+                p.n,
+                p.k,
+                o.tflops(&p),
+                o.ratio(),
+                o.verdict.describe(p.m * p.n)
+            );
+            type_rows.push((shape, c, o.tflops(&p), o.cublas_tflops(&p), o.ratio()));
+        }
+    }
+
+    println!("\n## best configuration per shape (bf16, paired with cuBLAS)\n");
+    println!("| shape (M x N x K) | configuration | TFLOP/s | cuBLAS TFLOP/s | ratio |\n| --- | --- | --- | --- | --- |");
+    for r in &best_rows {
+        println!(
+            "| {}x{}x{} | {} | {:.1} | {:.1} | {:.3} |",
+            r.shape.0, r.shape.1, r.shape.2, r.config, r.tflops, r.cublas, r.ratio
+        );
+    }
+    println!("\n## ladder (ratio to paired cuBLAS)\n");
+    let head: Vec<String> = SHAPES
+        .iter()
+        .map(|s| format!("{}x{}x{}", s.0, s.1, s.2))
+        .collect();
+    println!(
+        "| step | {} |\n| --- |{}",
+        head.join(" | "),
+        " --- |".repeat(SHAPES.len())
+    );
+    for (i, (name, c)) in ladder.iter().enumerate() {
+        let v: Vec<String> = ladder_rows[i].iter().map(|x| format!("{x:.3}")).collect();
+        println!("| {name} (`{c}`) | {} |", v.join(" | "));
+    }
+    println!("\n## other types (L5 configuration)\n");
+    println!("| shape | configuration | TFLOP/s | cuBLAS TFLOP/s | ratio |\n| --- | --- | --- | --- | --- |");
+    for (s, c, t, cb, ratio) in &type_rows {
+        println!(
+            "| {}x{}x{} | {c} | {t:.1} | {cb:.1} | {ratio:.3} |",
+            s.0, s.1, s.2
+        );
+    }
+    if failures > 0 {
+        println!("\n{failures} FAILED checks");
+        std::process::exit(1);
+    }
+    println!("\nevery configuration correct on every shape");
+    Ok(())
+}

@@ -1,0 +1,286 @@
+// D[M][N] = A[M][K] * B[N][K]^T, fp32 accumulation (examples/05-gemm). Appended after tma's
+// generated helpers (tiles, pipeline `tma_pipe_gemm`, warp roles `tma_roles_gemm`); the
+// GEMM_* macros before it say which configuration this source is (kernel.rs renders them).
+// Everything that touches a descriptor, an mbarrier or a TMA copy is a tma helper: the
+// operand tiles' desc(), the pipeline's acquire/load/wait/release, the D tile's offset() and
+// store().
+
+typedef tma_pipe_gemm Pipe;
+typedef Pipe::tile_a TA;
+typedef Pipe::tile_b TB;
+
+constexpr int GEMM_BK = TA::BOX_k;                 // K of one stage
+constexpr int GEMM_CL = GEMM_CM * GEMM_CN;          // CTAs of a cluster
+constexpr int GEMM_MI = GEMM_BM / (64 * GEMM_NC);   // 64-row blocks per consumer warpgroup
+static_assert(GEMM_MI >= 1 && GEMM_MI * 64 * GEMM_NC == GEMM_BM, "BM is whole 64-row blocks per consumer");
+static_assert(TB::WGMMA_N == GEMM_BN, "B's tile is the instruction's N");
+static_assert(TA::M_BLOCKS * 64 == GEMM_BM, "A's tile is BM rows");
+
+#if GEMM_OUT == 2
+typedef float gemm_out_t;
+#else
+typedef unsigned short gemm_out_t;
+#endif
+
+// Two fp32 -> one packed pair of the 16-bit output type (lo in the low half).
+__device__ __forceinline__ unsigned gemm_pack(float lo, float hi) {
+  unsigned r;
+#if GEMM_OUT == 1
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+#else
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+#endif
+  return r;
+}
+
+// Grouped raster over cluster tiles: walk `group` tile-rows (M) before the next tile-column,
+// so the CTAs running together share A rows and B columns in L2.
+__device__ __forceinline__ void gemm_raster(int t, int num_m, int num_n, int group, int& tm, int& tn) {
+  const int width = group * num_n;
+  const int g = t / width;
+  const int first = g * group;
+  const int gs = min(num_m - first, group);
+  const int r = t - g * width;
+  tm = first + r % gs;
+  tn = r / gs;
+}
+
+struct gemm_sched {
+  int num_cm, num_cn, total, group;
+  unsigned rank;
+  __device__ __forceinline__ gemm_sched(int M, int N, int g, unsigned cta_rank) {
+    const int num_m = (M + GEMM_BM - 1) / GEMM_BM, num_n = (N + GEMM_BN - 1) / GEMM_BN;
+    num_cm = (num_m + GEMM_CM - 1) / GEMM_CM;
+    num_cn = (num_n + GEMM_CN - 1) / GEMM_CN;
+    total = num_cm * num_cn;
+    group = g;
+    rank = cta_rank;
+  }
+  // This CTA's tile origin for cluster tile t. The multicast operand's origin is the same in
+  // both CTAs of a cluster (B's n0 when the cluster spans M, A's m0 when it spans N): the
+  // pipeline splits that call's boxes over them. A CTA whose tile lies past M or N still
+  // loads (zeros) and multicasts its share, which its peer needs; its stores are clipped.
+  __device__ __forceinline__ void tile(int t, int& m0, int& n0) const {
+    int cm, cn;
+    gemm_raster(t, num_cm, num_cn, group, cm, cn);
+    m0 = (cm * GEMM_CM + (GEMM_CM > 1 ? (int)rank : 0)) * GEMM_BM;
+    n0 = (cn * GEMM_CN + (GEMM_CN > 1 ? (int)rank : 0)) * GEMM_BN;
+  }
+};
+
+__device__ __forceinline__ void gemm_stmatrix_x4(unsigned addr, unsigned r0, unsigned r1, unsigned r2, unsigned r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(r0), "r"(r1),
+               "r"(r2), "r"(r3)
+               : "memory");
+}
+
+// The direct epilogue: each thread stores its accumulator pairs, clipped at M and N.
+__device__ __forceinline__ void gemm_store_direct(float (&acc)[GEMM_MI][GEMM_BN / 2], void* D, int M, int N, int row0,
+                                                  int n0, unsigned tw) {
+#pragma unroll
+  for (int mi = 0; mi < GEMM_MI; ++mi)
+#pragma unroll
+    for (int i = 0; i < GEMM_BN / 2; i += 2) {
+      const int row = row0 + mi * 64 + (int)tma_wgmma_d_row(tw, i);
+      const int col = n0 + (int)tma_wgmma_d_col(tw, i);
+      if (row < M && col < N) {
+        const size_t at = static_cast<size_t>(row) * N + col;
+#if GEMM_OUT == 2
+        *reinterpret_cast<float2*>(static_cast<float*>(D) + at) = make_float2(acc[mi][i], acc[mi][i + 1]);
+#else
+        *reinterpret_cast<unsigned*>(static_cast<unsigned short*>(D) + at) = gemm_pack(acc[mi][i], acc[mi][i + 1]);
+#endif
+      }
+    }
+}
+
+#if GEMM_WS
+typedef tma_roles_gemm R;
+
+#if GEMM_EPI_TMA
+typedef tma_d TD;
+// Staging of consumer c: after the pipeline's shared memory, aligned for D's swizzle.
+constexpr unsigned GEMM_EPI_OFFSET = (Pipe::SMEM_BYTES + TD::SMEM_ALIGN - 1u) / TD::SMEM_ALIGN * TD::SMEM_ALIGN;
+constexpr unsigned GEMM_EPI_STRIDE = (TD::SMEM_BYTES + TD::SMEM_ALIGN - 1u) / TD::SMEM_ALIGN * TD::SMEM_ALIGN;
+constexpr int GEMM_CHUNK_COLS = TD::BOX_n;             // 64 x 16-bit or 32 x f32: 128-byte rows
+constexpr int GEMM_NB = (int)TD::BOXES;                // chunks one store() moves
+constexpr int GEMM_CHUNKS_N = GEMM_BN / GEMM_CHUNK_COLS;
+constexpr int GEMM_CHUNKS = GEMM_MI * GEMM_CHUNKS_N;   // per consumer and tile
+static_assert(TD::BOX_m == 64 && GEMM_CHUNKS_N % GEMM_NB == 0, "D's call is NB whole chunks of one 64-row block");
+static_assert(GEMM_EPI_OFFSET + GEMM_NC * GEMM_EPI_STRIDE + Pipe::SMEM_ALIGN <= GEMM_SMEM_BYTES, "launch smem");
+
+__device__ __forceinline__ void gemm_epi_sync(int c) {
+  if (c == 0) R::sync_epi0();
+  else R::sync_epi1();
+}
+
+// The TMA-store epilogue: per group of NB chunks (64 rows x 128 bytes each), wait until the
+// previous stores have read the staging, write the fragments where D's tile puts them
+// (TD::offset: its 128B swizzle), fence for the async proxy, and one thread stores the call.
+__device__ __forceinline__ void gemm_store_tma(float (&acc)[GEMM_MI][GEMM_BN / 2], const CUtensorMap* mapD,
+                                               unsigned char* staging, int c, int row0, int n0, unsigned tw) {
+  const unsigned warp = tw / 32u, lane = tw % 32u;
+#pragma unroll
+  for (int c0 = 0; c0 < GEMM_CHUNKS; c0 += GEMM_NB) {
+    if (tw == 0u) tma_store_async_wait<0>();
+    gemm_epi_sync(c);
+#pragma unroll
+    for (int j = 0; j < GEMM_NB; ++j) {
+      const int ch = c0 + j, mi = ch / GEMM_CHUNKS_N, nc = ch % GEMM_CHUNKS_N;
+#if GEMM_OUT == 2
+#pragma unroll
+      for (int i = 0; i < 16; i += 2) {
+        const int ii = nc * 16 + i;
+        const int row = (int)tma_wgmma_d_row(tw, ii);
+        const int col = j * GEMM_CHUNK_COLS + (int)tma_wgmma_d_col(tw, ii) - nc * GEMM_CHUNK_COLS;
+        *reinterpret_cast<float2*>(staging + TD::offset({.m = row, .n = col})) = make_float2(acc[mi][ii], acc[mi][ii + 1]);
+      }
+#else
+      // stmatrix x4: lanes 8q..8q+7 address rows of 8x8 matrix q (rows (q % 2) * 8, columns
+      // (g + q / 2) * 8); register q holds this thread's pair of it.
+      const int q = (int)lane / 8, rr = (int)lane % 8;
+#pragma unroll
+      for (int g = 0; g < 8; g += 2) {
+        const int ib = nc * 32 + g * 4;
+        const int row = (int)warp * 16 + (q % 2) * 8 + rr;
+        const int col = j * GEMM_CHUNK_COLS + (g + q / 2) * 8;
+        gemm_stmatrix_x4(tma_smem_addr(staging) + TD::offset({.m = row, .n = col}),
+                         gemm_pack(acc[mi][ib + 0], acc[mi][ib + 1]), gemm_pack(acc[mi][ib + 2], acc[mi][ib + 3]),
+                         gemm_pack(acc[mi][ib + 4], acc[mi][ib + 5]), gemm_pack(acc[mi][ib + 6], acc[mi][ib + 7]));
+      }
+#endif
+    }
+    tma_async_proxy_fence();
+    gemm_epi_sync(c);
+    if (tw == 0u) {
+      const int mi = c0 / GEMM_CHUNKS_N, nc = c0 % GEMM_CHUNKS_N;
+      TD::store(mapD, staging, {.m = row0 + mi * 64, .n = n0 + nc * GEMM_CHUNK_COLS});
+      tma_store_commit_group();
+    }
+  }
+}
+#endif
+
+// Warp-specialized: warpgroup 0 produces (one thread), warpgroups 1..NC consume.
+extern "C" __global__ void TMA_ROLES_GEMM_LAUNCH_BOUNDS gemm(const __grid_constant__ CUtensorMap mapA,
+                                                            const __grid_constant__ CUtensorMap mapB,
+                                                            const __grid_constant__ CUtensorMap mapD, void* D, int M,
+                                                            int N, int K, int group) {
+  extern __shared__ __align__(16) unsigned char gemm_raw[];
+  const Pipe pipe(gemm_raw);
+  if (threadIdx.x == 0u) {
+    tma_prefetch_tensormap(&mapA);
+    tma_prefetch_tensormap(&mapB);
+#if GEMM_EPI_TMA
+    tma_prefetch_tensormap(&mapD);
+#endif
+  }
+  pipe.init();
+  const gemm_sched sched(M, N, group, GEMM_CL > 1 ? tma_cluster_ctarank() : 0u);
+  const int cid = (int)blockIdx.x / GEMM_CL;
+  const int ncl = GEMM_PERSIST ? (int)gridDim.x / GEMM_CL : sched.total;
+  const int nk = (K + GEMM_BK - 1) / GEMM_BK;
+  if (R::is_producer()) {
+    R::producer_setmaxnreg();
+    if (threadIdx.x == 0u) {
+      Pipe::state s;
+      for (int t = cid; t < sched.total; t += ncl) {
+        int m0, n0;
+        sched.tile(t, m0, n0);
+        for (int kb = 0; kb < nk; ++kb, ++s) {
+          pipe.acquire(s);
+          pipe.load(s, &mapA, {.m = m0, .k = kb * GEMM_BK}, &mapB, {.n = n0, .k = kb * GEMM_BK});
+        }
+      }
+    }
+  } else {
+    R::consumer_setmaxnreg();
+    const int c = (int)R::consumer_index();
+    const unsigned tw = threadIdx.x % 128u;
+    Pipe::state s;
+    float acc[GEMM_MI][GEMM_BN / 2];
+    for (int t = cid; t < sched.total; t += ncl) {
+      int m0, n0;
+      sched.tile(t, m0, n0);
+      Pipe::state prev;
+      for (int kb = 0; kb < nk; ++kb) {
+        pipe.wait(s);
+        const unsigned char* a = pipe.smem_a(s);
+        const unsigned char* b = pipe.smem_b(s);
+        tma_wgmma_fence();
+#pragma unroll
+        for (int k = 0; k < (int)TA::K_SLICES; ++k)
+#pragma unroll
+          for (int mi = 0; mi < GEMM_MI; ++mi)
+            tma_wgmma<TA, TB>(acc[mi], TA::desc(a, k, c * GEMM_MI + mi), TB::desc(b, k), (kb | k) != 0);
+        tma_wgmma_commit_group();
+        if (kb > 0) {
+          tma_wgmma_wait_group<1>();  // the previous k-block's wgmmas are done with its stage
+          if (!GEMM_RELEASE_ONE || tw == 0u) pipe.release(prev);
+        }
+        prev = s;
+        ++s;
+      }
+      tma_wgmma_wait_group<0>();
+      if (!GEMM_RELEASE_ONE || tw == 0u) pipe.release(prev);
+      const int row0 = m0 + c * GEMM_MI * 64;
+#if GEMM_EPI_TMA
+      gemm_store_tma(acc, &mapD, pipe.base + GEMM_EPI_OFFSET + c * GEMM_EPI_STRIDE, c, row0, n0, tw);
+#else
+      gemm_store_direct(acc, D, M, N, row0, n0, tw);
+#endif
+    }
+#if GEMM_EPI_TMA
+    if (tw == 0u) tma_store_async_wait_complete<0>();
+#endif
+  }
+  pipe.finish();
+}
+
+#else
+// One warpgroup: thread 0 keeps STAGES - 1 loads ahead, all 128 threads run wgmma and wait
+// for it (wait_group 0) every k-block; one tile per CTA, direct stores.
+extern "C" __global__ void __launch_bounds__(128, 1) gemm(const __grid_constant__ CUtensorMap mapA,
+                                                         const __grid_constant__ CUtensorMap mapB,
+                                                         const __grid_constant__ CUtensorMap mapD, void* D, int M,
+                                                         int N, int K, int group) {
+  extern __shared__ __align__(16) unsigned char gemm_raw[];
+  const Pipe pipe(gemm_raw);
+  (void)mapD;
+  pipe.init();
+  const gemm_sched sched(M, N, group, 0u);
+  const int nk = (K + GEMM_BK - 1) / GEMM_BK;
+  int m0, n0;
+  sched.tile((int)blockIdx.x, m0, n0);
+  Pipe::state ps, cs;
+  if (threadIdx.x == 0u) {
+    for (int kb = 0; kb < (int)Pipe::STAGES - 1 && kb < nk; ++kb, ++ps) {
+      pipe.acquire(ps);
+      pipe.load(ps, &mapA, {.m = m0, .k = kb * GEMM_BK}, &mapB, {.n = n0, .k = kb * GEMM_BK});
+    }
+  }
+  float acc[GEMM_MI][GEMM_BN / 2];
+  for (int kb = 0; kb < nk; ++kb, ++cs) {
+    const int next = kb + (int)Pipe::STAGES - 1;
+    if (threadIdx.x == 0u && next < nk) {
+      pipe.acquire(ps);
+      pipe.load(ps, &mapA, {.m = m0, .k = next * GEMM_BK}, &mapB, {.n = n0, .k = next * GEMM_BK});
+      ++ps;
+    }
+    pipe.wait(cs);
+    const unsigned char* a = pipe.smem_a(cs);
+    const unsigned char* b = pipe.smem_b(cs);
+    tma_wgmma_fence();
+#pragma unroll
+    for (int k = 0; k < (int)TA::K_SLICES; ++k)
+#pragma unroll
+      for (int mi = 0; mi < GEMM_MI; ++mi)
+        tma_wgmma<TA, TB>(acc[mi], TA::desc(a, k, mi), TB::desc(b, k), (kb | k) != 0);
+    tma_wgmma_commit_group();
+    tma_wgmma_wait_group<0>();
+    pipe.release(cs);
+  }
+  gemm_store_direct(acc, D, M, N, m0, n0, threadIdx.x);
+  pipe.finish();
+}
+#endif

@@ -1,0 +1,498 @@
+//! One GEMM configuration -> its tiles, pipeline and warp roles (tma's checked declarations)
+//! -> one CUDA source (tma's generated helpers + kernel.cu), compiled by tma's runtime.
+
+use std::fmt;
+
+use tma::pipeline::{
+    ClusterAxis, Consumers, PipelineSpec, ValidPipeline, ValidWarpRoles, WarpRoles,
+};
+use tma::render::KernelSource;
+use tma::runtime::{CompileOptions, Source};
+use tma::spec::{Extent, L2Promotion, Major, Operand};
+use tma::{validate, Arch, DType, Swizzle, TileSpec, ValidSpec};
+
+pub type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+
+/// The kernel body every configuration shares.
+pub const KERNEL_CU: &str = include_str!("kernel.cu");
+
+/// Input element type (A and B).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum In {
+    BF16,
+    F16,
+}
+
+/// Output element type (D).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Out {
+    BF16,
+    F16,
+    F32,
+}
+
+impl In {
+    pub fn name(self) -> &'static str {
+        match self {
+            In::BF16 => "bf16",
+            In::F16 => "f16",
+        }
+    }
+    pub fn dtype(self) -> DType {
+        match self {
+            In::BF16 => DType::BF16,
+            In::F16 => DType::F16,
+        }
+    }
+    pub fn parse(s: &str) -> Option<In> {
+        match s {
+            "bf16" => Some(In::BF16),
+            "f16" => Some(In::F16),
+            _ => None,
+        }
+    }
+}
+
+impl Out {
+    pub fn name(self) -> &'static str {
+        match self {
+            Out::BF16 => "bf16",
+            Out::F16 => "f16",
+            Out::F32 => "f32",
+        }
+    }
+    pub fn dtype(self) -> DType {
+        match self {
+            Out::BF16 => DType::BF16,
+            Out::F16 => DType::F16,
+            Out::F32 => DType::F32,
+        }
+    }
+    pub fn bytes(self) -> u64 {
+        match self {
+            Out::F32 => 4,
+            _ => 2,
+        }
+    }
+    /// The output type matching the inputs (bf16 -> bf16, f16 -> f16).
+    pub fn of(i: In) -> Out {
+        match i {
+            In::BF16 => Out::BF16,
+            In::F16 => Out::F16,
+        }
+    }
+    fn code(self) -> u32 {
+        match self {
+            Out::BF16 => 0,
+            Out::F16 => 1,
+            Out::F32 => 2,
+        }
+    }
+}
+
+/// How the kernel is organised.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Kind {
+    /// One warpgroup: thread 0 loads ahead, everyone runs wgmma and waits each k-block.
+    Simple,
+    /// A producer warpgroup and two consumer warpgroups (setmaxnreg 40 / 232).
+    Ws,
+}
+
+/// How the output leaves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Epi {
+    /// Each thread stores its accumulator pairs to global memory (clipped).
+    Direct,
+    /// Through 128B-swizzled shared memory (D's tile) and TMA stores, `nb` 64-row chunks of
+    /// 128-byte rows per store call and staging buffer.
+    Tma { nb: u32 },
+}
+
+/// One configuration: everything that changes the compiled kernel. (The raster group is a
+/// launch argument.)
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Config {
+    pub kind: Kind,
+    pub bm: u32,
+    pub bn: u32,
+    pub stages: u32,
+    /// CTAs of a cluster along M (B multicast) and along N (A multicast); at most one > 1.
+    pub cm: u32,
+    pub cn: u32,
+    pub persistent: bool,
+    pub epi: Epi,
+    pub input: In,
+    pub out: Out,
+    /// Stage releases: one arrival per consumer warpgroup (thread 0 of each, after
+    /// wgmma.wait_group; `Consumers::Threads`) instead of the pipeline's default of one per
+    /// consumer warp (`Consumers::Warpgroups`). A side variant, to measure that choice.
+    pub wg_release: bool,
+}
+
+/// K of one stage: 64 elements of 2 bytes, one 128-byte swizzled row.
+pub const BK: u32 = 64;
+
+impl Config {
+    /// The fastest configuration of the prototype on large shapes (L5).
+    pub const L5: Config = Config {
+        kind: Kind::Ws,
+        bm: 128,
+        bn: 256,
+        stages: 4,
+        cm: 2,
+        cn: 1,
+        persistent: true,
+        epi: Epi::Tma { nb: 2 },
+        input: In::BF16,
+        out: Out::BF16,
+        wg_release: false,
+    };
+
+    /// The ladder of features: each step one more (what each buys is the benchmark's table).
+    pub fn ladder(input: In) -> Vec<(&'static str, Config)> {
+        let out = Out::of(input);
+        let l1 = Config {
+            kind: Kind::Simple,
+            bm: 128,
+            bn: 128,
+            stages: 4,
+            cm: 1,
+            cn: 1,
+            persistent: false,
+            epi: Epi::Direct,
+            input,
+            out,
+            wg_release: false,
+        };
+        let l2 = Config {
+            kind: Kind::Ws,
+            bn: 256,
+            ..l1
+        };
+        let l3 = Config {
+            persistent: true,
+            ..l2
+        };
+        let l4 = Config { cm: 2, ..l3 };
+        let l5 = Config {
+            epi: Epi::Tma { nb: 2 },
+            input,
+            out,
+            ..Config::L5
+        };
+        vec![
+            ("L1 one warpgroup, 128x128, 4 stages", l1),
+            ("L2 + producer/consumer warpgroups, setmaxnreg, 128x256", l2),
+            ("L3 + persistent, grouped raster", l3),
+            ("L4 + 2-CTA cluster, B multicast", l4),
+            ("L5 + TMA-store epilogue", l5),
+        ]
+    }
+
+    /// The autotune candidates for one input/output type: the large-tile family and the
+    /// small-N tiles that stream a skinny M (decode) over many SMs.
+    pub fn candidates(input: In, out: Out) -> Vec<Config> {
+        let ws = |bm, bn, stages, cm, cn, nb| Config {
+            kind: Kind::Ws,
+            bm,
+            bn,
+            stages,
+            cm,
+            cn,
+            persistent: true,
+            epi: Epi::Tma { nb },
+            input,
+            out,
+            wg_release: false,
+        };
+        // (f32 rows of 128 bytes hold 32 columns: twice the chunks per tile, each one store
+        // of the same staging bytes.)
+        let nb = |n: u32| n;
+        let mut v = vec![
+            ws(128, 256, 4, 2, 1, nb(2)),
+            ws(128, 256, 4, 1, 1, nb(2)),
+            ws(256, 128, 4, 1, 2, nb(2)),
+            ws(128, 256, 3, 2, 1, nb(4)),
+            ws(128, 128, 6, 1, 2, nb(2)),
+            ws(128, 128, 6, 1, 1, nb(2)),
+            ws(128, 64, 8, 1, 1, nb(1)),
+            ws(128, 64, 8, 1, 2, nb(1)),
+        ];
+        v.push(Config {
+            persistent: false,
+            ..ws(128, 256, 4, 1, 1, nb(2))
+        });
+        v.push(Config {
+            wg_release: true,
+            ..ws(128, 256, 4, 2, 1, nb(2))
+        });
+        v
+    }
+
+    /// CTAs per cluster.
+    pub fn cluster(&self) -> u32 {
+        self.cm * self.cn
+    }
+    /// Threads per block.
+    pub fn threads(&self) -> u32 {
+        match self.kind {
+            Kind::Simple => 128,
+            Kind::Ws => 384,
+        }
+    }
+    /// Consumer warpgroups.
+    pub fn consumers(&self) -> u32 {
+        match self.kind {
+            Kind::Simple => 1,
+            Kind::Ws => 2,
+        }
+    }
+    /// A short unique name: `ws_128x256_s4_c2x1_p_tma2_bf16_bf16` (`_r1`: one release
+    /// arrival per warpgroup).
+    pub fn name(&self) -> String {
+        format!(
+            "{}_{}x{}_s{}_c{}x{}{}_{}_{}_{}{}",
+            match self.kind {
+                Kind::Simple => "wg1",
+                Kind::Ws => "ws",
+            },
+            self.bm,
+            self.bn,
+            self.stages,
+            self.cm,
+            self.cn,
+            if self.persistent { "_p" } else { "" },
+            match self.epi {
+                Epi::Direct => "direct".to_string(),
+                Epi::Tma { nb } => format!("tma{nb}"),
+            },
+            self.input.name(),
+            self.out.name(),
+            if self.wg_release { "_r1" } else { "" }
+        )
+    }
+    /// Parses [`Config::name`].
+    pub fn parse(s: &str) -> Option<Config> {
+        let parts: Vec<&str> = s.split('_').collect();
+        let kind = match *parts.first()? {
+            "wg1" => Kind::Simple,
+            "ws" => Kind::Ws,
+            _ => return None,
+        };
+        let (bm, bn) = parts.get(1)?.split_once('x')?;
+        let stages = parts.get(2)?.strip_prefix('s')?.parse().ok()?;
+        let (cm, cn) = parts.get(3)?.strip_prefix('c')?.split_once('x')?;
+        let mut i = 4;
+        let persistent = parts.get(i) == Some(&"p");
+        if persistent {
+            i += 1;
+        }
+        let epi = match *parts.get(i)? {
+            "direct" => Epi::Direct,
+            t => Epi::Tma {
+                nb: t.strip_prefix("tma")?.parse().ok()?,
+            },
+        };
+        let input = In::parse(parts.get(i + 1)?)?;
+        let out = match *parts.get(i + 2)? {
+            "bf16" => Out::BF16,
+            "f16" => Out::F16,
+            "f32" => Out::F32,
+            _ => return None,
+        };
+        let wg_release = match parts.get(i + 3) {
+            None => false,
+            Some(&"r1") => true,
+            Some(_) => return None,
+        };
+        Some(Config {
+            kind,
+            bm: bm.parse().ok()?,
+            bn: bn.parse().ok()?,
+            stages,
+            cm: cm.parse().ok()?,
+            cn: cn.parse().ok()?,
+            persistent,
+            epi,
+            input,
+            out,
+            wg_release,
+        })
+    }
+}
+
+impl fmt::Display for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name())
+    }
+}
+
+/// A configuration's checked declarations and launch facts.
+pub struct Plan {
+    pub config: Config,
+    pub a: ValidSpec,
+    pub b: ValidSpec,
+    /// D's tile (TMA-store epilogue only).
+    pub d: Option<ValidSpec>,
+    pub pipeline: ValidPipeline,
+    pub roles: Option<ValidWarpRoles>,
+    /// Dynamic shared memory per block: the pipeline's, the epilogue staging, alignment.
+    pub smem_bytes: u32,
+}
+
+fn runtime2(spec: TileSpec) -> TileSpec {
+    spec.global_extents([Extent::Runtime, Extent::Runtime])
+}
+
+/// Errors of a declaration, as one message.
+fn findings(what: &str, e: impl fmt::Display) -> Box<dyn std::error::Error + Send + Sync> {
+    format!("{what}: {e}").into()
+}
+
+impl Plan {
+    /// Declares and checks the tiles, the pipeline and the roles of `c`.
+    pub fn new(c: Config) -> Res<Plan> {
+        let dt = c.input.dtype();
+        if c.cm > 1 && c.cn > 1 {
+            return Err(format!("{c}: a cluster spans M or N, not both").into());
+        }
+        // A: BM x 64 (K-major), its rows split over the cluster's CTAs along N (A multicast).
+        let a = validate(
+            &runtime2(TileSpec::new("a", dt, [1, 1], [c.bm / c.cn, BK]))
+                .dim_names(["m", "k"])
+                .swizzle(Swizzle::B128)
+                .l2_promotion(L2Promotion::B256)
+                .repeat([c.cn, 1])
+                .wgmma(Operand::A, Major::K),
+        )
+        .map_err(|e| findings("tile a", e))?;
+        // B: BN x 64, rows split over the CTAs along M (B multicast): repeated boxes along N,
+        // back to back, one 256-row operand for wgmma (rule WgmmaTileShape).
+        let b = validate(
+            &runtime2(TileSpec::new("b", dt, [1, 1], [c.bn / c.cm, BK]))
+                .dim_names(["n", "k"])
+                .swizzle(Swizzle::B128)
+                .l2_promotion(L2Promotion::B256)
+                .repeat([c.cm, 1])
+                .wgmma(Operand::B, Major::K),
+        )
+        .map_err(|e| findings("tile b", e))?;
+        let d = match (c.kind, c.epi) {
+            (Kind::Ws, Epi::Tma { nb }) => {
+                let cols = (128 / c.out.bytes()) as u32;
+                Some(
+                    validate(
+                        &runtime2(TileSpec::new("d", c.out.dtype(), [1, 1], [64, cols]))
+                            .dim_names(["m", "n"])
+                            .swizzle(Swizzle::B128)
+                            .repeat([1, nb]),
+                    )
+                    .map_err(|e| findings("tile d", e))?,
+                )
+            }
+            (Kind::Simple, Epi::Tma { .. }) => {
+                return Err(format!("{c}: the one-warpgroup kernel stores directly").into())
+            }
+            _ => None,
+        };
+        // Staging: one D call per consumer warpgroup, after the pipeline, 1024-aligned.
+        let staging = d.as_ref().map_or(0, |d| {
+            let p = d.plan();
+            p.footprint_bytes.next_multiple_of(p.align_bytes) * u64::from(c.consumers())
+        });
+        // The pipeline's barriers end unaligned: up to one alignment of padding before it.
+        let reserve = if staging > 0 { staging + 1024 } else { 0 };
+        let consumers = if c.wg_release {
+            Consumers::Threads(c.consumers())
+        } else {
+            Consumers::Warpgroups(c.consumers())
+        };
+        let mut p = PipelineSpec::new("gemm", c.stages, consumers).reserve_smem(reserve);
+        p = if c.cn > 1 {
+            p.multicast_tile("a", &a, ClusterAxis::X)
+        } else {
+            p.tile("a", &a)
+        };
+        p = if c.cm > 1 {
+            p.multicast_tile("b", &b, ClusterAxis::X)
+        } else {
+            p.tile("b", &b)
+        };
+        let pipeline = p
+            .cluster([c.cluster(), 1, 1])
+            .validate()
+            .map_err(|e| findings("pipeline", e))?;
+        let roles = match c.kind {
+            Kind::Ws => Some(
+                WarpRoles::new("gemm", 40, 2, 232)
+                    .barrier("epi0", 128)
+                    .barrier("epi1", 128)
+                    .validate()
+                    .map_err(|e| findings("warp roles", e))?,
+            ),
+            Kind::Simple => None,
+        };
+        let layout = pipeline.layout();
+        let smem = if staging > 0 {
+            layout.total_bytes.next_multiple_of(1024) + staging + layout.align_bytes
+        } else {
+            pipeline.dynamic_smem_bytes()
+        };
+        let limit = Arch::Sm90a.max_smem_per_block();
+        if smem > limit {
+            return Err(format!("{c}: {smem} B of shared memory, a block has {limit}").into());
+        }
+        Ok(Plan {
+            config: c,
+            a,
+            b,
+            d,
+            pipeline,
+            roles,
+            smem_bytes: smem as u32,
+        })
+    }
+
+    /// The whole CUDA source: tma's helpers for the tiles, pipeline and roles, the config's
+    /// macros, kernel.cu.
+    pub fn source(&self) -> Res<Source> {
+        let c = &self.config;
+        let mut src = KernelSource::new().pipeline(&self.pipeline);
+        if let Some(d) = &self.d {
+            src = src.tile(d);
+        }
+        if let Some(r) = &self.roles {
+            src = src.warp_roles(r);
+        }
+        let defines = format!(
+            "#define GEMM_BM {}\n#define GEMM_BN {}\n#define GEMM_CM {}\n#define GEMM_CN {}\n#define GEMM_NC {}\n\
+             #define GEMM_WS {}\n#define GEMM_PERSIST {}\n#define GEMM_EPI_TMA {}\n#define GEMM_OUT {}\n#define GEMM_SMEM_BYTES {}u\n\
+             #define GEMM_RELEASE_ONE {}\n",
+            c.bm,
+            c.bn,
+            c.cm,
+            c.cn,
+            c.consumers(),
+            u32::from(c.kind == Kind::Ws),
+            u32::from(c.persistent),
+            u32::from(matches!(c.epi, Epi::Tma { .. })),
+            c.out.code(),
+            self.smem_bytes,
+            u32::from(c.wg_release)
+        );
+        let text = src
+            .body(&defines)
+            .body_at("examples/05-gemm/kernel.cu", 1, KERNEL_CU)
+            .build()
+            .map_err(|e| findings("render", e))?;
+        Ok(Source::new(text))
+    }
+}
+
+/// The compile options of every configuration: release code (no debug waits or device
+/// checks) unless GEMM_DEBUG=1.
+pub fn options() -> CompileOptions {
+    CompileOptions::new(Arch::Sm90a)
+        .debug_waits(std::env::var("GEMM_DEBUG").is_ok_and(|v| v == "1"))
+}

@@ -1,0 +1,337 @@
+//! A GEMM written with tma: D = A * B^T (A M x K, B N x K, both K-major; D M x N row-major),
+//! bf16 or f16 inputs, fp32 accumulation, bf16 / f16 / f32 output, any M, N, K that are
+//! multiples of 8 (ragged edges: TMA fills out-of-bounds loads with zeros and clips stores).
+//!
+//! The kernel (kernel.cu) is the prototype of issue 14 re-expressed with tma's pieces only:
+//! TMA loads with 128B swizzle through a pipeline (`tma_pipe_gemm`: one expect per stage,
+//! B's 256 rows multicast over a 2-CTA cluster as two back-to-back 128-row boxes), wgmma on
+//! the operand tiles' descriptors (`TA::desc`, `TB::desc`, `tma_wgmma<TA, TB>`), warp roles
+//! (`tma_roles_gemm`: a producer warpgroup at 40 registers, two consumers at 232, named
+//! barriers for the epilogue), a persistent grouped-raster scheduler, and a TMA-store
+//! epilogue through D's tile (`TD::offset` places stmatrix rows in its 128B swizzle,
+//! `TD::store`). Each configuration (block tile, stages, cluster, persistence, epilogue,
+//! types; kernel.rs) is rendered and NVRTC-compiled at run time by tma's runtime (cached in
+//! TMA_CACHE_DIR), all of them in parallel.
+//!
+//! Without a GPU: renders and compiles every configuration, checks each plan on the CPU
+//! model (A and B loaded by the TMA model and read back through the kernel's descriptors by
+//! the wgmma read model; the pipeline's numbers; D's staging offsets), and says why it stops.
+//! With a GPU: every configuration's output is checked against cuBLAS (same buffers, inputs
+//! random in [-1, 1], never 0, outputs poisoned) and against exact f64 samples, then timed
+//! paired with cuBLAS. `--tune` keeps the best configuration per (device, shape, types) in
+//! TMA_CACHE_DIR/gemm-tune.txt and reuses it in the next run.
+//!
+//! Run: `cargo run --release --example 05-gemm -- [--shapes 4096x4096x4096,...]
+//! [--dtype bf16|f16] [--out bf16|f16|f32] [--configs all|ladder|NAME,...] [--reps N]
+//! [--group G] [--tune]`
+
+mod check;
+mod compile;
+mod cpu_check;
+mod cublas;
+mod eval;
+mod gpu;
+mod kernel;
+mod rng;
+mod tune;
+
+use std::collections::HashMap;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use kernel::{Config, In, Out, Plan, Res};
+use rng::Rng;
+use tma::runtime::Compiler;
+
+struct Args {
+    shapes: Vec<(usize, usize, usize)>,
+    input: In,
+    out: Out,
+    configs: String,
+    reps: usize,
+    group: i32,
+    tune: bool,
+}
+
+pub fn parse_shape(s: &str) -> Option<(usize, usize, usize)> {
+    let v: Vec<usize> = s
+        .split('x')
+        .map(|x| x.trim().parse().ok())
+        .collect::<Option<_>>()?;
+    match v[..] {
+        [m, n, k] if m > 0 && n > 0 && k > 0 && m % 8 == 0 && n % 8 == 0 && k % 8 == 0 => {
+            Some((m, n, k))
+        }
+        _ => None,
+    }
+}
+
+fn args() -> Res<Args> {
+    let mut a = Args {
+        shapes: vec![
+            (4096, 4096, 4096),
+            (1000, 1032, 520),
+            (8, 8, 8),
+            (128, 8192, 8192),
+        ],
+        input: In::BF16,
+        out: Out::BF16,
+        configs: "all".into(),
+        reps: 20,
+        group: 8,
+        tune: false,
+    };
+    let mut out_given = false;
+    let mut it = std::env::args().skip(1);
+    while let Some(k) = it.next() {
+        if k == "--tune" {
+            a.tune = true;
+            continue;
+        }
+        let v = it.next().ok_or(format!("{k} needs a value"))?;
+        match k.as_str() {
+            "--shapes" => {
+                a.shapes = v
+                    .split(',')
+                    .map(|s| parse_shape(s).ok_or(format!("shape {s}: MxNxK, multiples of 8")))
+                    .collect::<Result<_, _>>()?
+            }
+            "--dtype" => a.input = In::parse(&v).ok_or("--dtype bf16|f16")?,
+            "--out" => {
+                out_given = true;
+                a.out = match v.as_str() {
+                    "bf16" => Out::BF16,
+                    "f16" => Out::F16,
+                    "f32" => Out::F32,
+                    _ => return Err("--out bf16|f16|f32".into()),
+                }
+            }
+            "--configs" => a.configs = v,
+            "--reps" => a.reps = v.parse()?,
+            "--group" => a.group = v.parse()?,
+            _ => return Err(format!("unknown option {k}").into()),
+        }
+    }
+    if !out_given {
+        a.out = Out::of(a.input);
+    }
+    Ok(a)
+}
+
+/// The configurations of a run: the candidates and the ladder for the run's types, or named.
+fn configs(a: &Args) -> Res<Vec<Config>> {
+    let mut v: Vec<Config> = Vec::new();
+    let mut add = |c: Config| {
+        if !v.contains(&c) {
+            v.push(c);
+        }
+    };
+    match a.configs.as_str() {
+        "all" => {
+            Config::candidates(a.input, a.out)
+                .into_iter()
+                .for_each(&mut add);
+            Config::ladder(a.input)
+                .into_iter()
+                .map(|(_, c)| Config { out: a.out, ..c })
+                .for_each(&mut add);
+        }
+        "ladder" => Config::ladder(a.input)
+            .into_iter()
+            .map(|(_, c)| Config { out: a.out, ..c })
+            .for_each(&mut add),
+        list => {
+            for n in list.split(',') {
+                add(Config::parse(n).ok_or(format!("config {n}: e.g. {}", Config::L5))?);
+            }
+        }
+    }
+    Ok(v)
+}
+
+/// Every configuration the example knows, all types: what a run without a GPU compiles.
+fn every_config() -> Vec<Config> {
+    let mut v: Vec<Config> = Vec::new();
+    for (i, o) in [
+        (In::BF16, Out::BF16),
+        (In::F16, Out::F16),
+        (In::BF16, Out::F32),
+    ] {
+        for c in Config::candidates(i, o).into_iter().chain(
+            Config::ladder(i)
+                .into_iter()
+                .map(|(_, c)| Config { out: o, ..c }),
+        ) {
+            if !v.contains(&c) {
+                v.push(c);
+            }
+        }
+    }
+    v
+}
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> Res<bool> {
+    let mut a = args()?;
+    let gpu_err = tma::runtime::gpu_available().err();
+    let chosen = if gpu_err.is_some() {
+        every_config()
+    } else {
+        configs(&a)?
+    };
+    // Named configurations carry their types: the run takes them (one pair per run).
+    if let Some(c) = chosen.first().filter(|_| gpu_err.is_none()) {
+        if chosen.iter().any(|o| (o.input, o.out) != (c.input, c.out)) {
+            return Err("the configurations of one run share their input and output types".into());
+        }
+        (a.input, a.out) = (c.input, c.out);
+    }
+    let mut rng = Rng::from_clock();
+
+    // Plans: tma's checked declarations, and their CPU-model checks.
+    let mut plans = Vec::new();
+    for c in &chosen {
+        let plan = Plan::new(*c)?;
+        let summary = cpu_check::check(&plan, &mut rng).map_err(|e| format!("{c}: {e}"))?;
+        println!("plan {c}: {summary}");
+        plans.push(plan);
+    }
+
+    let compiler = match Compiler::global() {
+        Ok(c) => c,
+        Err(e) => {
+            println!(
+                "no NVRTC ({e}): every plan checked on the CPU model; stopping before compiling"
+            );
+            return Ok(true);
+        }
+    };
+    // Compile all, in parallel.
+    let t0 = Instant::now();
+    let built = compile::compile_all(compiler, plans, 0);
+    let mut ok = Vec::new();
+    for b in built {
+        let b = b?;
+        println!(
+            "compiled {} in {:.2} s ({} B CUBIN)",
+            b.plan.config,
+            b.seconds,
+            b.compiled.cubin.len()
+        );
+        ok.push(b);
+    }
+    println!(
+        "{} configurations rendered and compiled in {:.2} s on {} threads",
+        ok.len(),
+        t0.elapsed().as_secs_f64(),
+        std::thread::available_parallelism().map_or(1, |t| t.get())
+    );
+    if let Some(e) = gpu_err {
+        match cublas::Cublas::available() {
+            Ok(()) => println!("cuBLAS (the baseline): found"),
+            Err(e) => println!("cuBLAS (the baseline) cannot run here: {e}"),
+        }
+        println!("no GPU ({e}): every configuration rendered, compiled and checked on the CPU model; stopping before the GPU runs");
+        return Ok(true);
+    }
+
+    let gpu = gpu::Gpu::new()?;
+    println!(
+        "device {} ({} SMs); inputs {} uniform in [-1, 1] (never 0), output {}, fp32 accumulation",
+        gpu.name,
+        gpu.sms,
+        a.input.name(),
+        a.out.name()
+    );
+    println!(
+        "correct = every element within {:.1e} max(|d|, |ref|) + 1e-3 of cuBLAS (two roundings to {} of fp32 sums) and relative Frobenius < 5e-3, \
+         and {} sampled entries within u |x| + 2^-22 sum_k |s_k| + 2^-30 of the exact f64 value (u = {:.1e})",
+        2.0 * check::unit_roundoff(a.out),
+        a.out.name(),
+        eval::SAMPLES,
+        check::unit_roundoff(a.out)
+    );
+    let loaded: Vec<gpu::Loaded> = ok
+        .iter()
+        .map(|b| gpu::Loaded::new(&gpu, b))
+        .collect::<Res<_>>()?;
+    let mut tune = tune::TuneCache::open(compiler.config().cache_dir.clone());
+    let mut all_ok = true;
+    for &shape in &a.shapes {
+        let p = gpu::Problem::new(&gpu, shape, a.input, rng.next())?;
+        let r = eval::reference(&gpu, &p, a.out, &mut rng)?;
+        println!(
+            "\n== {}x{}x{} (M x N x K): cuBLAS vs f64: {}/{} bad, max err/bound {:.3}",
+            p.m,
+            p.n,
+            p.k,
+            r.own.0,
+            eval::SAMPLES,
+            r.own.1
+        );
+        let cached = if a.tune {
+            tune.get(&gpu.name, shape, a.input, a.out)
+        } else {
+            None
+        };
+        let mut d = gpu::OutBuf::new(&gpu, p.m * p.n, a.out)?;
+        let mut best: Option<(Config, f64, f64)> = None;
+        let index: HashMap<Config, usize> = loaded
+            .iter()
+            .enumerate()
+            .map(|(i, l)| (l.config, i))
+            .collect();
+        let run_list: Vec<&gpu::Loaded> = match cached.and_then(|(c, _, _)| index.get(&c)) {
+            Some(&i) => {
+                println!(
+                    "  tuned best from {}: {}",
+                    tune.path()
+                        .map_or(String::new(), |p| p.display().to_string()),
+                    loaded[i].config
+                );
+                vec![&loaded[i]]
+            }
+            None => loaded.iter().collect(),
+        };
+        for l in run_list {
+            let o = eval::evaluate(&gpu, l, &p, &r, &mut d, a.group, 3, a.reps)?;
+            all_ok &= o.verdict.ok();
+            println!(
+                "  {:<40} {:>8.1} TFLOP/s {:.3}x (paired cuBLAS {:>6.1}) | {}",
+                l.config.to_string(),
+                o.tflops(&p),
+                o.ratio(),
+                o.cublas_tflops(&p),
+                o.verdict.describe(p.m * p.n)
+            );
+            if o.verdict.ok() && best.is_none_or(|b| o.ratio() > b.2) {
+                best = Some((l.config, o.tflops(&p), o.ratio()));
+            }
+        }
+        if let Some(b) = best {
+            println!("  best: {} ({:.1} TFLOP/s, {:.3}x cuBLAS)", b.0, b.1, b.2);
+            if a.tune && cached.is_none() {
+                tune.put(&gpu.name, shape, a.input, a.out, b);
+            }
+        }
+    }
+    println!(
+        "\n{}",
+        if all_ok {
+            "every configuration correct"
+        } else {
+            "FAILURES above"
+        }
+    );
+    Ok(all_ok)
+}
