@@ -71,7 +71,7 @@ fn operand_reads_back(valid: &ValidSpec, rows: u64, rng: &mut Rng) -> Res<u64> {
 /// D's staging: every position lands once inside the call's shared memory, and each run of 16
 /// bytes (8 16-bit elements: one stmatrix row; 4 f32: two float2 stores) stays contiguous.
 fn staging_offsets(d: &ValidSpec) -> Res<u64> {
-    let offs = ElementOffsets::new(d.spec(), d.plan()).ok_or("no element offsets")?;
+    let offs = ElementOffsets::new(d).ok_or("no element offsets")?;
     let e = d
         .spec()
         .dtype
