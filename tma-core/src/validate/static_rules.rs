@@ -193,11 +193,17 @@ pub(super) fn check_static(spec: &TileSpec, c: &mut Collector) {
                 INNER_BOX_BYTES_ALIGN / spec.dtype.size_bytes().unwrap_or(1).max(1)
             )
         } else {
+            // Whole bytes where they are whole; bits only for packed types that end mid-byte.
+            let bits = u64::from(spec.boxed[inner]) * u64::from(spec.dtype.global_bits());
+            let extent = if bits % 8 == 0 {
+                format!("{} B", bits / 8)
+            } else {
+                format!("{bits} bits")
+            };
             format!(
-                "the inner box extent is {} x {} = {} bits; it must be a multiple of {INNER_BOX_BYTES_ALIGN} B: use a multiple of {inner_multiple} elements",
+                "the inner box extent is {} x {} = {extent}; it must be a multiple of {INNER_BOX_BYTES_ALIGN} B: use a multiple of {inner_multiple} elements",
                 spec.boxed[inner],
                 spec.dtype,
-                u64::from(spec.boxed[inner]) * u64::from(spec.dtype.global_bits())
             )
         };
         c.error(
