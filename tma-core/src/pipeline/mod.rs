@@ -44,7 +44,9 @@
 
 mod roles;
 
-pub use roles::{NamedBarrier, ValidWarpRoles, WarpRoles, MAX_NAMED_BARRIER_ID, REGISTER_FILE};
+pub use roles::{
+    NamedBarrier, ValidWarpRoles, WarpRoles, BLOCK_WARPGROUPS, MAX_NAMED_BARRIER_ID, REGISTER_FILE,
+};
 
 use std::fmt;
 
