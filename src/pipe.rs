@@ -222,7 +222,7 @@ pub mod support {
     /// `Roles::valid` of a declaration that failed to compile (never run).
     pub fn stub_roles() -> &'static ValidWarpRoles {
         static STUB: OnceLock<ValidWarpRoles> = OnceLock::new();
-        roles_once(&STUB, || WarpRoles::new("tma_stub", 40, 1, 232))
+        roles_once(&STUB, || WarpRoles::new("tma_stub", 40, 2, 232))
     }
 }
 

@@ -158,7 +158,7 @@ fn entry(name: &str, pipe: &str, roles: &str, multicast: bool) -> String {
 }
 
 fn source() -> Source {
-    let w1 = WarpRoles::new("w1", 40, 1, 232).validate().unwrap();
+    let w1 = WarpRoles::new("w1", 40, 1, 256).validate().unwrap();
     let w2 = WarpRoles::new("w2", 40, 2, 232).validate().unwrap();
     let mut src = KernelSource::new().warp_roles(&w1).warp_roles(&w2);
     // TMA_PIPELINE_BREAK=1 breaks the consumers (they read stages without waiting): the test

@@ -158,6 +158,15 @@ fn the_mpk_example_compiles_with_nvrtc_to_tma_instructions() {
             .count(),
         2
     );
+    // set_barrier_transaction_bytes: one expect_tx arrival, by the warp's lane 0 as %laneid
+    // names it (as MPK's barrier.cuh; not threadIdx.x % 32, which is no lane in a 2-D block).
+    assert!(compiled.ptx.contains("%laneid"), "{}", compiled.ptx);
+    assert_eq!(
+        compiled.ptx.matches("mbarrier.arrive.expect_tx").count(),
+        1,
+        "{}",
+        compiled.ptx
+    );
 }
 
 fn random_tensor() -> Vec<u8> {

@@ -146,9 +146,16 @@ pub enum Rule {
     /// A multicast tile's boxes per call (the product of its repeats) split evenly over the
     /// CTAs along its axis: each CTA issues its share and multicasts it to all of them.
     MulticastSlices,
+    /// Warp roles count at least one producer warpgroup, one consumer warpgroup and one
+    /// block per SM, and at most a block's 1024 threads (8 warpgroups of 128).
+    WarpgroupCounts,
     /// `setmaxnreg` takes a register count that is a multiple of 8 in [24, 256] (PTX ISA,
     /// "setmaxnreg").
     SetmaxnregRange,
+    /// `setmaxnreg.dec` only lowers a warp's register count and `.inc` only raises it (PTX ISA,
+    /// "setmaxnreg"): `producer_regs` is at most the registers per thread the launch gives
+    /// (see `RegisterBudget`) and `consumer_regs` at least that.
+    SetmaxnregDirection,
     /// The warp roles' registers fit what the launch allocates: producer and consumer
     /// warpgroups after `setmaxnreg` hold at most the registers per thread the launch gives
     /// (64K registers per SM over the block's threads and blocks per SM, rounded down to 8)

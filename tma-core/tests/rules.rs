@@ -1000,6 +1000,33 @@ mod pipeline_rules {
                 Field::WarpRoles("consumer_regs"),
             ),
             (
+                "nine warpgroups, past a block",
+                Broken::Roles(|| roles().producer_warpgroups(7)),
+                Rule::WarpgroupCounts,
+                Field::WarpRoles("producer_warpgroups + consumer_warpgroups"),
+            ),
+            (
+                "no block per SM",
+                Broken::Roles(|| roles().blocks_per_sm(0)),
+                Rule::WarpgroupCounts,
+                Field::WarpRoles("blocks_per_sm"),
+            ),
+            (
+                "consumers raised to 160, below the launch's 168",
+                Broken::Roles(|| WarpRoles {
+                    consumer_regs: 160,
+                    ..roles()
+                }),
+                Rule::SetmaxnregDirection,
+                Field::WarpRoles("consumer_regs"),
+            ),
+            (
+                "the producer lowered to 176, above the launch's 168",
+                Broken::Roles(|| WarpRoles::new("gemm", 176, 2, 168)),
+                Rule::SetmaxnregDirection,
+                Field::WarpRoles("producer_regs"),
+            ),
+            (
                 "240 registers for 2 consumers",
                 Broken::Roles(|| WarpRoles {
                     consumer_regs: 240,
@@ -1043,7 +1070,9 @@ mod pipeline_rules {
             Rule::ClusterShape,
             Rule::MulticastAxis,
             Rule::MulticastSlices,
+            Rule::WarpgroupCounts,
             Rule::SetmaxnregRange,
+            Rule::SetmaxnregDirection,
             Rule::RegisterBudget,
             Rule::NamedBarrierIds,
         ] {

@@ -36,7 +36,8 @@ extern "C" __global__ void mpk_copy(const __grid_constant__ CUtensorMap in_map,
   }
   __syncthreads();
 
-  // 1) Tell the barrier how many bytes to expect (MPK: lane 0 of the calling warp arrives).
+  // 1) Tell the barrier how many bytes to expect: as in MPK, lane 0 of the calling warp arrives
+  //    (%laneid), the one arrival initialize_barrier(mbar, 1) waits for.
   if (threadIdx.x < 32) {
     size_t bytes = TileR * TileC * sizeof(T);
     set_barrier_transaction_bytes(mbar, bytes);

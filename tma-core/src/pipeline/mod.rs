@@ -44,7 +44,9 @@
 
 mod roles;
 
-pub use roles::{NamedBarrier, ValidWarpRoles, WarpRoles, MAX_NAMED_BARRIER_ID, REGISTER_FILE};
+pub use roles::{
+    NamedBarrier, ValidWarpRoles, WarpRoles, BLOCK_WARPGROUPS, MAX_NAMED_BARRIER_ID, REGISTER_FILE,
+};
 
 use std::fmt;
 
@@ -408,11 +410,20 @@ pub fn validate_pipeline(spec: &PipelineSpec) -> Result<ValidPipeline, PipelineE
             layout = shape.layout(u64::from(spec.stages));
         }
         Ok(_) => {}
-        Err(_) => errors.push(finding(
-            Field::Tiles,
-            "?",
+        // The tile at which the stage's running span left 64 bits, and that span.
+        Err(overflow) => errors.push(finding(
+            spec.tiles
+                .get(overflow.tile)
+                .map_or(Field::Tiles, |t| Field::StageTile {
+                    index: overflow.tile,
+                    member: t.member.clone(),
+                }),
+            overflow.span,
             Rule::SizeOverflow,
-            "one stage spans more shared memory than 64 bits hold".into(),
+            format!(
+                "the stage's tiles up to this one span {} bytes of shared memory: more than 64 bits hold",
+                overflow.span
+            ),
         )),
     }
     match (layout, stage_tx.get()) {

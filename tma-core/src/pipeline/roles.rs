@@ -13,7 +13,9 @@
 //! 128 (p x producer_regs + c x consumer_regs) <= 128 (p + c) x launch_regs
 //! ```
 //!
-//! ([`crate::Rule::RegisterBudget`]); otherwise `setmaxnreg.inc` blocks forever.
+//! ([`crate::Rule::RegisterBudget`]); otherwise `setmaxnreg.inc` blocks forever. And
+//! `setmaxnreg.dec` only lowers a warp's count, `.inc` only raises it, so
+//! `producer_regs <= launch_regs <= consumer_regs` ([`crate::Rule::SetmaxnregDirection`]).
 
 use super::{finding, PipelineErrors, MAX_BLOCK_THREADS};
 use crate::error::{Field, SpecError};
@@ -22,6 +24,10 @@ use crate::rules::Rule;
 
 /// Registers of one SM's register file (sm_90: 64K 32-bit registers).
 pub const REGISTER_FILE: u64 = 65536;
+
+/// The field a finding on the block's warpgroups as a whole names (their sum is past a block's
+/// threads).
+pub const BLOCK_WARPGROUPS: &str = "producer_warpgroups + consumer_warpgroups";
 
 /// The largest named-barrier id: ids 0 to 15 exist, 0 is `__syncthreads()`.
 pub const MAX_NAMED_BARRIER_ID: u32 = 15;
@@ -119,17 +125,22 @@ impl WarpRoles {
                 errors.push(finding(
                     Field::WarpRoles(field),
                     n,
-                    Rule::RegisterBudget,
+                    Rule::WarpgroupCounts,
                     format!("{field} is at least 1"),
                 ));
             }
         }
         if threads > u64::from(MAX_BLOCK_THREADS) {
             errors.push(finding(
-                Field::WarpRoles("consumer_warpgroups"),
-                self.consumer_warpgroups,
-                Rule::RegisterBudget,
-                format!("the block has {threads} threads; at most {MAX_BLOCK_THREADS}"),
+                Field::WarpRoles(BLOCK_WARPGROUPS),
+                u64::from(self.producer_warpgroups) + u64::from(self.consumer_warpgroups),
+                Rule::WarpgroupCounts,
+                format!(
+                    "{} producer + {} consumer warpgroup(s) x 128 = {threads} threads; a block has at most {MAX_BLOCK_THREADS} ({} warpgroups)",
+                    self.producer_warpgroups,
+                    self.consumer_warpgroups,
+                    MAX_BLOCK_THREADS / 128
+                ),
             ));
         }
         for (field, regs) in [
@@ -148,6 +159,36 @@ impl WarpRoles {
             }
         }
         let launch_regs = launch_regs(threads, u64::from(self.blocks_per_sm));
+        // `setmaxnreg.dec` lowers the count a warp runs with and `.inc` raises it: a producer
+        // above the launch's count, or a consumer below it, asks for what PTX does not define.
+        if errors.is_empty() {
+            if u64::from(self.producer_regs) > launch_regs {
+                errors.push(finding(
+                    Field::WarpRoles("producer_regs"),
+                    self.producer_regs,
+                    Rule::SetmaxnregDirection,
+                    format!(
+                        "the producers release registers with setmaxnreg.dec, which only lowers the count: \
+                         a launch of {threads} threads x {} block(s) per SM runs with at most {launch_regs} per thread, \
+                         so producer_regs is at most {launch_regs}",
+                        self.blocks_per_sm
+                    ),
+                ));
+            }
+            if u64::from(self.consumer_regs) < launch_regs {
+                errors.push(finding(
+                    Field::WarpRoles("consumer_regs"),
+                    self.consumer_regs,
+                    Rule::SetmaxnregDirection,
+                    format!(
+                        "the consumers take registers with setmaxnreg.inc, which only raises the count: \
+                         a launch of {threads} threads x {} block(s) per SM runs with up to {launch_regs} per thread, \
+                         so consumer_regs is at least {launch_regs}",
+                        self.blocks_per_sm
+                    ),
+                ));
+            }
+        }
         let used = 128
             * (u64::from(self.producer_warpgroups) * u64::from(self.producer_regs)
                 + u64::from(self.consumer_warpgroups) * u64::from(self.consumer_regs));

@@ -111,6 +111,22 @@ fn register_split_is_checked_against_the_register_file() {
     let e = WarpRoles::new("gemm", 40, 2, 240).validate().unwrap_err();
     assert_eq!(e.errors[0].rule, Rule::RegisterBudget);
     assert!(e.to_string().contains("64512"), "{e}");
+    // Reversed: within the budget, but setmaxnreg.dec cannot raise nor .inc lower.
+    let e = WarpRoles::new("r", 240, 2, 128).validate().unwrap_err();
+    let found: Vec<_> = e
+        .errors
+        .iter()
+        .map(|f| (f.rule, f.field.to_string()))
+        .collect();
+    assert_eq!(
+        found,
+        vec![
+            (Rule::SetmaxnregDirection, "producer_regs".to_string()),
+            (Rule::SetmaxnregDirection, "consumer_regs".to_string()),
+        ],
+        "{e}"
+    );
+    assert!(e.to_string().contains("at most 168"), "{e}");
     let e = WarpRoles::new("gemm", 20, 2, 232).validate().unwrap_err();
     assert_eq!(e.errors[0].rule, Rule::SetmaxnregRange);
     let mut many = WarpRoles::new("gemm", 40, 2, 232);

@@ -17,11 +17,11 @@
 //!     .swizzle(Swizzle::B128)
 //!     .wgmma(Operand::A, Major::K);
 //! let valid = validate(&spec)?;
-//! let plan = OperandPlan::new(&valid).expect("an operand tile");
+//! let plan = OperandPlan::new(&valid).ok_or("not a wgmma operand tile")?;
 //! assert_eq!((plan.sbo, plan.k_slices, plan.slice_step, plan.m_block_step), (1024, 4, 32, 8192));
-//! let desc = plan.descriptor(&valid, 0x400, 1, 0)?.encode().expect("fits");
+//! let desc = plan.descriptor(&valid, 0x400, 1, 0)?.encode()?;
 //! assert_eq!(desc, 0x4000_0040_0001_0042);
-//! # Ok::<(), tma_core::SpecErrors>(())
+//! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
 mod descriptor;

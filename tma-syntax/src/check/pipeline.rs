@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use syn::ext::IdentExt;
 use tma_core::pipeline::{
     validate_pipeline, ClusterAxis, Consumers, NamedBarrier, PipelineSpec, StageTile,
-    ValidPipeline, ValidWarpRoles, WarpRoles, MAX_NAMED_BARRIER_ID,
+    ValidPipeline, ValidWarpRoles, WarpRoles, BLOCK_WARPGROUPS, MAX_NAMED_BARRIER_ID,
 };
 use tma_core::render::KernelSource;
 use tma_core::{Arch, Field, Rule, SpecError};
@@ -502,6 +502,12 @@ pub fn roles(decl: &RolesDecl) -> syn::Result<CheckedRoles> {
             for finding in &e.errors {
                 let span = match &finding.field {
                     Field::Name => name.as_ref().map(|n| n.1),
+                    // The warpgroups together past a block: at the consumers' count (the
+                    // producers' when only they are written).
+                    Field::WarpRoles(k) if *k == BLOCK_WARPGROUPS => counts
+                        .get("consumer_warpgroups")
+                        .or_else(|| counts.get("producer_warpgroups"))
+                        .map(|c| c.1),
                     Field::WarpRoles(k) => counts.get(k).map(|c| c.1),
                     // A barrier's name, an id past the last (the barrier one too many) or a
                     // thread count: the order `WarpRoles::validate` checks them in.
