@@ -452,5 +452,5 @@ fn pipeline_snapshots() {
             .build()
             .unwrap()
     );
-    assert!(src.contains("// tma-pipeline 1 gemm_mc stages=3\n"));
+    assert!(src.contains("// tma-pipeline 1 gemm_mc stages=3 cluster=1x2x1 smem=148528\n"));
 }

@@ -82,7 +82,8 @@ impl KernelSource {
     /// Adds a pipeline (`struct tma_pipe_<name>`, [`PipelineCode`]) and the tiles it loads
     /// that the source does not hold yet (a tile equal to one already added is shared; ids as
     /// for [`KernelSource::tile`]). Pipelines get ids 0, 1, ... in the order added; each has a
-    /// `// tma-pipeline <id> <name> stages=<n>` line the runtime names hangs with.
+    /// `// tma-pipeline <id> <name> stages=<n> cluster=<x>x<y>x<z> smem=<bytes>` line
+    /// ([`crate::manifest::DeclaredPipeline`]) the runtime names hangs and checks launches with.
     pub fn pipeline(mut self, pipeline: &crate::pipeline::ValidPipeline) -> KernelSource {
         for t in &pipeline.spec().tiles {
             if !self.tiles.contains(&t.tile) {
@@ -200,11 +201,7 @@ impl KernelSource {
         out.push('\n');
         out.push_str(&tile_list(&self.tiles));
         for (id, p) in (0u32..).zip(&self.pipelines) {
-            let line = crate::manifest::DeclaredPipeline {
-                id,
-                name: p.spec().name.clone(),
-                stages: Some(p.spec().stages),
-            };
+            let line = crate::manifest::DeclaredPipeline::of(p, id);
             out.push_str(&format!("{line}\n"));
         }
         for t in &tiles {

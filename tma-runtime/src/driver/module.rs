@@ -13,7 +13,7 @@ use crate::compile::{CompileOptions, Compiled, Compiler, Source};
 use crate::error::{CuResult, Error};
 
 use super::cache::WeakCache;
-use super::checks::{check_args, check_dynamic_smem, SmemNeed};
+use super::checks::{check_args, check_dynamic_smem, check_pipelines, SmemNeed};
 use super::hang::MappedRecord;
 
 /// Dynamic shared memory a kernel gets without opting in (48 KB).
@@ -134,9 +134,12 @@ impl Module {
         // After get_attribute, which bound the module's context to this thread.
         let param_bytes = param_bytes(&func)?;
         // Only a kernel that uses dynamic shared memory keeps its tiles there.
-        let smem_need = match self.compiled.uses_dynamic_smem(name) {
-            Some(true) => SmemNeed::of(&self.compiled.tiles),
-            _ => None,
+        let (smem_need, pipelines) = match self.compiled.uses_dynamic_smem(name) {
+            Some(true) => (
+                SmemNeed::of(&self.compiled.tiles),
+                self.compiled.pipelines.clone(),
+            ),
+            _ => (None, Vec::new()),
         };
         Ok(Kernel {
             func,
@@ -146,6 +149,7 @@ impl Module {
             dynamic_smem_opted: AtomicU32::new(DEFAULT_DYNAMIC_SMEM_LIMIT),
             param_bytes,
             smem_need,
+            pipelines,
         })
     }
 
@@ -233,6 +237,9 @@ pub struct Kernel {
     dynamic_smem_opted: AtomicU32,
     param_bytes: Vec<usize>,
     smem_need: Option<SmemNeed>,
+    /// The source's pipelines when the kernel uses dynamic shared memory (where a pipeline
+    /// lives): what a launch's cluster and dynamic shared memory are checked against.
+    pipelines: Vec<tma_core::manifest::DeclaredPipeline>,
 }
 
 impl Kernel {
@@ -265,18 +272,31 @@ impl Kernel {
         self.smem_need.as_ref().map_or(0, |n| n.bytes)
     }
 
+    /// The pipelines of the kernel's source a launch is checked against (none when the
+    /// kernel uses no dynamic shared memory): `// tma-pipeline` lines.
+    pub fn pipelines(&self) -> &[tma_core::manifest::DeclaredPipeline] {
+        &self.pipelines
+    }
+
     /// Refuses, before any driver call, arguments of `arg_bytes` sizes that do not match the
-    /// parameters, and `dynamic_smem` below [`Kernel::min_dynamic_smem`] (`None`: unchecked).
+    /// parameters, `dynamic_smem` below [`Kernel::min_dynamic_smem`] (`None`: unchecked),
+    /// and, when `pipelines`, a `cluster` or `dynamic_smem` no pipeline of the source can run
+    /// under ([`Error::PipelineLaunch`]).
     pub(super) fn check_launch(
         &self,
         arg_bytes: &[usize],
         dynamic_smem: Option<u32>,
+        cluster: Option<(u32, u32, u32)>,
+        pipelines: bool,
     ) -> Result<(), Error> {
         check_args(&self.name, &self.param_bytes, arg_bytes)?;
-        match dynamic_smem {
-            Some(given) => check_dynamic_smem(&self.name, self.smem_need.as_ref(), given),
-            None => Ok(()),
+        if let Some(given) = dynamic_smem {
+            check_dynamic_smem(&self.name, self.smem_need.as_ref(), given)?;
         }
+        if pipelines {
+            check_pipelines(&self.name, &self.pipelines, cluster, dynamic_smem)?;
+        }
+        Ok(())
     }
 
     /// Readies the kernel for a launch of a checked shape: refuses it when an earlier launch
