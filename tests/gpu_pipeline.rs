@@ -129,7 +129,11 @@ fn axis_arg(a: Option<ClusterAxis>) -> i32 {
 
 /// The multicast rings past the x-axis one: each a 4-CTA grid.
 fn mc_rings() -> Vec<McRing> {
-    let ring = |name: &str, consumers, cluster: [u32; 3], a: Option<ClusterAxis>, b: Option<ClusterAxis>| {
+    let ring = |name: &str,
+                consumers,
+                cluster: [u32; 3],
+                a: Option<ClusterAxis>,
+                b: Option<ClusterAxis>| {
         let mut p = PipelineSpec::new(name, 3, consumers).cluster(cluster);
         p = match a {
             Some(axis) => p.multicast_tile("a", &tile_a_halves(), axis),
@@ -141,7 +145,11 @@ fn mc_rings() -> Vec<McRing> {
         };
         p.validate().unwrap()
     };
-    let (x, y, z) = (Some(ClusterAxis::X), Some(ClusterAxis::Y), Some(ClusterAxis::Z));
+    let (x, y, z) = (
+        Some(ClusterAxis::X),
+        Some(ClusterAxis::Y),
+        Some(ClusterAxis::Z),
+    );
     vec![
         McRing {
             kernel: "ring_mc",
@@ -188,7 +196,12 @@ fn mc_rings() -> Vec<McRing> {
 
 /// The linear id of the block the CTAs sharing a tile along `axis` take their coordinates
 /// from (the first of them); the block itself when `axis` is None. The kernel's twin.
-fn group(blk: [u32; 3], grid: (u32, u32, u32), cluster: (u32, u32, u32), axis: Option<ClusterAxis>) -> u64 {
+fn group(
+    blk: [u32; 3],
+    grid: (u32, u32, u32),
+    cluster: (u32, u32, u32),
+    axis: Option<ClusterAxis>,
+) -> u64 {
     let mut b = blk;
     if let Some(a) = axis {
         let c = [cluster.0, cluster.1, cluster.2][a.index()];
@@ -485,8 +498,16 @@ fn gpu_rings_stream_every_stage_intact() {
         if pipe.cluster_ctas() > 1 {
             cfg = cfg.cluster(cluster);
         }
-        let a_map = if ring.axis_a.is_some() { &map_a_mc } else { &map_a };
-        let b_map = if ring.axis_b.is_some() { &map_b_mc } else { &map_b };
+        let a_map = if ring.axis_a.is_some() {
+            &map_a_mc
+        } else {
+            &map_a
+        };
+        let b_map = if ring.axis_b.is_some() {
+            &map_b_mc
+        } else {
+            &map_b
+        };
         // SAFETY: (CUtensorMap, CUtensorMap, int, const u16*, const u32*, u8*, u64*), `out`
         // holds BLOCKS x STAGES_STREAMED stages, `bad` one counter.
         unsafe {
@@ -505,8 +526,16 @@ fn gpu_rings_stream_every_stage_intact() {
         let got = stream.clone_dtoh(&out).unwrap();
         let device_bad = stream.clone_dtoh(&bad).unwrap()[0];
         let offs = &pipe.layout().tile_offsets;
-        let bound_a_used = if ring.axis_a.is_some() { &bound_a_mc } else { &bound_a };
-        let bound_b_used = if ring.axis_b.is_some() { &bound_b_mc } else { &bound_b };
+        let bound_a_used = if ring.axis_a.is_some() {
+            &bound_a_mc
+        } else {
+            &bound_a
+        };
+        let bound_b_used = if ring.axis_b.is_some() {
+            &bound_b_mc
+        } else {
+            &bound_b
+        };
         let (gx, gy, gz) = ring.grid;
         assert_eq!(gx * gy * gz, BLOCKS);
         let mut model_bad = 0u64;
@@ -559,4 +588,241 @@ fn gpu_rings_stream_every_stage_intact() {
         configs.len()
     );
     assert_eq!(total_bad, 0);
+}
+
+/// The arguments of a ring kernel, on `stream`, for `BLOCKS` blocks of `stages` stages.
+struct RingArgs {
+    a: TensorMap,
+    b: TensorMap,
+    a_dev: cudarc::driver::CudaSlice<tma::half::bf16>,
+    b_dev: cudarc::driver::CudaSlice<u32>,
+    out: cudarc::driver::CudaSlice<u8>,
+    bad: cudarc::driver::CudaSlice<u64>,
+}
+
+impl RingArgs {
+    /// For a ring whose `a` and `b` are both multicast (`ring_mc_yx`) or `a` alone (`ring_mc`).
+    fn new(
+        stream: &std::sync::Arc<cudarc::driver::CudaStream>,
+        pipe: &ValidPipeline,
+        b_mc: bool,
+    ) -> RingArgs {
+        let a_dev = stream
+            .clone_htod(&vec![tma::half::bf16::from_bits(0); (A_ROWS * 64) as usize])
+            .unwrap();
+        let b_dev = stream
+            .clone_htod(&vec![0u32; (B_ROWS * 16) as usize])
+            .unwrap();
+        let tb = if b_mc { tile_b_halves() } else { tile_b() };
+        let a =
+            TensorMap::new(&tile_a_halves().bind(&[A_ROWS, 64], None).unwrap(), &a_dev).unwrap();
+        let b = TensorMap::new(&tb.bind(&[B_ROWS, 16], None).unwrap(), &b_dev).unwrap();
+        let out = stream
+            .clone_htod(&vec![
+                0u8;
+                BLOCKS as usize
+                    * STAGES_STREAMED as usize
+                    * pipe.layout().stage_bytes as usize
+            ])
+            .unwrap();
+        let bad = stream.clone_htod(&[0u64]).unwrap();
+        RingArgs {
+            a,
+            b,
+            a_dev,
+            b_dev,
+            out,
+            bad,
+        }
+    }
+
+    /// # Safety
+    /// `kernel` is a ring kernel of [`source`] and `cfg` fits it.
+    unsafe fn launch(
+        &mut self,
+        kernel: &tma::runtime::Kernel,
+        cfg: &LaunchConfig,
+    ) -> Result<(), tma::runtime::Error> {
+        // SAFETY: the ring kernels' parameters, in order; `out` holds every stage.
+        unsafe {
+            kernel
+                .launch_builder(cfg)
+                .arg(&self.a)
+                .arg(&self.b)
+                .arg(&STAGES_STREAMED)
+                .arg(&self.a_dev)
+                .arg(&self.b_dev)
+                .arg(&mut self.out)
+                .arg(&mut self.bad)
+                .launch_and_sync()
+        }
+    }
+}
+
+/// A launch off the pipeline's cluster shape, or below its DYNAMIC_SMEM_BYTES, is refused on
+/// the host before the driver (the context stays usable: the right launch then runs).
+#[test]
+fn gpu_a_launch_off_the_pipelines_shape_is_refused_on_the_host() {
+    use tma::runtime::Error;
+    let Some(_) = tma::runtime::testing::require_gpu_or_skip(
+        "gpu_a_launch_off_the_pipelines_shape_is_refused_on_the_host",
+    ) else {
+        return;
+    };
+    let ctx = cudarc::driver::CudaContext::new(0).unwrap();
+    let stream = ctx.default_stream();
+    let module = Module::compile_and_load(
+        &ctx,
+        Compiler::global().unwrap(),
+        &source(),
+        &options(false),
+    )
+    .unwrap();
+    let ring = mc_rings()
+        .into_iter()
+        .find(|r| r.kernel == "ring_mc_yx")
+        .unwrap();
+    let kernel = module.kernel(ring.kernel).unwrap();
+    let mut args = RingArgs::new(&stream, &ring.pipe, true);
+    let smem = ring.pipe.dynamic_smem_bytes() as u32;
+    let cfg = |grid, cluster: Option<(u32, u32, u32)>, smem: u32| {
+        let c = LaunchConfig::new(&stream, grid, (256, 1, 1)).dynamic_smem(smem);
+        match cluster {
+            Some(cl) => c.cluster(cl),
+            None => c,
+        }
+    };
+    // The kernel's PTX names the one pipeline it initialises: its launches are held to it
+    // alone, though other pipelines of the source have 1x1x1, 2x1x1 and 1x2x1 clusters.
+    let names: Vec<&str> = kernel.pipelines().iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["mc_yx"]);
+    // A cluster no pipeline of the source declares (4x1x1), clusters other pipelines of the
+    // source declare, and no cluster.
+    for (grid, cluster) in [
+        ((4, 1, 1), Some((4, 1, 1))),
+        ((2, 2, 1), Some((1, 2, 1))),
+        ((4, 1, 1), Some((2, 1, 1))),
+        ((4, 1, 1), None),
+    ] {
+        // SAFETY: refused before the driver (checked below).
+        match unsafe { args.launch(&kernel, &cfg(grid, cluster, smem)) } {
+            Err(
+                e @ Error::PipelineLaunch {
+                    what: "cluster", ..
+                },
+            ) => println!("refused: {e}"),
+            other => panic!("cluster {cluster:?}: {other:?}"),
+        }
+    }
+    // The largest tile plus its slack passes the tiles' check, not the pipeline's.
+    let largest = kernel.min_dynamic_smem() as u32;
+    assert!(largest < smem, "{largest} {smem}");
+    for given in [largest, smem - 16] {
+        // SAFETY: refused before the driver.
+        match unsafe { args.launch(&kernel, &cfg(ring.grid, Some(ring.cluster()), given)) } {
+            Err(
+                e @ Error::PipelineLaunch {
+                    what: "dynamic shared memory",
+                    ..
+                },
+            ) => println!("refused: {e}"),
+            other => panic!("{given} B: {other:?}"),
+        }
+    }
+    // The declared shape runs, and streams intact (zeros in, zeros compared).
+    // SAFETY: the ring's own shape.
+    unsafe { args.launch(&kernel, &cfg(ring.grid, Some(ring.cluster()), smem)) }.unwrap();
+    assert_eq!(stream.clone_dtoh(&args.bad).unwrap()[0], 0);
+    println!(
+        "ring_mc_yx with cluster {:?} and {smem} B: ran",
+        ring.cluster()
+    );
+}
+
+/// Past the host check (`unchecked_pipelines`), a debug build's `init()` names a launch off
+/// the pipeline's cluster shape: `DeviceCheck { PipelineLaunchShape }` from `init`, naming the
+/// pipeline, the axis, what was declared and what the launch has. (It traps: one per process.)
+#[test]
+fn gpu_debug_init_names_a_launch_off_the_pipelines_cluster() {
+    use tma::runtime::Error;
+    let Some(_) = tma::runtime::testing::require_gpu_or_skip(
+        "gpu_debug_init_names_a_launch_off_the_pipelines_cluster",
+    ) else {
+        return;
+    };
+    let ctx = cudarc::driver::CudaContext::new(0).unwrap();
+    let stream = ctx.default_stream();
+    let module =
+        Module::compile_and_load(&ctx, Compiler::global().unwrap(), &source(), &options(true))
+            .unwrap();
+    let pipe = multicast_ring();
+    let kernel = module.kernel("ring_mc").unwrap();
+    let mut args = RingArgs::new(&stream, &pipe, false);
+    let cfg = LaunchConfig::new(&stream, (BLOCKS, 1, 1), (256, 1, 1))
+        .dynamic_smem(pipe.dynamic_smem_bytes() as u32)
+        .cluster((4, 1, 1))
+        .unchecked_pipelines();
+    // SAFETY: the kernel traps in init() before any copy.
+    match unsafe { args.launch(&kernel, &cfg) } {
+        Err(
+            e @ Error::DeviceCheck {
+                rule: tma::spec::Rule::PipelineLaunchShape,
+                helper: "init",
+                dim: Some(0),
+                ..
+            },
+        ) => {
+            let text = e.to_string();
+            println!("{text}");
+            assert!(text.contains("of pipeline `mc`"), "{text}");
+            assert!(
+                text.contains("declared for cluster x = 2, the launch has %cluster_nctaid.x = 4"),
+                "{text}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// As above, for dynamic shared memory that holds the largest tile but not the pipeline's
+/// barriers: `init()` names it before it writes past the end.
+#[test]
+fn gpu_debug_init_names_too_little_dynamic_smem() {
+    use tma::runtime::Error;
+    let Some(_) =
+        tma::runtime::testing::require_gpu_or_skip("gpu_debug_init_names_too_little_dynamic_smem")
+    else {
+        return;
+    };
+    let ctx = cudarc::driver::CudaContext::new(0).unwrap();
+    let stream = ctx.default_stream();
+    let module =
+        Module::compile_and_load(&ctx, Compiler::global().unwrap(), &source(), &options(true))
+            .unwrap();
+    let pipe = multicast_ring();
+    let kernel = module.kernel("ring_mc").unwrap();
+    let mut args = RingArgs::new(&stream, &pipe, false);
+    let given = kernel.min_dynamic_smem() as u32;
+    let cfg = LaunchConfig::new(&stream, (BLOCKS, 1, 1), (256, 1, 1))
+        .dynamic_smem(given)
+        .cluster((2, 1, 1))
+        .unchecked_pipelines();
+    // SAFETY: the kernel traps in init() before it writes a barrier.
+    match unsafe { args.launch(&kernel, &cfg) } {
+        Err(
+            e @ Error::DeviceCheck {
+                rule: tma::spec::Rule::PipelineLaunchShape,
+                helper: "init",
+                dim: Some(3),
+                value,
+                ..
+            },
+        ) => {
+            println!("{e}");
+            assert_eq!(value & 0xfff_ffff, i64::from(given), "{e}");
+            assert!(((value >> 28) & 0xfff_ffff) > i64::from(given), "{e}");
+            assert_eq!(value >> 56, 8, "pipeline id of `mc`: {e}");
+        }
+        other => panic!("{other:?}"),
+    }
 }

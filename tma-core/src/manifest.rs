@@ -176,7 +176,9 @@ impl DeclaredPipeline {
 
 /// `2x1x1` -> `[2, 1, 1]`; `None` unless three non-zero numbers.
 fn parse_cluster(v: &str) -> Option<[u32; 3]> {
-    let mut it = v.split('x').map(|n| n.parse::<u32>().ok().filter(|&n| n > 0));
+    let mut it = v
+        .split('x')
+        .map(|n| n.parse::<u32>().ok().filter(|&n| n > 0));
     let shape = [it.next()??, it.next()??, it.next()??];
     it.next().is_none().then_some(shape)
 }

@@ -13,7 +13,7 @@ use crate::compile::{CompileOptions, Compiled, Compiler, Source};
 use crate::error::{CuResult, Error};
 
 use super::cache::WeakCache;
-use super::checks::{check_args, check_dynamic_smem, check_pipelines, SmemNeed};
+use super::checks::{check_args, check_dynamic_smem, check_pipelines, PipelineNeed, SmemNeed};
 use super::hang::MappedRecord;
 
 /// Dynamic shared memory a kernel gets without opting in (48 KB).
@@ -134,12 +134,30 @@ impl Module {
         // After get_attribute, which bound the module's context to this thread.
         let param_bytes = param_bytes(&func)?;
         // Only a kernel that uses dynamic shared memory keeps its tiles there.
-        let (smem_need, pipelines) = match self.compiled.uses_dynamic_smem(name) {
-            Some(true) => (
-                SmemNeed::of(&self.compiled.tiles),
-                self.compiled.pipelines.clone(),
-            ),
-            _ => (None, Vec::new()),
+        let dynamic = self.compiled.uses_dynamic_smem(name) == Some(true);
+        let smem_need = if dynamic {
+            SmemNeed::of(&self.compiled.tiles)
+        } else {
+            None
+        };
+        // The pipelines its PTX says it initialises; else, when it keeps something in dynamic
+        // shared memory, any pipeline of the source may be its.
+        let used = self.compiled.pipelines_used(name).unwrap_or_default();
+        let pipelines = if !used.is_empty() {
+            PipelineNeed {
+                pipelines: (self.compiled.pipelines.iter())
+                    .filter(|p| used.contains(&p.id))
+                    .cloned()
+                    .collect(),
+                exact: true,
+            }
+        } else if dynamic {
+            PipelineNeed {
+                pipelines: self.compiled.pipelines.clone(),
+                exact: false,
+            }
+        } else {
+            PipelineNeed::default()
         };
         Ok(Kernel {
             func,
@@ -237,9 +255,10 @@ pub struct Kernel {
     dynamic_smem_opted: AtomicU32,
     param_bytes: Vec<usize>,
     smem_need: Option<SmemNeed>,
-    /// The source's pipelines when the kernel uses dynamic shared memory (where a pipeline
-    /// lives): what a launch's cluster and dynamic shared memory are checked against.
-    pipelines: Vec<tma_core::manifest::DeclaredPipeline>,
+    /// The pipelines a launch's cluster and dynamic shared memory are checked against: those
+    /// the kernel initialises, or, when its PTX names none and it uses dynamic shared memory
+    /// (where a pipeline lives), any of the source's.
+    pipelines: PipelineNeed,
 }
 
 impl Kernel {
@@ -272,10 +291,11 @@ impl Kernel {
         self.smem_need.as_ref().map_or(0, |n| n.bytes)
     }
 
-    /// The pipelines of the kernel's source a launch is checked against (none when the
-    /// kernel uses no dynamic shared memory): `// tma-pipeline` lines.
+    /// The pipelines of the kernel's source a launch is checked against (`// tma-pipeline`
+    /// lines): those the kernel initialises (its PTX names them), or, when it names none and
+    /// uses dynamic shared memory, all of the source's (a launch must then fit one of them).
     pub fn pipelines(&self) -> &[tma_core::manifest::DeclaredPipeline] {
-        &self.pipelines
+        &self.pipelines.pipelines
     }
 
     /// Refuses, before any driver call, arguments of `arg_bytes` sizes that do not match the
