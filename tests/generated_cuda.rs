@@ -380,7 +380,85 @@ fn debug_checks_compile_to_nothing_when_off() {
             "{name}: the debug checks change the release SASS"
         );
     }
+    // A multicast pipeline: init()'s launch check, the multicast branch's mask and mbarrier
+    // checks and the debug waits compile to nothing as well.
+    // The comment init() leaves in the PTX for the runtime (which pipelines a kernel uses) is
+    // cut as well: it is no instruction either.
+    let full = multicast_pipeline_kernel();
+    let marker = "asm volatile(\"// tma-pipeline-use {{ id }}\");".replace("{{ id }}", "0");
+    assert!(full.contains(&marker));
+    let cut: String = without_debug_blocks(&full)
+        .lines()
+        .filter(|l| l.trim() != marker)
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert!(full.contains("tma_debug_check_pipeline_launch(PIPELINE_ID"));
+    assert!(!cut.contains("tma_debug_check_pipeline_launch(PIPELINE_ID") && !cut.contains(&marker));
+    let compiled = compiler
+        .compile_source(&Source::new(full.as_str()), &options)
+        .unwrap();
+    assert_eq!(compiled.pipelines_used("pipe_kernel"), Some(vec![0]));
+    let sass = |src: &str, stem: &str| {
+        let c = compiler
+            .compile_source(&Source::new(src), &options)
+            .unwrap();
+        assemble(&ptxas, &cuobjdump, &c.ptx, &dir, stem).text
+    };
+    let (full_sass, cut_sass) = (sass(&full, "pipe_full"), sass(&cut, "pipe_cut"));
+    assert!(count(&full_sass, "UTMALDG") >= 2, "{full_sass}");
+    assert_eq!(
+        full_sass, cut_sass,
+        "the pipeline's debug checks change the release SASS"
+    );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A kernel streaming a 2-CTA multicast pipeline (one tile multicast along x, one alone).
+fn multicast_pipeline_kernel() -> String {
+    use tma::pipeline::{ClusterAxis, Consumers, PipelineSpec};
+    use tma::{validate, DType, Swizzle, TileSpec};
+    let a = validate(
+        &TileSpec::new("pa", DType::BF16, [4096, 64], [32, 64])
+            .dim_names(["r", "c"])
+            .swizzle(Swizzle::B128)
+            .repeat([2, 1]),
+    )
+    .unwrap();
+    let b = validate(&TileSpec::new("pb", DType::U32, [4096, 16], [32, 16]).dim_names(["r", "c"]))
+        .unwrap();
+    let pipe = PipelineSpec::new("sass", 3, Consumers::Threads(128))
+        .multicast_tile("a", &a, ClusterAxis::X)
+        .tile("b", &b)
+        .cluster([2, 1, 1])
+        .validate()
+        .unwrap();
+    KernelSource::new()
+        .pipeline(&pipe)
+        .body(
+            r#"
+extern "C" __global__ void pipe_kernel(const __grid_constant__ CUtensorMap a, const __grid_constant__ CUtensorMap b,
+                                       int n, unsigned* out) {
+  extern __shared__ __align__(16) unsigned char raw[];
+  const tma_pipe_sass pipe(raw);
+  pipe.init();
+  tma_pipe_sass::state s;
+  unsigned acc = 0u;
+  for (int k = 0; k < n; ++k, ++s) {
+    if (threadIdx.x == 0u) {
+      pipe.acquire(s);
+      pipe.load(s, &a, {.r = k * 64, .c = 0}, &b, {.r = k * 32, .c = 0});
+    }
+    pipe.wait(s);
+    acc += pipe.stage(s)[threadIdx.x];
+    pipe.release(s);
+  }
+  out[blockIdx.x * blockDim.x + threadIdx.x] = acc;
+  pipe.finish();
+}
+"#,
+        )
+        .build()
+        .unwrap()
 }
 
 /// A kernel loading one `[M][K]` tile at the coordinates `coords` (a brace list).

@@ -102,8 +102,24 @@ impl fmt::Display for DeclaredTile {
     }
 }
 
-/// What starts a pipeline line: `// tma-pipeline <id> <name> stages=<n>`, written by
-/// [`crate::render::KernelSource`] for each pipeline; a hang in a pipeline's wait names it by id.
+/// What starts a pipeline line:
+///
+/// ```text
+/// // tma-pipeline <id> <name> stages=<n> cluster=<x>x<y>x<z> smem=<bytes>
+/// ```
+///
+/// written by [`crate::render::KernelSource`] for each pipeline: a hang in a pipeline's wait
+/// names it by id, and the runtime refuses a launch whose cluster shape is not the declared
+/// one or whose dynamic shared memory is below `smem` (the pipeline's `DYNAMIC_SMEM_BYTES`).
+/// A line may stop after the name (older sources, hand-written lines): what it does not say
+/// is not checked.
+///
+/// ```
+/// use tma_core::manifest::DeclaredPipeline;
+/// let p = DeclaredPipeline::parse("// tma-pipeline 0 ring stages=4 cluster=2x1x1 smem=66640").unwrap();
+/// assert_eq!((p.stages, p.cluster, p.dynamic_smem_bytes), (Some(4), Some([2, 1, 1]), Some(66640)));
+/// assert_eq!(DeclaredPipeline::parse("// tma-pipeline 1 old stages=2").unwrap().cluster, None);
+/// ```
 pub const PIPELINE_LINE_PREFIX: &str = "// tma-pipeline ";
 
 /// One pipeline a translation unit declares.
@@ -113,18 +129,58 @@ pub struct DeclaredPipeline {
     pub id: u32,
     pub name: String,
     pub stages: Option<u32>,
+    /// The cluster shape (x, y, z) the pipeline was declared for (`[1, 1, 1]`: no cluster).
+    pub cluster: Option<[u32; 3]>,
+    /// The pipeline's `DYNAMIC_SMEM_BYTES`: what a launch must give it at least
+    /// ([`crate::pipeline::ValidPipeline::dynamic_smem_bytes`]).
+    pub dynamic_smem_bytes: Option<u64>,
 }
 
 impl DeclaredPipeline {
-    /// Reads one line; `None` when it is not a pipeline line.
+    /// Pipeline `id` of its translation unit, with everything the runtime checks.
+    pub fn of(pipeline: &crate::pipeline::ValidPipeline, id: u32) -> DeclaredPipeline {
+        DeclaredPipeline {
+            id,
+            name: pipeline.spec().name.clone(),
+            stages: Some(pipeline.spec().stages),
+            cluster: Some(pipeline.spec().cluster),
+            dynamic_smem_bytes: Some(pipeline.dynamic_smem_bytes()),
+        }
+    }
+
+    /// Reads one line; `None` when it is not a pipeline line. A field whose value does not
+    /// parse is left out; unknown fields are ignored.
     pub fn parse(line: &str) -> Option<DeclaredPipeline> {
         let rest = line.trim_start().strip_prefix(PIPELINE_LINE_PREFIX)?;
         let mut words = rest.split_whitespace();
         let id = words.next()?.parse().ok()?;
         let name = words.next()?.to_string();
-        let stages = words.find_map(|w| w.strip_prefix("stages=").and_then(|v| v.parse().ok()));
-        Some(DeclaredPipeline { id, name, stages })
+        let mut p = DeclaredPipeline {
+            id,
+            name,
+            stages: None,
+            cluster: None,
+            dynamic_smem_bytes: None,
+        };
+        for word in words {
+            match word.split_once('=') {
+                Some(("stages", v)) => p.stages = v.parse().ok(),
+                Some(("cluster", v)) => p.cluster = parse_cluster(v),
+                Some(("smem", v)) => p.dynamic_smem_bytes = v.parse().ok(),
+                _ => {}
+            }
+        }
+        Some(p)
     }
+}
+
+/// `2x1x1` -> `[2, 1, 1]`; `None` unless three non-zero numbers.
+fn parse_cluster(v: &str) -> Option<[u32; 3]> {
+    let mut it = v
+        .split('x')
+        .map(|n| n.parse::<u32>().ok().filter(|&n| n > 0));
+    let shape = [it.next()??, it.next()??, it.next()??];
+    it.next().is_none().then_some(shape)
 }
 
 /// The line, without a newline.
@@ -133,6 +189,12 @@ impl fmt::Display for DeclaredPipeline {
         write!(f, "{PIPELINE_LINE_PREFIX}{} {}", self.id, self.name)?;
         if let Some(s) = self.stages {
             write!(f, " stages={s}")?;
+        }
+        if let Some([x, y, z]) = self.cluster {
+            write!(f, " cluster={x}x{y}x{z}")?;
+        }
+        if let Some(b) = self.dynamic_smem_bytes {
+            write!(f, " smem={b}")?;
         }
         Ok(())
     }
@@ -180,6 +242,40 @@ mod tests {
             [
                 (0, "a_tile", None, None, None),
                 (7, "b", None, Some(128), None)
+            ]
+        );
+    }
+
+    #[test]
+    fn pipeline_lines_round_trip_and_old_lines_parse() {
+        let full = DeclaredPipeline {
+            id: 1,
+            name: "ring".into(),
+            stages: Some(4),
+            cluster: Some([2, 2, 1]),
+            dynamic_smem_bytes: Some(99376),
+        };
+        let line = full.to_string();
+        assert_eq!(
+            line,
+            "// tma-pipeline 1 ring stages=4 cluster=2x2x1 smem=99376"
+        );
+        assert_eq!(DeclaredPipeline::parse(&line), Some(full));
+        let old = declared_pipelines(
+            "// tma-pipeline 0 a stages=2\n// tma-pipeline 1 b cluster=2x0x1 smem=x\n\
+             // tma-pipeline 2 c cluster=2x1 smem=5\n// tma-pipeline 3 d cluster=1x1x1x1\n",
+        );
+        let seen: Vec<_> = old
+            .iter()
+            .map(|p| (p.id, p.stages, p.cluster, p.dynamic_smem_bytes))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                (0, Some(2), None, None),
+                (1, None, None, None),
+                (2, None, None, Some(5)),
+                (3, None, None, None)
             ]
         );
     }

@@ -122,6 +122,14 @@ pub enum Rule {
     /// the helpers convert it to a 32-bit shared-memory address, so a pointer elsewhere
     /// becomes an unrelated address (checked on the device in debug mode).
     MbarrierAddress,
+    /// A pipeline kernel launches with the pipeline's cluster shape (`%cluster_nctaid` equals
+    /// `CLUSTER_X/Y/Z`) and with dynamic shared memory that holds the pipeline where it sits
+    /// (`%dynamic_smem_size`; `DYNAMIC_SMEM_BYTES` when it starts the dynamic shared memory):
+    /// another cluster makes the multicast slices and masks name the wrong CTAs, too little
+    /// memory makes `init()` write mbarriers past its end. Checked on the host before the
+    /// driver (`Error::PipelineLaunch`, from the source's `// tma-pipeline` lines) and, in
+    /// debug mode, by `init()` on the device.
+    PipelineLaunchShape,
 
     // ---- pipelines and warp specialization (tma_core::pipeline) ----
     /// A pipeline has at least one stage.
@@ -222,7 +230,7 @@ impl Rule {
     /// The rules the generated helpers check on the device in debug mode, with the code the
     /// device writes into the debug record (docs/CONTRACTS.md "Debug checks"). The one table:
     /// the renderer passes these codes to the templates and the runtime decodes with them.
-    pub const DEVICE_CHECKED: [(Rule, u32); 8] = [
+    pub const DEVICE_CHECKED: [(Rule, u32); 9] = [
         (Rule::CoordinateAlignment, 1),
         (Rule::StoreCoordinateNegative, 2),
         (Rule::CoordinateRange, 3),
@@ -231,6 +239,7 @@ impl Rule {
         (Rule::StoreNotWaited, 6),
         (Rule::MulticastMask, 7),
         (Rule::MbarrierAddress, 8),
+        (Rule::PipelineLaunchShape, 9),
     ];
 
     /// The rule a debug record's code names.
@@ -257,11 +266,14 @@ pub enum Helper {
     PipelineWait,
     /// A pipeline's producer `acquire(state)` on a stage's empty barrier.
     PipelineAcquire,
+    /// A pipeline's `init()`, checking the launch's cluster shape and dynamic shared memory
+    /// against the pipeline's ([`Rule::PipelineLaunchShape`]).
+    PipelineInit,
 }
 
 impl Helper {
     /// Every helper with its device code (the one table; see [`Rule::DEVICE_CHECKED`]).
-    pub const ALL: [(Helper, u32); 8] = [
+    pub const ALL: [(Helper, u32); 9] = [
         (Helper::Load, 1),
         (Helper::LoadMulticast, 2),
         (Helper::Store, 3),
@@ -270,6 +282,7 @@ impl Helper {
         (Helper::StoreToken, 6),
         (Helper::PipelineWait, 7),
         (Helper::PipelineAcquire, 8),
+        (Helper::PipelineInit, 9),
     ];
 
     /// The helper a debug record's code names.
@@ -291,6 +304,7 @@ impl Helper {
             Helper::StoreToken => "store_committed",
             Helper::PipelineWait => "wait",
             Helper::PipelineAcquire => "acquire",
+            Helper::PipelineInit => "init",
         }
     }
 }

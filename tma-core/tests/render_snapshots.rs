@@ -452,5 +452,60 @@ fn pipeline_snapshots() {
             .build()
             .unwrap()
     );
-    assert!(src.contains("// tma-pipeline 1 gemm_mc stages=3\n"));
+    assert!(src.contains("// tma-pipeline 1 gemm_mc stages=3 cluster=1x2x1 smem=148528\n"));
+}
+
+/// A pipeline's consumers against the source's warp roles: beside one warp roles,
+/// `Warpgroups(n)` is its consumer warpgroup count; never more consumer threads than the
+/// roles have; `Warps(n)` may be a subset.
+#[test]
+fn pipeline_consumers_agree_with_the_warp_roles() {
+    use tma_core::pipeline::{Consumers, PipelineSpec, WarpRoles};
+    let t = validate(&TileSpec::new("t", DType::BF16, [4096, 64], [64, 64]).swizzle(Swizzle::B128))
+        .unwrap();
+    let pipe = |c| {
+        PipelineSpec::new("p", 2, c)
+            .tile("a", &t)
+            .validate()
+            .unwrap()
+    };
+    let roles = |cw| {
+        WarpRoles::new(format!("r{cw}"), 40, cw, 232)
+            .validate()
+            .unwrap()
+    };
+    let build = |c, cws: &[u32]| {
+        let mut src = KernelSource::new().pipeline(&pipe(c));
+        for &cw in cws {
+            src = src.warp_roles(&roles(cw));
+        }
+        src.build()
+    };
+    assert!(build(Consumers::Warpgroups(2), &[2]).is_ok());
+    assert!(build(Consumers::Warps(6), &[2]).is_ok());
+    assert!(build(Consumers::Threads(128), &[1]).is_ok());
+    assert!(build(Consumers::Warpgroups(1), &[]).is_ok());
+    // Several roles: the pairing is unknown, only the widest bounds the threads.
+    assert!(build(Consumers::Warpgroups(1), &[1, 2]).is_ok());
+    match build(Consumers::Warpgroups(1), &[2]) {
+        Err(e @ render::RenderError::ConsumersDisagree { .. }) => assert!(
+            e.to_string().starts_with(
+                "pipeline `p` is released by warpgroups(1) (128 threads) but warp roles `r2` have 2 consumer warpgroup(s) (256 threads)"
+            ),
+            "{e}"
+        ),
+        other => panic!("{other:?}"),
+    }
+    for (c, cws) in [
+        (Consumers::Warps(9), &[2u32][..]),
+        (Consumers::Threads(129), &[1]),
+        (Consumers::Warpgroups(3), &[1, 2]),
+    ] {
+        match build(c, cws) {
+            Err(e @ render::RenderError::ConsumersDisagree { .. }) => {
+                assert!(e.to_string().contains("never completes"), "{e}")
+            }
+            other => panic!("{c}: {other:?}"),
+        }
+    }
 }

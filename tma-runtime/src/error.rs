@@ -246,6 +246,30 @@ pub enum Error {
         slack: u64,
     },
 
+    /// The launch does not fit a pipeline its source declares (`// tma-pipeline` lines,
+    /// [`tma_core::manifest::DeclaredPipeline`]): another cluster shape than the pipeline's
+    /// (its multicast slices and CTA masks would name the wrong CTAs, or none), or less
+    /// dynamic shared memory than its `DYNAMIC_SMEM_BYTES` (`init()` would write mbarriers
+    /// past the end). Refused on the host before the driver; `LaunchConfig::unchecked_pipelines`
+    /// opts a launch of a kernel that uses none of the source's pipelines out.
+    #[error(
+        "launch of `{kernel}`: {what} {launched}, but {pipeline} of its source {declared}; launch a \
+         pipeline's kernel with the cluster shape (LaunchConfig::cluster) and at least the \
+         DYNAMIC_SMEM_BYTES its pipeline was declared with, or opt out with \
+         LaunchConfig::unchecked_pipelines() if the kernel uses none of the source's pipelines"
+    )]
+    PipelineLaunch {
+        kernel: String,
+        /// The pipeline(s) the launch was compared with: "pipeline `ring`".
+        pipeline: String,
+        /// `cluster` or `dynamic shared memory`.
+        what: &'static str,
+        /// What the pipeline(s) were declared for: "was declared for cluster 2x1x1".
+        declared: String,
+        /// What the launch gave: "1x1x1 (no cluster)", "66560 bytes".
+        launched: String,
+    },
+
     /// The kernel launch or its completion failed (no hang record was written).
     #[error("kernel `{kernel}` failed: {result}{}", if *context_lost { "; the CUDA context is now unusable: start a fresh process" } else { "" })]
     Launch {
@@ -450,6 +474,21 @@ fn summarize_search(searched: &[String]) -> String {
 /// What a failed device check's value means, in words.
 fn device_check_detail(rule: tma_core::Rule, dim: Option<u32>, value: i64) -> String {
     use tma_core::Rule;
+    if rule == Rule::PipelineLaunchShape {
+        // value: the pipeline id (bits 56..), what it needs (28..55), what the launch gave.
+        let (need, given) = ((value >> 28) & 0xfff_ffff, value & 0xfff_ffff);
+        return match dim {
+            Some(d @ 0..=2) => {
+                let axis = ["x", "y", "z"][d as usize];
+                format!(
+                    "the pipeline was declared for cluster {axis} = {need}, the launch has %cluster_nctaid.{axis} = {given}"
+                )
+            }
+            _ => format!(
+                "the pipeline ends {need} B into the dynamic shared memory (alignment padding included), the launch gave {given} B"
+            ),
+        };
+    }
     let dim = dim.map_or(String::new(), |d| format!("dim {d} "));
     match rule {
         Rule::CoordinateAlignment => format!(

@@ -4,7 +4,9 @@
 //! rendered by [`crate::render::WarpRolesCode`]).
 //!
 //! The block is `producer_warpgroups` warpgroups (threads `0 .. 128 p`) then
-//! `consumer_warpgroups` (threads `128 p ..`). A launch allocates each thread the registers
+//! `consumer_warpgroups` (threads `128 p ..`), counted along `threadIdx.x`: the generated
+//! `is_producer()` and `consumer_index()` read `threadIdx.x` alone, so they assume a 1-D block
+//! (`block = (128 (p + c), 1, 1)`; a 2-D or 3-D block makes them wrong). A launch allocates each thread the registers
 //! the kernel was compiled for; with `__launch_bounds__(threads, blocks_per_sm)` that is at
 //! most [`ValidWarpRoles::launch_regs`]: 64K registers over `threads x blocks_per_sm`, rounded
 //! down to a multiple of 8. `setmaxnreg` only moves registers within the block's pool, so

@@ -133,6 +133,23 @@ pub enum RenderError {
     /// The tiles of a set up to `member` span more shared memory than 64 bits hold.
     #[error("the tiles of set `{set}` up to `{member}` span more shared memory than any GPU has")]
     TileSetOverflow { set: String, member: String },
+    /// A pipeline's consumers disagree with the source's warp roles: `Consumers::Warpgroups(n)`
+    /// beside one warp roles of another `consumer_warpgroups`, or more consumer threads than
+    /// any warp roles of the source has (the empty barriers would wait for arrivals no thread
+    /// makes).
+    #[error(
+        "pipeline `{pipeline}` is released by {consumers} ({threads} threads) but warp roles `{roles}` have {consumer_warpgroups} consumer warpgroup(s) ({} threads): {why}",
+        128 * u64::from(*consumer_warpgroups)
+    )]
+    ConsumersDisagree {
+        pipeline: String,
+        /// `warpgroups(2)`.
+        consumers: String,
+        threads: u64,
+        roles: String,
+        consumer_warpgroups: u32,
+        why: &'static str,
+    },
 }
 
 /// The prelude every translation unit starts with (include-guarded, so it may appear twice):

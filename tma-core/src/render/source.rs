@@ -82,7 +82,8 @@ impl KernelSource {
     /// Adds a pipeline (`struct tma_pipe_<name>`, [`PipelineCode`]) and the tiles it loads
     /// that the source does not hold yet (a tile equal to one already added is shared; ids as
     /// for [`KernelSource::tile`]). Pipelines get ids 0, 1, ... in the order added; each has a
-    /// `// tma-pipeline <id> <name> stages=<n>` line the runtime names hangs with.
+    /// `// tma-pipeline <id> <name> stages=<n> cluster=<x>x<y>x<z> smem=<bytes>` line
+    /// ([`crate::manifest::DeclaredPipeline`]) the runtime names hangs and checks launches with.
     pub fn pipeline(mut self, pipeline: &crate::pipeline::ValidPipeline) -> KernelSource {
         for t in &pipeline.spec().tiles {
             if !self.tiles.contains(&t.tile) {
@@ -181,6 +182,7 @@ impl KernelSource {
             }
             pipelines.push(code);
         }
+        check_consumers(&self.pipelines, &self.roles)?;
         let mut roles = Vec::with_capacity(self.roles.len());
         for r in &self.roles {
             let code = WarpRolesCode::new(r)?;
@@ -200,11 +202,7 @@ impl KernelSource {
         out.push('\n');
         out.push_str(&tile_list(&self.tiles));
         for (id, p) in (0u32..).zip(&self.pipelines) {
-            let line = crate::manifest::DeclaredPipeline {
-                id,
-                name: p.spec().name.clone(),
-                stages: Some(p.spec().stages),
-            };
+            let line = crate::manifest::DeclaredPipeline::of(p, id);
             out.push_str(&format!("{line}\n"));
         }
         for t in &tiles {
@@ -326,4 +324,45 @@ pub fn exercise_body(valid: &ValidSpec) -> String {
 /// [`exercise_body`] with the error returned instead of written as `#error`.
 pub fn exercise_body_checked(valid: &ValidSpec) -> Result<String, RenderError> {
     render("exercise.cu.tera", &tile_context(valid, 0))
+}
+
+/// The pipelines' consumers against the warp roles of the same source (which kernel pairs
+/// which is not known): beside one warp roles, `Consumers::Warpgroups(n)` is its
+/// `consumer_warpgroups` and no pipeline has more consumer threads than it; beside several,
+/// no pipeline has more consumer threads than the largest. (`Warps(n)` / `Threads(n)` may be a
+/// subset of the consumer warpgroups.) The roles' `is_producer()` / `consumer_index()` assume
+/// a 1-D block (`threadIdx.x`).
+fn check_consumers(
+    pipelines: &[crate::pipeline::ValidPipeline],
+    roles: &[crate::pipeline::ValidWarpRoles],
+) -> Result<(), RenderError> {
+    let Some(widest) = roles.iter().max_by_key(|r| r.roles().consumer_warpgroups) else {
+        return Ok(());
+    };
+    for p in pipelines {
+        let consumers = p.spec().consumers;
+        let threads = consumers.threads().get().unwrap_or(u64::MAX);
+        let cw = widest.roles().consumer_warpgroups;
+        let error = |why| RenderError::ConsumersDisagree {
+            pipeline: p.spec().name.clone(),
+            consumers: consumers.to_string(),
+            threads,
+            roles: widest.roles().name.clone(),
+            consumer_warpgroups: cw,
+            why,
+        };
+        if threads > 128 * u64::from(cw) {
+            return Err(error(
+                "more threads release each stage than the consumer warpgroups have, so its empty barrier never completes",
+            ));
+        }
+        if let (crate::pipeline::Consumers::Warpgroups(n), [_]) = (consumers, roles) {
+            if n != cw {
+                return Err(error(
+                    "each consumer warpgroup of the roles releases each stage: declare Consumers::Warpgroups of the same count (or Warps(n) for a subset)",
+                ));
+            }
+        }
+    }
+    Ok(())
 }

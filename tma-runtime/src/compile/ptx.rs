@@ -1,4 +1,5 @@
-//! What the runtime reads from PTX text: which kernels use dynamic shared memory.
+//! What the runtime reads from PTX text: which kernels use dynamic shared memory, and which
+//! pipelines (the `// tma-pipeline-use <id>` comment each pipeline's `init()` leaves).
 //!
 //! NVRTC declares every `extern __shared__` array once at module scope
 //! (`.extern .shared .align 16 .b8 raw[];`), and a kernel that uses one names it in its body
@@ -45,6 +46,40 @@ pub(crate) fn uses_dynamic_smem(ptx: &str, kernel: &str) -> Option<bool> {
         }
     }
     Some(false)
+}
+
+/// The comment a pipeline's `init()` puts in the PTX of every kernel that calls it (an inline
+/// `asm` of a comment: no instruction).
+const PIPELINE_USE: &str = "// tma-pipeline-use ";
+
+/// The ids of the pipelines entry `kernel` of `ptx` initialises, itself or through the
+/// functions it calls, sorted, each once; `None` when `ptx` has no entry `kernel`.
+pub(crate) fn pipelines_used(ptx: &str, kernel: &str) -> Option<Vec<u32>> {
+    let bodies = function_bodies(ptx);
+    let entry = match bodies.get(kernel) {
+        Some((true, body)) => *body,
+        _ => return None,
+    };
+    let mut ids = Vec::new();
+    let mut seen: HashSet<&str> = HashSet::new();
+    let mut todo: Vec<&str> = vec![entry];
+    while let Some(body) = todo.pop() {
+        ids.extend(body.lines().filter_map(|l| {
+            l.trim()
+                .strip_prefix(PIPELINE_USE)
+                .and_then(|id| id.trim().parse::<u32>().ok())
+        }));
+        for word in words(body) {
+            if let Some((false, callee)) = bodies.get(word) {
+                if seen.insert(word) {
+                    todo.push(callee);
+                }
+            }
+        }
+    }
+    ids.sort_unstable();
+    ids.dedup();
+    Some(ids)
 }
 
 /// Name -> (is an entry, its body) of every `.entry` and `.func` defined in `ptx`. At the top
@@ -171,6 +206,26 @@ mod tests {
 {
 	ret;
 }
+.visible .entry p(
+)
+{
+	// begin inline asm
+	// tma-pipeline-use 2
+	// end inline asm
+	call.uni _Z4initv, ();
+	ret;
+}
+.func _Z4initv(
+)
+{
+	// begin inline asm
+	// tma-pipeline-use 0
+	// end inline asm
+	// begin inline asm
+	// tma-pipeline-use 2
+	// end inline asm
+	ret;
+}
 "#;
 
     #[test]
@@ -192,5 +247,21 @@ mod tests {
         // does not put tiles there.
         let debug = PTX.replace("raw", DEBUG_DYNAMIC_SMEM);
         assert_eq!(uses_dynamic_smem(&debug, "a"), Some(false));
+    }
+
+    #[test]
+    fn kernels_name_the_pipelines_they_initialise() {
+        assert_eq!(
+            pipelines_used(PTX, "p"),
+            Some(vec![0, 2]),
+            "itself and a callee"
+        );
+        assert_eq!(pipelines_used(PTX, "a"), Some(vec![]));
+        assert_eq!(
+            pipelines_used(PTX, "_Z4initv"),
+            None,
+            "a function is not a kernel"
+        );
+        assert_eq!(pipelines_used(PTX, "e"), None);
     }
 }

@@ -115,7 +115,16 @@ impl HangRecord {
                 waited_ns: self.waited_ns,
             },
             (KIND_CHECK, Some(rule), Some(helper)) => Error::DeviceCheck {
-                tile,
+                // A pipeline's launch check names the pipeline (value bits 56 and up).
+                tile: if rule == Rule::PipelineLaunchShape {
+                    let id = u32::try_from(self.value >> 56).unwrap_or(u32::MAX);
+                    let pipeline = compiled
+                        .pipeline_name(id)
+                        .map_or_else(|| format!("<pipeline {id}>"), str::to_string);
+                    format!("{tile}` of pipeline `{pipeline}")
+                } else {
+                    tile
+                },
                 helper: helper.name(),
                 rule,
                 dim: (self.dim != u32::MAX).then_some(self.dim),

@@ -37,6 +37,12 @@ pub struct LaunchConfig {
     /// [`Kernel::min_dynamic_smem`] (true by default). Off for a kernel that keeps no tile
     /// of its source there (only scratch): [`LaunchConfig::unchecked_dynamic_smem`].
     pub check_dynamic_smem: bool,
+    /// Whether a kernel that uses dynamic shared memory is checked against the pipelines its
+    /// source declares (true by default): the cluster shape must be a pipeline's, the dynamic
+    /// shared memory at least its `DYNAMIC_SMEM_BYTES` (unless `check_dynamic_smem` is off).
+    /// Off for a kernel of the source that uses none of them:
+    /// [`LaunchConfig::unchecked_pipelines`].
+    pub check_pipelines: bool,
 }
 
 impl LaunchConfig {
@@ -49,6 +55,7 @@ impl LaunchConfig {
             cluster: None,
             stream: stream.clone(),
             check_dynamic_smem: true,
+            check_pipelines: true,
         }
     }
     /// Sets [`LaunchConfig::dynamic_smem_bytes`].
@@ -66,6 +73,15 @@ impl LaunchConfig {
     /// holds no tile, only scratch. The debug mode still checks each copy on the device.
     pub fn unchecked_dynamic_smem(mut self) -> Self {
         self.check_dynamic_smem = false;
+        self
+    }
+
+    /// Skips the host check of the cluster shape and dynamic shared memory against the
+    /// pipelines of the kernel's source ([`LaunchConfig::check_pipelines`] off): for a kernel
+    /// that uses none of them. The debug mode still checks each pipeline's `init()` on the
+    /// device.
+    pub fn unchecked_pipelines(mut self) -> Self {
+        self.check_pipelines = false;
         self
     }
 
@@ -236,7 +252,9 @@ impl<'a> Launch<'a> {
     /// for another launch). Refused before the driver: arguments whose number or sizes differ
     /// from the kernel's parameters ([`Error::ArgumentCount`], [`Error::ArgumentSize`]),
     /// dynamic shared memory below [`Kernel::min_dynamic_smem`]
-    /// ([`Error::DynamicSmemTooSmall`], unless [`LaunchConfig::unchecked_dynamic_smem`]), and
+    /// ([`Error::DynamicSmemTooSmall`], unless [`LaunchConfig::unchecked_dynamic_smem`]), a
+    /// cluster shape or dynamic shared memory that no pipeline of the source can run under
+    /// ([`Error::PipelineLaunch`], unless [`LaunchConfig::unchecked_pipelines`]), and
     /// any launch of a module whose debug record an earlier launch set (that record's error,
     /// [`Error::BarrierTimeout`] or [`Error::DeviceCheck`]: the context is lost). A failure
     /// becomes the error of the debug record when one was written, else [`Error::Launch`].
@@ -252,7 +270,7 @@ impl<'a> Launch<'a> {
         cfg.check(kernel.name())?;
         let arg_bytes: Vec<usize> = slots.iter().map(Slot::bytes).collect();
         let smem_checked = cfg.check_dynamic_smem.then_some(cfg.dynamic_smem_bytes);
-        kernel.check_launch(&arg_bytes, smem_checked)?;
+        kernel.check_launch(&arg_bytes, smem_checked, cfg.cluster, cfg.check_pipelines)?;
         kernel.prepare(cfg.dynamic_smem_bytes, cfg.cluster)?;
         let mut params: Vec<*mut c_void> = slots
             .iter()

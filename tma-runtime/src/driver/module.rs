@@ -13,7 +13,7 @@ use crate::compile::{CompileOptions, Compiled, Compiler, Source};
 use crate::error::{CuResult, Error};
 
 use super::cache::WeakCache;
-use super::checks::{check_args, check_dynamic_smem, SmemNeed};
+use super::checks::{check_args, check_dynamic_smem, check_pipelines, PipelineNeed, SmemNeed};
 use super::hang::MappedRecord;
 
 /// Dynamic shared memory a kernel gets without opting in (48 KB).
@@ -134,9 +134,30 @@ impl Module {
         // After get_attribute, which bound the module's context to this thread.
         let param_bytes = param_bytes(&func)?;
         // Only a kernel that uses dynamic shared memory keeps its tiles there.
-        let smem_need = match self.compiled.uses_dynamic_smem(name) {
-            Some(true) => SmemNeed::of(&self.compiled.tiles),
-            _ => None,
+        let dynamic = self.compiled.uses_dynamic_smem(name) == Some(true);
+        let smem_need = if dynamic {
+            SmemNeed::of(&self.compiled.tiles)
+        } else {
+            None
+        };
+        // The pipelines its PTX says it initialises; else, when it keeps something in dynamic
+        // shared memory, any pipeline of the source may be its.
+        let used = self.compiled.pipelines_used(name).unwrap_or_default();
+        let pipelines = if !used.is_empty() {
+            PipelineNeed {
+                pipelines: (self.compiled.pipelines.iter())
+                    .filter(|p| used.contains(&p.id))
+                    .cloned()
+                    .collect(),
+                exact: true,
+            }
+        } else if dynamic {
+            PipelineNeed {
+                pipelines: self.compiled.pipelines.clone(),
+                exact: false,
+            }
+        } else {
+            PipelineNeed::default()
         };
         Ok(Kernel {
             func,
@@ -146,6 +167,7 @@ impl Module {
             dynamic_smem_opted: AtomicU32::new(DEFAULT_DYNAMIC_SMEM_LIMIT),
             param_bytes,
             smem_need,
+            pipelines,
         })
     }
 
@@ -233,6 +255,10 @@ pub struct Kernel {
     dynamic_smem_opted: AtomicU32,
     param_bytes: Vec<usize>,
     smem_need: Option<SmemNeed>,
+    /// The pipelines a launch's cluster and dynamic shared memory are checked against: those
+    /// the kernel initialises, or, when its PTX names none and it uses dynamic shared memory
+    /// (where a pipeline lives), any of the source's.
+    pipelines: PipelineNeed,
 }
 
 impl Kernel {
@@ -265,18 +291,32 @@ impl Kernel {
         self.smem_need.as_ref().map_or(0, |n| n.bytes)
     }
 
+    /// The pipelines of the kernel's source a launch is checked against (`// tma-pipeline`
+    /// lines): those the kernel initialises (its PTX names them), or, when it names none and
+    /// uses dynamic shared memory, all of the source's (a launch must then fit one of them).
+    pub fn pipelines(&self) -> &[tma_core::manifest::DeclaredPipeline] {
+        &self.pipelines.pipelines
+    }
+
     /// Refuses, before any driver call, arguments of `arg_bytes` sizes that do not match the
-    /// parameters, and `dynamic_smem` below [`Kernel::min_dynamic_smem`] (`None`: unchecked).
+    /// parameters, `dynamic_smem` below [`Kernel::min_dynamic_smem`] (`None`: unchecked),
+    /// and, when `pipelines`, a `cluster` or `dynamic_smem` no pipeline of the source can run
+    /// under ([`Error::PipelineLaunch`]).
     pub(super) fn check_launch(
         &self,
         arg_bytes: &[usize],
         dynamic_smem: Option<u32>,
+        cluster: Option<(u32, u32, u32)>,
+        pipelines: bool,
     ) -> Result<(), Error> {
         check_args(&self.name, &self.param_bytes, arg_bytes)?;
-        match dynamic_smem {
-            Some(given) => check_dynamic_smem(&self.name, self.smem_need.as_ref(), given),
-            None => Ok(()),
+        if let Some(given) = dynamic_smem {
+            check_dynamic_smem(&self.name, self.smem_need.as_ref(), given)?;
         }
+        if pipelines {
+            check_pipelines(&self.name, &self.pipelines, cluster, dynamic_smem)?;
+        }
+        Ok(())
     }
 
     /// Readies the kernel for a launch of a checked shape: refuses it when an earlier launch
