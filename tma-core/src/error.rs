@@ -88,6 +88,21 @@ pub enum Field {
     },
     /// The tile's wgmma operand declaration (`wgmma = a_k_major`).
     Wgmma,
+    // ---- launches and wgmma descriptors ----
+    /// `grid[axis]` of a launch (0 = x, 1 = y, 2 = z).
+    Grid {
+        axis: usize,
+    },
+    /// `block[axis]` of a launch (0 = x, 1 = y, 2 = z).
+    Block {
+        axis: usize,
+    },
+    /// A launch's block as a whole: its threads.
+    BlockThreads,
+    /// The k-slice a wgmma descriptor is asked for.
+    KSlice,
+    /// The 64-row block of A a wgmma descriptor is asked for.
+    MBlock,
 }
 
 impl Field {
@@ -151,6 +166,11 @@ impl fmt::Display for Field {
             Field::WarpRoles(field) => f.write_str(field),
             Field::NamedBarrier { name } => write!(f, "named barrier `{name}`"),
             Field::Wgmma => f.write_str("wgmma"),
+            Field::Grid { axis } => write!(f, "grid[{axis}]"),
+            Field::Block { axis } => write!(f, "block[{axis}]"),
+            Field::BlockThreads => f.write_str("block threads"),
+            Field::KSlice => f.write_str("k_slice"),
+            Field::MBlock => f.write_str("m_block"),
         }
     }
 }
@@ -188,6 +208,8 @@ impl fmt::Display for SpecError {
         )
     }
 }
+
+impl std::error::Error for SpecError {}
 
 /// Every violation of a spec, reported at once.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

@@ -11,6 +11,7 @@
 //! | shared memory | [`smem`] | where a call's boxes land; a set of tiles in one block |
 //! | validate | [`validate`](mod@validate) | [`validate()`] -> [`ValidSpec`] -> [`ValidSpec::bind`] -> [`BoundSpec`] |
 //! | pipeline | [`pipeline`] | [`pipeline::PipelineSpec`] (stages of valid tiles) -> [`pipeline::ValidPipeline`]; warp roles |
+//! | launch | [`launch`] | a kernel launch's grid, block and cluster against the hardware's limits |
 //! | operands | [`wgmma`] | a wgmma operand tile's matrix descriptors (from its [`SmemPlan`]) and a CPU model of what wgmma reads |
 //! | outputs | [`layout`], [`model`] (and its `picture`), [`render`] | [`EncodeArgs`] in TMA order, the CPU model, generated CUDA |
 //! | | [`manifest`] | the tile lines a translation unit carries for the runtime (name, shared memory, target) |
@@ -21,6 +22,7 @@
 pub mod dtype;
 pub mod error;
 pub mod ident;
+pub mod launch;
 pub mod layout;
 pub mod limits;
 pub mod manifest;

@@ -82,3 +82,31 @@ pub const TENSOR_MAP_BYTES: usize = 128;
 /// Host and device must agree: a struct holding maps, or an array of them, has the same
 /// layout on both sides only if the alignment is the same. Used like [`TENSOR_MAP_BYTES`].
 pub const TENSOR_MAP_ALIGN: usize = 128;
+
+// ---- threads, blocks and launches (CUDA C++ Programming Guide, "Compute Capabilities",
+// table "Technical Specifications per Compute Capability", column 9.0; the same for 10.0) ----
+
+/// Most threads of one block ("Maximum number of threads per block": 1024).
+pub const MAX_BLOCK_THREADS: u32 = 1024;
+
+/// Most threads of a block along x, y and z ("Maximum x- or y-dimensionality of a block":
+/// 1024; "Maximum z-dimension of a block": 64). The product is bounded by
+/// [`MAX_BLOCK_THREADS`] too.
+pub const MAX_BLOCK_DIM: [u32; 3] = [1024, 1024, 64];
+
+/// Most blocks of a grid along x, y and z ("Maximum x-dimension of a grid of thread blocks":
+/// 2^31 - 1; "Maximum y- or z-dimension of a grid of thread blocks": 65535).
+pub const MAX_GRID_DIM: [u32; 3] = [(1 << 31) - 1, 65535, 65535];
+
+/// Most threads resident on one SM ("Maximum number of resident threads per SM": 2048 on
+/// sm_90): a `__launch_bounds__(threads, blocks)` asking for more than this many threads
+/// per SM cannot be met.
+pub const MAX_THREADS_PER_SM: u32 = 2048;
+
+/// Most blocks resident on one SM ("Maximum number of resident blocks per SM": 32 on sm_90).
+pub const MAX_BLOCKS_PER_SM: u32 = 32;
+
+/// Most CTAs of a thread-block cluster: 16 (non-portable, opted in with
+/// `cudaFuncAttributeNonPortableClusterSizeAllowed`; 8 portably: "Thread Block Clusters"),
+/// and the multicast CTA mask of `cp.async.bulk.tensor` has 16 bits.
+pub const MAX_CLUSTER_CTAS: u32 = 16;

@@ -200,6 +200,26 @@ pub enum Rule {
     /// The K extent holds whole instructions: a multiple of 32 bytes of elements (k16 bf16 /
     /// f16, k8 tf32, k32 fp8; PTX ISA 9.7.15.2).
     WgmmaKExtent,
+
+    // ---- launch and residency limits, wgmma descriptor ranges (issue 25) ----
+    /// Warp roles' `__launch_bounds__(threads, blocks_per_sm)` asks for at most
+    /// [`crate::limits::MAX_THREADS_PER_SM`] (2048) threads resident on one SM across its blocks.
+    ThreadsPerSm,
+    /// Warp roles' `blocks_per_sm` is at most [`crate::limits::MAX_BLOCKS_PER_SM`] (32) resident
+    /// blocks per SM.
+    BlocksPerSm,
+    /// A launch's block: each extent in [1, [`crate::limits::MAX_BLOCK_DIM`]] (1024, 1024, 64)
+    /// and at most [`crate::limits::MAX_BLOCK_THREADS`] (1024) threads in all
+    /// ([`crate::launch::check_launch_shape`]).
+    BlockDims,
+    /// A launch's grid: each extent in [1, [`crate::limits::MAX_GRID_DIM`]] (2^31 - 1, 65535,
+    /// 65535), and a multiple of the cluster along each axis.
+    GridDims,
+    /// A wgmma descriptor names a k-slice below the tile's `K_SLICES` and a 64-row block below
+    /// its `M_BLOCKS` (1 for B): past them it addresses shared memory past the tile
+    /// (`OperandPlan::offset` / `descriptor`; the generated `desc()` checks it on the device
+    /// in debug mode).
+    WgmmaSliceRange,
 }
 
 impl Rule {
@@ -230,7 +250,7 @@ impl Rule {
     /// The rules the generated helpers check on the device in debug mode, with the code the
     /// device writes into the debug record (docs/CONTRACTS.md "Debug checks"). The one table:
     /// the renderer passes these codes to the templates and the runtime decodes with them.
-    pub const DEVICE_CHECKED: [(Rule, u32); 9] = [
+    pub const DEVICE_CHECKED: [(Rule, u32); 10] = [
         (Rule::CoordinateAlignment, 1),
         (Rule::StoreCoordinateNegative, 2),
         (Rule::CoordinateRange, 3),
@@ -240,6 +260,7 @@ impl Rule {
         (Rule::MulticastMask, 7),
         (Rule::MbarrierAddress, 8),
         (Rule::PipelineLaunchShape, 9),
+        (Rule::WgmmaSliceRange, 10),
     ];
 
     /// The rule a debug record's code names.
@@ -269,11 +290,14 @@ pub enum Helper {
     /// A pipeline's `init()`, checking the launch's cluster shape and dynamic shared memory
     /// against the pipeline's ([`Rule::PipelineLaunchShape`]).
     PipelineInit,
+    /// An operand tile's wgmma descriptor `desc(smem, k_slice, m_block)`, checking the
+    /// k-slice and 64-row block against the tile ([`Rule::WgmmaSliceRange`]).
+    WgmmaDesc,
 }
 
 impl Helper {
     /// Every helper with its device code (the one table; see [`Rule::DEVICE_CHECKED`]).
-    pub const ALL: [(Helper, u32); 9] = [
+    pub const ALL: [(Helper, u32); 10] = [
         (Helper::Load, 1),
         (Helper::LoadMulticast, 2),
         (Helper::Store, 3),
@@ -283,6 +307,7 @@ impl Helper {
         (Helper::PipelineWait, 7),
         (Helper::PipelineAcquire, 8),
         (Helper::PipelineInit, 9),
+        (Helper::WgmmaDesc, 10),
     ];
 
     /// The helper a debug record's code names.
@@ -305,6 +330,7 @@ impl Helper {
             Helper::PipelineWait => "wait",
             Helper::PipelineAcquire => "acquire",
             Helper::PipelineInit => "init",
+            Helper::WgmmaDesc => "desc",
         }
     }
 }

@@ -1041,6 +1041,18 @@ mod pipeline_rules {
                 Rule::NamedBarrierIds,
                 Field::NamedBarrier { name: "odd".into() },
             ),
+            (
+                "33 blocks per SM",
+                Broken::Roles(|| roles().blocks_per_sm(33)),
+                Rule::BlocksPerSm,
+                Field::WarpRoles("blocks_per_sm"),
+            ),
+            (
+                "384 threads x 6 blocks per SM = 2304",
+                Broken::Roles(|| WarpRoles::new("gemm", 24, 2, 24).blocks_per_sm(6)),
+                Rule::ThreadsPerSm,
+                Field::WarpRoles("blocks_per_sm"),
+            ),
         ]
     }
 
@@ -1075,8 +1087,120 @@ mod pipeline_rules {
             Rule::SetmaxnregDirection,
             Rule::RegisterBudget,
             Rule::NamedBarrierIds,
+            Rule::BlocksPerSm,
+            Rule::ThreadsPerSm,
         ] {
             assert!(rows.iter().any(|r| r.2 == rule), "{rule:?} has no row");
+        }
+        // Five blocks of 384 threads fit an SM's 2048 (and 32 registers each): the good side
+        // of the ThreadsPerSm row.
+        assert!(WarpRoles::new("gemm", 24, 2, 32)
+            .blocks_per_sm(5)
+            .validate()
+            .is_ok());
+    }
+}
+
+// ---- launch shapes and wgmma descriptors: one row per rule, a good one beside it ----
+
+mod launch_rules {
+    use tma_core::launch::{check_launch_shape, Dims};
+    use tma_core::wgmma::OperandPlan;
+    use tma_core::{validate, DType, Field, Major, Operand, Rule, Swizzle, TileSpec};
+
+    const GOOD: (Dims, Dims, Option<Dims>) = ((8, 4, 1), (128, 2, 1), Some((2, 2, 1)));
+
+    #[test]
+    fn every_launch_rule_has_a_row_that_breaks_only_it() {
+        assert!(check_launch_shape(GOOD.0, GOOD.1, GOOD.2).is_ok());
+        let rows: [(&str, Dims, Dims, Option<Dims>, Rule, Field); 7] = [
+            (
+                "grid x 0",
+                (0, 4, 1),
+                GOOD.1,
+                GOOD.2,
+                Rule::GridDims,
+                Field::Grid { axis: 0 },
+            ),
+            (
+                "grid y 65536",
+                (8, 65536, 1),
+                GOOD.1,
+                GOOD.2,
+                Rule::GridDims,
+                Field::Grid { axis: 1 },
+            ),
+            (
+                "grid z not a multiple of the cluster",
+                (8, 4, 3),
+                GOOD.1,
+                Some((2, 2, 2)),
+                Rule::GridDims,
+                Field::Grid { axis: 2 },
+            ),
+            (
+                "block z 65",
+                GOOD.0,
+                (1, 1, 65),
+                GOOD.2,
+                Rule::BlockDims,
+                Field::Block { axis: 2 },
+            ),
+            (
+                "block x 1025",
+                GOOD.0,
+                (1025, 1, 1),
+                GOOD.2,
+                Rule::BlockDims,
+                Field::Block { axis: 0 },
+            ),
+            (
+                "block of 2048 threads",
+                GOOD.0,
+                (1024, 2, 1),
+                GOOD.2,
+                Rule::BlockDims,
+                Field::BlockThreads,
+            ),
+            (
+                "cluster of 32",
+                (32, 4, 1),
+                GOOD.1,
+                Some((8, 4, 1)),
+                Rule::ClusterShape,
+                Field::Cluster { axis: 0 },
+            ),
+        ];
+        for (what, g, b, c, rule, field) in rows {
+            let err = check_launch_shape(g, b, c).expect_err(what);
+            assert_eq!(err.errors.len(), 1, "{what}: {err}");
+            assert_eq!(
+                (err.errors[0].rule, &err.errors[0].field),
+                (rule, &field),
+                "{what}"
+            );
+            let text = err.to_string();
+            assert!(text.contains(&format!("{field} = ")), "{what}: {text}");
+        }
+    }
+
+    #[test]
+    fn a_descriptor_past_the_tile_breaks_wgmma_slice_range() {
+        // 128 x 64 bf16 A, K-major 128B: 4 k-slices, 2 blocks of 64 rows.
+        let spec = TileSpec::new("a", DType::BF16, [1024, 1024], [128, 64])
+            .swizzle(Swizzle::B128)
+            .wgmma(Operand::A, Major::K);
+        let valid = validate(&spec).unwrap();
+        let plan = OperandPlan::new(&valid).unwrap();
+        assert!(plan.descriptor(&valid, 1024, 3, 1).is_ok());
+        for (k, m, field) in [(4, 1, Field::KSlice), (3, 2, Field::MBlock)] {
+            let err = plan.descriptor(&valid, 1024, k, m).unwrap_err();
+            assert_eq!(err.errors.len(), 1, "{err}");
+            assert_eq!(
+                (err.errors[0].rule, &err.errors[0].field),
+                (Rule::WgmmaSliceRange, &field)
+            );
+            assert!(err.to_string().contains(&format!("{field} = ")), "{err}");
         }
     }
 }

@@ -340,7 +340,8 @@ fn a_broken_field_breaks_the_identity() {
         // Every slice read at the first slice's address: the k-slice step matters.
         fails("k-slice step", &|d, slice| {
             let s = MatrixDescriptor::decode(d);
-            let first = s.start_address - l.plan.offset(slice, 0) + l.plan.offset(0, 0);
+            let first =
+                s.start_address - l.plan.offset(slice, 0).unwrap() + l.plan.offset(0, 0).unwrap();
             MatrixDescriptor {
                 start_address: first,
                 ..s

@@ -59,11 +59,9 @@ use crate::smem::{StageLayout, StageShape};
 use crate::spec::Arch;
 use crate::validate::ValidSpec;
 
-/// Most CTAs of a cluster: 16 (non-portable; 8 portably), and the multicast mask has 16 bits.
-pub const MAX_CLUSTER_CTAS: u32 = 16;
-
-/// Most threads of a block.
-pub const MAX_BLOCK_THREADS: u32 = 1024;
+/// The cluster and block limits, stated in [`crate::limits`] (re-exported here, where the
+/// pipeline rules use them).
+pub use crate::limits::{MAX_BLOCK_THREADS, MAX_CLUSTER_CTAS};
 
 /// A cluster axis a tile is multicast along.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -270,6 +268,7 @@ pub struct ValidPipeline {
     max_stages: u64,
     peers: u32,
     empty_arrivals: u32,
+    cluster_ctas: u32,
     splits: Vec<Option<MulticastSplit>>,
 }
 
@@ -317,7 +316,7 @@ impl ValidPipeline {
     }
     /// CTAs of the cluster.
     pub fn cluster_ctas(&self) -> u32 {
-        self.spec.cluster.iter().product()
+        self.cluster_ctas
     }
 }
 
@@ -363,11 +362,11 @@ pub fn validate_pipeline(spec: &PipelineSpec) -> Result<ValidPipeline, PipelineE
             ),
         ));
     }
+    // Sizes from user numbers, through `Size`: a cluster or consumer count no machine has
+    // overflows here (and ClusterShape / PipelineConsumers above refuse it), never wraps.
     let peers = peers(spec);
-    let empty_arrivals = (spec.consumers.arrivals() * u64::from(peers))
-        .get()
-        .and_then(|a| u32::try_from(a).ok())
-        .unwrap_or(u32::MAX);
+    let empty_arrivals = spec.consumers.arrivals() * peers;
+    let cluster_ctas: Size = spec.cluster.iter().map(|&n| u64::from(n)).product();
 
     // Budget: only meaningful when the tiles themselves are fine.
     let shape = StageShape::new(spec.tiles.iter().map(|t| t.tile.plan()));
@@ -426,16 +425,22 @@ pub fn validate_pipeline(spec: &PipelineSpec) -> Result<ValidPipeline, PipelineE
             ),
         )),
     }
-    match (layout, stage_tx.get()) {
-        (Some(layout), Some(stage_tx_bytes)) if errors.is_empty() => Ok(ValidPipeline {
-            spec: spec.clone(),
-            layout,
-            stage_tx_bytes,
-            max_stages,
-            peers,
-            empty_arrivals,
-            splits,
-        }),
+    let counts = (to_u32(peers), to_u32(empty_arrivals), to_u32(cluster_ctas));
+    match (layout, stage_tx.get(), counts) {
+        (Some(layout), Some(stage_tx_bytes), (Some(peers), Some(empty_arrivals), Some(ctas)))
+            if errors.is_empty() =>
+        {
+            Ok(ValidPipeline {
+                spec: spec.clone(),
+                layout,
+                stage_tx_bytes,
+                max_stages,
+                peers,
+                empty_arrivals,
+                cluster_ctas: ctas,
+                splits,
+            })
+        }
         _ => Err(PipelineErrors {
             what: format!("pipeline `{}`", spec.name),
             errors,
@@ -567,15 +572,22 @@ fn check_multicast(
     splits
 }
 
-/// CTAs whose copies land in a CTA's stages, itself included (see the module docs).
-fn peers(spec: &PipelineSpec) -> u32 {
+/// CTAs whose copies land in a CTA's stages, itself included (see the module docs). A
+/// `Size`: three axes of `u32::MAX` CTAs do not fit a `u32` (ClusterShape refuses them).
+fn peers(spec: &PipelineSpec) -> Size {
     let mut axes: Vec<ClusterAxis> = spec.tiles.iter().filter_map(|t| t.multicast).collect();
     axes.sort();
     axes.dedup();
-    1 + axes
-        .iter()
-        .map(|a| spec.cluster[a.index()].saturating_sub(1))
-        .sum::<u32>()
+    Size::new(1)
+        + axes
+            .iter()
+            .map(|a| spec.cluster[a.index()].saturating_sub(1))
+            .sum::<Size>()
+}
+
+/// A count proven to fit a `u32`, or `None`.
+fn to_u32(n: Size) -> Option<u32> {
+    n.get().and_then(|v| u32::try_from(v).ok())
 }
 
 #[cfg(test)]

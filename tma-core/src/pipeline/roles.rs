@@ -22,7 +22,9 @@
 use super::{finding, PipelineErrors, MAX_BLOCK_THREADS};
 use crate::error::{Field, SpecError};
 use crate::ident::check_name;
+use crate::limits::{MAX_BLOCKS_PER_SM, MAX_THREADS_PER_SM};
 use crate::rules::Rule;
+use crate::size::Size;
 
 /// Registers of one SM's register file (sm_90: 64K 32-bit registers).
 pub const REGISTER_FILE: u64 = 65536;
@@ -160,6 +162,33 @@ impl WarpRoles {
                 ));
             }
         }
+        // `__launch_bounds__(threads, blocks_per_sm)` asks for blocks_per_sm blocks resident
+        // on one SM: at most 32 blocks, at most 2048 threads (the block itself within 1024).
+        if self.blocks_per_sm > MAX_BLOCKS_PER_SM {
+            errors.push(finding(
+                Field::WarpRoles("blocks_per_sm"),
+                self.blocks_per_sm,
+                Rule::BlocksPerSm,
+                format!(
+                    "an SM holds at most {MAX_BLOCKS_PER_SM} resident blocks (sm_90), so __launch_bounds__ cannot ask for {}",
+                    self.blocks_per_sm
+                ),
+            ));
+        } else if self.blocks_per_sm > 0 && threads <= u64::from(MAX_BLOCK_THREADS) {
+            let per_sm = threads * u64::from(self.blocks_per_sm);
+            if per_sm > u64::from(MAX_THREADS_PER_SM) {
+                errors.push(finding(
+                    Field::WarpRoles("blocks_per_sm"),
+                    self.blocks_per_sm,
+                    Rule::ThreadsPerSm,
+                    format!(
+                        "{threads} threads x {} block(s) per SM = {per_sm} threads; an SM holds at most {MAX_THREADS_PER_SM} resident threads (sm_90): at most {} block(s) of {threads} threads",
+                        self.blocks_per_sm,
+                        u64::from(MAX_THREADS_PER_SM) / threads.max(1)
+                    ),
+                ));
+            }
+        }
         let launch_regs = launch_regs(threads, u64::from(self.blocks_per_sm));
         // `setmaxnreg.dec` lowers the count a warp runs with and `.inc` raises it: a producer
         // above the launch's count, or a consumer below it, asks for what PTX does not define.
@@ -191,11 +220,14 @@ impl WarpRoles {
                 ));
             }
         }
-        let used = 128
-            * (u64::from(self.producer_warpgroups) * u64::from(self.producer_regs)
-                + u64::from(self.consumer_warpgroups) * u64::from(self.consumer_regs));
-        let pool = threads * launch_regs;
-        if errors.is_empty() && used > pool {
+        // Through `Size`: warpgroups and registers of u32::MAX each overflow u64 here (and
+        // WarpgroupCounts / SetmaxnregRange above refuse them).
+        let used = Size::new(128)
+            * (Size::from(self.producer_warpgroups) * self.producer_regs
+                + Size::from(self.consumer_warpgroups) * self.consumer_regs);
+        let pool = Size::new(threads) * launch_regs;
+        let fits = used.get().zip(pool.get()).is_some_and(|(u, p)| u <= p);
+        if errors.is_empty() && !fits {
             errors.push(finding(
                 Field::WarpRoles("consumer_regs"),
                 self.consumer_regs,

@@ -19,7 +19,13 @@ pub(super) fn operand_context(valid: &ValidSpec) -> Value {
         Operand::A => "A",
         Operand::B => "B",
     };
+    // The user dims (outer -> inner) of MN and K: what a debug check of `desc()` names.
+    let rank = valid.spec().rank();
+    let (mn_inner, k_inner) = p.operand.dims_from_inner();
+    let user_dim = |from_inner: usize| rank.saturating_sub(1 + from_inner);
     map([
+        ("mn_dim", Value::from(user_dim(mn_inner))),
+        ("k_dim", Value::from(user_dim(k_inner))),
         ("operand", Value::from(operand)),
         (
             "major",

@@ -20,8 +20,10 @@
 //! 8-row groups at `SBO = 8 P` across them: the plan is that of one box of all the rows.
 
 use super::descriptor::{LayoutType, MatrixDescriptor};
-use crate::error::SpecErrors;
+use crate::error::{Field, Severity, SpecError, SpecErrors};
 use crate::operand::{self, Major, Operand, WgmmaOperand, WgmmaType};
+use crate::rules::Rule;
+use crate::size::Size;
 use crate::smem::{self, SmemPlan, DEFAULT_INNER_ROW_LAYOUT};
 use crate::swizzle::Swizzle;
 use crate::validate::ValidSpec;
@@ -77,12 +79,14 @@ impl OperandPlan {
         let rank = spec.rank();
         let (inner, outer) = (rank.checked_sub(1)?, rank.checked_sub(2)?);
         let e = kind.bytes();
-        let pitch = smem::row_pitch_bytes(spec, DEFAULT_INNER_ROW_LAYOUT).get()?;
-        let stride = plan.stride_bytes;
+        // Every number through `Size`: a valid tile's are bounded by one SM's shared memory,
+        // and a plan that still overflowed is no plan (`None`), never a wrapped one.
+        let pitch = smem::row_pitch_bytes(spec, DEFAULT_INNER_ROW_LAYOUT);
+        let stride = Size::new(plan.stride_bytes);
         let repeat = u64::from(spec.repeat[inner].max(1));
         let outer_repeat = u64::from(spec.repeat[outer].max(1));
-        let inner_elems = plan.box_elems[inner];
-        let outer_elems = plan.box_elems[outer];
+        let inner_elems = Size::new(plan.box_elems[inner]);
+        let outer_elems = Size::new(plan.box_elems[outer]);
         // A k-slice is 32 bytes of K; `core` the bytes of one core-matrix row (16 without
         // swizzle, the span with it: the row of a swizzle atom).
         let core = layout.span_bytes().unwrap_or(16);
@@ -92,35 +96,36 @@ impl OperandPlan {
             (Major::K, Some(_)) => {
                 // Boxes repeated along MN sit back to back (WgmmaTileShape): one taller matrix.
                 (mn, k) = (outer_elems * outer_repeat, inner_elems * repeat);
-                (lbo, sbo) = (16, 8 * pitch);
-                slices_per_box = inner_elems * e / operand::K_BYTES;
-                (slice_step, box_step) = (operand::K_BYTES, stride);
-                m_block_step = operand::M * pitch;
+                (lbo, sbo) = (Size::new(16), pitch * 8u64);
+                slices_per_box = (inner_elems * e).div_floor(operand::K_BYTES);
+                (slice_step, box_step) = (Size::new(operand::K_BYTES), stride);
+                m_block_step = pitch * operand::M;
             }
             (Major::K, None) => {
                 (mn, k) = (outer_elems, inner_elems * repeat);
-                (lbo, sbo) = (stride, 8 * pitch);
-                slices_per_box = 1;
-                (slice_step, box_step) = (0, 2 * stride);
-                m_block_step = operand::M * pitch;
+                (lbo, sbo) = (stride, pitch * 8u64);
+                slices_per_box = Size::new(1);
+                (slice_step, box_step) = (Size::ZERO, stride * 2u64);
+                m_block_step = pitch * operand::M;
             }
             (Major::MN, Some(_)) => {
                 (mn, k) = (inner_elems * repeat, outer_elems);
-                (lbo, sbo) = (stride, 8 * pitch);
-                slices_per_box = outer_elems / k_rows;
-                (slice_step, box_step) = (k_rows * pitch, 0);
-                m_block_step = operand::M * e / core * stride;
+                (lbo, sbo) = (stride, pitch * 8u64);
+                slices_per_box = outer_elems.div_floor(k_rows);
+                (slice_step, box_step) = (pitch * k_rows, Size::ZERO);
+                m_block_step = (Size::new(operand::M) * e).div_floor(core) * stride;
             }
             (Major::MN, None) => {
                 (mn, k) = (inner_elems * repeat, outer_elems);
-                (lbo, sbo) = (8 * pitch, stride);
-                slices_per_box = outer_elems / k_rows;
-                (slice_step, box_step) = (k_rows * pitch, 0);
-                m_block_step = operand::M * e / core * stride;
+                (lbo, sbo) = (pitch * 8u64, stride);
+                slices_per_box = outer_elems.div_floor(k_rows);
+                (slice_step, box_step) = (pitch * k_rows, Size::ZERO);
+                m_block_step = (Size::new(operand::M) * e).div_floor(core) * stride;
             }
         }
+        let (mn, k) = (mn.get()?, k.get()?);
         let (m_blocks, m_block_step, n) = match w.operand {
-            Operand::A => (mn / operand::M, m_block_step, 0),
+            Operand::A => (mn / operand::M, m_block_step.get()?, 0),
             Operand::B => (1, 0, mn),
         };
         Some(OperandPlan {
@@ -128,14 +133,14 @@ impl OperandPlan {
             kind,
             swizzle: spec.swizzle,
             layout,
-            lbo,
-            sbo,
+            lbo: lbo.get()?,
+            sbo: sbo.get()?,
             mn,
             k,
             k_slices: k / kind.k(),
-            slices_per_box: slices_per_box.max(1),
-            slice_step,
-            box_step,
+            slices_per_box: slices_per_box.get()?.max(1),
+            slice_step: slice_step.get()?,
+            box_step: box_step.get()?,
             m_blocks,
             m_block_step,
             shape: InstructionShape {
@@ -147,16 +152,56 @@ impl OperandPlan {
     }
 
     /// Bytes from the tile's start to k-slice `k_slice` of 64-row block `m_block` (0 for B).
-    pub fn offset(&self, k_slice: u64, m_block: u64) -> u64 {
-        (k_slice / self.slices_per_box) * self.box_step
-            + (k_slice % self.slices_per_box) * self.slice_step
-            + m_block * self.m_block_step
+    /// A k-slice from `k_slices` on, or a block from `m_blocks` on, lies past the tile: refused
+    /// ([`Rule::WgmmaSliceRange`], the field and value named), never an address past it.
+    pub fn offset(&self, k_slice: u64, m_block: u64) -> Result<u64, SpecError> {
+        let past = |field: Field, value: u64, what: &str, limit: u64, name: &str| {
+            SpecError {
+            field,
+            value: value.to_string(),
+            rule: Rule::WgmmaSliceRange,
+            message: format!(
+                "the tile holds {limit} {what} ({name} = {limit}): {what} {value} would address shared memory past it"
+            ),
+            severity: Severity::Error,
+        }
+        };
+        if k_slice >= self.k_slices {
+            return Err(past(
+                Field::KSlice,
+                k_slice,
+                "k-slice(s)",
+                self.k_slices,
+                "K_SLICES",
+            ));
+        }
+        if m_block >= self.m_blocks {
+            return Err(past(
+                Field::MBlock,
+                m_block,
+                "64-row block(s)",
+                self.m_blocks,
+                "M_BLOCKS",
+            ));
+        }
+        // In range, each term is below the tile's footprint; summed through `Size` all the same.
+        let offset = Size::new(k_slice / self.slices_per_box) * self.box_step
+            + Size::new(k_slice % self.slices_per_box) * self.slice_step
+            + Size::new(m_block) * self.m_block_step;
+        offset.get().ok_or_else(|| SpecError {
+            field: Field::KSlice,
+            value: k_slice.to_string(),
+            rule: Rule::SizeOverflow,
+            message: format!("the offset of k-slice {k_slice}, block {m_block} is {offset} bytes"),
+            severity: Severity::Error,
+        })
     }
 
     /// The descriptor of k-slice `k_slice` (and 64-row block `m_block` of A) of a tile whose
     /// shared memory starts at `smem_addr`. The address must be aligned as the tile demands
     /// ([`ValidSpec::check_smem_address`]: the swizzle period), so the pattern starts on its
-    /// boundary and the base offset is 0.
+    /// boundary and the base offset is 0; the k-slice and block must lie in the tile
+    /// ([`OperandPlan::offset`]). Every finding at once.
     pub fn descriptor(
         &self,
         valid: &ValidSpec,
@@ -164,14 +209,44 @@ impl OperandPlan {
         k_slice: u64,
         m_block: u64,
     ) -> Result<MatrixDescriptor, SpecErrors> {
-        valid.check_smem_address(smem_addr)?;
-        Ok(MatrixDescriptor {
-            start_address: smem_addr + self.offset(k_slice, m_block),
-            leading_byte_offset: self.lbo,
-            stride_byte_offset: self.sbo,
-            base_offset: 0,
-            layout: self.layout,
-        })
+        let mut errors = valid
+            .check_smem_address(smem_addr)
+            .err()
+            .map_or_else(Vec::new, |e| e.errors);
+        let start = match self.offset(k_slice, m_block) {
+            Ok(offset) => {
+                let start = Size::new(smem_addr) + offset;
+                if start.get().is_none() {
+                    errors.push(SpecError {
+                        field: Field::SmemAddress,
+                        value: format!("{smem_addr:#x}"),
+                        rule: Rule::SizeOverflow,
+                        message: format!(
+                            "the address plus the k-slice's offset, {offset} bytes, is {start}"
+                        ),
+                        severity: Severity::Error,
+                    });
+                }
+                start.get()
+            }
+            Err(e) => {
+                errors.push(e);
+                None
+            }
+        };
+        match start {
+            Some(start_address) if errors.is_empty() => Ok(MatrixDescriptor {
+                start_address,
+                leading_byte_offset: self.lbo,
+                stride_byte_offset: self.sbo,
+                base_offset: 0,
+                layout: self.layout,
+            }),
+            _ => Err(SpecErrors {
+                tile: valid.spec().name.clone(),
+                errors,
+            }),
+        }
     }
 
     /// The descriptor of the tile's first k-slice at address 0 (what the generated code adds

@@ -26,7 +26,7 @@
 //! addresses, and the generator never needs one.
 
 use super::descriptor::{LayoutType, MatrixDescriptor};
-use crate::operand::{Major, Operand, WgmmaType};
+use crate::operand::{Major, Operand, WgmmaType, N_MAX, N_MIN, N_STEP};
 
 /// What one instruction reads for one operand.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -65,11 +65,48 @@ pub enum ReadError {
         base: u64,
         len: u64,
     },
+    /// B's N is no instruction's: a multiple of 8 from 8 to 256 (PTX ISA 9.7.15.2).
+    #[error(
+        "the shape's n = {0}: an instruction's N is a multiple of {N_STEP} from {N_MIN} to {N_MAX}"
+    )]
+    Shape(u64),
+    /// An element the instruction does not read: row from `rows`, or k from `ks`, on.
+    #[error("element (row {row}, k {k}) is outside the instruction's {rows} rows x {ks} k")]
+    Element {
+        row: u64,
+        k: u64,
+        rows: u64,
+        ks: u64,
+    },
+}
+
+impl ReadShape {
+    /// Refuses a B shape whose N no instruction has ([`ReadError::Shape`]); A's `n` is unused.
+    pub fn check(&self) -> Result<(), ReadError> {
+        let n_ok = (N_MIN..=N_MAX).contains(&self.n) && self.n % N_STEP == 0;
+        match self.operand {
+            Operand::B if !n_ok => Err(ReadError::Shape(self.n)),
+            _ => Ok(()),
+        }
+    }
 }
 
 /// The address of the first byte of element (`row`, `k`) of the operand (`row` is m of A or
 /// n of B; `k` the index along the instruction's K), read through descriptor `desc`.
+///
+/// The shape is checked ([`ReadShape::check`]) and the element must be one the instruction
+/// reads (`row < rows()`, `k < k()`): then every term below is bounded (a decoded address or
+/// offset is below 2^18, `row` below 256, `k` below 32), so no sum can wrap.
 pub fn element_address(desc: u64, shape: &ReadShape, row: u64, k: u64) -> Result<u64, ReadError> {
+    shape.check()?;
+    if row >= shape.rows() || k >= shape.k() {
+        return Err(ReadError::Element {
+            row,
+            k,
+            rows: shape.rows(),
+            ks: shape.k(),
+        });
+    }
     let d = MatrixDescriptor::decode(desc);
     if d.base_offset != 0 {
         return Err(ReadError::BaseOffset(d.base_offset));
@@ -122,13 +159,17 @@ pub fn read_operand(
     smem: &[u8],
     base: u64,
 ) -> Result<Vec<Vec<u8>>, ReadError> {
+    shape.check()?;
     let e = shape.kind.bytes();
     let len = smem.len() as u64;
+    // At most 256 rows x 32 k once the shape is checked.
     let mut out = Vec::with_capacity((shape.rows() * shape.k()) as usize);
     for row in 0..shape.rows() {
         for k in 0..shape.k() {
             let addr = element_address(desc, shape, row, k)?;
-            let at = addr.checked_sub(base).filter(|o| o + e <= len);
+            let at = addr
+                .checked_sub(base)
+                .filter(|o| o.checked_add(e).is_some_and(|end| end <= len));
             let Some(at) = at else {
                 return Err(ReadError::OutOfRange {
                     row,
