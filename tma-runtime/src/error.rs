@@ -183,6 +183,15 @@ pub enum Error {
     #[error("launch of `{kernel}`: {reason}")]
     InvalidLaunch { kernel: String, reason: String },
 
+    /// A launch shape past the hardware's limits (`LaunchConfig::check`, before the driver):
+    /// every finding names the axis (`grid[1]`, `block[2]`, `cluster[0]`, `block threads`),
+    /// its value and the rule ([`tma_core::Rule::GridDims`], `BlockDims`, `ClusterShape`).
+    #[error("launch of `{kernel}`: {errors}")]
+    LaunchShape {
+        kernel: String,
+        errors: tma_core::launch::LaunchShapeErrors,
+    },
+
     /// Dynamic shared memory above what the device lets one block opt in to.
     #[error(
         "launch of `{kernel}`: {requested} bytes of dynamic shared memory (+{static_bytes} static) exceed the \
@@ -521,6 +530,41 @@ fn device_check_detail(rule: tma_core::Rule, dim: Option<u32>, value: i64) -> St
         Rule::MbarrierAddress => format!(
             "the mbarrier at generic address {value:#x} is not in this CTA's shared memory, or not 8-byte aligned"
         ),
+        Rule::WgmmaSliceRange => {
+            let (index, count) = (value & 0xffff_ffff, (value >> 32) & 0xffff);
+            let (what, name) = if (value >> 48) & 1 == 1 {
+                ("64-row block", "M_BLOCKS")
+            } else {
+                ("k-slice", "K_SLICES")
+            };
+            format!(
+                "{dim}{what} {index} is past the tile's {name} = {count}: its descriptor would address shared memory past the tile"
+            )
+        }
         _ => format!("{dim}value {value}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_descriptor_past_the_tile_is_named() {
+        // What the generated `desc()` writes: dim, index | count << 32 (| 1 << 48 for a block).
+        let k = device_check_detail(tma_core::Rule::WgmmaSliceRange, Some(1), (4 << 32) | 5);
+        assert_eq!(
+            k,
+            "dim 1 k-slice 5 is past the tile's K_SLICES = 4: its descriptor would address shared memory past the tile"
+        );
+        let m = device_check_detail(
+            tma_core::Rule::WgmmaSliceRange,
+            Some(0),
+            (1 << 48) | (2 << 32) | 2,
+        );
+        assert!(
+            m.starts_with("dim 0 64-row block 2 is past the tile's M_BLOCKS = 2"),
+            "{m}"
+        );
     }
 }

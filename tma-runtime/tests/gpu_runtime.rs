@@ -154,7 +154,7 @@ fn cluster_launch_with_large_dynamic_smem() -> Result<(), Error> {
     let bad = LaunchConfig::new(&stream, (6, 1, 1), (128, 1, 1)).cluster((4, 1, 1));
     // SAFETY: refused before the launch.
     let r = unsafe { kernel.launch_builder(&bad).arg(&mut out).launch() };
-    assert!(matches!(r, Err(Error::InvalidLaunch { .. })), "{r:?}");
+    assert!(matches!(r, Err(Error::LaunchShape { .. })), "{r:?}");
     Ok(())
 }
 

@@ -16,6 +16,7 @@ use cudarc::driver::{
 };
 
 use crate::error::Error;
+pub use tma_core::launch::check_launch_shape;
 
 use super::module::Kernel;
 use super::tensor_map::TensorMap;
@@ -85,44 +86,18 @@ impl LaunchConfig {
         self
     }
 
-    /// Checks the shape (no device needed): non-zero dims, at most 1024 threads per block,
-    /// grid divisible by the cluster, cluster at most 16 blocks.
+    /// Checks the shape (no device needed) with [`check_launch_shape`]: each grid and block
+    /// extent within the hardware's limits, at most 1024 threads per block, the grid a
+    /// multiple of the cluster, the cluster 1 to 16 blocks; every finding in
+    /// [`Error::LaunchShape`].
     pub fn check(&self, kernel: &str) -> Result<(), Error> {
-        check_shape(self.grid, self.block, self.cluster).map_err(|reason| Error::InvalidLaunch {
-            kernel: kernel.to_string(),
-            reason,
+        check_launch_shape(self.grid, self.block, self.cluster).map_err(|errors| {
+            Error::LaunchShape {
+                kernel: kernel.to_string(),
+                errors,
+            }
         })
     }
-}
-
-type Dims = (u32, u32, u32);
-
-/// [`LaunchConfig::check`] without the stream, so its rules are tested without a GPU.
-/// Products are taken in `u64`: a huge cluster is refused, never an overflow.
-fn check_shape(g: Dims, b: Dims, cluster: Option<Dims>) -> Result<(), String> {
-    let volume = |d: Dims| u64::from(d.0) * u64::from(d.1) * u64::from(d.2);
-    if [g.0, g.1, g.2, b.0, b.1, b.2].contains(&0) {
-        return Err(format!("grid {g:?} and block {b:?} must have no zero dim"));
-    }
-    let threads = volume(b);
-    if threads > 1024 {
-        return Err(format!("block {b:?} has {threads} threads; at most 1024"));
-    }
-    if let Some(c) = cluster {
-        if [c.0, c.1, c.2].contains(&0) {
-            return Err(format!("cluster {c:?} must have no zero dim"));
-        }
-        if g.0 % c.0 != 0 || g.1 % c.1 != 0 || g.2 % c.2 != 0 {
-            return Err(format!("grid {g:?} is not a multiple of cluster {c:?}"));
-        }
-        let n = volume(c);
-        if n > 16 {
-            return Err(format!(
-                "cluster {c:?} has {n} blocks; at most 16 (8 portable)"
-            ));
-        }
-    }
-    Ok(())
 }
 
 impl Kernel {
@@ -339,11 +314,13 @@ impl<'a> Launch<'a> {
 mod tests {
     use super::*;
 
+    type Dims = (u32, u32, u32);
+
     #[test]
     fn launch_shapes_are_checked_before_the_driver() {
-        let ok = |g, b, c| check_shape(g, b, c).is_ok();
+        let ok = |g, b, c| check_launch_shape(g, b, c).is_ok();
         // (grid, block, cluster, accepted)
-        let rows: [(Dims, Dims, Option<Dims>, bool); 9] = [
+        let rows: [(Dims, Dims, Option<Dims>, bool); 13] = [
             ((132, 1, 1), (384, 1, 1), None, true),
             ((8, 1, 1), (128, 1, 1), Some((4, 1, 1)), true),
             ((16, 1, 1), (128, 1, 1), Some((16, 1, 1)), true),
@@ -354,6 +331,12 @@ mod tests {
             ((32, 1, 1), (128, 1, 1), Some((32, 1, 1)), false),
             // 65536^2 blocks: refused, not a u32 overflow.
             ((65536, 65536, 1), (1, 1, 1), Some((65536, 65536, 1)), false),
+            // 2^64 threads wrapped to 0 in the u64 product, which passed in release builds.
+            ((1, 1, 1), (1 << 22, 1 << 21, 1 << 21), None, false),
+            // Per-axis limits: z of a block at most 64, y of a grid at most 65535.
+            ((1, 1, 1), (1, 1, 65), None, false),
+            ((1, 65536, 1), (1, 1, 1), None, false),
+            (((1 << 31) - 1, 65535, 65535), (1024, 1, 1), None, true),
         ];
         for (g, b, c, want) in rows {
             assert_eq!(ok(g, b, c), want, "grid {g:?} block {b:?} cluster {c:?}");

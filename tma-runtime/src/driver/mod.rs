@@ -21,7 +21,7 @@ mod module;
 mod tensor_map;
 
 pub use hang::{HangRecord, DEBUG_RECORD_SYMBOL};
-pub use launch::{ByValue, KernelArg, Launch, LaunchConfig};
+pub use launch::{check_launch_shape, ByValue, KernelArg, Launch, LaunchConfig};
 pub use module::{Kernel, Module, DEFAULT_DYNAMIC_SMEM_LIMIT, MAX_PORTABLE_CLUSTER};
 pub use tensor_map::{
     check_buffer, check_buffer_bits, encode_args, TensorMap, TensorMapArray, TmaElement,

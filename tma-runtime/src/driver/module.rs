@@ -358,7 +358,9 @@ impl Kernel {
             self.dynamic_smem_opted.fetch_max(want, Ordering::Relaxed);
         }
         if let Some(c) = cluster {
-            if c.0 * c.1 * c.2 > MAX_PORTABLE_CLUSTER {
+            // In u64: a shape is checked before it gets here, but no product may wrap.
+            let ctas = u64::from(c.0) * u64::from(c.1) * u64::from(c.2);
+            if ctas > u64::from(MAX_PORTABLE_CLUSTER) {
                 self.func
                     .set_attribute(
                         CUfunction_attribute::CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
