@@ -247,6 +247,11 @@ fn check_pipeline(g: &mut Gen, spec: &PipelineSpec, t: &mut Tally) {
     );
     for (i, tile) in spec.tiles.iter().enumerate() {
         assert_eq!(tile.tile.spec().target, spec.target);
+        // One struct per tile name: a name twice is the same tile twice.
+        for other in &spec.tiles[..i] {
+            assert!(other.member != tile.member);
+            assert!(other.tile.spec().name != tile.tile.spec().name || other.tile == tile.tile);
+        }
         if let Some(axis) = tile.multicast {
             let n = spec.cluster[axis.index()];
             assert!(n >= 2 && tile.tile.plan().boxes % u64::from(n) == 0);

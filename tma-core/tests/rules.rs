@@ -935,6 +935,15 @@ mod pipeline_rules {
                 },
             ),
             (
+                "two different tiles of one name",
+                Broken::Pipe(|| good().tile("c", &tile("b", 64, 1, Arch::Sm90a))),
+                Rule::PipelineTiles,
+                Field::StageTile {
+                    index: 2,
+                    member: "c".into(),
+                },
+            ),
+            (
                 "a tile for another arch",
                 Broken::Pipe(|| {
                     let mut p = good();
