@@ -380,6 +380,34 @@ fn debug_checks_compile_to_nothing_when_off() {
             "{name}: the debug checks change the release SASS"
         );
     }
+    // An operand pair: desc()'s k-slice and block check (WgmmaSliceRange) compiles to
+    // nothing as well.
+    let specs = corpus();
+    let find = |name: &str| specs.iter().find(|v| v.spec().name == name).unwrap();
+    for (a_name, b_name) in render::corpus::operand_pairs() {
+        let (a, b) = (find(a_name), find(b_name));
+        let full = KernelSource::new()
+            .tile_set("operands", &[("a", a), ("b", b)])
+            .body(&render::wgmma_exercise_body("operands", a, b).unwrap())
+            .build()
+            .unwrap();
+        let cut = without_debug_blocks(&full);
+        assert!(
+            full.contains("TMA_RULE_WgmmaSliceRange") && !cut.contains("TMA_RULE_WgmmaSliceRange")
+        );
+        let sass = |src: &str, stem: &str| {
+            let c = compiler
+                .compile_source(&Source::new(src), &options)
+                .unwrap();
+            assemble(&ptxas, &cuobjdump, &c.ptx, &dir, stem).text
+        };
+        let stem = format!("{a_name}_{b_name}");
+        assert_eq!(
+            sass(&full, &format!("{stem}_full")),
+            sass(&cut, &format!("{stem}_cut")),
+            "{stem}: desc()'s debug check changes the release SASS"
+        );
+    }
     // A multicast pipeline: init()'s launch check, the multicast branch's mask and mbarrier
     // checks and the debug waits compile to nothing as well.
     // The comment init() leaves in the PTX for the runtime (which pipelines a kernel uses) is
