@@ -1122,7 +1122,8 @@ mod launch_rules {
     #[test]
     fn every_launch_rule_has_a_row_that_breaks_only_it() {
         assert!(check_launch_shape(GOOD.0, GOOD.1, GOOD.2).is_ok());
-        let rows: [(&str, Dims, Dims, Option<Dims>, Rule, Field); 7] = [
+        type Row = (&'static str, Dims, Dims, Option<Dims>, Rule, Field);
+        let rows: [Row; 7] = [
             (
                 "grid x 0",
                 (0, 4, 1),

@@ -473,20 +473,19 @@ fn check_tiles(spec: &PipelineSpec, errors: &mut Vec<SpecError>) {
             Some(format!("the pipeline struct uses `{}` itself", t.member))
         } else if spec.tiles[..index].iter().any(|o| o.member == t.member) {
             Some("two tiles of the stage have this member name".into())
-        } else if let Some(o) = spec.tiles[..index]
-            .iter()
-            .find(|o| o.tile.spec().name == t.tile.spec().name && o.tile != t.tile)
-        {
+        } else {
             // One struct per tile name in a source: two different tiles of one name clash
             // (the same tile twice is shared).
-            Some(format!(
-                "its tile `{}` is another tile than member `{}`'s of the same name: both would be `struct tma_{}`",
-                t.tile.spec().name,
-                o.member,
-                t.tile.spec().name
-            ))
-        } else {
-            None
+            let name = &t.tile.spec().name;
+            spec.tiles[..index]
+                .iter()
+                .find(|o| o.tile.spec().name == *name && o.tile != t.tile)
+                .map(|o| {
+                    format!(
+                        "its tile `{name}` is another tile than member `{}`'s of the same name: both would be `struct tma_{name}`",
+                        o.member
+                    )
+                })
         };
         if let Some(message) = clash {
             errors.push(finding(field(), &t.member, Rule::PipelineTiles, message));
