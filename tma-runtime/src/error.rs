@@ -44,11 +44,18 @@ pub enum Error {
     #[error("NVRTC call {call} failed: {result}")]
     Nvrtc { call: &'static str, result: String },
 
-    /// NVRTC rejected the source. `log` is NVRTC's log; `numbered_source` the source with
-    /// line numbers, to match the log's `(line)` references.
-    #[error("NVRTC compile failed:\n{log}\n--- source ---\n{numbered_source}")]
+    /// NVRTC rejected the source. Shown: NVRTC's log, then `context`: the source around each
+    /// line the log's errors report, numbered as the log numbers lines, the reported lines
+    /// marked `>`. The whole unit is `numbered_source`, and is shown instead when
+    /// `TMA_FULL_SOURCE=1` is set.
+    #[error("NVRTC compile failed:\n{log}\n{context}")]
     Compile {
         log: String,
+        /// What the message shows after the log: excerpts of the source around the reported
+        /// lines, or (`TMA_FULL_SOURCE=1`) the whole numbered unit.
+        context: String,
+        /// The whole source with line numbers as NVRTC counts them (after a `#line`, in the
+        /// user's file), to match the log's `(line)` references.
         numbered_source: String,
     },
 

@@ -89,6 +89,7 @@ fn compile_error_carries_log_and_numbered_source() -> Result<(), Error> {
         Err(Error::Compile {
             log,
             numbered_source,
+            ..
         }) => {
             assert!(log.contains("SCALE_EXTRA"), "{log}");
             assert!(
@@ -253,13 +254,17 @@ fn an_unused_prelude_and_tile_give_no_warnings() -> Result<(), Error> {
 }
 
 /// `KernelSource::body_at` puts a `#line` before the body: NVRTC's messages name the user's
-/// file and line, the error's numbered source counts the same way, and the error prints that
-/// listing once, however many messages the log has.
+/// file and line, and the error shows the lines around each reported one, numbered the same
+/// way and marked, not the whole unit (the prelude and tile helpers: hundreds of lines); the
+/// whole unit is the error's `numbered_source`, or its message with `TMA_FULL_SOURCE=1` (checked
+/// in a child process of this test, so no other test sees the variable).
 #[test]
 fn compile_errors_point_into_the_users_file() -> Result<(), Error> {
-    if require_nvrtc_or_skip("compile_errors_point_into_the_users_file").is_none() {
+    const TEST: &str = "compile_errors_point_into_the_users_file";
+    if require_nvrtc_or_skip(TEST).is_none() {
         return Ok(());
     }
+    let full_source = std::env::var_os("TMA_FULL_SOURCE").is_some_and(|v| v == "1");
     let compiler = Compiler::with_config(JitConfig {
         cache: false,
         ..config("line")
@@ -278,6 +283,7 @@ fn compile_errors_point_into_the_users_file() -> Result<(), Error> {
     let Error::Compile {
         log,
         numbered_source,
+        ..
     } = e
     else {
         panic!("expected a compile error, got {e:?}")
@@ -293,12 +299,36 @@ fn compile_errors_point_into_the_users_file() -> Result<(), Error> {
         ),
         "{numbered_source}"
     );
-    assert_eq!(
-        shown.matches(" 41 |   *p = first_undefined;").count(),
-        1,
-        "{shown}"
+    let unit_lines = numbered_source.lines().count();
+    assert!(unit_lines > 300, "the generated unit: {unit_lines} lines");
+    if full_source {
+        // The child: the whole unit, once.
+        assert!(shown.contains(&numbered_source), "{shown}");
+        assert_eq!(shown.matches(" 41 |   *p = first_undefined;").count(), 1);
+        return Ok(());
+    }
+    // The two reported lines, marked, with three lines around them, under the user's file.
+    let want = " --- kernels/user.cu ---\n   40 | extern \"C\" __global__ void k(int* p) {\n>  41 |   *p = first_undefined;\n>  42 |   *p = second_undefined;\n   43 | }\n";
+    assert!(shown.contains(want), "{shown}");
+    assert!(shown.contains("TMA_FULL_SOURCE=1"), "{shown}");
+    let shown_lines = shown.lines().count();
+    assert!(
+        shown_lines < log.lines().count() + 20,
+        "{shown_lines} lines shown for a {unit_lines}-line unit:\n{shown}"
     );
-    assert_eq!(shown.matches("--- source").count(), 1, "{shown}");
+    // The whole unit, one variable away.
+    let exe = std::env::current_exe().unwrap();
+    let child = std::process::Command::new(exe)
+        .args([TEST, "--exact", "--nocapture", "--test-threads=1"])
+        .env("TMA_FULL_SOURCE", "1")
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&child.stdout);
+    assert!(
+        child.status.success() && out.contains("1 passed"),
+        "{out}\n{}",
+        String::from_utf8_lossy(&child.stderr)
+    );
     Ok(())
 }
 

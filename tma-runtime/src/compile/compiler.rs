@@ -49,7 +49,8 @@ pub struct JitConfig {
     pub cache_dir: Option<PathBuf>,
 }
 
-fn env_flag(var: &str) -> bool {
+/// An on/off environment variable: set and not `""`, `0`, `false`, `no` or `off`.
+pub(super) fn env_flag(var: &str) -> bool {
     std::env::var(var)
         .map(|v| !matches!(v.as_str(), "" | "0" | "false" | "no" | "off"))
         .unwrap_or(false)

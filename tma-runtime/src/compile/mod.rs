@@ -14,9 +14,12 @@
 //!   `.log` and `.args` of every NVRTC compile into `<dir>`.
 //! - `TMA_JIT_NO_CACHE=1`: no in-process or disk cache; every compile runs NVRTC.
 //! - `TMA_CACHE_DIR=<dir>`: the disk cache (default `$XDG_CACHE_HOME/tma`, else `~/.cache/tma`).
+//! - `TMA_FULL_SOURCE=1`: a compile error ([`crate::Error::Compile`]) shows the whole numbered
+//!   source after NVRTC's log, not the lines around each error (read when the error is made).
 
 mod compiled;
 mod compiler;
+mod diagnostics;
 mod disk;
 mod hash;
 mod nvrtc;

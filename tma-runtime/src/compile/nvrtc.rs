@@ -9,6 +9,8 @@ use crate::cuda_libs::nvrtc_available;
 use crate::error::Error;
 
 use super::compiled::Compiled;
+use super::compiler::env_flag;
+use super::diagnostics::{error_context, FULL_SOURCE_ENV};
 use super::source::numbered_source;
 
 /// Writes `TMA_JIT_DUMP`'s files of one compile; a failure is a warning (a debugging aid
@@ -81,6 +83,7 @@ pub(super) fn nvrtc_compile(
         Ok(()) => {}
         Err(nv::NvrtcError(nvsys::nvrtcResult::NVRTC_ERROR_COMPILATION)) => {
             return Err(Error::Compile {
+                context: error_context(text, &log, env_flag(FULL_SOURCE_ENV)),
                 log,
                 numbered_source: numbered_source(text),
             })
