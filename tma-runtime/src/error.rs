@@ -59,6 +59,17 @@ pub enum Error {
         numbered_source: String,
     },
 
+    /// [`crate::Compiled::resources`] of a kernel ptxas did not report: the module is PTX
+    /// only, or has no kernel of that name.
+    #[error("no resource figures for kernel `{kernel}`: {}", no_resources(*ptx_only, available))]
+    NoResources {
+        kernel: String,
+        /// The module has no CUBIN (this NVRTC cannot target its arch).
+        ptx_only: bool,
+        /// The kernels the module's report describes.
+        available: Vec<String>,
+    },
+
     /// A tile of the source was validated for another arch than the one compiled for: the
     /// arch is stated once, in the tile's `target`, and the compile must agree.
     #[error(
@@ -374,6 +385,27 @@ pub enum Error {
 }
 
 /// Which argument or parameter is left over, for [`Error::ArgumentCount`].
+fn no_resources(ptx_only: bool, available: &[String]) -> String {
+    if ptx_only {
+        "the module is PTX only (this NVRTC cannot emit a CUBIN for its arch), so ptxas runs in the \
+         driver at load; read the loaded kernel's attributes instead (cuFuncGetAttribute: \
+         CU_FUNC_ATTRIBUTE_NUM_REGS, LOCAL_SIZE_BYTES, SHARED_SIZE_BYTES)"
+            .to_string()
+    } else if available.is_empty() {
+        "the module has no kernel; declare one `extern \"C\" __global__`".to_string()
+    } else {
+        format!(
+            "the module has no kernel of that name (it has {}); name the kernel as the module \
+             does: `extern \"C\"` keeps the source's name, else it is mangled",
+            available
+                .iter()
+                .map(|k| format!("`{k}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    }
+}
+
 fn count_problem(index: usize, expected: &[usize], given: &[usize]) -> String {
     match expected.get(index) {
         Some(&TENSOR_MAP_BYTES) if given.len() < expected.len() => format!(

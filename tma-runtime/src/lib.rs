@@ -43,6 +43,8 @@
 //! errors report (3 lines each side, numbered as the log counts lines: after a `#line` of
 //! `KernelSource::body_at`, in the user's file; the reported lines marked `>`). The whole
 //! numbered unit is its `numbered_source` field, and its message with `TMA_FULL_SOURCE=1`.
+//! [`Compiled::resources`] gives a kernel's registers, spills, local and static shared memory
+//! as ptxas allocated them for the CUBIN ([`KernelResources`]; NVRTC runs ptxas with `-v`).
 //! Hold a [`Source`] on hot paths: it is hashed once, and a cached compile is then a map
 //! lookup (well under a microsecond). [`Compiler::compile`] takes a `&str` and hashes it
 //! each call (a few microseconds for a 50 KB source).
@@ -125,7 +127,9 @@ pub mod error;
 #[doc(hidden)] // test scaffolding: skip-or-fail helpers for GPU and NVRTC tests
 pub mod testing;
 
-pub use compile::{CompileOptions, Compiled, Compiler, JitConfig, Source};
+pub use compile::{
+    parse_ptxas_report, CompileOptions, Compiled, Compiler, JitConfig, KernelResources, Source,
+};
 pub use cuda_libs::{gpu_available, nvrtc_available, GpuInfo, NvrtcInfo};
 pub use driver::{
     ByValue, HangRecord, Kernel, KernelArg, Launch, LaunchConfig, Module, TensorMap,

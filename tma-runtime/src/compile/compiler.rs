@@ -13,6 +13,7 @@ use super::disk::DiskCache;
 use super::hash::fingerprint_seeded;
 use super::nvrtc::{dump, nvrtc_compile};
 use super::options::CompileOptions;
+use super::resources::split_log;
 use super::source::Source;
 use tma_core::manifest::{declared_pipelines, declared_tiles, DeclaredTile};
 use tma_core::Arch;
@@ -168,10 +169,11 @@ impl Compiler {
         let hex = format!("{key:032x}");
         let mut compiled = None;
         if let Some(disk) = &self.disk {
-            if let Some((ptx, cubin_bytes, log)) = disk.load(&hex) {
+            if let Some((ptx, cubin_bytes, raw_log)) = disk.load(&hex) {
                 if self.config.debug {
                     eprintln!("tma jit: disk cache hit {}", disk.path(&hex).display());
                 }
+                let (log, kernel_resources) = split_log(&raw_log);
                 compiled = Some(Compiled {
                     ptx,
                     cubin: cubin_bytes,
@@ -182,15 +184,17 @@ impl Compiler {
                     pipelines: declared_pipelines(source.text()),
                     args: args.clone(),
                     key: hex.clone(),
+                    kernel_resources,
                 });
             }
         }
         let compiled = match compiled {
             Some(c) => c,
             None => {
-                let c = self.run_nvrtc(source.text(), options, tiles, args, cubin, hex)?;
+                let (c, raw_log) =
+                    self.run_nvrtc(source.text(), options, tiles, args, cubin, hex)?;
                 if let Some(disk) = &self.disk {
-                    disk.store(&c.key, &c.ptx, &c.cubin, &c.log);
+                    disk.store(&c.key, &c.ptx, &c.cubin, &raw_log);
                 }
                 c
             }
@@ -240,12 +244,13 @@ impl Compiler {
         args: Vec<String>,
         want_cubin: bool,
         key: String,
-    ) -> Result<Compiled, Error> {
+    ) -> Result<(Compiled, String), Error> {
         let start = Instant::now();
         if self.config.debug {
             eprintln!("tma jit: nvrtc {} {}", key, args.join(" "));
         }
-        let (ptx, cubin, log) = nvrtc_compile(text, &args, want_cubin)?;
+        let (ptx, cubin, raw_log) = nvrtc_compile(text, &args, want_cubin)?;
+        let (log, kernel_resources) = split_log(&raw_log);
         if self.config.debug {
             eprintln!(
                 "tma jit: compiled {key} in {:.1} ms ({} B PTX, {} B CUBIN)",
@@ -264,11 +269,12 @@ impl Compiler {
             tiles,
             args,
             key,
+            kernel_resources,
         };
         if let Some(dir) = &self.config.dump_dir {
-            dump(dir, text, &compiled);
+            dump(dir, text, &compiled, &raw_log);
         }
-        Ok(compiled)
+        Ok((compiled, raw_log))
     }
 }
 

@@ -25,11 +25,13 @@ mod hash;
 mod nvrtc;
 mod options;
 mod ptx;
+mod resources;
 mod source;
 
 pub use compiled::Compiled;
 pub use compiler::{default_cache_dir, Compiler, JitConfig};
 pub use disk::DiskCache;
 pub use options::CompileOptions;
+pub use resources::{parse_ptxas_report, KernelResources};
 pub use source::{numbered_source, Source};
 pub use tma_core::manifest::declared_tiles;
