@@ -46,8 +46,9 @@
 //! [`Compiled::resources`] gives a kernel's registers, spills, local and static shared memory
 //! as ptxas allocated them for the CUBIN ([`KernelResources`]; NVRTC runs ptxas with `-v`).
 //! Hold a [`Source`] on hot paths: it is hashed once, and a cached compile is then a map
-//! lookup (well under a microsecond). [`Compiler::compile`] takes a `&str` and hashes it
-//! each call (a few microseconds for a 50 KB source).
+//! lookup (well under a microsecond). [`Compiler::compile`] takes a `&str`: text at an
+//! address it compiled from before is compared with the cached text (about 0.5 us for 40 KB),
+//! other text is hashed (a few microseconds for a 50 KB source).
 //!
 //! Caches: in-process (source fingerprint + options), then on disk: one content-addressed
 //! file per (source, NVRTC args, arch, NVRTC version, crate version), written to a temp file

@@ -2,6 +2,7 @@
 //! `eval "$(scripts/cuda-tools.sh)"` first.
 #![allow(clippy::panic, clippy::unwrap_used)]
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use tma_core::Arch;
@@ -582,5 +583,41 @@ fn resources_report_registers_spills_local_and_static_smem() -> Result<(), Error
             eprintln!("{TEST}: cuobjdump -res-usage agrees");
         }
     }
+    Ok(())
+}
+
+/// A `&str` cache hit at an address seen before compares the text instead of hashing it: new
+/// text at the same address (same length, edited in place) is compiled anew, never served the
+/// old text's module, and the old text at another address still hits.
+#[test]
+fn a_str_at_a_known_address_is_compared_not_trusted() -> Result<(), Error> {
+    if require_nvrtc_or_skip("a_str_at_a_known_address_is_compared_not_trusted").is_none() {
+        return Ok(());
+    }
+    let compiler = Compiler::with_config(JitConfig {
+        cache_dir: None,
+        ..config("address")
+    })?;
+    let opts = CompileOptions::new(Arch::Sm90a).define("SCALE_EXTRA", "2.0f");
+    let mut text = KERNEL.to_string();
+    let first = compiler.compile(&text, &opts)?;
+    assert!(Arc::ptr_eq(&first, &compiler.compile(&text, &opts)?));
+    let (at, len) = (text.as_ptr(), text.len());
+    let i = text.find("scale(").unwrap();
+    text.replace_range(i..i + 5, "scalf");
+    assert_eq!((text.as_ptr(), text.len()), (at, len), "edited in place");
+    let second = compiler.compile(&text, &opts)?;
+    assert!(second.ptx.contains(".entry scalf"), "{}", second.ptx);
+    assert!(!Arc::ptr_eq(&first, &second));
+    assert!(Arc::ptr_eq(&second, &compiler.compile(&text, &opts)?));
+    // The first text, from another buffer: a hit on its fingerprint, the same module.
+    assert!(Arc::ptr_eq(&first, &compiler.compile(KERNEL, &opts)?));
+    assert!(Arc::ptr_eq(
+        &first,
+        &compiler.compile_source(&Source::new(KERNEL), &opts)?
+    ));
+    // Other options at a known address: compiled, not the cached options' module.
+    let other = compiler.compile(&text, &opts.clone().define("SCALE_EXTRA", "3.0f"))?;
+    assert!(!Arc::ptr_eq(&other, &second));
     Ok(())
 }

@@ -21,6 +21,17 @@ impl Source {
         let fingerprint = fingerprint(text.as_bytes());
         Source { text, fingerprint }
     }
+    /// `text` whose fingerprint was computed already (by [`Compiler::compile`](super::Compiler::compile)).
+    pub(super) fn with_fingerprint(text: &str, fingerprint: u128) -> Source {
+        Source {
+            text: text.into(),
+            fingerprint,
+        }
+    }
+    /// The text, shared (the in-process cache keeps it to compare `&str` sources with).
+    pub(super) fn shared_text(&self) -> Arc<str> {
+        self.text.clone()
+    }
     /// The CUDA source.
     pub fn text(&self) -> &str {
         &self.text
