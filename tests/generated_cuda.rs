@@ -55,15 +55,13 @@ fn assemble(ptxas: &Path, cuobjdump: &Path, ptx: &str, dir: &Path, stem: &str) -
         .unwrap();
     let log = String::from_utf8_lossy(&out.stderr).to_string();
     assert!(out.status.success(), "ptxas failed on {stem}:\n{log}");
-    // "N bytes stack frame, N bytes spill stores, N bytes spill loads"
-    let number_before = |key: &str| -> u64 {
-        log.lines()
-            .filter_map(|l| l.find(key).map(|i| &l[..i]))
-            .filter_map(|head| head.split_whitespace().last()?.parse::<u64>().ok())
-            .sum()
-    };
-    let spill_bytes = number_before(" bytes spill stores") + number_before(" bytes spill loads");
-    let stack_bytes = number_before(" bytes stack frame");
+    let kernels = tma::runtime::parse_ptxas_report(&log);
+    assert!(
+        !kernels.is_empty(),
+        "ptxas reported no kernel of {stem}:\n{log}"
+    );
+    let spill_bytes = kernels.iter().map(|k| k.spill_stores + k.spill_loads).sum();
+    let stack_bytes = kernels.iter().map(|k| k.local_bytes).sum();
     let dump = Command::new(cuobjdump)
         .arg("-sass")
         .arg(&cubin)

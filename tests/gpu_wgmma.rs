@@ -314,3 +314,63 @@ fn mn_k(c: &[i64], major: Major) -> (i32, i32) {
         Major::MN => (c[r - 1] as i32, c[r - 2] as i32),
     }
 }
+
+/// The CPU's fragment layout (`tma::wgmma::fragment::d_position`) is the generated CUDA's
+/// (`tma_wgmma_d_row` / `tma_wgmma_d_col`, through which the GPU test above writes D): NVRTC
+/// evaluates the helpers for all 128 threads x 128 elements (N = 256) against a table of the
+/// Rust positions, in a `static_assert`. NVRTC only: runs without a GPU.
+#[test]
+fn the_cpu_fragment_layout_is_the_generated_helpers() {
+    let test = "the_cpu_fragment_layout_is_the_generated_helpers";
+    if tma::runtime::testing::require_nvrtc_or_skip(test).is_none() {
+        return;
+    }
+    let mut rng = XorShift::new(0x0013_c0de);
+    let case = &cases(&mut rng)[0];
+    let table = |rows: &dyn Fn(u32, u32) -> (u32, u32)| -> String {
+        (0..128u32)
+            .flat_map(|t| (0..128u32).map(move |i| (t, i)))
+            .map(|(t, i)| {
+                let (r, c) = rows(t, i);
+                (r * 256 + c).to_string()
+            })
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let source = |want: &str| {
+        let body = format!(
+            "constexpr unsigned short frag_want[] = {{{want}}};\n\
+             constexpr bool frag_check() {{\n\
+               for (unsigned t = 0; t < 128u; ++t)\n\
+                 for (unsigned i = 0; i < 128u; ++i)\n\
+                   if (tma_wgmma_d_row(t, i) * 256u + tma_wgmma_d_col(t, i) != frag_want[t * 128u + i]) return false;\n\
+               return true;\n\
+             }}\n\
+             static_assert(frag_check(), \"frag-layout: the helpers differ from tma::wgmma::fragment\");\n\
+             extern \"C\" __global__ void frag(int* p) {{ *p = 0; }}\n"
+        );
+        KernelSource::new()
+            .tile_set("operands", &[("a", case.a.valid()), ("b", case.b.valid())])
+            .body(&body)
+            .build()
+            .unwrap()
+    };
+    let compiler = Compiler::global().unwrap();
+    let options = CompileOptions::new(Arch::Sm90a);
+    let good = table(&tma::wgmma::fragment::d_position);
+    compiler
+        .compile(&source(&good), &options)
+        .unwrap_or_else(|e| panic!("{e}"));
+    // The check can fail: the table with two columns swapped is refused.
+    let swapped = table(&|t, i| {
+        let (r, c) = tma::wgmma::fragment::d_position(t, i);
+        (r, c ^ 1)
+    });
+    match compiler.compile(&source(&swapped), &options) {
+        Err(tma::runtime::Error::Compile { log, .. }) => {
+            assert!(log.contains("frag-layout"), "{log}")
+        }
+        other => panic!("a wrong table compiled: {other:?}"),
+    }
+    println!("128 threads x 128 elements: the Rust and CUDA layouts agree");
+}

@@ -144,32 +144,13 @@ pub fn report(compiled: &Compiled, scratch: &Path) -> Report {
     Report { text, sass }
 }
 
-/// ptxas -v's lines per kernel: "Compiling entry function 'k'", "N bytes stack frame, N bytes
-/// spill stores, N bytes spill loads", "Used N registers, ... N bytes smem ...".
+/// ptxas -v's report per kernel (tma-runtime's one parser of it, as `Compiled::resources`).
 fn resources(log: &str) -> String {
-    let mut out = String::new();
-    let mut kernel = String::new();
-    for line in log.lines() {
-        let l = line.trim().trim_start_matches("ptxas info    : ");
-        if let Some(rest) = l.strip_prefix("Compiling entry function '") {
-            kernel = rest
-                .trim_end_matches(['\'', ' '])
-                .split('\'')
-                .next()
-                .unwrap_or("")
-                .to_string();
-            let _ = write!(out, "kernel {kernel}:");
-        } else if l.contains("bytes stack frame") && !kernel.is_empty() {
-            let _ = write!(out, " {l};");
-        } else if l.starts_with("Used ") && !kernel.is_empty() {
-            let _ = writeln!(out, " {l}");
-            kernel.clear();
-        }
+    let kernels = tma_runtime::parse_ptxas_report(log);
+    if kernels.is_empty() {
+        return "ptxas reported no kernel\n".to_string();
     }
-    if out.is_empty() {
-        out.push_str("ptxas reported no kernel\n");
-    }
-    out
+    kernels.iter().map(|k| format!("kernel {k}\n")).collect()
 }
 
 /// Counts of each TMA opcode in the SASS, per kernel.

@@ -224,7 +224,7 @@ fn compile_reports_resources_and_tma_instructions() {
         return;
     }
     assert!(
-        r.stdout.contains("kernel copy:") && r.stdout.contains("0 bytes spill stores"),
+        r.stdout.contains("kernel copy:") && r.stdout.contains("0 B spill stores"),
         "{}",
         r.stdout
     );

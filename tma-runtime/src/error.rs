@@ -44,12 +44,30 @@ pub enum Error {
     #[error("NVRTC call {call} failed: {result}")]
     Nvrtc { call: &'static str, result: String },
 
-    /// NVRTC rejected the source. `log` is NVRTC's log; `numbered_source` the source with
-    /// line numbers, to match the log's `(line)` references.
-    #[error("NVRTC compile failed:\n{log}\n--- source ---\n{numbered_source}")]
+    /// NVRTC rejected the source. Shown: NVRTC's log, then `context`: the source around each
+    /// line the log's errors report, numbered as the log numbers lines, the reported lines
+    /// marked `>`. The whole unit is `numbered_source`, and is shown instead when
+    /// `TMA_FULL_SOURCE=1` is set.
+    #[error("NVRTC compile failed:\n{log}\n{context}")]
     Compile {
         log: String,
+        /// What the message shows after the log: excerpts of the source around the reported
+        /// lines, or (`TMA_FULL_SOURCE=1`) the whole numbered unit.
+        context: String,
+        /// The whole source with line numbers as NVRTC counts them (after a `#line`, in the
+        /// user's file), to match the log's `(line)` references.
         numbered_source: String,
+    },
+
+    /// [`crate::Compiled::resources`] of a kernel ptxas did not report: the module is PTX
+    /// only, or has no kernel of that name.
+    #[error("no resource figures for kernel `{kernel}`: {}", no_resources(*ptx_only, available))]
+    NoResources {
+        kernel: String,
+        /// The module has no CUBIN (this NVRTC cannot target its arch).
+        ptx_only: bool,
+        /// The kernels the module's report describes.
+        available: Vec<String>,
     },
 
     /// A tile of the source was validated for another arch than the one compiled for: the
@@ -376,6 +394,27 @@ pub enum Error {
 }
 
 /// Which argument or parameter is left over, for [`Error::ArgumentCount`].
+fn no_resources(ptx_only: bool, available: &[String]) -> String {
+    if ptx_only {
+        "the module is PTX only (this NVRTC cannot emit a CUBIN for its arch), so ptxas runs in the \
+         driver at load; read the loaded kernel's attributes instead (cuFuncGetAttribute: \
+         CU_FUNC_ATTRIBUTE_NUM_REGS, LOCAL_SIZE_BYTES, SHARED_SIZE_BYTES)"
+            .to_string()
+    } else if available.is_empty() {
+        "the module has no kernel; declare one `extern \"C\" __global__`".to_string()
+    } else {
+        format!(
+            "the module has no kernel of that name (it has {}); name the kernel as the module \
+             does: `extern \"C\"` keeps the source's name, else it is mangled",
+            available
+                .iter()
+                .map(|k| format!("`{k}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    }
+}
+
 fn count_problem(index: usize, expected: &[usize], given: &[usize]) -> String {
     match expected.get(index) {
         Some(&TENSOR_MAP_BYTES) if given.len() < expected.len() => format!(

@@ -2,6 +2,7 @@
 //! `eval "$(scripts/cuda-tools.sh)"` first.
 #![allow(clippy::panic, clippy::unwrap_used)]
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use tma_core::Arch;
@@ -89,6 +90,7 @@ fn compile_error_carries_log_and_numbered_source() -> Result<(), Error> {
         Err(Error::Compile {
             log,
             numbered_source,
+            ..
         }) => {
             assert!(log.contains("SCALE_EXTRA"), "{log}");
             assert!(
@@ -253,13 +255,17 @@ fn an_unused_prelude_and_tile_give_no_warnings() -> Result<(), Error> {
 }
 
 /// `KernelSource::body_at` puts a `#line` before the body: NVRTC's messages name the user's
-/// file and line, the error's numbered source counts the same way, and the error prints that
-/// listing once, however many messages the log has.
+/// file and line, and the error shows the lines around each reported one, numbered the same
+/// way and marked, not the whole unit (the prelude and tile helpers: hundreds of lines); the
+/// whole unit is the error's `numbered_source`, or its message with `TMA_FULL_SOURCE=1` (checked
+/// in a child process of this test, so no other test sees the variable).
 #[test]
 fn compile_errors_point_into_the_users_file() -> Result<(), Error> {
-    if require_nvrtc_or_skip("compile_errors_point_into_the_users_file").is_none() {
+    const TEST: &str = "compile_errors_point_into_the_users_file";
+    if require_nvrtc_or_skip(TEST).is_none() {
         return Ok(());
     }
+    let full_source = std::env::var_os("TMA_FULL_SOURCE").is_some_and(|v| v == "1");
     let compiler = Compiler::with_config(JitConfig {
         cache: false,
         ..config("line")
@@ -278,6 +284,7 @@ fn compile_errors_point_into_the_users_file() -> Result<(), Error> {
     let Error::Compile {
         log,
         numbered_source,
+        ..
     } = e
     else {
         panic!("expected a compile error, got {e:?}")
@@ -293,12 +300,36 @@ fn compile_errors_point_into_the_users_file() -> Result<(), Error> {
         ),
         "{numbered_source}"
     );
-    assert_eq!(
-        shown.matches(" 41 |   *p = first_undefined;").count(),
-        1,
-        "{shown}"
+    let unit_lines = numbered_source.lines().count();
+    assert!(unit_lines > 300, "the generated unit: {unit_lines} lines");
+    if full_source {
+        // The child: the whole unit, once.
+        assert!(shown.contains(&numbered_source), "{shown}");
+        assert_eq!(shown.matches(" 41 |   *p = first_undefined;").count(), 1);
+        return Ok(());
+    }
+    // The two reported lines, marked, with three lines around them, under the user's file.
+    let want = " --- kernels/user.cu ---\n   40 | extern \"C\" __global__ void k(int* p) {\n>  41 |   *p = first_undefined;\n>  42 |   *p = second_undefined;\n   43 | }\n";
+    assert!(shown.contains(want), "{shown}");
+    assert!(shown.contains("TMA_FULL_SOURCE=1"), "{shown}");
+    let shown_lines = shown.lines().count();
+    assert!(
+        shown_lines < log.lines().count() + 20,
+        "{shown_lines} lines shown for a {unit_lines}-line unit:\n{shown}"
     );
-    assert_eq!(shown.matches("--- source").count(), 1, "{shown}");
+    // The whole unit, one variable away.
+    let exe = std::env::current_exe().unwrap();
+    let child = std::process::Command::new(exe)
+        .args([TEST, "--exact", "--nocapture", "--test-threads=1"])
+        .env("TMA_FULL_SOURCE", "1")
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&child.stdout);
+    assert!(
+        child.status.success() && out.contains("1 passed"),
+        "{out}\n{}",
+        String::from_utf8_lossy(&child.stderr)
+    );
     Ok(())
 }
 
@@ -400,5 +431,193 @@ fn one_compiler_is_safe_to_share_between_threads() -> Result<(), Error> {
         assert_eq!(entries, 16, "one cache file per source, no temp files left");
         let _ = std::fs::remove_dir_all(d);
     }
+    Ok(())
+}
+
+/// Two kernels with known resources: 1264 bytes of static shared memory (1200 + 64, the
+/// doubles 8-aligned right after the floats), and one held to 32 registers by its launch
+/// bounds (1024 threads, 2 blocks per SM) while it keeps 96 floats live: it spills.
+const RESOURCE_KERNELS: &str = r#"
+extern "C" __global__ void static_smem(float* out) {
+  __shared__ float tile[300];
+  __shared__ double pad[8];
+  tile[threadIdx.x % 300] = threadIdx.x;
+  pad[threadIdx.x % 8] = threadIdx.x;
+  __syncthreads();
+  out[threadIdx.x] = tile[(threadIdx.x + 1) % 300] + (float)pad[(threadIdx.x + 3) % 8];
+}
+extern "C" __global__ void __launch_bounds__(1024, 2) spills(float* out, const float* in, int n) {
+  float acc[96];
+#pragma unroll
+  for (int j = 0; j < 96; ++j) acc[j] = in[threadIdx.x * 96 + j];
+  for (int it = 0; it < n; ++it) {
+#pragma unroll
+    for (int j = 0; j < 96; ++j) acc[j] = acc[j] * acc[(j * 7 + 3) % 96] + in[(j + it) % 300];
+  }
+  float s = 0;
+#pragma unroll
+  for (int j = 0; j < 96; ++j) s += acc[j];
+  out[threadIdx.x] = s;
+}
+"#;
+
+/// A tool on PATH (`eval "$(scripts/cuda-tools.sh)"` puts cuobjdump there).
+fn tool(name: &str) -> Option<std::path::PathBuf> {
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+/// `cuobjdump -res-usage`'s `Function <name>:` lines: name -> (REG, STACK, SHARED).
+fn cuobjdump_res_usage(cubin: &[u8], tag: &str) -> Option<Vec<(String, u64, u64, u64)>> {
+    let cuobjdump = tool("cuobjdump")?;
+    let path = std::env::temp_dir().join(format!("tma-res-{tag}-{}.cubin", std::process::id()));
+    std::fs::write(&path, cubin).ok()?;
+    let out = std::process::Command::new(cuobjdump)
+        .arg("-res-usage")
+        .arg(&path)
+        .output()
+        .ok()?;
+    let _ = std::fs::remove_file(&path);
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let mut rows = Vec::new();
+    let mut lines = text.lines();
+    while let Some(l) = lines.next() {
+        let Some(name) = l.trim().strip_prefix("Function ") else {
+            continue;
+        };
+        let usage = lines.next().unwrap_or("");
+        let field = |key: &str| -> u64 {
+            usage
+                .split_whitespace()
+                .find_map(|w| w.strip_prefix(key))
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| panic!("no {key} in `{usage}`"))
+        };
+        rows.push((
+            name.trim_end_matches(':').to_string(),
+            field("REG:"),
+            field("STACK:"),
+            field("SHARED:"),
+        ));
+    }
+    Some(rows)
+}
+
+/// `Compiled::resources` on real NVRTC output: the static shared memory the source declares,
+/// the spills its launch bounds force, the same figures after a disk-cache hit, and (where
+/// cuobjdump is on PATH) the same registers and stack as `cuobjdump -res-usage` reads from the
+/// CUBIN.
+#[test]
+fn resources_report_registers_spills_local_and_static_smem() -> Result<(), Error> {
+    const TEST: &str = "resources_report_registers_spills_local_and_static_smem";
+    if require_nvrtc_or_skip(TEST).is_none() {
+        return Ok(());
+    }
+    let cfg = config("resources");
+    let dir = cfg.cache_dir.clone();
+    let compiler = Compiler::with_config(cfg.clone())?;
+    let opts = CompileOptions::new(Arch::Sm90a).debug_waits(false);
+    let c = compiler.compile(RESOURCE_KERNELS, &opts)?;
+    assert_eq!(c.log, "", "ptxas's report stays out of the log");
+    let smem = c.resources("static_smem")?;
+    eprintln!("{smem}");
+    assert_eq!(smem.static_smem_bytes, 1264);
+    assert!(!smem.spills() && smem.local_bytes == 0, "{smem}");
+    assert!(smem.registers > 0 && smem.barriers == 1, "{smem}");
+    let sp = c.resources("spills")?;
+    eprintln!("{sp}");
+    assert!(
+        sp.registers <= 32,
+        "launch bounds cap registers at 32: {sp}"
+    );
+    assert!(sp.spill_stores > 0 && sp.spill_loads > 0, "{sp}");
+    // Spilled registers live in the stack frame (the byte counts are of instructions: a slot
+    // stored twice counts twice).
+    assert!(sp.local_bytes > 0, "{sp}");
+    assert_eq!(sp.static_smem_bytes, 0);
+    // A name the module lacks, and a module without CUBIN, are named errors.
+    match c.resources("spill") {
+        Err(
+            e @ Error::NoResources {
+                ptx_only: false, ..
+            },
+        ) => {
+            let m = e.to_string();
+            assert!(m.contains("`static_smem`") && m.contains("`spills`"), "{m}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let ptx_only = tma_runtime::Compiled {
+        cubin: Vec::new(),
+        kernel_resources: Vec::new(),
+        ..(*c).clone()
+    };
+    assert!(matches!(
+        ptx_only.resources("spills"),
+        Err(Error::NoResources { ptx_only: true, .. })
+    ));
+    // A disk hit (a fresh compiler, as the next process) reads the same figures.
+    let later = Compiler::with_config(cfg)?.compile(RESOURCE_KERNELS, &opts)?;
+    assert_eq!(later.kernel_resources, c.kernel_resources);
+    assert_eq!(later.log, "");
+    if let Some(d) = dir {
+        let _ = std::fs::remove_dir_all(d);
+    }
+    // cuobjdump reads registers and the stack from the CUBIN's attributes; its SHARED is the
+    // `.nv.shared.<kernel>` section, which on sm_90 may include the 1 KB the system reserves.
+    match cuobjdump_res_usage(&c.cubin, "cross") {
+        None => eprintln!("{TEST}: cuobjdump not on PATH: cross-check skipped"),
+        Some(rows) => {
+            assert_eq!(rows.len(), 2, "{rows:?}");
+            for (name, reg, stack, shared) in rows {
+                let r = c.resources(&name)?;
+                assert_eq!(u64::from(r.registers), reg, "{name}: registers");
+                assert_eq!(r.local_bytes, stack, "{name}: local memory vs STACK");
+                assert!(
+                    shared == r.static_smem_bytes || shared == r.static_smem_bytes + 1024,
+                    "{name}: static smem {} vs SHARED {shared}",
+                    r.static_smem_bytes
+                );
+            }
+            eprintln!("{TEST}: cuobjdump -res-usage agrees");
+        }
+    }
+    Ok(())
+}
+
+/// A `&str` cache hit at an address seen before compares the text instead of hashing it: new
+/// text at the same address (same length, edited in place) is compiled anew, never served the
+/// old text's module, and the old text at another address still hits.
+#[test]
+fn a_str_at_a_known_address_is_compared_not_trusted() -> Result<(), Error> {
+    if require_nvrtc_or_skip("a_str_at_a_known_address_is_compared_not_trusted").is_none() {
+        return Ok(());
+    }
+    let compiler = Compiler::with_config(JitConfig {
+        cache_dir: None,
+        ..config("address")
+    })?;
+    let opts = CompileOptions::new(Arch::Sm90a).define("SCALE_EXTRA", "2.0f");
+    let mut text = KERNEL.to_string();
+    let first = compiler.compile(&text, &opts)?;
+    assert!(Arc::ptr_eq(&first, &compiler.compile(&text, &opts)?));
+    let (at, len) = (text.as_ptr(), text.len());
+    let i = text.find("scale(").unwrap();
+    text.replace_range(i..i + 5, "scalf");
+    assert_eq!((text.as_ptr(), text.len()), (at, len), "edited in place");
+    let second = compiler.compile(&text, &opts)?;
+    assert!(second.ptx.contains(".entry scalf"), "{}", second.ptx);
+    assert!(!Arc::ptr_eq(&first, &second));
+    assert!(Arc::ptr_eq(&second, &compiler.compile(&text, &opts)?));
+    // The first text, from another buffer: a hit on its fingerprint, the same module.
+    assert!(Arc::ptr_eq(&first, &compiler.compile(KERNEL, &opts)?));
+    assert!(Arc::ptr_eq(
+        &first,
+        &compiler.compile_source(&Source::new(KERNEL), &opts)?
+    ));
+    // Other options at a known address: compiled, not the cached options' module.
+    let other = compiler.compile(&text, &opts.clone().define("SCALE_EXTRA", "3.0f"))?;
+    assert!(!Arc::ptr_eq(&other, &second));
     Ok(())
 }

@@ -5,6 +5,8 @@
 //!   encoder (PTX ISA 9.7.15.5.1.2.2).
 //! - [`OperandPlan`]: from a [`crate::ValidSpec`]'s shared-memory plan to the descriptor's
 //!   fields, the step of each k-slice and 64-row block, the instruction shape.
+//! - [`fragment`]: which element of D (and of A from registers) each thread of the warpgroup
+//!   holds in each register ([`Fragment`]), for CPU checks of epilogues.
 //! - [`read`]: a CPU model of what wgmma reads through a descriptor, written from the ISA's
 //!   shared-memory layouts independently of the plan; tma-core/tests/wgmma_props.rs shows
 //!   that TMA's model writing a tile and this model reading it give back the global matrix.
@@ -25,10 +27,12 @@
 //! ```
 
 mod descriptor;
+pub mod fragment;
 mod plan;
 pub mod read;
 
 pub use descriptor::{
     DescriptorField, EncodeError, LayoutType, MatrixDescriptor, ADDRESS_LIMIT, FIELDS,
 };
+pub use fragment::{AccumulatorType, Fragment, FragmentElement, FragmentError};
 pub use plan::{InstructionShape, OperandPlan};

@@ -4,6 +4,9 @@
 use tma_core::manifest::{DeclaredPipeline, DeclaredTile};
 use tma_core::Arch;
 
+use super::resources::KernelResources;
+use crate::error::Error;
+
 /// The output of one compile.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Compiled {
@@ -12,7 +15,8 @@ pub struct Compiled {
     /// The CUBIN for [`Compiled::arch`]; empty when this NVRTC cannot target it (PTX only:
     /// the driver JIT-compiles the PTX at load).
     pub cubin: Vec<u8>,
-    /// NVRTC's log (warnings; empty when clean).
+    /// NVRTC's log (warnings; empty when clean), without ptxas's verbose report (that is
+    /// [`Compiled::kernel_resources`]).
     pub log: String,
     /// The arch compiled for; a CUBIN loads only on a device of this arch.
     pub arch: Arch,
@@ -25,6 +29,9 @@ pub struct Compiled {
     pub pipelines: Vec<DeclaredPipeline>,
     /// The NVRTC arguments used.
     pub args: Vec<String>,
+    /// What ptxas allocated for each kernel of the CUBIN (its verbose report in NVRTC's
+    /// log); empty when PTX only. See [`Compiled::resources`].
+    pub kernel_resources: Vec<KernelResources>,
     /// The cache key (hex), also the disk-cache file stem.
     pub key: String,
 }
@@ -33,6 +40,35 @@ impl Compiled {
     /// True when a CUBIN was produced (else PTX only).
     pub fn has_cubin(&self) -> bool {
         !self.cubin.is_empty()
+    }
+    /// Registers, spills, local and static shared memory of kernel `name` (its name in the
+    /// module: mangled unless `extern "C"`), as ptxas allocated them for the CUBIN.
+    /// [`Error::NoResources`] when the module is PTX only (ptxas then runs in the driver, at
+    /// load) or has no such kernel.
+    ///
+    /// ```no_run
+    /// # fn main() -> Result<(), tma_runtime::Error> {
+    /// use tma_runtime::{CompileOptions, Compiler};
+    /// let src = "extern \"C\" __global__ void k(float* p) { __shared__ float s[64]; s[threadIdx.x] = 1; __syncthreads(); *p = s[3]; }";
+    /// let c = Compiler::global()?.compile(src, &CompileOptions::default())?;
+    /// let r = c.resources("k")?;
+    /// assert_eq!((r.static_smem_bytes, r.spills()), (256, false));
+    /// println!("{r}"); // k: 10 registers, 0 B spill stores, ...
+    /// # Ok(()) }
+    /// ```
+    pub fn resources(&self, name: &str) -> Result<&KernelResources, Error> {
+        self.kernel_resources
+            .iter()
+            .find(|k| k.kernel == name)
+            .ok_or_else(|| Error::NoResources {
+                kernel: name.to_string(),
+                ptx_only: !self.has_cubin(),
+                available: self
+                    .kernel_resources
+                    .iter()
+                    .map(|k| k.kernel.clone())
+                    .collect(),
+            })
     }
     /// The name of tile `id`, if the source listed it.
     pub fn tile_name(&self, id: u32) -> Option<&str> {

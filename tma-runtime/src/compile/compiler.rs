@@ -10,9 +10,10 @@ use crate::error::Error;
 
 use super::compiled::Compiled;
 use super::disk::DiskCache;
-use super::hash::fingerprint_seeded;
+use super::hash::{fingerprint, fingerprint_seeded};
 use super::nvrtc::{dump, nvrtc_compile};
 use super::options::CompileOptions;
+use super::resources::split_log;
 use super::source::Source;
 use tma_core::manifest::{declared_pipelines, declared_tiles, DeclaredTile};
 use tma_core::Arch;
@@ -49,7 +50,8 @@ pub struct JitConfig {
     pub cache_dir: Option<PathBuf>,
 }
 
-fn env_flag(var: &str) -> bool {
+/// An on/off environment variable: set and not `""`, `0`, `false`, `no` or `off`.
+pub(super) fn env_flag(var: &str) -> bool {
     std::env::var(var)
         .map(|v| !matches!(v.as_str(), "" | "0" | "false" | "no" | "off"))
         .unwrap_or(false)
@@ -81,8 +83,26 @@ impl JitConfig {
     }
 }
 
-/// Source fingerprint -> the outputs compiled from it, one per distinct options.
-type MemoryCache = HashMap<u128, Vec<(CompileOptions, Arc<Compiled>)>>;
+/// The in-process cache.
+#[derive(Default)]
+struct MemoryCache {
+    /// Source fingerprint -> the source and the outputs compiled from it.
+    entries: HashMap<u128, MemoryEntry>,
+    /// Where a `&str` given to [`Compiler::compile`] lay (address, length) -> the fingerprint
+    /// of the text it held then. A hint only: the text is compared with the entry's before it
+    /// is trusted (the address may hold other text by now).
+    by_address: HashMap<(usize, usize), u128>,
+}
+
+/// One source's text and its outputs, one per distinct options.
+struct MemoryEntry {
+    text: Arc<str>,
+    outputs: Vec<(CompileOptions, Arc<Compiled>)>,
+}
+
+/// At most this many `&str` addresses are remembered (then forgotten all at once): a caller
+/// that formats a new `String` per call gets a fingerprint per call, as without them.
+const MAX_ADDRESSES: usize = 256;
 
 /// NVRTC with caches. Cheap to share (`&Compiler` is `Sync`); [`Compiler::global`] gives a
 /// process-wide one.
@@ -90,7 +110,7 @@ pub struct Compiler {
     nvrtc: NvrtcInfo,
     config: JitConfig,
     disk: Option<DiskCache>,
-    /// Source fingerprint -> (options, output) pairs.
+    /// Source fingerprint -> (options, output) pairs, and `&str` addresses -> fingerprints.
     memory: RwLock<MemoryCache>,
 }
 
@@ -121,7 +141,7 @@ impl Compiler {
             nvrtc,
             config,
             disk,
-            memory: RwLock::new(HashMap::new()),
+            memory: RwLock::new(MemoryCache::default()),
         })
     }
 
@@ -143,9 +163,46 @@ impl Compiler {
         &self.config
     }
 
-    /// Compiles `source` (hashing it; prefer [`Compiler::compile_source`] on hot paths).
+    /// Compiles `source`. A cached compile of text given at the same address before is a
+    /// comparison of the text with the cached one (no hash, no copy); other text is hashed
+    /// (a few microseconds for a 50 KB source). [`Compiler::compile_source`] with a held
+    /// [`Source`] skips both.
     pub fn compile(&self, source: &str, options: &CompileOptions) -> Result<Arc<Compiled>, Error> {
-        self.compile_source(&Source::new(source), options)
+        if !self.config.cache {
+            return self.compile_source(&Source::new(source), options);
+        }
+        let address = (source.as_ptr() as usize, source.len());
+        let (fp, known) = match self.fingerprint_at(address, source) {
+            Some(fp) => (fp, true),
+            None => (fingerprint(source.as_bytes()), false),
+        };
+        let compiled = match self.memory_get(fp, options) {
+            Some(hit) => hit,
+            None => self.compile_source(&Source::with_fingerprint(source, fp), options)?,
+        };
+        if !known {
+            self.remember_address(address, fp);
+        }
+        Ok(compiled)
+    }
+
+    /// The fingerprint of `text` when the cache holds it and saw it at `address` before.
+    fn fingerprint_at(&self, address: (usize, usize), text: &str) -> Option<u128> {
+        let m = self.memory.read().ok()?;
+        let fp = *m.by_address.get(&address)?;
+        (*m.entries.get(&fp)?.text == *text).then_some(fp)
+    }
+
+    fn remember_address(&self, address: (usize, usize), fp: u128) {
+        if let Ok(mut m) = self.memory.write() {
+            if !m.entries.contains_key(&fp) {
+                return;
+            }
+            if m.by_address.len() >= MAX_ADDRESSES {
+                m.by_address.clear();
+            }
+            m.by_address.insert(address, fp);
+        }
     }
 
     /// Compiles `source`: in-process cache, then disk cache, then NVRTC.
@@ -167,10 +224,11 @@ impl Compiler {
         let hex = format!("{key:032x}");
         let mut compiled = None;
         if let Some(disk) = &self.disk {
-            if let Some((ptx, cubin_bytes, log)) = disk.load(&hex) {
+            if let Some((ptx, cubin_bytes, raw_log)) = disk.load(&hex) {
                 if self.config.debug {
                     eprintln!("tma jit: disk cache hit {}", disk.path(&hex).display());
                 }
+                let (log, kernel_resources) = split_log(&raw_log);
                 compiled = Some(Compiled {
                     ptx,
                     cubin: cubin_bytes,
@@ -181,15 +239,17 @@ impl Compiler {
                     pipelines: declared_pipelines(source.text()),
                     args: args.clone(),
                     key: hex.clone(),
+                    kernel_resources,
                 });
             }
         }
         let compiled = match compiled {
             Some(c) => c,
             None => {
-                let c = self.run_nvrtc(source.text(), options, tiles, args, cubin, hex)?;
+                let (c, raw_log) =
+                    self.run_nvrtc(source.text(), options, tiles, args, cubin, hex)?;
                 if let Some(disk) = &self.disk {
-                    disk.store(&c.key, &c.ptx, &c.cubin, &c.log);
+                    disk.store(&c.key, &c.ptx, &c.cubin, &raw_log);
                 }
                 c
             }
@@ -197,9 +257,15 @@ impl Compiler {
         let compiled = Arc::new(compiled);
         if self.config.cache {
             if let Ok(mut m) = self.memory.write() {
-                let e = m.entry(source.fingerprint()).or_default();
-                if !e.iter().any(|(o, _)| o == options) {
-                    e.push((options.clone(), compiled.clone()));
+                let e = m
+                    .entries
+                    .entry(source.fingerprint())
+                    .or_insert_with(|| MemoryEntry {
+                        text: source.shared_text(),
+                        outputs: Vec::new(),
+                    });
+                if !e.outputs.iter().any(|(o, _)| o == options) {
+                    e.outputs.push((options.clone(), compiled.clone()));
                 }
             }
         }
@@ -208,7 +274,9 @@ impl Compiler {
 
     fn memory_get(&self, fp: u128, options: &CompileOptions) -> Option<Arc<Compiled>> {
         let m = self.memory.read().ok()?;
-        m.get(&fp)?
+        m.entries
+            .get(&fp)?
+            .outputs
             .iter()
             .find(|(o, _)| o == options)
             .map(|(_, c)| c.clone())
@@ -239,12 +307,13 @@ impl Compiler {
         args: Vec<String>,
         want_cubin: bool,
         key: String,
-    ) -> Result<Compiled, Error> {
+    ) -> Result<(Compiled, String), Error> {
         let start = Instant::now();
         if self.config.debug {
             eprintln!("tma jit: nvrtc {} {}", key, args.join(" "));
         }
-        let (ptx, cubin, log) = nvrtc_compile(text, &args, want_cubin)?;
+        let (ptx, cubin, raw_log) = nvrtc_compile(text, &args, want_cubin)?;
+        let (log, kernel_resources) = split_log(&raw_log);
         if self.config.debug {
             eprintln!(
                 "tma jit: compiled {key} in {:.1} ms ({} B PTX, {} B CUBIN)",
@@ -263,11 +332,12 @@ impl Compiler {
             tiles,
             args,
             key,
+            kernel_resources,
         };
         if let Some(dir) = &self.config.dump_dir {
-            dump(dir, text, &compiled);
+            dump(dir, text, &compiled, &raw_log);
         }
-        Ok(compiled)
+        Ok((compiled, raw_log))
     }
 }
 

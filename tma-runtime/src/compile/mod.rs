@@ -14,19 +14,24 @@
 //!   `.log` and `.args` of every NVRTC compile into `<dir>`.
 //! - `TMA_JIT_NO_CACHE=1`: no in-process or disk cache; every compile runs NVRTC.
 //! - `TMA_CACHE_DIR=<dir>`: the disk cache (default `$XDG_CACHE_HOME/tma`, else `~/.cache/tma`).
+//! - `TMA_FULL_SOURCE=1`: a compile error ([`crate::Error::Compile`]) shows the whole numbered
+//!   source after NVRTC's log, not the lines around each error (read when the error is made).
 
 mod compiled;
 mod compiler;
+mod diagnostics;
 mod disk;
 mod hash;
 mod nvrtc;
 mod options;
 mod ptx;
+mod resources;
 mod source;
 
 pub use compiled::Compiled;
 pub use compiler::{default_cache_dir, Compiler, JitConfig};
 pub use disk::DiskCache;
 pub use options::CompileOptions;
+pub use resources::{parse_ptxas_report, KernelResources};
 pub use source::{numbered_source, Source};
 pub use tma_core::manifest::declared_tiles;

@@ -9,16 +9,19 @@ use crate::cuda_libs::nvrtc_available;
 use crate::error::Error;
 
 use super::compiled::Compiled;
+use super::compiler::env_flag;
+use super::diagnostics::{error_context, FULL_SOURCE_ENV};
 use super::source::numbered_source;
 
-/// Writes `TMA_JIT_DUMP`'s files of one compile; a failure is a warning (a debugging aid
-/// must not fail the compile it describes).
-pub(super) fn dump(dir: &Path, text: &str, c: &Compiled) {
+/// Writes `TMA_JIT_DUMP`'s files of one compile (`raw_log`: NVRTC's whole log, ptxas's
+/// report included); a failure is a warning (a debugging aid must not fail the compile it
+/// describes).
+pub(super) fn dump(dir: &Path, text: &str, c: &Compiled, raw_log: &str) {
     let res = std::fs::create_dir_all(dir).and_then(|_| {
         let stem = dir.join(&c.key);
         std::fs::write(stem.with_extension("cu"), text)?;
         std::fs::write(stem.with_extension("ptx"), &c.ptx)?;
-        std::fs::write(stem.with_extension("log"), &c.log)?;
+        std::fs::write(stem.with_extension("log"), raw_log)?;
         std::fs::write(stem.with_extension("args"), c.args.join("\n"))?;
         if c.has_cubin() {
             std::fs::write(stem.with_extension("cubin"), &c.cubin)?;
@@ -81,6 +84,7 @@ pub(super) fn nvrtc_compile(
         Ok(()) => {}
         Err(nv::NvrtcError(nvsys::nvrtcResult::NVRTC_ERROR_COMPILATION)) => {
             return Err(Error::Compile {
+                context: error_context(text, &log, env_flag(FULL_SOURCE_ENV)),
                 log,
                 numbered_source: numbered_source(text),
             })

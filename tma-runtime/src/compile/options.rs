@@ -91,6 +91,11 @@ impl CompileOptions {
             format!("-std={}", tma_core::render::CXX_STANDARD),
             "-default-device".to_string(),
         ];
+        if cubin {
+            // ptxas's verbose report: registers, spills, local and static shared memory
+            // per kernel (Compiled::resources); kept out of Compiled::log.
+            a.push("--ptxas-options=-v".to_string());
+        }
         if self.debug_waits {
             a.push("-DTMA_DEBUG".to_string());
         }
@@ -161,6 +166,7 @@ mod tests {
                 "--gpu-architecture=sm_90a",
                 "-std=c++20",
                 "-default-device",
+                "--ptxas-options=-v",
                 "-DTMA_DEBUG",
                 "-DTILE=64",
                 "-DFLAG",
@@ -173,6 +179,8 @@ mod tests {
         assert!(
             matches!(ptx_only.as_deref(), Ok([first, ..]) if first == "--gpu-architecture=compute_100a")
         );
+        // No ptxas runs for PTX: no report asked of it.
+        assert!(!ptx_only.iter().flatten().any(|a| a.contains("ptxas")));
         let bad = CompileOptions::new(Arch::Sm90a)
             .define("A B", "1")
             .nvrtc_args(true);

@@ -21,6 +21,17 @@ impl Source {
         let fingerprint = fingerprint(text.as_bytes());
         Source { text, fingerprint }
     }
+    /// `text` whose fingerprint was computed already (by [`Compiler::compile`](super::Compiler::compile)).
+    pub(super) fn with_fingerprint(text: &str, fingerprint: u128) -> Source {
+        Source {
+            text: text.into(),
+            fingerprint,
+        }
+    }
+    /// The text, shared (the in-process cache keeps it to compare `&str` sources with).
+    pub(super) fn shared_text(&self) -> Arc<str> {
+        self.text.clone()
+    }
     /// The CUDA source.
     pub fn text(&self) -> &str {
         &self.text
@@ -46,23 +57,82 @@ impl From<String> for Source {
 /// `#line` directive maps elsewhere.
 pub(super) const PROGRAM_NAME: &str = "tma.cu";
 
+/// One line of a source as NVRTC numbers it: the file its messages name and the line number.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct NumberedLine<'a> {
+    /// Index into [`Numbering::files`].
+    pub file: usize,
+    pub number: u64,
+    pub text: &'a str,
+    /// This line is a `#line` directive: the index of the file the lines after it belong to.
+    pub directive: Option<usize>,
+}
+
+/// A source's lines numbered as NVRTC numbers them (see [`numbered_source`]).
+#[derive(Clone, Debug)]
+pub(super) struct Numbering<'a> {
+    /// File names, [`PROGRAM_NAME`] first.
+    pub files: Vec<String>,
+    pub lines: Vec<NumberedLine<'a>>,
+    /// Width of the widest line number (at least 3).
+    pub width: usize,
+}
+
+impl<'a> Numbering<'a> {
+    /// The name of file `i` (empty when out of range).
+    pub fn file(&self, i: usize) -> &str {
+        self.files.get(i).map_or("", String::as_str)
+    }
+
+    pub fn new(source: &'a str) -> Numbering<'a> {
+        let mut files = vec![PROGRAM_NAME.to_string()];
+        let mut lines = Vec::new();
+        let (mut file, mut number) = (0usize, 1u64);
+        let mut widest = 1u64;
+        for text in source.lines() {
+            let (this_file, this_number) = (file, number);
+            widest = widest.max(number);
+            number = number.saturating_add(1);
+            let directive = line_directive(text).map(|(line, named)| {
+                if let Some(named) = named {
+                    file = match files.iter().position(|f| *f == named) {
+                        Some(i) => i,
+                        None => {
+                            files.push(named);
+                            files.len() - 1
+                        }
+                    };
+                }
+                number = line;
+                file
+            });
+            lines.push(NumberedLine {
+                file: this_file,
+                number: this_number,
+                text,
+                directive,
+            });
+        }
+        Numbering {
+            files,
+            lines,
+            width: widest.to_string().len().max(3),
+        }
+    }
+}
+
 /// `source` with right-aligned line numbers, counted as NVRTC counts them in its messages:
 /// lines of the program as `tma.cu`, and after a `#line <n> "<file>"` directive (e.g. from
 /// [`KernelSource::body_at`](tma_core::render::KernelSource::body_at)) from `n`, under a
 /// `--- <file> ---` heading.
 pub fn numbered_source(source: &str) -> String {
-    let n = source.lines().count().max(1);
-    let w = n.to_string().len().max(3);
-    let mut out = String::with_capacity(source.len() + n * (w + 3));
-    let mut number: u64 = 1;
-    let mut file = PROGRAM_NAME.to_string();
-    for l in source.lines() {
-        let _ = writeln!(out, "{number:>w$} | {l}");
-        number += 1;
-        if let Some((line, named)) = line_directive(l) {
-            file = named.unwrap_or(file);
-            let _ = writeln!(out, "{:>w$} --- {file} ---", "");
-            number = line;
+    let numbering = Numbering::new(source);
+    let w = numbering.width;
+    let mut out = String::with_capacity(source.len() + numbering.lines.len() * (w + 3));
+    for l in &numbering.lines {
+        let _ = writeln!(out, "{:>w$} | {}", l.number, l.text);
+        if let Some(file) = l.directive {
+            let _ = writeln!(out, "{:>w$} --- {} ---", "", numbering.file(file));
         }
     }
     out

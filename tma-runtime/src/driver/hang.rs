@@ -250,6 +250,7 @@ mod tests {
             pipelines: Vec::new(),
             args: Vec::new(),
             key: "k".into(),
+            kernel_resources: Vec::new(),
         };
         let rec = HangRecord {
             kind: KIND_HANG,
@@ -460,6 +461,7 @@ mod tests {
             pipelines: tma_core::manifest::declared_pipelines(list),
             args: Vec::new(),
             key: "k".into(),
+            kernel_resources: Vec::new(),
         }
     }
 
