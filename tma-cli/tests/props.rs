@@ -229,10 +229,11 @@ proptest! {
     ) {
         let (open, close) = [("[", "]"), ("(", ")"), ("{", "}")][delim];
         let nest = format!("{}{}", open.repeat(depth), close.repeat(depth));
-        // Levels around the nest: the macro's braces, the attribute's or list's brackets..
+        // Levels around the nest: the macro's braces, then a list's or an attribute's brackets,
+        // or the pipeline's `tiles = { .. }`.
         let (text, around) = match place {
             0 => (format!("tma_1d! {{ A: u8, global = [64 {nest}], boxed = [64] }}"), 2),
-            1 => (format!("tma_1d! {{ #[doc = \"x\"] #[allow {nest}] A: u8, global = [64], boxed = [64] }}"), 1),
+            1 => (format!("tma_1d! {{ #[doc = \"x\"] #[allow {nest}] A: u8, global = [64], boxed = [64] }}"), 2),
             _ => (format!("tma_pipeline! {{ pub R, stages = 2, consumers = warps(1), tiles = {{ a: tma_1d! {{ A: u8, global = [64], boxed = [64] }} {nest} }} }}"), 2),
         };
         let read = read_checked(&text);

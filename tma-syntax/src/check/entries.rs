@@ -461,9 +461,10 @@ impl Builder {
 }
 
 fn check_name(global: &[Option<String>], d: usize, id: &Ident, errs: &mut Errors) {
-    let given = shown(&id.unraw().to_string());
+    let raw = id.unraw().to_string();
+    let given = shown(&raw);
     match global.get(d) {
-        Some(Some(n)) if *n == id.unraw().to_string() => {}
+        Some(Some(n)) if *n == raw => {}
         Some(Some(n)) => errs.push(
             id.span(),
             format!("dim {d} is named `{}` in `global`, not `{given}`", shown(n)),
