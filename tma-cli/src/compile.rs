@@ -8,6 +8,7 @@ use crate::decl::Tile;
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use tma_core::pipeline::ValidPipeline;
 use tma_core::render::{KernelSource, RenderError};
 use tma_core::Arch;
 use tma_runtime::{CompileOptions, Compiled, Compiler};
@@ -22,12 +23,22 @@ pub const TMA_OPCODES: [(&str, &str); 6] = [
     ("SYNCS", "mbarrier operations"),
 ];
 
-/// The translation unit: prelude, the tiles' helpers, their aliases, the kernel at its
-/// file's line 1.
-pub fn assemble(tiles: &[Tile], kernel_path: &str, kernel: &str) -> Result<String, RenderError> {
+/// The translation unit: prelude, the tiles' helpers, the pipelines' structs, the kernel's
+/// names for both (each its declared type name: `using MpkA = tma_mpk_a;`, `using GemmRing =
+/// tma_pipe_gemm_ring;`), the kernel at its file's line 1. A pipeline's tiles are among
+/// `tiles` (a `tma_pipeline!` source's tiles are its stage tiles).
+pub fn assemble(
+    tiles: &[&Tile],
+    pipelines: &[&(String, ValidPipeline)],
+    kernel_path: &str,
+    kernel: &str,
+) -> Result<String, RenderError> {
     let mut src = KernelSource::new();
     for t in tiles {
         src = src.tile_as(&t.checked.valid, &t.ident);
+    }
+    for (ident, p) in pipelines {
+        src = src.pipeline_as(p, ident);
     }
     src.body_at(kernel_path, 1, kernel).build()
 }

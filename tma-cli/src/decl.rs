@@ -6,17 +6,20 @@
 //! rank is the length of its `global` list, or one `tma_pipeline! { .. }` (its stage tiles
 //! are the source's tiles).
 
-use crate::diag::{Diagnostic, Level, Source};
-use proc_macro2::{Delimiter, TokenStream, TokenTree};
+use crate::diag::{Diagnostic, Level, Location, Source};
+use proc_macro2::{Delimiter, Span, TokenStream, TokenTree};
 use syn::ext::IdentExt;
+use tma_core::echo::shown;
 use tma_core::pipeline::ValidPipeline;
 use tma_syntax::check::{self, Checked};
-use tma_syntax::parse::{PipelineDecl, TileDecl, Value};
+use tma_syntax::parse::{check_tokens, PipelineDecl, TileDecl, Value, MAX_TEXT_BYTES};
 
 /// One declared tile that passed every rule.
 pub struct Tile {
     /// The declared type name (`MpkA`): the kernel's name for the tile in `tma compile`.
     pub ident: String,
+    /// Where the type name was written.
+    pub span: Span,
     pub checked: Checked,
 }
 
@@ -32,19 +35,28 @@ pub struct Read {
 const MACROS: [&str; 5] = ["tma_1d", "tma_2d", "tma_3d", "tma_4d", "tma_5d"];
 
 /// Reads every declaration of `source`. `Err`: every error found (a declaration's errors do not
-/// stop the others from being checked).
+/// stop the others from being checked). Untrusted text is bounded before it is parsed: at most
+/// [`MAX_TEXT_BYTES`] bytes, [`tma_syntax::parse::MAX_TOKENS`] tokens, nested at most
+/// [`tma_syntax::parse::MAX_NESTING`] deep (syn's parser recurses per nested bracket).
 pub fn read(source: &Source) -> Result<Read, Vec<Diagnostic>> {
+    if source.text.len() > MAX_TEXT_BYTES {
+        return Err(vec![too_long(
+            &source.name,
+            source.locate_byte(MAX_TEXT_BYTES),
+        )]);
+    }
     let tokens: TokenStream = match source.text.parse() {
         Ok(t) => t,
         Err(e) => {
-            let span = e.span();
+            let at = source.locate(e.span());
             return Err(vec![Diagnostic {
                 level: Level::Error,
-                message: format!("not valid tokens: {e}"),
-                at: Some(source.locate(span)),
+                message: lex_error(&at),
+                at: Some(at),
             }]);
         }
     };
+    check_tokens(&tokens).map_err(|e| source.errors(e))?;
     if let Some(body) = pipeline_body(&tokens) {
         return read_pipeline(source, body);
     }
@@ -73,25 +85,20 @@ pub fn read(source: &Source) -> Result<Read, Vec<Diagnostic>> {
                 }));
                 tiles.push(Tile {
                     ident: decl.ident.unraw().to_string(),
+                    span: decl.ident.span(),
                     checked,
                 });
             }
             Err(e) => errors.extend(source.errors(e)),
         }
     }
-    // Two tiles of one header or kernel may not share a name (their structs would collide).
-    for (i, t) in tiles.iter().enumerate() {
-        let name = &t.checked.valid.spec().name;
-        if tiles[..i]
+    errors.extend(same_names(
+        tiles
             .iter()
-            .any(|o| &o.checked.valid.spec().name == name)
-        {
-            errors.push(Diagnostic::error(format!(
-                "{}: two tiles are named `{name}`: tile names name CUDA structs and must differ (give one `name = \"..\"`)",
-                source.name
-            )));
-        }
-    }
+            .map(|t| (t, source))
+            .collect::<Vec<_>>()
+            .as_slice(),
+    ));
     if errors.is_empty() {
         Ok(Read {
             tiles,
@@ -137,6 +144,7 @@ fn read_pipeline(source: &Source, body: TokenStream) -> Result<Read, Vec<Diagnos
         }));
         tiles.push(Tile {
             ident: m.member.decl.ident.unraw().to_string(),
+            span: m.member.decl.ident.span(),
             checked: m.tile,
         });
     }
@@ -182,7 +190,8 @@ fn split(source: &Source, tokens: TokenStream) -> Result<Vec<Decl>, Vec<Diagnost
                 source,
                 mac.span(),
                 &format!(
-                    "unknown macro `{name}`; expected one of: {}",
+                    "unknown macro `{}`; expected one of: {}",
+                    shown(&name),
                     MACROS.join(", ")
                 ),
             ));
@@ -192,7 +201,11 @@ fn split(source: &Source, tokens: TokenStream) -> Result<Vec<Decl>, Vec<Diagnost
             Some(TokenTree::Punct(p)) if p.as_char() == '!' => {}
             other => {
                 let span = other.map_or(mac.span(), |t| t.span());
-                errors.push(at(source, span, &format!("expected `!` after `{name}`")));
+                errors.push(at(
+                    source,
+                    span,
+                    &format!("expected `!` after `{}`", shown(&name)),
+                ));
                 break;
             }
         }
@@ -200,7 +213,11 @@ fn split(source: &Source, tokens: TokenStream) -> Result<Vec<Decl>, Vec<Diagnost
             Some(TokenTree::Group(g)) if g.delimiter() != Delimiter::None => g,
             other => {
                 let span = other.map_or(mac.span(), |t| t.span());
-                errors.push(at(source, span, &format!("expected `{name}! {{ .. }}`")));
+                errors.push(at(
+                    source,
+                    span,
+                    &format!("expected `{}! {{ .. }}`", shown(&name)),
+                ));
                 break;
             }
         };
@@ -234,4 +251,59 @@ fn global_len(decl: &TileDecl) -> usize {
             _ => None,
         })
         .unwrap_or(1)
+}
+
+/// A declaration text over [`MAX_TEXT_BYTES`], at the first byte past the limit.
+pub fn too_long(name: &str, at: Location) -> Diagnostic {
+    Diagnostic {
+        level: Level::Error,
+        message: format!(
+            "{name} is longer than {MAX_TEXT_BYTES} bytes, the most a declaration source may hold (tma_syntax::parse::MAX_TEXT_BYTES)"
+        ),
+        at: Some(at),
+    }
+}
+
+/// What a lexing error at `at` is, from the character there.
+fn lex_error(at: &Location) -> String {
+    let c = at.text.chars().nth(at.column.saturating_sub(1));
+    match c {
+        Some(c @ (')' | ']' | '}')) => format!("not valid tokens: `{c}` closes nothing open"),
+        Some(c @ ('(' | '[' | '{')) => format!("not valid tokens: `{c}` is never closed"),
+        Some(c @ ('"' | '\'')) => format!("not valid tokens: a `{c}` literal is never closed"),
+        Some('/') => "not valid tokens: a `/* .. */` comment is never closed".into(),
+        Some(c) => format!(
+            "not valid tokens: `{}` starts no Rust token",
+            c.escape_debug()
+        ),
+        None => "not valid tokens: the text ends inside a bracket, string or comment".into(),
+    }
+}
+
+/// Two tiles of one header or kernel may not share a name (their structs would collide):
+/// each repeat is an error at its type name, with a note of where the first one is.
+/// `tiles` pairs each tile with the source it was read from.
+pub fn same_names(tiles: &[(&Tile, &Source)]) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    for (i, (t, src)) in tiles.iter().enumerate() {
+        let name = &t.checked.valid.spec().name;
+        let first = tiles[..i]
+            .iter()
+            .find(|(o, _)| &o.checked.valid.spec().name == name);
+        if let Some((o, osrc)) = first {
+            let was = osrc.locate(o.span);
+            out.push(Diagnostic {
+                level: Level::Error,
+                message: format!(
+                    "two tiles are named `{}`: tile names name CUDA structs and must differ (give one `name = \"..\"`)\nnote: the first is declared at {}:{}:{}",
+                    shown(name),
+                    was.file,
+                    was.line,
+                    was.column
+                ),
+                at: Some(src.locate(t.span)),
+            });
+        }
+    }
+    out
 }

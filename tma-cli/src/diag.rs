@@ -58,6 +58,12 @@ impl Source {
         }
     }
 
+    /// Where byte `offset` of this source's text is (clamped to the text, and back to a
+    /// character boundary).
+    pub fn locate_byte(&self, offset: usize) -> Location {
+        Location::at_byte(&self.name, self.text.as_bytes(), offset)
+    }
+
     /// Every error of `e`, each at its span.
     pub fn errors(&self, e: syn::Error) -> Vec<Diagnostic> {
         e.into_iter()
@@ -68,6 +74,78 @@ impl Source {
             })
             .collect()
     }
+}
+
+impl Location {
+    /// Where byte `offset` of `bytes` (text read from `file`, UTF-8 or not) is: its line, its
+    /// column in characters (an invalid byte counts as one), the line's text (invalid bytes
+    /// replaced).
+    pub fn at_byte(file: &str, bytes: &[u8], offset: usize) -> Location {
+        let offset = offset.min(bytes.len());
+        let start = bytes[..offset]
+            .iter()
+            .rposition(|b| *b == b'\n')
+            .map_or(0, |p| p + 1);
+        let end = bytes[offset..]
+            .iter()
+            .position(|b| *b == b'\n')
+            .map_or(bytes.len(), |p| offset + p);
+        let line = 1 + bytes[..start].iter().filter(|b| **b == b'\n').count();
+        let column = 1 + String::from_utf8_lossy(&bytes[start..offset])
+            .chars()
+            .count();
+        Location {
+            file: file.to_string(),
+            line,
+            column,
+            end_column: column + 1,
+            text: String::from_utf8_lossy(&bytes[start..end])
+                .trim_end_matches('\r')
+                .to_string(),
+        }
+    }
+}
+
+/// The most characters of a source line a diagnostic shows: a longer line is shown around
+/// its span, cut with `...`.
+pub const SHOWN_LINE_CHARS: usize = 100;
+
+/// The part of `text` a diagnostic shows for columns `[column, end_column)` (1-based chars):
+/// the shown text, the span's 0-based start in it and its width.
+fn window(text: &str, column: usize, end_column: usize) -> (String, usize, usize) {
+    // Control characters (a terminal's escape sequences) are shown as one replacement each.
+    let chars: Vec<char> = text
+        .chars()
+        .map(|c| {
+            if c.is_control() && c != '\t' {
+                char::REPLACEMENT_CHARACTER
+            } else {
+                c
+            }
+        })
+        .collect();
+    let text: String = chars.iter().collect();
+    let start = column.saturating_sub(1);
+    let width = end_column.saturating_sub(column).max(1);
+    if chars.len() <= SHOWN_LINE_CHARS {
+        return (text, start, width);
+    }
+    let from = start
+        .saturating_sub(SHOWN_LINE_CHARS / 3)
+        .min(chars.len().saturating_sub(SHOWN_LINE_CHARS));
+    let to = (from + SHOWN_LINE_CHARS).min(chars.len());
+    let mut shown = String::new();
+    if from > 0 {
+        shown.push_str("...");
+    }
+    let lead = shown.chars().count();
+    shown.extend(&chars[from..to]);
+    if to < chars.len() {
+        shown.push_str("...");
+    }
+    let at = lead + start.saturating_sub(from);
+    let width = width.min(to.saturating_sub(start).max(1));
+    (shown, at, width)
 }
 
 impl Diagnostic {
@@ -98,14 +176,9 @@ impl Diagnostic {
         let pad = " ".repeat(gutter);
         let _ = writeln!(out, "{pad}--> {}:{}:{}", at.file, at.line, at.column);
         let _ = writeln!(out, "{pad} |");
-        let _ = writeln!(out, "{} | {}", at.line, at.text);
-        let width = at.end_column.saturating_sub(at.column).max(1);
-        let _ = writeln!(
-            out,
-            "{pad} | {}{}",
-            " ".repeat(at.column - 1),
-            "^".repeat(width)
-        );
+        let (text, start, width) = window(&at.text, at.column, at.end_column);
+        let _ = writeln!(out, "{} | {}", at.line, text);
+        let _ = writeln!(out, "{pad} | {}{}", " ".repeat(start), "^".repeat(width));
         for l in lines {
             let _ = writeln!(out, "{pad} = {l}");
         }

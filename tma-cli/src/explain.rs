@@ -21,6 +21,24 @@ pub enum Binding {
     None(String),
 }
 
+/// The names `--dims` takes for `valid`: each run-time dim's label and `stride_<label>` for
+/// each run-time stride, outer -> inner.
+pub fn runtime_names(valid: &ValidSpec) -> Vec<String> {
+    let spec = valid.spec();
+    let mut out = Vec::new();
+    for (d, e) in spec.global.iter().enumerate() {
+        if matches!(e, Extent::Runtime) {
+            out.push(spec.dim_label(d));
+        }
+    }
+    for (d, e) in spec.strides.iter().flatten().enumerate() {
+        if matches!(e, Extent::Runtime) {
+            out.push(format!("stride_{}", spec.dim_label(d)));
+        }
+    }
+    out
+}
+
 /// Binds `valid` with the dims given; run-time ones not given make an example binding.
 pub fn bind(valid: &ValidSpec, dims: &Dims) -> Binding {
     let spec = valid.spec();
@@ -86,6 +104,12 @@ pub fn bind(valid: &ValidSpec, dims: &Dims) -> Binding {
             ),
         ),
         Err(e) if missing.is_empty() => Binding::None(format!("the dims given are refused:\n{e}")),
+        Err(e) if runtime_names(valid).iter().any(|n| dims.contains_key(n)) => {
+            Binding::None(format!(
+                "the dims given are refused (with {} for the ones not given):\n{e}",
+                example.join(", ")
+            ))
+        }
         Err(e) => Binding::None(format!("no example binding: {e}")),
     }
 }

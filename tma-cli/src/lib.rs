@@ -3,9 +3,10 @@
 //! a C++ header (device helpers, host encode functions, optionally MPK's contract), or a
 //! compiled kernel's report. [`run`] is the whole program; `main` only calls it.
 //!
-//! Exit codes: 0 success; 1 the input was rejected (a declaration's errors, a kernel that does
-//! not compile); 2 a usage error; 3 the environment failed (a file could not be read or
-//! written, NVRTC is missing).
+//! Exit codes: 0 success; 1 the input was rejected (a declaration's errors, a file too long or
+//! not UTF-8, `--dims` values a tile refuses, a kernel that does not compile); 2 a usage error
+//! (an unknown `--dims` name included); 3 the environment failed (a file could not be read or
+//! written, NVRTC is missing). Every refusal exits non-zero.
 
 pub mod compile;
 pub mod decl;
@@ -18,8 +19,11 @@ use diag::{Diagnostic, Source};
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use tma_core::render::{header_with, HeaderOptions};
+use tma_core::echo::shown;
+use tma_core::pipeline::ValidPipeline;
+use tma_core::render::{header_with_pipelines, HeaderOptions};
 use tma_core::Arch;
+use tma_syntax::parse::MAX_TEXT_BYTES;
 
 /// Success.
 pub const EXIT_OK: i32 = 0;
@@ -38,10 +42,12 @@ Examples:
   tma header tiles.tma --mpk -o tiles.cuh      # ... and Mirage MPK's names and contract
   tma compile kernel.cu --tile tiles.tma --arch sm_90a --sass -
 
-A .tma file holds tma_1d! .. tma_5d! declarations, exactly as in Rust (`//` comments allowed).
+A .tma file holds tma_1d! .. tma_5d! declarations, or one tma_pipeline!, exactly as in Rust
+(`//` comments allowed; at most 1 MiB, brackets nested at most 32 deep).
 
-Exit codes: 0 success, 1 input rejected (declaration errors, kernel does not compile),
-2 usage error, 3 environment (a file cannot be read or written, NVRTC missing).";
+Exit codes: 0 success, 1 input rejected (declaration errors, --dims values refused, kernel
+does not compile), 2 usage error (unknown --dims name included), 3 environment (a file cannot
+be read or written, NVRTC missing).";
 
 #[derive(Parser, Debug)]
 #[command(
@@ -82,7 +88,7 @@ Per tile: struct tma_<tile> (device helpers, coordinates in user order) and
   CUresult tma_encode_<tile>(CUtensorMap* map, const void* base, unsigned long long base_bytes,
                              <run-time dims>, tma_encode_error* err = nullptr);
 which checks the base alignment, the buffer length, the dims and strides before it calls the
-driver. With --mpk: kernel::Barrier and MPK's barrier functions, kernel::tma::{store_commit_group,
+driver. A file holding a tma_pipeline! {..} adds its stage tiles and struct tma_pipe_<name>. With --mpk: kernel::Barrier and MPK's barrier functions, kernel::tma::{store_commit_group,
 store_async_wait<N>, async_proxy_fence}, and per tile kernel::tma::tma_<tile> with
 tma_cp_async(bar, smem, coords) / tma_store_async(smem, coords), coords innermost first as MPK takes them.")]
     Header {
@@ -100,7 +106,8 @@ tma_cp_async(bar, smem, coords) / tma_store_async(smem, coords), coords innermos
   tma compile kernel.cu --tile tiles.tma
   tma compile kernel.cu --tile 'tma_2d! { A: bf16, global = [M = _, K = 1024], boxed = [64, 64] }' --sass -
 
-The kernel file follows the tiles' helpers; it names each tile by its declared type (A::load(..)).")]
+The kernel file follows the tiles' helpers; it names each tile by its declared type (A::load(..)),
+and a pipeline (a --tile holding tma_pipeline! {..}) by its declared type too (GemmRing pipe(raw)).")]
     Compile {
         /// The kernel source (CUDA C++; `-` reads standard input).
         kernel: PathBuf,
@@ -199,10 +206,11 @@ where
     }
 }
 
-/// A declaration given on the command line: a file when one exists at that path, else the text.
+/// A declaration given on the command line: a file when one exists at that path, else the
+/// text when it reads as a declaration (a `{` or a `:`: a macro or `Name: dtype`).
 fn read_decl_arg(arg: &str, what: &str) -> Result<Source, Outcome> {
     let path = Path::new(arg);
-    let looks_like_decl = arg.contains(':') && (arg.contains('{') || arg.contains('='));
+    let looks_like_decl = arg.contains(':') || arg.contains('{');
     if !looks_like_decl || path.is_file() {
         return read_file(path);
     }
@@ -212,31 +220,87 @@ fn read_decl_arg(arg: &str, what: &str) -> Result<Source, Outcome> {
     })
 }
 
+/// The most bytes of a kernel file `tma compile` reads (64 MiB): a file past it is refused,
+/// not read into memory whole.
+pub const MAX_KERNEL_BYTES: usize = 64 << 20;
+
+/// A declaration file (`-`: standard input), at most [`MAX_TEXT_BYTES`] bytes of UTF-8.
 fn read_file(path: &Path) -> Result<Source, Outcome> {
-    if path == Path::new("-") {
-        let mut text = String::new();
-        return match std::io::Read::read_to_string(&mut std::io::stdin(), &mut text) {
-            Ok(_) => Ok(Source {
-                name: "<stdin>".into(),
-                text,
-            }),
-            Err(e) => Err(Outcome::fail(
-                EXIT_ENVIRONMENT,
-                format!("cannot read standard input: {e}"),
-            )),
-        };
+    read_text(path, MAX_TEXT_BYTES)
+}
+
+/// `path` (`-`: standard input) as text: at most `limit` bytes are read; more, or bytes that
+/// are not UTF-8, are refused at the offending byte's line and column.
+fn read_text(path: &Path, limit: usize) -> Result<Source, Outcome> {
+    use std::io::Read;
+    let stdin = path == Path::new("-");
+    let name = if stdin {
+        "<stdin>".to_string()
+    } else {
+        path.display().to_string()
+    };
+    let reader: Box<dyn Read> = if stdin {
+        Box::new(std::io::stdin())
+    } else {
+        match std::fs::File::open(path) {
+            Ok(f) => Box::new(f),
+            Err(e) => {
+                return Err(Outcome::fail(
+                    EXIT_ENVIRONMENT,
+                    format!("cannot read {name}: {e}"),
+                ))
+            }
+        }
+    };
+    let mut bytes = Vec::new();
+    let cap = u64::try_from(limit).unwrap_or(u64::MAX).saturating_add(1);
+    if let Err(e) = reader.take(cap).read_to_end(&mut bytes) {
+        return Err(Outcome::fail(
+            EXIT_ENVIRONMENT,
+            format!("cannot read {name}: {e}"),
+        ));
     }
-    std::fs::read_to_string(path)
-        .map(|text| Source {
-            name: path.display().to_string(),
-            text,
-        })
-        .map_err(|e| {
-            Outcome::fail(
-                EXIT_ENVIRONMENT,
-                format!("cannot read {}: {e}", path.display()),
-            )
-        })
+    let refuse = |d: Diagnostic| {
+        let mut o = Outcome {
+            code: EXIT_REJECTED,
+            ..Outcome::default()
+        }
+        .diagnostics(&[d]);
+        o.stderr
+            .push_str(&format!("error: {name} rejected: 1 error\n"));
+        o
+    };
+    if bytes.len() > limit {
+        let at = diag::Location::at_byte(&name, &bytes, limit);
+        return Err(refuse(Diagnostic {
+            level: diag::Level::Error,
+            message: format!(
+                "{name} is longer than {limit} bytes, the most {}",
+                if limit == MAX_TEXT_BYTES {
+                    "a declaration source may hold (tma_syntax::parse::MAX_TEXT_BYTES)"
+                } else {
+                    "a kernel file may hold (tma_cli::MAX_KERNEL_BYTES)"
+                }
+            ),
+            at: Some(at),
+        }));
+    }
+    match String::from_utf8(bytes) {
+        Ok(text) => Ok(Source { name, text }),
+        Err(e) => {
+            let bad = e.utf8_error().valid_up_to();
+            let bytes = e.into_bytes();
+            let at = diag::Location::at_byte(&name, &bytes, bad);
+            Err(refuse(Diagnostic {
+                level: diag::Level::Error,
+                message: format!(
+                    "{name} is not UTF-8 text: byte 0x{:02x} at offset {bad}",
+                    bytes.get(bad).copied().unwrap_or(0)
+                ),
+                at: Some(at),
+            }))
+        }
+    }
 }
 
 fn write_out(path: Option<&Path>, text: &str, out: &mut Outcome) -> bool {
@@ -294,7 +358,11 @@ fn parse_dims(dims: &[String]) -> Result<explain::Dims, Outcome> {
             _ => {
                 return Err(Outcome::fail(
                     EXIT_USAGE,
-                    format!("--dims takes NAME=VALUE (e.g. ROW=4096), not `{d}`"),
+                    format!(
+                        "--dims takes NAME=VALUE with VALUE an integer in 0..={} (e.g. ROW=4096), not `{}`",
+                        u64::MAX,
+                        shown(d)
+                    ),
                 ))
             }
         }
@@ -315,7 +383,55 @@ fn explain_cmd(decl: &str, dims: &[String], svg: Option<&Path>) -> Outcome {
         Ok(r) => r,
         Err(o) => return o,
     };
+    // Every name given must be a run-time dim or stride of some tile: a misspelt one would
+    // otherwise be ignored, and the picture drawn with an example value instead.
+    let known: std::collections::BTreeSet<String> = read
+        .tiles
+        .iter()
+        .flat_map(|t| explain::runtime_names(&t.checked.valid))
+        .collect();
+    for name in dims.keys() {
+        if !known.contains(name) {
+            let list = if known.is_empty() {
+                "none: every dim and stride of these tiles is static".to_string()
+            } else {
+                known.iter().cloned().collect::<Vec<_>>().join(", ")
+            };
+            let is_static = read.tiles.iter().any(|t| {
+                let spec = t.checked.valid.spec();
+                (0..spec.rank()).any(|d| spec.dim_label(d) == *name)
+            });
+            let why = if is_static {
+                "is a static dim (its value is declared)"
+            } else {
+                "names no dim or stride of these tiles"
+            };
+            return Outcome::fail(
+                EXIT_USAGE,
+                format!(
+                    "--dims: `{}` {why}; --dims takes the run-time ones: {list}",
+                    shown(name)
+                ),
+            );
+        }
+    }
     let mut out = Outcome::default().diagnostics(&read.warnings);
+    // A tile whose given dims are refused is a rejected input: its report says why, and the
+    // command fails.
+    for t in &read.tiles {
+        let takes_given = explain::runtime_names(&t.checked.valid)
+            .iter()
+            .any(|n| dims.contains_key(n));
+        if let (true, explain::Binding::None(why)) =
+            (takes_given, explain::bind(&t.checked.valid, &dims))
+        {
+            out.stderr.push_str(&format!(
+                "error: tile `{}`: {why}\n",
+                shown(&t.checked.valid.spec().name)
+            ));
+            out.code = EXIT_REJECTED;
+        }
+    }
     if let Some((ident, pipe)) = &read.pipeline {
         out.stdout.push_str(&explain::explain_pipeline(ident, pipe));
     }
@@ -374,7 +490,8 @@ pub fn header_text(
 ) -> Result<(String, Vec<Diagnostic>), Vec<Diagnostic>> {
     let read = decl::read(source)?;
     let specs: Vec<_> = read.tiles.iter().map(|t| t.checked.valid.clone()).collect();
-    match header_with(&specs, HeaderOptions { mpk }) {
+    let pipelines: Vec<_> = read.pipeline.iter().map(|(_, p)| p.clone()).collect();
+    match header_with_pipelines(&specs, &pipelines, HeaderOptions { mpk }) {
         Ok(text) => Ok((text, read.warnings)),
         Err(e) => Err(vec![Diagnostic::error(format!(
             "{}: rendering the header failed: {e}",
@@ -423,15 +540,20 @@ fn compile_cmd(
     let Some(arch) = Arch::parse(arch) else {
         return Outcome::fail(
             EXIT_USAGE,
-            format!("unknown arch `{arch}`; expected one of: {}", Arch::ACCEPTED),
+            format!(
+                "unknown arch `{}`; expected one of: {}",
+                shown(arch),
+                Arch::ACCEPTED
+            ),
         );
     };
-    let kernel_src = match read_file(kernel) {
+    let kernel_src = match read_text(kernel, MAX_KERNEL_BYTES) {
         Ok(s) => s,
         Err(o) => return o,
     };
-    let mut tiles = Vec::new();
     let mut out = Outcome::default();
+    let mut sources = Vec::with_capacity(decls.len());
+    let mut reads = Vec::with_capacity(decls.len());
     for (i, d) in decls.iter().enumerate() {
         let src = match read_decl_arg(d, &format!("<--tile {}>", i + 1)) {
             Ok(s) => s,
@@ -440,18 +562,35 @@ fn compile_cmd(
         match read_tiles(&src) {
             Ok(r) => {
                 out = out.diagnostics(&r.warnings);
-                tiles.extend(r.tiles);
+                reads.push(r);
+                sources.push(src);
             }
             Err(o) => return o,
         }
     }
-    let assembled = match compile::assemble(&tiles, &kernel_src.name, &kernel_src.text) {
+    // Tiles of different `--tile` sources share one translation unit: their names must differ.
+    let located: Vec<(&decl::Tile, &Source)> = reads
+        .iter()
+        .zip(&sources)
+        .flat_map(|(r, s)| r.tiles.iter().map(move |t| (t, s)))
+        .collect();
+    let same = decl::same_names(&located);
+    if !same.is_empty() {
+        out.code = EXIT_REJECTED;
+        return out.diagnostics(&same);
+    }
+    let tiles: Vec<&decl::Tile> = reads.iter().flat_map(|r| &r.tiles).collect();
+    let pipelines: Vec<&(String, ValidPipeline)> =
+        reads.iter().filter_map(|r| r.pipeline.as_ref()).collect();
+    let assembled = match compile::assemble(&tiles, &pipelines, &kernel_src.name, &kernel_src.text)
+    {
         Ok(s) => s,
         Err(e) => {
-            return Outcome::fail(
-                EXIT_REJECTED,
-                format!("assembling the kernel source failed: {e}"),
-            )
+            out.stderr.push_str(&format!(
+                "error: assembling the kernel source failed: {e}\n"
+            ));
+            out.code = EXIT_REJECTED;
+            return out;
         }
     };
     if let Some(p) = source_out {

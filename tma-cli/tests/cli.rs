@@ -274,3 +274,396 @@ fn explain_a_pipeline_prints_its_stage_layout_and_budget() {
     );
     assert!(r.stderr.contains("\n  |              ^\n"), "{}", r.stderr);
 }
+
+/// A file of deeply nested brackets is refused at the bracket too deep, with file, line and
+/// column: syn's parser recurses per bracket, so without the limit this aborts on a stack
+/// overflow. Too long a file and bytes that are not UTF-8 are refused where they start.
+#[test]
+fn untrusted_text_is_bounded_before_it_is_parsed() {
+    let deep = scratch("deep.tma");
+    let n = 100_000;
+    std::fs::write(
+        &deep,
+        format!(
+            "// nested\ntma_1d! {{ A: u8, global = {}{}, boxed = [1] }}\n",
+            "[".repeat(n),
+            "]".repeat(n)
+        ),
+    )
+    .unwrap();
+    for cmd in ["explain", "header"] {
+        let r = tma(&[cmd, deep.to_str().unwrap()]);
+        assert_eq!(r.code, 1, "{cmd}: {}", r.stderr);
+        assert!(
+            r.stderr
+                .contains("brackets nested too deep: more than 32 levels"),
+            "{}",
+            r.stderr
+        );
+        // Level 33 (the macro's braces are level 1): the 32nd bracket, column 27 + 31.
+        let at = format!("--> {}:2:58", deep.display());
+        assert!(r.stderr.contains(&at), "{}", r.stderr);
+        // The line is shown around the span, not whole.
+        assert!(r.stderr.len() < 2_000, "{} bytes", r.stderr.len());
+    }
+    // The same nesting inside a pipeline's stage tile.
+    let ring = format!(
+        "tma_pipeline! {{ pub R, stages = 2, consumers = warps(1), tiles = {{ a: tma_1d! {{ A: u8, global = {}{} }} }} }}",
+        "(".repeat(n),
+        ")".repeat(n)
+    );
+    let ring_file = scratch("deep_ring.tma");
+    std::fs::write(&ring_file, ring).unwrap();
+    let r = tma(&["explain", ring_file.to_str().unwrap()]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(r.stderr.contains("nested too deep"), "{}", r.stderr);
+
+    let big = scratch("big.tma");
+    std::fs::write(&big, format!("// {}\n", "x".repeat(2 << 20))).unwrap();
+    let r = tma(&["header", big.to_str().unwrap()]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("is longer than 1048576 bytes") && r.stderr.contains(":1:1048577"),
+        "{}",
+        r.stderr
+    );
+    let binary = scratch("binary.tma");
+    std::fs::write(&binary, b"tma_1d! { A: u8,\n  global = [\xff] }\n").unwrap();
+    let r = tma(&["explain", binary.to_str().unwrap()]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("is not UTF-8 text: byte 0xff")
+            && r.stderr.contains(&format!("--> {}:2:13", binary.display())),
+        "{}",
+        r.stderr
+    );
+}
+
+/// Every refusal exits non-zero: a `--dims` value a tile refuses (1), a name no tile has or a
+/// static dim's (2, naming it and the run-time names there are).
+#[test]
+fn dims_refusals_exit_non_zero_and_name_what_is_known() {
+    let decl = "tma_2d! { Q: bf16, global = [S = _, D = 64], boxed = [64, 64], strides = [_, 1], swizzle = 128 }";
+    let ok = tma(&["explain", decl, "--dims", "S=4096,stride_S=64"]);
+    assert_eq!(ok.code, 0, "{}", ok.stderr);
+    let zero = tma(&["explain", decl, "--dims", "S=0"]);
+    assert_eq!(zero.code, 1, "{}", zero.stderr);
+    assert!(
+        zero.stderr
+            .contains("error: tile `q`: the dims given are refused")
+            && zero.stderr.contains("global[0] (S) = 0"),
+        "{}",
+        zero.stderr
+    );
+    let typo = tma(&["explain", decl, "--dims", "SS=4096"]);
+    assert_eq!(typo.code, 2, "{}", typo.stderr);
+    assert_eq!(
+        typo.stderr,
+        "error: --dims: `SS` names no dim or stride of these tiles; --dims takes the run-time ones: S, stride_S\n"
+    );
+    let fixed = tma(&["explain", decl, "--dims", "D=64"]);
+    assert_eq!(fixed.code, 2, "{}", fixed.stderr);
+    assert!(
+        fixed.stderr.contains("`D` is a static dim"),
+        "{}",
+        fixed.stderr
+    );
+    let huge = tma(&["explain", decl, "--dims", "S=99999999999999999999999"]);
+    assert_eq!(huge.code, 2, "{}", huge.stderr);
+    let long = format!("{}=1", "N".repeat(10_000));
+    let r = tma(&["explain", decl, "--dims", &long]);
+    assert_eq!(r.code, 2);
+    assert!(
+        r.stderr.contains("... (10000 chars)") && r.stderr.len() < 400,
+        "{}",
+        r.stderr
+    );
+}
+
+/// Parse errors name the field and the value; a literal must fit its own suffix; a huge bad
+/// name is cut where it is echoed.
+#[test]
+fn parse_errors_name_the_field_and_the_value() {
+    let cases = [
+        (
+            "tma_1d! { A: u8, global = [256u8], boxed = [64] }",
+            "`global`: `256u8` does not fit its own suffix `u8` (u8 holds 0..=255)",
+        ),
+        (
+            "tma_1d! { A: u8, global = [64], boxed = [64], smem_stride = 70000u16 }",
+            "`smem_stride`: `70000u16` does not fit its own suffix `u16` (u16 holds 0..=65535)",
+        ),
+        (
+            "tma_1d! { A: u8, global = [64], boxed = [64.0] }",
+            "`boxed`: expected an integer, `_`, a name or a string; found the float literal `64.0`",
+        ),
+        (
+            "tma_1d! { A: u8, global = [fn = 64], boxed = [64] }",
+            "`global`: the dim name `fn` is a Rust keyword: write `r#fn = ..`",
+        ),
+        (
+            "tma_1d! { A: u8, global = [64i32], boxed = [64] }",
+            "`global` takes unsigned integers: `64i32` has the suffix `i32`",
+        ),
+        (
+            "tma_1d! { A: 1.5, global = [64], boxed = [64] }",
+            "the dtype: expected an integer, `_`, a name or a string; found the float literal `1.5`",
+        ),
+    ];
+    for (decl, want) in cases {
+        let r = tma(&["explain", decl]);
+        assert_eq!(r.code, 1, "{decl}: {}", r.stderr);
+        assert!(r.stderr.contains(want), "{decl}:\n{}", r.stderr);
+        assert!(r.stderr.contains(" --> <argument>:1:"), "{}", r.stderr);
+    }
+    // `r#fn` is the way to name a dim `fn`.
+    let r = tma(&[
+        "explain",
+        "tma_1d! { A: u8, global = [r#fn = 64], boxed = [64] }",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let name = "x-".repeat(5_000);
+    let r = tma(&[
+        "explain",
+        &format!("tma_1d! {{ A: u8, global = [64], boxed = [64], name = \"{name}\" }}"),
+    ]);
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stderr.contains("... (10002 chars)") && r.stderr.len() < 1_000,
+        "{}",
+        r.stderr
+    );
+}
+
+/// Two tiles with one name: an error at the second, with a note of where the first is; across
+/// `--tile` sources of `compile` too (refused before NVRTC is needed).
+#[test]
+fn two_tiles_with_one_name_are_located() {
+    let file = scratch("twice.tma");
+    std::fs::write(
+        &file,
+        "tma_1d! { A: u8, global = [64], boxed = [64] }\ntma_1d! {\n  B: u8, global = [64], boxed = [64], name = \"a\" }\n",
+    )
+    .unwrap();
+    let r = tma(&["header", file.to_str().unwrap()]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    let f = file.display();
+    assert!(
+        r.stderr.contains(&format!("--> {f}:3:3"))
+            && r.stderr
+                .contains(&format!("= note: the first is declared at {f}:1:11")),
+        "{}",
+        r.stderr
+    );
+    let kernel = scratch("empty.cu");
+    std::fs::write(&kernel, "").unwrap();
+    let r = tma(&[
+        "compile",
+        kernel.to_str().unwrap(),
+        "--tile",
+        "tma_1d! { A: u8, global = [64], boxed = [64] }",
+        "--tile",
+        "tma_1d! { A: u8, global = [128], boxed = [64] }",
+    ]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("two tiles are named `a`")
+            && r.stderr.contains("--> <--tile 2>:1:11")
+            && r.stderr
+                .contains("= note: the first is declared at <--tile 1>:1:11"),
+        "{}",
+        r.stderr
+    );
+}
+
+const RING: &str = "tma_pipeline! {
+    pub GemmRing,
+    stages = 4,
+    consumers = warpgroups(2),
+    cluster = [2, 1, 1],
+    reserve_smem = 32768,
+    tiles = {
+        a: tma_2d! { pub GemmA: bf16, global = [M = _, K = _], boxed = [128, 64], swizzle = 128 },
+        b: tma_2d! { pub GemmB: bf16, global = [N = _, K = _], boxed = [64, 64], swizzle = 128,
+                     repeat = [2, 1] } multicast(x),
+    },
+}
+";
+
+/// A producer warp loads stages, two consumer warpgroups wait, read and release them. `Ring`,
+/// `A` and `B` are the kernel's names for the pipeline and its tiles.
+const RING_KERNEL: &str = r#"extern "C" __global__ void ring_sum(const __grid_constant__ CUtensorMap a_map,
+                                    const __grid_constant__ CUtensorMap b_map, int k_tiles, float* out) {
+  extern __shared__ __align__(16) unsigned char raw[];
+  const Ring pipe(raw);
+  pipe.init();
+  const int m = 128 * (int)(blockIdx.x / 2u), n = 128 * (int)(blockIdx.x / 2u);
+  if (threadIdx.x >= Ring::CONSUMER_THREADS) {
+    if (threadIdx.x < Ring::CONSUMER_THREADS + 32u) {
+      Ring::state s;
+      for (int k = 0; k < k_tiles; ++k, ++s) {
+        pipe.acquire(s);
+        if (tma_elect_one()) {
+          pipe.load(s, &a_map, {.M = m, .K = 64 * k}, &b_map, {.N = n, .K = 64 * k});
+        }
+        __syncwarp();
+      }
+    }
+  } else {
+    Ring::state s;
+    float acc = 0.0f;
+    for (int k = 0; k < k_tiles; ++k, ++s) {
+      pipe.wait(s);
+      acc += (float)reinterpret_cast<const unsigned short*>(pipe.smem_a(s))[threadIdx.x] + (float)B::TX_BYTES;
+      pipe.release(s);
+    }
+    out[blockIdx.x * blockDim.x + threadIdx.x] = acc;
+  }
+  pipe.finish();
+}
+"#;
+
+/// nvcc with the CUDA headers beside it (`eval "$(scripts/cuda-tools.sh --headers)"`); skips
+/// visibly without, fails instead with `CI=true` or `TMA_REQUIRE_NVCC=1`.
+fn nvcc_with_headers(test: &str) -> Option<PathBuf> {
+    let nvcc = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join("nvcc"))
+            .find(|p| p.is_file())
+    });
+    let ready = nvcc.filter(|n| {
+        n.parent()
+            .and_then(|bin| bin.parent())
+            .is_some_and(|top| top.join("include").join("cuda_runtime.h").is_file())
+    });
+    if ready.is_none() {
+        let required = std::env::var("CI").is_ok_and(|v| v == "true")
+            || std::env::var_os("TMA_REQUIRE_NVCC").is_some();
+        let why = "no nvcc with cuda_runtime.h beside it on PATH (eval \"$(scripts/cuda-tools.sh --headers)\" installs them)";
+        assert!(!required, "{test}: {why}");
+        println!("SKIP {test}: {why}");
+    }
+    ready
+}
+
+/// `header` of a pipeline file holds the pipeline's struct and its tiles (helpers and encode
+/// functions) and compiles with nvcc, with and without TMA_DEBUG and --mpk.
+#[test]
+fn header_of_a_pipeline_holds_its_struct_and_builds_with_nvcc() {
+    let test = "header_of_a_pipeline_holds_its_struct_and_builds_with_nvcc";
+    let file = scratch("ring.tma");
+    std::fs::write(&file, RING).unwrap();
+    for mpk in [false, true] {
+        let out = scratch(&format!("ring_{mpk}.cuh"));
+        let mut args = vec![
+            "header",
+            file.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ];
+        if mpk {
+            args.push("--mpk");
+        }
+        let r = tma(&args);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        let text = std::fs::read_to_string(&out).unwrap();
+        for want in [
+            "struct tma_pipe_gemm_ring {",
+            "// tma-pipeline 0 gemm_ring stages=4 cluster=2x1x1",
+            "struct tma_gemm_a {",
+            "struct tma_gemm_b {",
+            "inline CUresult tma_encode_gemm_a(",
+            "inline CUresult tma_encode_gemm_b(",
+        ] {
+            assert!(text.contains(want), "no `{want}` in the header");
+        }
+        assert_eq!(text.contains("namespace kernel"), mpk);
+        let Some(nvcc) = nvcc_with_headers(test) else {
+            return;
+        };
+        let cu = scratch(&format!("ring_{mpk}.cu"));
+        std::fs::write(
+            &cu,
+            format!(
+                "#include \"ring_{mpk}.cuh\"\nusing Ring = tma_pipe_gemm_ring;\nusing B = tma_gemm_b;\n{RING_KERNEL}"
+            ),
+        )
+        .unwrap();
+        for debug in [false, true] {
+            let mut cmd = Command::new(&nvcc);
+            cmd.current_dir(cu.parent().unwrap())
+                .args(["-arch=sm_90a", "-std=c++20", "-c", "-o"])
+                .arg(cu.with_extension(format!("{debug}.o")))
+                .arg(&cu);
+            if debug {
+                cmd.arg("-DTMA_DEBUG");
+            }
+            let o = cmd.output().unwrap();
+            assert!(
+                o.status.success(),
+                "nvcc (mpk {mpk}, TMA_DEBUG {debug}):\n{}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+    }
+}
+
+/// `compile` with a pipeline file: the kernel names the pipeline and its tiles by their
+/// declared types, and NVRTC compiles it to TMA loads (multicast included).
+#[test]
+fn compile_a_kernel_over_a_pipeline() {
+    let file = scratch("ring_c.tma");
+    std::fs::write(&file, RING).unwrap();
+    let kernel = scratch("ring.cu");
+    std::fs::write(
+        &kernel,
+        RING_KERNEL
+            .replace("Ring", "GemmRing")
+            .replace("B::", "GemmB::"),
+    )
+    .unwrap();
+    let source = scratch("ring_full.cu");
+    // The assembled source needs no NVRTC: written before the compile.
+    let r = tma(&[
+        "compile",
+        kernel.to_str().unwrap(),
+        "--tile",
+        file.to_str().unwrap(),
+        "--source",
+        source.to_str().unwrap(),
+    ]);
+    let text = std::fs::read_to_string(&source).unwrap();
+    assert!(
+        text.contains("using GemmRing = tma_pipe_gemm_ring;")
+            && text.contains("using GemmA = tma_gemm_a;")
+            && text.contains("struct tma_pipe_gemm_ring {"),
+        "{text}"
+    );
+    let test = "compile_a_kernel_over_a_pipeline";
+    if tma_runtime::testing::require_nvrtc_or_skip(test).is_none() {
+        return;
+    }
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let ptx = scratch("ring.ptx");
+    for debug in [false, true] {
+        let mut args = vec![
+            "compile",
+            kernel.to_str().unwrap(),
+            "--tile",
+            file.to_str().unwrap(),
+            "--ptx",
+            ptx.to_str().unwrap(),
+        ];
+        if debug {
+            args.push("--debug");
+        }
+        let r = tma(&args);
+        assert_eq!(r.code, 0, "debug {debug}: {}", r.stderr);
+        let ptx = std::fs::read_to_string(&ptx).unwrap();
+        assert!(ptx.contains(".entry ring_sum"), "debug {debug}");
+        assert!(
+            ptx.contains(".multicast::cluster"),
+            "debug {debug}: no multicast"
+        );
+    }
+}

@@ -7,7 +7,7 @@
 //! | --- | --- | --- |
 //! | declaration | [`spec`], [`dtype`], [`swizzle`], [`operand`] | [`TileSpec`] (plain data, user order) and its options; a wgmma operand's role and major-ness |
 //! | arithmetic | [`size`], [`limits`], [`ident`] | checked sizes, hardware limits with sources, names |
-//! | rules | [`rules`], [`error`] | the [`Rule`] catalogue; findings naming field, value, rule |
+//! | rules | [`rules`], [`error`], [`echo`] | the [`Rule`] catalogue; findings naming field, value, rule (user text cut to a length) |
 //! | shared memory | [`smem`] | where a call's boxes land; a set of tiles in one block |
 //! | validate | [`validate`](mod@validate) | [`validate()`] -> [`ValidSpec`] -> [`ValidSpec::bind`] -> [`BoundSpec`] |
 //! | pipeline | [`pipeline`] | [`pipeline::PipelineSpec`] (stages of valid tiles) -> [`pipeline::ValidPipeline`]; warp roles |
@@ -20,6 +20,7 @@
 #![forbid(unsafe_code)]
 
 pub mod dtype;
+pub mod echo;
 pub mod error;
 pub mod ident;
 pub mod launch;

@@ -23,7 +23,18 @@ use tma_syntax::{check, parse};
 mod tests;
 
 use proc_macro::TokenStream;
-use syn::parse_macro_input;
+
+/// `syn::parse_macro_input!` behind tma-syntax's limits on untrusted tokens (nesting depth,
+/// length: `parse::parse_bounded`), so a declaration nested 100,000 deep is an error at its
+/// bracket, not a stack overflow.
+macro_rules! parse_macro_input {
+    ($input:ident as $ty:ty) => {
+        match parse::parse_bounded::<$ty>(proc_macro2::TokenStream::from($input)) {
+            Ok(parsed) => parsed,
+            Err(e) => return e.to_compile_error().into(),
+        }
+    };
+}
 
 macro_rules! tile_macro {
     ($($(#[$doc:meta])* $name:ident => $rank:literal,)*) => {$(

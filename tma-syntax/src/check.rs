@@ -17,6 +17,7 @@ use entries::TileInput;
 use proc_macro2::Span;
 use syn::ext::IdentExt;
 use syn::Ident;
+use tma_core::echo::shown;
 use tma_core::render::{RenderError, TileCode, TileSetCode};
 use tma_core::smem::TileSet;
 use tma_core::{validate, Arch, ValidSpec};
@@ -93,7 +94,9 @@ pub fn derive(s: TilesStruct<'_>) -> syn::Result<CheckedStruct<'_>> {
             errs.push(
                 field.ident.span(),
                 format!(
-                    "the field name names the tile in generated CUDA (`tma_{struct_name}::{field_name}`); it {}",
+                    "the field name names the tile in generated CUDA (`tma_{}::{}`); it {}",
+                    shown(&struct_name),
+                    shown(&field_name),
                     problem.describe()
                 ),
             );

@@ -15,7 +15,7 @@
 //! gives them meaning, so every unknown key or bad value is reported with its span.
 //! For the derive, [`tiles_struct`] reads the `#[tma(..)]` attribute of each field.
 
-use proc_macro2::Span;
+use proc_macro2::{Delimiter, Span, TokenTree};
 use syn::ext::IdentExt;
 use syn::parse::{Parse, ParseStream};
 use syn::punctuated::Punctuated;
@@ -23,6 +23,7 @@ use syn::{
     bracketed, Attribute, Data, DataStruct, DeriveInput, Fields, Ident, LitInt, LitStr, Token,
     Visibility,
 };
+use tma_core::echo::shown;
 
 /// A `tma_Nd!` invocation.
 pub struct TileDecl {
@@ -101,24 +102,67 @@ impl Value {
 
 impl Parse for Word {
     fn parse(input: ParseStream) -> syn::Result<Self> {
-        let look = input.lookahead1();
-        if look.peek(Token![_]) {
+        if input.peek(Token![_]) {
             Ok(Word::Underscore(input.parse()?))
-        } else if look.peek(LitInt) {
+        } else if input.peek(LitInt) {
             Ok(Word::Int(input.parse()?))
-        } else if look.peek(LitStr) {
+        } else if input.peek(LitStr) {
             Ok(Word::Str(input.parse()?))
-        } else if look.peek(Ident::peek_any) {
+        } else if input.peek(Ident::peek_any) {
             Ok(Word::Ident(Ident::parse_any(input)?))
         } else {
-            Err(look.error())
+            Err(input.error(format!(
+                "expected an integer, `_`, a name or a string; found {}",
+                found(input)
+            )))
         }
+    }
+}
+
+/// The next token as an error message names it: "the float literal `64.0`", "`-`", "a
+/// `[..]` list", "the end of the input". User text is cut ([`tma_core::echo::shown`]).
+pub fn found(input: ParseStream) -> String {
+    let Some((tt, _)) = input.cursor().token_tree() else {
+        return "the end of the input".into();
+    };
+    match tt {
+        TokenTree::Literal(lit) => {
+            let text = shown(&lit.to_string());
+            let kind = match syn::Lit::new(lit) {
+                syn::Lit::Float(_) => "the float literal",
+                syn::Lit::Int(_) => "the integer literal",
+                syn::Lit::Str(_) => "the string",
+                syn::Lit::ByteStr(_) | syn::Lit::CStr(_) => "the byte string",
+                syn::Lit::Byte(_) | syn::Lit::Char(_) => "the character literal",
+                _ => "the literal",
+            };
+            format!("{kind} `{text}`")
+        }
+        TokenTree::Ident(i) => format!("`{}`", shown(&i.to_string())),
+        TokenTree::Punct(p) => format!("`{}`", p.as_char()),
+        TokenTree::Group(g) => match g.delimiter() {
+            Delimiter::Bracket => "a `[..]` list".into(),
+            Delimiter::Brace => "a `{..}` block".into(),
+            Delimiter::Parenthesis => "a `(..)` group".into(),
+            Delimiter::None => "a group".into(),
+        },
     }
 }
 
 impl Parse for Item {
     fn parse(input: ParseStream) -> syn::Result<Self> {
-        let name = if input.peek(Ident) && input.peek2(Token![=]) {
+        let named = input.peek(Ident::peek_any) && !input.peek(Token![_]) && input.peek2(Token![=]);
+        let name = if named {
+            // A keyword (`fn = 64`) is no name to Rust: say so, not "expected `,`".
+            if !input.peek(Ident) {
+                let kw = Ident::parse_any(input)?;
+                return Err(syn::Error::new(
+                    kw.span(),
+                    format!(
+                        "the dim name `{kw}` is a Rust keyword: write `r#{kw} = ..` (the dim is then named `{kw}`), or another name"
+                    ),
+                ));
+            }
             let name: Ident = input.parse()?;
             input.parse::<Token![=]>()?;
             Some(name)
@@ -150,15 +194,37 @@ impl Parse for Value {
 
 impl<V: Parse> Parse for Entry<V> {
     fn parse(input: ParseStream) -> syn::Result<Self> {
+        if !input.peek(Ident::peek_any) {
+            return Err(input.error(format!(
+                "expected a key (`global = [..]`, `boxed = [..]`, ..); found {}",
+                found(input)
+            )));
+        }
         let key = Ident::parse_any(input)?;
         let value = if input.peek(Token![=]) {
             input.parse::<Token![=]>()?;
-            Some(input.parse()?)
+            // The value's own error names what was found; this names whose value it is.
+            Some(input.parse().map_err(|e| in_field(&key, e))?)
         } else {
             None
         };
         Ok(Entry { key, value })
     }
+}
+
+/// `e` with the key whose value it is about: "`boxed`: expected an integer, ..".
+fn in_field(key: &Ident, e: syn::Error) -> syn::Error {
+    let name = shown(&key.unraw().to_string());
+    let mut parts = e
+        .into_iter()
+        .map(|one| syn::Error::new(one.span(), format!("`{name}`: {one}")));
+    let Some(mut all) = parts.next() else {
+        return syn::Error::new(key.span(), format!("`{name}`: a bad value"));
+    };
+    for one in parts {
+        all.combine(one);
+    }
+    all
 }
 
 /// The entries of a `#[tma(...)]` attribute or the body after a tile's header.
@@ -181,9 +247,18 @@ impl Parse for TileDecl {
     fn parse(input: ParseStream) -> syn::Result<Self> {
         let attrs = input.call(Attribute::parse_outer)?;
         let vis = input.parse()?;
-        let ident = input.parse()?;
+        let ident = type_name(input, "tile")?;
+        if !input.peek(Token![:]) {
+            let name = shown(&ident.unraw().to_string());
+            return Err(input.error(format!(
+                "expected `:` and the dtype after the tile's name (`{name}: bf16, ..`); found {}",
+                found(input)
+            )));
+        }
         input.parse::<Token![:]>()?;
-        let dtype = input.parse()?;
+        let dtype = input
+            .parse()
+            .map_err(|e: syn::Error| syn::Error::new(e.span(), format!("the dtype: {e}")))?;
         let entries = after_header(input)?;
         Ok(TileDecl {
             attrs,
@@ -193,6 +268,26 @@ impl Parse for TileDecl {
             entries,
         })
     }
+}
+
+/// The type a declaration names (`pub GemmA`): a Rust identifier, no keyword.
+pub(crate) fn type_name(input: ParseStream, what: &str) -> syn::Result<Ident> {
+    if input.peek(Ident) {
+        return input.parse();
+    }
+    if input.peek(Ident::peek_any) && !input.peek(Token![_]) {
+        let kw = Ident::parse_any(input)?;
+        return Err(syn::Error::new(
+            kw.span(),
+            format!(
+                "the {what}'s type name `{kw}` is a Rust keyword: write `r#{kw}`, or another name"
+            ),
+        ));
+    }
+    Err(input.error(format!(
+        "expected the {what}'s type name (`pub Name: ..`); found {}",
+        found(input)
+    )))
 }
 
 /// A `#[derive(TmaTiles)]` struct: its fields that carry `#[tma(..)]`, in field order.
@@ -261,7 +356,9 @@ pub fn tiles_struct(input: &DeriveInput) -> syn::Result<TilesStruct<'_>> {
     })
 }
 
+mod limits;
 mod pipeline;
+pub use limits::{check_tokens, parse_bounded, MAX_NESTING, MAX_TEXT_BYTES, MAX_TOKENS};
 pub use pipeline::{
     Call, Header, PipeEntry, PipeValue, PipelineDecl, RolesDecl, StageMember, TilesBlock,
 };

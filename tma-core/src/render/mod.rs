@@ -62,7 +62,7 @@ mod source;
 mod tile;
 mod wgmma;
 
-pub use cpp::{header_with, mpk_dim_names, HeaderOptions};
+pub use cpp::{header_with, header_with_pipelines, mpk_dim_names, HeaderOptions};
 use engine::*;
 pub use hang::HangTiles;
 pub use pipeline::{warp_support, PipelineCode, WarpRolesCode};

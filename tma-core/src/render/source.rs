@@ -38,6 +38,8 @@ pub struct KernelSource {
     sets: Vec<SetDecl>,
     aliases: Vec<(String, usize)>,
     pipelines: Vec<crate::pipeline::ValidPipeline>,
+    /// The kernel's names for pipelines: (alias, index into `pipelines`).
+    pipeline_aliases: Vec<(String, usize)>,
     roles: Vec<crate::pipeline::ValidWarpRoles>,
     body: String,
 }
@@ -92,6 +94,19 @@ impl KernelSource {
         }
         self.pipelines.push(pipeline.clone());
         self
+    }
+
+    /// Adds a pipeline (as [`KernelSource::pipeline`]) and names it `alias` for the kernel
+    /// body: `using <alias> = tma_pipe_<name>;`. The alias must be a C identifier no other
+    /// alias, set, pipeline or tile struct of the source uses.
+    pub fn pipeline_as(
+        mut self,
+        pipeline: &crate::pipeline::ValidPipeline,
+        alias: &str,
+    ) -> KernelSource {
+        self.pipeline_aliases
+            .push((alias.to_string(), self.pipelines.len()));
+        self.pipeline(pipeline)
     }
 
     /// Adds warp roles (`struct tma_roles_<name>`, [`WarpRolesCode`]).
@@ -182,6 +197,28 @@ impl KernelSource {
             }
             pipelines.push(code);
         }
+        let mut pipeline_aliases = String::new();
+        for (alias, index) in &self.pipeline_aliases {
+            if let Err(problem) = check_name(alias) {
+                return Err(RenderError::InvalidName {
+                    what: "pipeline alias",
+                    name: alias.clone(),
+                    problem,
+                });
+            }
+            let (Some(code), Some(p)) = (pipelines.get(*index), self.pipelines.get(*index)) else {
+                continue;
+            };
+            let by = format!("alias of pipeline `{}`", p.spec().name);
+            if let Some(by) = globals.insert(alias.clone(), by) {
+                return Err(RenderError::NameTaken {
+                    what: "pipeline alias",
+                    name: alias.clone(),
+                    by,
+                });
+            }
+            pipeline_aliases.push_str(&format!("using {alias} = {};\n", code.cuda_name()));
+        }
         check_consumers(&self.pipelines, &self.roles)?;
         let mut roles = Vec::with_capacity(self.roles.len());
         for r in &self.roles {
@@ -229,6 +266,12 @@ impl KernelSource {
         if !aliases.is_empty() {
             out.push_str("\n// The kernel's names for its tiles (KernelSource::tile_as).\n");
             out.push_str(&aliases);
+        }
+        if !pipeline_aliases.is_empty() {
+            out.push_str(
+                "\n// The kernel's names for its pipelines (KernelSource::pipeline_as).\n",
+            );
+            out.push_str(&pipeline_aliases);
         }
         if !self.body.is_empty() {
             out.push('\n');

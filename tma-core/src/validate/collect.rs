@@ -25,7 +25,8 @@ impl Collector {
     ) {
         self.findings.push(SpecError {
             field,
-            value: value.to_string(),
+            // A huge name or value is cut: findings repeat it in messages.
+            value: crate::echo::shown(&value.to_string()),
             rule,
             message,
             severity,
@@ -59,7 +60,7 @@ impl Collector {
     }
     pub(super) fn finish(self, spec: &TileSpec) -> SpecErrors {
         SpecErrors {
-            tile: spec.name.clone(),
+            tile: crate::echo::shown(&spec.name),
             errors: self.split().0,
         }
     }

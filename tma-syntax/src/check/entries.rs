@@ -11,6 +11,7 @@ use std::fmt::Display;
 use std::str::FromStr;
 use syn::ext::IdentExt;
 use syn::Ident;
+use tma_core::echo::shown;
 use tma_core::{
     Arch, DType, Extent, Interleave, L2Promotion, OobFill, Swizzle, TileSpec, WgmmaOperand,
 };
@@ -116,7 +117,7 @@ pub fn read(input: TileInput<'_>, errs: &mut Errors) -> Option<Read> {
             format!(
                 "field `{}` has neither {}: say what the kernel does with this tile (a field may \
                  have both)",
-                input.ident.unraw(),
+                shown(&input.ident.unraw().to_string()),
                 input
                     .flags
                     .iter()
@@ -256,7 +257,11 @@ fn unknown_key(key: &str, input: &TileInput<'_>) -> String {
         return "the dtype goes in the header (`pub Name: bf16, ...`), not in a `dtype = ..` entry"
             .into();
     }
-    format!("unknown key `{key}`; expected one of: {}", keys.join(", "))
+    format!(
+        "unknown key `{}`; expected one of: {}",
+        shown(key),
+        keys.join(", ")
+    )
 }
 type Spanned<T> = Option<(T, Span)>;
 
@@ -291,7 +296,7 @@ impl Builder {
                 w.span(),
                 format!(
                     "unknown dtype `{}`; expected one of: {}",
-                    w.text(),
+                    shown(&w.text()),
                     DType::ACCEPTED
                 ),
             ),
@@ -402,6 +407,7 @@ impl Builder {
                 };
                 let text = w.text();
                 let span = w.span();
+                let shown_text = shown(&text);
                 macro_rules! one_of {
                     ($ty:ident, $slot:ident, $what:literal) => {
                         match $ty::parse(&text).filter(|_| !matches!(w, Word::Underscore(_))) {
@@ -410,7 +416,7 @@ impl Builder {
                                 span,
                                 format!(
                                     concat!("unknown ", $what, " `{}`; expected one of: {}"),
-                                    text,
+                                    shown_text,
                                     $ty::ACCEPTED
                                 ),
                             ),
@@ -437,7 +443,7 @@ impl Builder {
             let name = item.name.as_ref().map(|n| n.unraw().to_string());
             if let (Some(n), Some(id)) = (&name, &item.name) {
                 if seen.insert(n.clone(), ()).is_some() {
-                    errs.push(id.span(), format!("duplicate dim name `{n}`"));
+                    errs.push(id.span(), format!("duplicate dim name `{}`", shown(n)));
                 }
             }
             out.push(name);
@@ -455,12 +461,13 @@ impl Builder {
 }
 
 fn check_name(global: &[Option<String>], d: usize, id: &Ident, errs: &mut Errors) {
-    let given = id.unraw().to_string();
+    let raw = id.unraw().to_string();
+    let given = shown(&raw);
     match global.get(d) {
-        Some(Some(n)) if *n == given => {}
+        Some(Some(n)) if *n == raw => {}
         Some(Some(n)) => errs.push(
             id.span(),
-            format!("dim {d} is named `{n}` in `global`, not `{given}`"),
+            format!("dim {d} is named `{}` in `global`, not `{given}`", shown(n)),
         ),
         _ => errs.push(
             id.span(),
@@ -482,7 +489,8 @@ fn list_of<'v>(key: &str, value: &'v Value, errs: &mut Errors) -> Option<&'v Lis
     }
 }
 
-/// An unsigned integer literal (plain or with an unsigned suffix) that fits `T`.
+/// An unsigned integer literal (plain or with an unsigned suffix) that fits `T`, and its
+/// suffix's own type: `256u8` is refused, as rustc refuses it in an expression.
 pub(crate) fn int<T: FromStr>(w: &Word, key: &str, errs: &mut Errors) -> Option<T>
 where
     T::Err: Display,
@@ -490,16 +498,45 @@ where
     let Word::Int(lit) = w else {
         errs.push(
             w.span(),
-            format!("`{key}` takes integers, not `{}`", w.text()),
+            format!("`{key}` takes integers, not `{}`", shown(&w.text())),
         );
         return None;
     };
-    if !matches!(lit.suffix(), "" | "u8" | "u16" | "u32" | "u64" | "usize") {
-        errs.push(
-            lit.span(),
-            format!("`{lit}` is not a plain integer (suffix `{}`)", lit.suffix()),
-        );
-        return None;
+    let text = shown(&lit.to_string());
+    let suffix = lit.suffix();
+    let suffix_fits = match suffix {
+        "" => Some(true),
+        "u8" => Some(lit.base10_parse::<u8>().is_ok()),
+        "u16" => Some(lit.base10_parse::<u16>().is_ok()),
+        "u32" => Some(lit.base10_parse::<u32>().is_ok()),
+        "u64" => Some(lit.base10_parse::<u64>().is_ok()),
+        "usize" => Some(lit.base10_parse::<usize>().is_ok()),
+        _ => None,
+    };
+    match suffix_fits {
+        None => {
+            errs.push(
+                lit.span(),
+                format!(
+                    "`{key}` takes unsigned integers: `{text}` has the suffix `{}` (write `{}` or `{}u32`)",
+                    shown(suffix),
+                    shown(lit.base10_digits()),
+                    shown(lit.base10_digits())
+                ),
+            );
+            return None;
+        }
+        Some(false) => {
+            errs.push(
+                lit.span(),
+                format!(
+                    "`{key}`: `{text}` does not fit its own suffix `{suffix}` ({})",
+                    suffix_range(suffix)
+                ),
+            );
+            return None;
+        }
+        Some(true) => {}
     }
     match lit.base10_parse::<T>() {
         Ok(v) => Some(v),
@@ -508,11 +545,23 @@ where
                 lit.span(),
                 format!(
                     "`{}` is out of range for `{key}` ({})",
-                    lit.base10_digits(),
+                    shown(lit.base10_digits()),
                     std::any::type_name::<T>()
                 ),
             );
             None
         }
     }
+}
+
+/// The values an unsigned suffix holds, for messages.
+fn suffix_range(suffix: &str) -> String {
+    let max = match suffix {
+        "u8" => u64::from(u8::MAX),
+        "u16" => u64::from(u16::MAX),
+        "u32" => u64::from(u32::MAX),
+        "usize" => u64::try_from(usize::MAX).unwrap_or(u64::MAX),
+        _ => u64::MAX,
+    };
+    format!("{suffix} holds 0..={max}")
 }

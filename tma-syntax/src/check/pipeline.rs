@@ -14,6 +14,7 @@ use crate::parse::{
 use proc_macro2::Span;
 use std::collections::HashMap;
 use syn::ext::IdentExt;
+use tma_core::echo::shown;
 use tma_core::pipeline::{
     validate_pipeline, ClusterAxis, Consumers, NamedBarrier, PipelineSpec, StageTile,
     ValidPipeline, ValidWarpRoles, WarpRoles, BLOCK_WARPGROUPS, MAX_NAMED_BARRIER_ID,
@@ -84,7 +85,8 @@ pub fn pipeline(decl: &PipelineDecl) -> syn::Result<CheckedPipeline<'_>> {
             errs.push(
                 entry.key.span(),
                 format!(
-                    "unknown key `{key}`; expected one of: {}",
+                    "unknown key `{}`; expected one of: {}",
+                    shown(&key),
                     PIPE_KEYS.join(", ")
                 ),
             );
@@ -129,7 +131,7 @@ pub fn pipeline(decl: &PipelineDecl) -> syn::Result<CheckedPipeline<'_>> {
                             w.span(),
                             format!(
                                 "unknown target `{}`; expected one of: {}",
-                                w.text(),
+                                shown(&w.text()),
                                 Arch::ACCEPTED
                             ),
                         ),
@@ -217,7 +219,10 @@ pub fn pipeline(decl: &PipelineDecl) -> syn::Result<CheckedPipeline<'_>> {
         let Some(rank) = rank else {
             errs.push(
                 m.mac.span(),
-                format!("a stage tile is declared with `tma_1d!` .. `tma_5d!`, not `{mac}!`"),
+                format!(
+                    "a stage tile is declared with `tma_1d!` .. `tma_5d!`, not `{}!`",
+                    shown(&mac)
+                ),
             );
             tiles_ok = false;
             continue;
@@ -320,7 +325,10 @@ fn read_consumers(call: &Call, errs: &mut Errors) -> Option<(Consumers, Span)> {
         _ => {
             errs.push(
                 call.func.span(),
-                format!("unknown consumers `{unit}(..)`; expected threads(n), warps(n) or warpgroups(n)"),
+                format!(
+                    "unknown consumers `{}(..)`; expected threads(n), warps(n) or warpgroups(n)",
+                    shown(&unit)
+                ),
             );
             return None;
         }
@@ -343,7 +351,10 @@ fn read_modifiers(m: &StageMember, errs: &mut Errors) -> Option<(ClusterAxis, Sp
         if what != "multicast" {
             errs.push(
                 call.func.span(),
-                format!("unknown `{what}(..)` after a stage tile; expected `multicast(x|y|z)`"),
+                format!(
+                    "unknown `{}(..)` after a stage tile; expected `multicast(x|y|z)`",
+                    shown(&what)
+                ),
             );
             continue;
         }
@@ -365,7 +376,10 @@ fn read_modifiers(m: &StageMember, errs: &mut Errors) -> Option<(ClusterAxis, Sp
             Some(a) => axis = Some((a, arg.span())),
             None => errs.push(
                 arg.span(),
-                format!("unknown cluster axis `{}`; expected x, y or z", arg.text()),
+                format!(
+                    "unknown cluster axis `{}`; expected x, y or z",
+                    shown(&arg.text())
+                ),
             ),
         }
     }
@@ -421,7 +435,8 @@ pub fn roles(decl: &RolesDecl) -> syn::Result<CheckedRoles> {
             errs.push(
                 key.span(),
                 format!(
-                    "unknown key `{k}`; expected one of: {}",
+                    "unknown key `{}`; expected one of: {}",
+                    shown(&k),
                     ROLES_KEYS.join(", ")
                 ),
             );

@@ -45,7 +45,7 @@ impl Parse for Header {
         Ok(Header {
             attrs: input.call(Attribute::parse_outer)?,
             vis: input.parse()?,
-            ident: input.parse()?,
+            ident: super::type_name(input, "declaration")?,
         })
     }
 }
