@@ -88,6 +88,15 @@ pub enum Field {
     },
     /// The tile's wgmma operand declaration (`wgmma = a_k_major`).
     Wgmma,
+    // ---- kernel plans (tma_core::plan) ----
+    /// A field of a kernel plan as a whole (`block_threads`, `cluster`, `smem`).
+    Plan(&'static str),
+    /// A part of a kernel plan: `what` is `pipeline`, `tile set`, `staging`, `scratch` or
+    /// `tile`, `name` its name in the plan.
+    PlanPart {
+        what: &'static str,
+        name: String,
+    },
 }
 
 impl Field {
@@ -151,6 +160,8 @@ impl fmt::Display for Field {
             Field::WarpRoles(field) => f.write_str(field),
             Field::NamedBarrier { name } => write!(f, "named barrier `{name}`"),
             Field::Wgmma => f.write_str("wgmma"),
+            Field::Plan(field) => f.write_str(field),
+            Field::PlanPart { what, name } => write!(f, "{what} `{name}`"),
         }
     }
 }
