@@ -179,6 +179,7 @@ impl Compiler {
                     debug_waits: options.debug_waits,
                     tiles: tiles.clone(),
                     pipelines: declared_pipelines(source.text()),
+                    plans: source.plans().to_vec(),
                     args: args.clone(),
                     key: hex.clone(),
                 });
@@ -187,7 +188,8 @@ impl Compiler {
         let compiled = match compiled {
             Some(c) => c,
             None => {
-                let c = self.run_nvrtc(source.text(), options, tiles, args, cubin, hex)?;
+                let mut c = self.run_nvrtc(source.text(), options, tiles, args, cubin, hex)?;
+                c.plans = source.plans().to_vec();
                 if let Some(disk) = &self.disk {
                     disk.store(&c.key, &c.ptx, &c.cubin, &c.log);
                 }
@@ -260,6 +262,7 @@ impl Compiler {
             arch: options.arch,
             debug_waits: options.debug_waits,
             pipelines: declared_pipelines(text),
+            plans: Vec::new(),
             tiles,
             args,
             key,

@@ -248,6 +248,7 @@ mod tests {
             debug_waits: true,
             tiles: crate::compile::declared_tiles("// tma-tile 0 q\n// tma-tile 1 kv_tile\n"),
             pipelines: Vec::new(),
+            plans: Vec::new(),
             args: Vec::new(),
             key: "k".into(),
         };
@@ -458,6 +459,7 @@ mod tests {
             debug_waits: true,
             tiles: crate::compile::declared_tiles(list),
             pipelines: tma_core::manifest::declared_pipelines(list),
+            plans: Vec::new(),
             args: Vec::new(),
             key: "k".into(),
         }
