@@ -1126,7 +1126,10 @@ mod plan_rules {
         }
     }
 
-    fn rows() -> Vec<(&'static str, fn() -> KernelPlan, Rule, Field)> {
+    /// What a row breaks, the broken plan, the rule and the field it must name.
+    type Row = (&'static str, fn() -> KernelPlan, Rule, Field);
+
+    fn rows() -> Vec<Row> {
         vec![
             (
                 "a staging tile for another arch",

@@ -77,7 +77,7 @@ pub struct PlanTileSet {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum RegionKind {
     /// `copies` calls of `tile`, each at a multiple of its alignment.
-    Staging { tile: ValidSpec, copies: u32 },
+    Staging { tile: Box<ValidSpec>, copies: u32 },
     /// `bytes` bytes aligned to `align` (a power of two, at most [`MAX_SCRATCH_ALIGN`]).
     Scratch { bytes: u64, align: u64 },
 }
@@ -167,7 +167,7 @@ impl KernelPlan {
         self.regions.push(Region {
             name: name.into(),
             kind: RegionKind::Staging {
-                tile: tile.clone(),
+                tile: Box::new(tile.clone()),
                 copies,
             },
         });

@@ -33,8 +33,8 @@ fn one_layout_for_every_region() {
     let l = v.layout();
     // Ring: 4 stages x 32 KB + 64 B of mbarriers, at 0; D: 2 x 8 KB at the next 1 KB; the
     // scratch after it at 16.
-    let ring = 4 * 32768 + 64;
-    let d_at = (ring as u64).next_multiple_of(1024);
+    let ring: u64 = 4 * 32768 + 64;
+    let d_at = ring.next_multiple_of(1024);
     let got: Vec<(&str, u64, u64, u64)> = l
         .regions
         .iter()
