@@ -75,6 +75,17 @@ fn a_small_plan_needs_no_opt_in_and_an_empty_one_no_smem() {
     // 3 x 8 KB + 1 KB slack.
     assert_eq!(v.launch().dynamic_smem_bytes, 3 * 8192 + 1024);
     assert!(!v.launch().smem_opt_in);
+    // 36 rows of 128 B under the 128B swizzle: 4608 B a call, each copy at a multiple of 1 KB.
+    let odd =
+        validate(&TileSpec::new("o", DType::BF16, [4096, 4096], [36, 64]).swizzle(Swizzle::B128))
+            .unwrap();
+    let v = KernelPlan::new("odd")
+        .staging("o", &odd, 3)
+        .block_threads(32)
+        .validate()
+        .unwrap();
+    let o = v.region("o").unwrap();
+    assert_eq!((o.stride, o.bytes, o.align), (5120, 2 * 5120 + 4608, 1024));
     let none = KernelPlan::new("plain")
         .block_threads(64)
         .validate()
