@@ -140,7 +140,7 @@ fn main() -> Res<()> {
             }
             // Check once: poison, copy with one block per SM, compare on the GPU.
             u.fill(&mut d_out, common::POISON_U16)?;
-            let cfg = common::copy_config(&stream, &tile, stages, sms)?;
+            let cfg = common::plan_config(&stream, &kernel, sms)?;
             common::launch_copy(&kernel, &cfg, &args)?;
             module.synchronize(&stream)?;
             let diff = u.count_diff(&d_in, &d_out)?;
@@ -174,7 +174,7 @@ fn main() -> Res<()> {
                     println!("{row}  only {fit} fit per SM");
                     continue;
                 }
-                let cfg = common::copy_config(&stream, &tile, stages, sms * ctas)?;
+                let cfg = common::plan_config(&stream, &kernel, sms * ctas)?;
                 let ms = timer.median(&stream, || common::launch_copy(&kernel, &cfg, &args))?;
                 let ratio = memcpy_ms / ms;
                 println!("{row} {:>10.1} {:>8.0} {:>8.3}x", ms * 1e3, gbps(ms), ratio);

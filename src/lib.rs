@@ -28,7 +28,7 @@ pub mod spec {
 /// renderer, read by the runtime. Plumbing between them, off the front page.
 #[doc(hidden)]
 pub use tma_core::manifest;
-pub use tma_core::{launch, model, pipeline, render, smem, wgmma};
+pub use tma_core::{launch, model, pipeline, plan, render, smem, wgmma};
 pub use tma_runtime as runtime;
 
 /// The cudarc this crate is built with (driver, NVRTC, dynamic loading, CUDA 13.0 bindings,

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream};
 use tma::model;
+use tma::plan::{KernelPlan, ValidKernelPlan};
 use tma::render::KernelSource;
 use tma::runtime::{CompileOptions, Source};
 use tma::runtime::{Kernel, LaunchConfig, TensorMap};
@@ -160,15 +161,26 @@ impl CopyTile {
         Ok((dim(0)?, dim(1)?))
     }
 
-    /// A ring slot: the footprint rounded up to the alignment (COPY_SLOT_BYTES in copy.cu).
-    pub fn slot_bytes(&self) -> u64 {
-        self.smem_bytes.div_ceil(self.smem_align) * self.smem_align
+    /// The plan of `tile_copy_s<stages>`: the tile (named `CopyTile` for the kernel), a
+    /// staging region of `stages` ring slots of it, 32 threads. Its layout and launch are
+    /// computed once, here; copy.cu and the launch read them from it.
+    pub fn plan(&self, stages: u32) -> Res<ValidKernelPlan> {
+        Ok(KernelPlan::new(CopyTile::kernel_name(stages))
+            .tile("CopyTile", self.valid())
+            .staging("slots", self.valid(), stages)
+            .block_threads(COPY_THREADS)
+            .validate()?)
     }
 
-    /// Dynamic shared memory of `tile_copy_s<stages>`: the ring plus alignment slack.
+    /// A ring slot: bytes from one slot to the next (the plan's).
+    pub fn slot_bytes(&self) -> Res<u64> {
+        let plan = self.plan(2)?;
+        Ok(plan.region("slots").ok_or("the plan has slots")?.stride)
+    }
+
+    /// Dynamic shared memory of `tile_copy_s<stages>` (the plan's).
     pub fn dynamic_smem(&self, stages: u32) -> Res<u32> {
-        let bytes = u64::from(stages) * self.slot_bytes() + self.smem_align;
-        Ok(u32::try_from(bytes)?)
+        Ok(self.plan(stages)?.launch().dynamic_smem_bytes)
     }
 
     /// The tile bound to a `rows x cols` matrix.
@@ -187,16 +199,15 @@ impl CopyTile {
         Ok((outer, inner))
     }
 
-    /// The translation unit: prelude, this tile (named `CopyTile` for the kernel), and
-    /// copy.cu's ring section.
+    /// The translation unit: prelude, this tile (named `CopyTile` for the kernel), the plans
+    /// of `tile_copy_s2` .. `s6`, and copy.cu's ring section; it carries the plans' launches.
     pub fn source(&self) -> Res<Source> {
-        Ok(Source::new(
-            KernelSource::new()
-                .tile_as(self.valid(), "CopyTile")
-                .body("#define COPY_SECTION_RING\n")
-                .body(COPY_CU)
-                .build()?,
-        ))
+        let mut source = KernelSource::new();
+        for stages in STAGES {
+            source = source.plan(&self.plan(stages)?);
+        }
+        let source = source.body("#define COPY_SECTION_RING\n").body(COPY_CU);
+        Ok(Source::kernel(&source)?)
     }
 
     pub fn kernel_name(stages: u32) -> String {
@@ -204,15 +215,23 @@ impl CopyTile {
     }
 }
 
-/// The transpose's translation unit: its tile, named `TransposeTile` for the kernel.
+/// The transpose's plan: its tile (named `TransposeTile` for the kernel), two staging
+/// copies of it (the input as loaded, the output for the store), 64 threads.
+pub fn transpose_plan() -> Res<ValidKernelPlan> {
+    Ok(KernelPlan::new("tile_transpose")
+        .tile("TransposeTile", TrTile::valid())
+        .staging("tiles", TrTile::valid(), 2)
+        .block_threads(TRANSPOSE_THREADS)
+        .validate()?)
+}
+
+/// The transpose's translation unit: its plan and copy.cu's transpose section.
 pub fn transpose_source() -> Res<Source> {
-    Ok(Source::new(
-        KernelSource::new()
-            .tile_as(TrTile::valid(), "TransposeTile")
-            .body("#define COPY_SECTION_TRANSPOSE\n")
-            .body(COPY_CU)
-            .build()?,
-    ))
+    let source = KernelSource::new()
+        .plan(&transpose_plan()?)
+        .body("#define COPY_SECTION_TRANSPOSE\n")
+        .body(COPY_CU);
+    Ok(Source::kernel(&source)?)
 }
 
 /// The benchmark's helpers (fill, random fill, compare): no tile.
@@ -261,17 +280,10 @@ impl<'a> CopyArgs<'a> {
     }
 }
 
-/// The launch of `tile_copy_s<stages>` over `grid` blocks.
-pub fn copy_config(
-    stream: &Arc<CudaStream>,
-    tile: &CopyTile,
-    stages: u32,
-    grid: u32,
-) -> Res<LaunchConfig> {
-    Ok(
-        LaunchConfig::new(stream, (grid, 1, 1), (COPY_THREADS, 1, 1))
-            .dynamic_smem(tile.dynamic_smem(stages)?),
-    )
+/// The launch of `kernel` (a plan's: `tile_copy_s<N>`, `tile_transpose`) over `grid` blocks:
+/// block and dynamic shared memory from its plan.
+pub fn plan_config(stream: &Arc<CudaStream>, kernel: &Kernel, grid: u32) -> Res<LaunchConfig> {
+    Ok(kernel.plan_config(stream, (grid, 1, 1))?)
 }
 
 /// Launches one copy (asynchronously).
@@ -279,7 +291,7 @@ pub fn launch_copy(kernel: &Kernel, cfg: &LaunchConfig, a: &CopyArgs<'_>) -> Res
     // SAFETY: tile_copy_s<N>(const __grid_constant__ CUtensorMap src, const __grid_constant__
     // CUtensorMap dst, int tiles_outer, int tiles_inner, int call_rows, int call_cols); the
     // maps were encoded over live buffers of the tile's shape, and the dynamic shared memory
-    // is CopyTile::dynamic_smem (the kernel traps if it is short).
+    // is the kernel's plan's (checked against it on the host).
     unsafe {
         kernel
             .launch_builder(cfg)
@@ -292,12 +304,6 @@ pub fn launch_copy(kernel: &Kernel, cfg: &LaunchConfig, a: &CopyArgs<'_>) -> Res
             .launch()
     }?;
     Ok(())
-}
-
-/// The launch of `tile_transpose` over `grid` blocks: two 4 KB tiles plus 1 KB of slack.
-pub fn transpose_config(stream: &Arc<CudaStream>, grid: u32) -> LaunchConfig {
-    let bytes = 2 * TrTile::SMEM_BYTES + TrTile::SMEM_ALIGN;
-    LaunchConfig::new(stream, (grid, 1, 1), (TRANSPOSE_THREADS, 1, 1)).dynamic_smem(bytes as u32)
 }
 
 /// Tiles of the transpose's input (32 x 32 each).
@@ -422,12 +428,12 @@ pub fn simulate_copy(tile: &CopyTile, rows: u64, cols: u64, grid: i64, rng: &mut
             valid.check_coords(&coords)?;
             valid.check_store_coords(&coords)?;
             let smem = model::load(&bound, &input, &coords)?;
-            if smem.len() as u64 > tile.slot_bytes() {
+            let slot = tile.slot_bytes()?;
+            if smem.len() as u64 > slot {
                 return Err(format!(
-                    "{}: a call spans {} B, the slot {} B",
+                    "{}: a call spans {} B, the slot {slot} B",
                     tile.label,
                     smem.len(),
-                    tile.slot_bytes()
                 )
                 .into());
             }

@@ -29,30 +29,26 @@ static __device__ __forceinline__ unsigned copy_dynamic_smem_bytes() {
 #if defined(COPY_SECTION_RING)
 // ---- the multi-stage copy ------------------------------------------------------------------
 
-// Shared memory of one ring slot: the tile's footprint rounded up to its alignment, so every
-// slot starts aligned. The host asks for STAGES * COPY_SLOT_BYTES + SMEM_ALIGN bytes (the
-// extra SMEM_ALIGN lets the base be rounded up).
-constexpr unsigned COPY_SLOT_BYTES =
-    (CopyTile::SMEM_BYTES + CopyTile::SMEM_ALIGN - 1u) / CopyTile::SMEM_ALIGN *
-    CopyTile::SMEM_ALIGN;
+// The ring's slots are the plan's staging region `slots` (common.rs, CopyTile::plan): Plan::slots(base, s)
+// is slot s, each aligned for the tile's swizzle, Plan::DYNAMIC_SMEM_BYTES what the launch gives.
 
 // Tile k (0-based) of this block: linear tile index blockIdx.x + k * gridDim.x, row-major
 // over tiles_outer x tiles_inner; one tile is call_rows x call_cols elements (box x repeats).
 // Coordinates are in elements, user order (outer, inner). Edge tiles may reach past the
 // tensor: loads fill zeros there, stores skip it.
-template <int STAGES>
+template <int STAGES, class Plan>
 static __device__ __forceinline__ void tile_copy_run(const CUtensorMap* src, const CUtensorMap* dst,
                                                      int tiles_outer, int tiles_inner,
                                                      int call_rows, int call_cols) {
   static_assert(STAGES >= 2 && STAGES <= 8, "2 to 8 stages");
+  static_assert(Plan::COPIES_slots == STAGES, "one slot per stage");
   extern __shared__ unsigned char copy_smem_raw[];
   __shared__ __align__(8) tma_mbarrier full[STAGES];
   if (threadIdx.x != 0) return;  // one thread issues everything; the others have nothing to do
 
-  unsigned char* smem = tma_align_smem<CopyTile>(copy_smem_raw);
+  unsigned char* base = Plan::base(copy_smem_raw);
   // The ring must fit in what the host gave: a short allocation would let TMA write past it.
-  if (static_cast<unsigned>(smem - copy_smem_raw) + STAGES * COPY_SLOT_BYTES > copy_dynamic_smem_bytes())
-    __trap();
+  if (Plan::DYNAMIC_SMEM_BYTES > copy_dynamic_smem_bytes()) __trap();
 
   tma_prefetch_tensormap(src);
   tma_prefetch_tensormap(dst);
@@ -68,7 +64,7 @@ static __device__ __forceinline__ void tile_copy_run(const CUtensorMap* src, con
     const int t = block + k * grid;
     const int s = k % STAGES;
     CopyTile::arrive_expect_tx(&full[s]);  // TX_BYTES: every repeated box
-    CopyTile::load(src, &full[s], smem + s * COPY_SLOT_BYTES,
+    CopyTile::load(src, &full[s], Plan::slots(base, s),
                    {.M = (t / tiles_inner) * call_rows, .K = (t % tiles_inner) * call_cols});
   };
 
@@ -80,7 +76,7 @@ static __device__ __forceinline__ void tile_copy_run(const CUtensorMap* src, con
     CopyTile::wait(&full[s], static_cast<unsigned>(k / STAGES) & 1u);
     // The data was written by the async proxy and is read by it; the fence is cheap insurance.
     tma_async_proxy_fence();
-    CopyTile::store(dst, smem + s * COPY_SLOT_BYTES,
+    CopyTile::store(dst, Plan::slots(base, s),
                     {.M = (t / tiles_inner) * call_rows, .K = (t % tiles_inner) * call_cols});
     tma_store_commit_group();  // one bulk group per tile
     // Slot (k - 1) % STAGES is free once the store of tile k - 1 has read it: at most one
@@ -97,10 +93,10 @@ static __device__ __forceinline__ void tile_copy_run(const CUtensorMap* src, con
 }
 
 #define TMA_COPY_KERNEL(S)                                                                        \
-  extern "C" __global__ void __launch_bounds__(32)                                              \
+  extern "C" __global__ void TMA_PLAN_TILE_COPY_S##S##_LAUNCH_BOUNDS                            \
       tile_copy_s##S(const __grid_constant__ CUtensorMap src, const __grid_constant__ CUtensorMap dst, \
                      int tiles_outer, int tiles_inner, int call_rows, int call_cols) {          \
-    tile_copy_run<S>(&src, &dst, tiles_outer, tiles_inner, call_rows, call_cols);               \
+    tile_copy_run<S, tma_plan_tile_copy_s##S>(&src, &dst, tiles_outer, tiles_inner, call_rows, call_cols); \
   }
 TMA_COPY_KERNEL(2)
 TMA_COPY_KERNEL(3)
@@ -128,16 +124,17 @@ static __device__ __forceinline__ float4* chunk_at(unsigned char* tile, unsigned
 // rows 4R .. 4R+3, 16-byte chunk C. Each quarter-warp (8 threads, one 128-byte wavefront of
 // 16-byte accesses) then touches 8 distinct chunks both when reading input rows 4R + j
 // (chunk C ^ (4R + j) % 8) and when writing output rows 4C + j (chunk R ^ (4C + j) % 8).
-extern "C" __global__ void __launch_bounds__(64)
+extern "C" __global__ void TMA_PLAN_TILE_TRANSPOSE_LAUNCH_BOUNDS
 tile_transpose(const __grid_constant__ CUtensorMap src, const __grid_constant__ CUtensorMap dst,
                int tiles_outer, int tiles_inner) {
   extern __shared__ unsigned char tr_smem_raw[];
   __shared__ __align__(8) tma_mbarrier bar;
-  unsigned char* smem = tma_align_smem<TransposeTile>(tr_smem_raw);
-  unsigned char* in = smem;           // input tile, as TMA swizzled it
-  unsigned char* out = smem + 4096;   // output tile, swizzled for the TMA store
+  typedef tma_plan_tile_transpose Plan;  // common.rs, transpose_plan()
+  unsigned char* base = Plan::base(tr_smem_raw);
+  unsigned char* in = Plan::tiles(base, 0);   // input tile, as TMA swizzled it
+  unsigned char* out = Plan::tiles(base, 1);  // output tile, swizzled for the TMA store
   if (threadIdx.x == 0) {
-    if (static_cast<unsigned>(smem - tr_smem_raw) + 8192u > copy_dynamic_smem_bytes()) __trap();
+    if (Plan::DYNAMIC_SMEM_BYTES > copy_dynamic_smem_bytes()) __trap();
     tma_prefetch_tensormap(&src);
     tma_prefetch_tensormap(&dst);
     tma_mbarrier_init(&bar, 1);

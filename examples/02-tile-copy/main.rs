@@ -219,8 +219,8 @@ fn run_on_gpu(
             let ctas = 1 + stages % 2; // 1 or 2 blocks per SM
             stream.memcpy_htod(&poison, &mut d_out)?;
             let grid = sms * ctas;
-            let cfg = common::copy_config(&stream, tile, stages, grid)?;
             let kernel = module.kernel(&CopyTile::kernel_name(stages))?;
+            let cfg = common::plan_config(&stream, &kernel, grid)?;
             let start = Instant::now();
             common::launch_copy(&kernel, &cfg, &args)?;
             module.synchronize(&stream)?;
@@ -266,8 +266,8 @@ fn run_on_gpu(
         let map_out = TensorMap::new_raw_bits(&bound, &d_out)?;
         let args = CopyArgs::new(tile, &map_in, &map_out, rows, cols)?;
         stream.memcpy_htod(&poison, &mut d_out)?;
-        let cfg = common::copy_config(&stream, tile, 4, sms)?;
         let kernel = module.kernel(&CopyTile::kernel_name(4))?;
+        let cfg = common::plan_config(&stream, &kernel, sms)?;
         common::launch_copy(&kernel, &cfg, &args)?;
         module.synchronize(&stream)?;
         let out = stream.clone_dtoh(&d_out)?;
@@ -304,7 +304,7 @@ fn transpose(
     let map_in = TensorMap::new_raw_bits(&TrTile::bind(&[rows, cols])?, &d_in)?;
     let map_out = TensorMap::new_raw_bits(&TrTile::bind(&[cols, rows])?, &d_out)?;
     let grid = sms * 8;
-    let cfg = common::transpose_config(stream, grid);
+    let cfg = common::plan_config(stream, kernel, grid)?;
     let start = Instant::now();
     common::launch_transpose(kernel, &cfg, &map_in, &map_out, rows, cols)?;
     module.synchronize(stream)?;

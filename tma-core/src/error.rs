@@ -103,6 +103,15 @@ pub enum Field {
     KSlice,
     /// The 64-row block of A a wgmma descriptor is asked for.
     MBlock,
+    // ---- kernel plans (tma_core::plan) ----
+    /// A field of a kernel plan as a whole (`block_threads`, `cluster`, `smem`).
+    Plan(&'static str),
+    /// A part of a kernel plan: `what` is `pipeline`, `tile set`, `staging`, `scratch` or
+    /// `tile`, `name` its name in the plan.
+    PlanPart {
+        what: &'static str,
+        name: String,
+    },
 }
 
 impl Field {
@@ -171,6 +180,8 @@ impl fmt::Display for Field {
             Field::BlockThreads => f.write_str("block threads"),
             Field::KSlice => f.write_str("k_slice"),
             Field::MBlock => f.write_str("m_block"),
+            Field::Plan(field) => f.write_str(field),
+            Field::PlanPart { what, name } => write!(f, "{what} `{name}`"),
         }
     }
 }

@@ -30,6 +30,7 @@ pub mod manifest;
 pub mod model;
 pub mod operand;
 pub mod pipeline;
+pub mod plan;
 pub mod render;
 pub mod rules;
 pub mod size;

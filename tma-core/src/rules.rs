@@ -172,6 +172,27 @@ pub enum Rule {
     /// Named barriers: ids 1 to 15 (0 is `__syncthreads`), one per name, each synchronising
     /// a multiple of 32 threads, no more than the block has.
     NamedBarrierIds,
+    // ---- kernel plans (tma_core::plan) ----
+    /// Every tile, tile set, pipeline and staging tile of a kernel plan is validated for the
+    /// plan's target arch.
+    PlanTarget,
+    /// A kernel plan's regions (pipelines, tile sets, staging, scratch): each name a C
+    /// identifier, no two alike, none of the names `struct tma_plan_<name>` uses itself; a
+    /// staging region holds at least one copy, a scratch region at least one byte at a
+    /// power-of-two alignment of at most 1024.
+    PlanRegions,
+    /// A kernel plan's block: its warp roles' threads, or declared (both: they agree), 1 to
+    /// 1024 threads, at least each pipeline's consumer threads; at least one block per SM.
+    PlanBlockThreads,
+    /// A kernel plan's pipelines agree on one cluster shape, and a declared cluster agrees
+    /// with them.
+    PlanCluster,
+    /// A kernel plan's regions, each at its alignment, plus the slack to align the base, fit
+    /// one block's shared memory on the target ([`crate::Arch::max_smem_per_block`]).
+    PlanSmemFits,
+    /// A launch of a plan's kernel has the plan's block, cluster and dynamic shared memory:
+    /// checked on the host before the driver (`tma_runtime::Error::PlanLaunch`).
+    PlanLaunch,
     // ---- wgmma operand tiles (`TileSpec::wgmma`; PTX ISA 9.7.15, see `crate::operand`) ----
     /// A wgmma operand's type is one `wgmma.mma_async` reads from shared memory: f16, bf16,
     /// tf32, e4m3 or e5m2 (PTX ISA 9.7.15.2, "Matrix Data-types").

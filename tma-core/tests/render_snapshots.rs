@@ -510,3 +510,64 @@ fn pipeline_consumers_agree_with_the_warp_roles() {
         }
     }
 }
+
+/// A kernel plan: a GEMM-like ring beside warp roles, a D staging tile per consumer
+/// warpgroup and scratch, snapshot-tested; the rendered numbers are the plan's layout, and
+/// the whole source carries every part the plan owns, each once.
+#[test]
+fn plan_snapshots() {
+    use tma_core::pipeline::{Consumers, PipelineSpec, WarpRoles};
+    use tma_core::plan::KernelPlan;
+    use tma_core::render::PlanCode;
+    let tile = |name: &str, rows: u32| {
+        validate(
+            &TileSpec::new(name, DType::BF16, [4096, 4096], [rows, 64])
+                .dim_names(["MN", "K"])
+                .swizzle(Swizzle::B128),
+        )
+        .unwrap()
+    };
+    let ring = PipelineSpec::new("ring", 4, Consumers::Warpgroups(2))
+        .tile("a", &tile("a", 128))
+        .tile("b", &tile("b", 256))
+        .validate()
+        .unwrap();
+    let roles = WarpRoles::new("gemm", 40, 2, 232).validate().unwrap();
+    let plan = KernelPlan::new("gemm")
+        .pipeline(&ring)
+        .roles(&roles)
+        .staging("d", &tile("d", 64), 2)
+        .scratch("flags", 64, 16)
+        .validate()
+        .unwrap();
+    let code = PlanCode::new(&plan).unwrap();
+    let d = plan.region("d").unwrap();
+    assert!(code.source().contains(&format!(
+        "static constexpr unsigned OFFSET_d = {}u, BYTES_d = 16384u, ALIGN_d = 1024u;",
+        d.offset
+    )));
+    assert!(code.source().contains(&format!(
+        "static constexpr unsigned DYNAMIC_SMEM_BYTES = {}u;",
+        plan.launch().dynamic_smem_bytes
+    )));
+    assert_eq!(code.launch_macro(), "TMA_PLAN_GEMM_LAUNCH_BOUNDS");
+    insta::assert_snapshot!("plan_gemm", code.source());
+    // Two plans sharing a ring, its tiles and the roles: each part once.
+    let other = KernelPlan::new("gemm2")
+        .pipeline(&ring)
+        .roles(&roles)
+        .validate()
+        .unwrap();
+    let src = KernelSource::new()
+        .plan(&plan)
+        .plan(&other)
+        .build()
+        .unwrap();
+    assert_eq!(src.matches("struct tma_pipe_ring {").count(), 1);
+    assert_eq!(src.matches("struct tma_roles_gemm {").count(), 1);
+    assert_eq!(src.matches("struct tma_d {").count(), 1);
+    assert!(src.contains("struct tma_plan_gemm {") && src.contains("struct tma_plan_gemm2 {"));
+    let launches = KernelSource::new().plan(&plan).plan(&other).launch_plans();
+    assert_eq!(launches.len(), 2);
+    assert_eq!(launches[0], *plan.launch());
+}

@@ -1214,3 +1214,156 @@ mod launch_rules {
         }
     }
 }
+
+// ---- kernel plans: one row per rule, the same shape as above ----
+
+mod plan_rules {
+    use tma_core::pipeline::{Consumers, PipelineSpec, WarpRoles};
+    use tma_core::plan::KernelPlan;
+    use tma_core::{validate, Arch, DType, Field, Rule, Swizzle, TileSpec, ValidSpec};
+
+    fn tile(name: &str, rows: u32, target: Arch) -> ValidSpec {
+        validate(
+            &TileSpec::new(name, DType::BF16, [4096, 4096], [rows, 64])
+                .swizzle(Swizzle::B128)
+                .target(target),
+        )
+        .unwrap()
+    }
+
+    fn ring(
+        name: &str,
+        cluster: [u32; 3],
+        consumers: Consumers,
+    ) -> tma_core::pipeline::ValidPipeline {
+        PipelineSpec::new(name, 4, consumers)
+            .tile("a", &tile("a", 128, Arch::Sm90a))
+            .cluster(cluster)
+            .validate()
+            .unwrap()
+    }
+
+    /// A 4-stage ring of 16 KB, two consumer warpgroups, a D tile per consumer warpgroup and
+    /// a little scratch.
+    fn good() -> KernelPlan {
+        KernelPlan::new("gemm")
+            .pipeline(&ring("ring", [1, 1, 1], Consumers::Warpgroups(2)))
+            .roles(&WarpRoles::new("gemm", 40, 2, 232).validate().unwrap())
+            .staging("d", &tile("d", 64, Arch::Sm90a), 2)
+            .scratch("flags", 64, 16)
+    }
+
+    fn part(what: &'static str, name: &str) -> Field {
+        Field::PlanPart {
+            what,
+            name: name.into(),
+        }
+    }
+
+    /// What a row breaks, the broken plan, the rule and the field it must name.
+    type Row = (&'static str, fn() -> KernelPlan, Rule, Field);
+
+    fn rows() -> Vec<Row> {
+        vec![
+            (
+                "a staging tile for another arch",
+                || good().staging("e", &tile("e", 64, Arch::Sm100a), 1),
+                Rule::PlanTarget,
+                part("staging", "e"),
+            ),
+            (
+                "two regions named d",
+                || good().scratch("d", 16, 16),
+                Rule::PlanRegions,
+                part("scratch", "d"),
+            ),
+            (
+                "a region named like the struct's offsets",
+                || good().scratch("OFFSET_x", 16, 16),
+                Rule::PlanRegions,
+                part("scratch", "OFFSET_x"),
+            ),
+            (
+                "scratch aligned to 48",
+                || good().scratch("s", 16, 48),
+                Rule::PlanRegions,
+                part("scratch", "s"),
+            ),
+            (
+                "block_threads against the roles' 384",
+                || good().block_threads(256),
+                Rule::PlanBlockThreads,
+                Field::Plan("block_threads"),
+            ),
+            (
+                "no roles and no block_threads",
+                || KernelPlan::new("k").scratch("s", 16, 16),
+                Rule::PlanBlockThreads,
+                Field::Plan("block_threads"),
+            ),
+            (
+                "a pipeline with more consumers than the block",
+                || {
+                    KernelPlan::new("k")
+                        .pipeline(&ring("ring", [1, 1, 1], Consumers::Warpgroups(2)))
+                        .block_threads(128)
+                },
+                Rule::PlanBlockThreads,
+                part("pipeline", "ring"),
+            ),
+            (
+                "two pipelines of two clusters",
+                || good().pipeline(&ring("other", [2, 1, 1], Consumers::Warpgroups(2))),
+                Rule::PlanCluster,
+                part("pipeline", "other"),
+            ),
+            (
+                "a declared cluster against the pipeline's",
+                || good().cluster([2, 1, 1]),
+                Rule::PlanCluster,
+                Field::Plan("cluster"),
+            ),
+            (
+                "a declared cluster of 32",
+                || KernelPlan::new("k").block_threads(32).cluster([4, 8, 1]),
+                Rule::ClusterShape,
+                Field::Plan("cluster"),
+            ),
+            (
+                "D tiles past the block",
+                || good().staging("e", &tile("e", 256, Arch::Sm90a), 5),
+                Rule::PlanSmemFits,
+                Field::Plan("smem"),
+            ),
+        ]
+    }
+
+    #[test]
+    fn every_plan_rule_has_a_row_that_breaks_only_it() {
+        assert!(good().validate().is_ok(), "{:?}", good().validate().err());
+        let rows = rows();
+        for (what, broken, rule, field) in &rows {
+            let found = match broken().validate() {
+                Ok(_) => panic!("{what}: validated"),
+                Err(e) => e.errors,
+            };
+            assert_eq!(found.len(), 1, "{what}: {found:#?}");
+            assert_eq!(found[0].rule, *rule, "{what}: {}", found[0]);
+            assert_eq!(found[0].field, *field, "{what}: {}", found[0]);
+            let text = found[0].to_string();
+            assert!(
+                text.contains(&field.to_string()) && text.len() > 30,
+                "{what}: {text}"
+            );
+        }
+        for rule in [
+            Rule::PlanTarget,
+            Rule::PlanRegions,
+            Rule::PlanBlockThreads,
+            Rule::PlanCluster,
+            Rule::PlanSmemFits,
+        ] {
+            assert!(rows.iter().any(|r| r.2 == rule), "{rule:?} has no row");
+        }
+    }
+}

@@ -297,6 +297,25 @@ pub enum Error {
         launched: String,
     },
 
+    /// A launch of a kernel plan's kernel disagrees with its plan
+    /// ([`tma_core::plan::LaunchPlan`], `Rule::PlanLaunch`): another block, cluster or
+    /// dynamic shared memory than the plan's. Refused on the host before the driver; build
+    /// the launch from the plan (`LaunchConfig::from_plan`, `Kernel::plan_config`).
+    #[error(
+        "launch of `{kernel}`: {field} is {launch} but the kernel's plan says {plan}; build the \
+         launch from the plan (LaunchConfig::from_plan / Kernel::plan_config: block, cluster and \
+         dynamic shared memory from the plan, the grid from you)"
+    )]
+    PlanLaunch {
+        kernel: String,
+        /// `block`, `cluster` or `dynamic shared memory`.
+        field: &'static str,
+        /// The plan's value: "128x1x1", "1x1x1 (no cluster)", "25600 bytes".
+        plan: String,
+        /// The launch's value, in the same form.
+        launch: String,
+    },
+
     /// The kernel launch or its completion failed (no hang record was written).
     #[error("kernel `{kernel}` failed: {result}{}", if *context_lost { "; the CUDA context is now unusable: start a fresh process" } else { "" })]
     Launch {

@@ -133,7 +133,7 @@ pub use compile::{
 };
 pub use cuda_libs::{gpu_available, nvrtc_available, GpuInfo, NvrtcInfo};
 pub use driver::{
-    ByValue, HangRecord, Kernel, KernelArg, Launch, LaunchConfig, Module, TensorMap,
-    TensorMapArray, TmaElement,
+    check_plan_launch, ByValue, HangRecord, Kernel, KernelArg, Launch, LaunchConfig, Module,
+    TensorMap, TensorMapArray, TmaElement,
 };
 pub use error::{CuResult, Error};

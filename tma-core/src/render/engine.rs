@@ -23,6 +23,7 @@ pub(super) const EXERCISE_TEMPLATE: &str = include_str!("../../templates/exercis
 pub(super) const WARP_TEMPLATE: &str = include_str!("../../templates/warp.cuh.tera");
 pub(super) const PIPELINE_TEMPLATE: &str = include_str!("../../templates/pipeline.cuh.tera");
 pub(super) const ROLES_TEMPLATE: &str = include_str!("../../templates/roles.cuh.tera");
+pub(super) const PLAN_TEMPLATE: &str = include_str!("../../templates/plan.cuh.tera");
 
 /// The template engine, parsed once per process: every tile declared with a macro renders
 /// through it at expansion time, so parsing per call would cost every build.
@@ -51,6 +52,7 @@ pub(super) fn build_engine() -> Result<Tera, RenderError> {
         ("warp.cuh.tera", WARP_TEMPLATE),
         ("pipeline.cuh.tera", PIPELINE_TEMPLATE),
         ("roles.cuh.tera", ROLES_TEMPLATE),
+        ("plan.cuh.tera", PLAN_TEMPLATE),
         ("encode.cuh.tera", ENCODE_TEMPLATE),
         ("encode_tile.cuh.tera", ENCODE_TILE_TEMPLATE),
         ("mpk.cuh.tera", MPK_TEMPLATE),

@@ -41,6 +41,7 @@ pub struct KernelSource {
     /// The kernel's names for pipelines: (alias, index into `pipelines`).
     pipeline_aliases: Vec<(String, usize)>,
     roles: Vec<crate::pipeline::ValidWarpRoles>,
+    plans: Vec<crate::plan::ValidKernelPlan>,
     body: String,
 }
 
@@ -113,6 +114,78 @@ impl KernelSource {
     pub fn warp_roles(mut self, roles: &crate::pipeline::ValidWarpRoles) -> KernelSource {
         self.roles.push(roles.clone());
         self
+    }
+
+    /// Adds a kernel plan (`struct tma_plan_<name>`, [`PlanCode`]) and what it owns that the
+    /// source does not hold yet (a part equal to one already added is shared, so several
+    /// plans of one source may own the same tiles, pipelines or roles): its aliased tiles,
+    /// tile sets, pipelines, warp roles and staging tiles. [`KernelSource::launch_plans`]
+    /// gives the plans' launches, for the runtime's `Source::planned`.
+    pub fn plan(mut self, valid: &crate::plan::ValidKernelPlan) -> KernelSource {
+        let p = valid.plan();
+        for t in &p.tiles {
+            let index = self.tile_index(&t.tile);
+            if !self
+                .aliases
+                .iter()
+                .any(|(a, i)| *a == t.alias && *i == index)
+            {
+                self.aliases.push((t.alias.clone(), index));
+            }
+        }
+        for s in &p.tile_sets {
+            let members = s
+                .members
+                .iter()
+                .map(|(m, v)| (m.clone(), self.tile_index(v)))
+                .collect();
+            let decl = SetDecl {
+                name: s.name.clone(),
+                members,
+            };
+            if !self
+                .sets
+                .iter()
+                .any(|d| d.name == decl.name && d.members == decl.members)
+            {
+                self.sets.push(decl);
+            }
+        }
+        for pipe in &p.pipelines {
+            if !self.pipelines.contains(pipe) {
+                self = self.pipeline(pipe);
+            }
+        }
+        if let Some(r) = &p.roles {
+            if !self.roles.contains(r) {
+                self.roles.push(r.clone());
+            }
+        }
+        for r in &p.regions {
+            if let crate::plan::RegionKind::Staging { tile, .. } = &r.kind {
+                self.tile_index(tile);
+            }
+        }
+        if !self.plans.contains(valid) {
+            self.plans.push(valid.clone());
+        }
+        self
+    }
+
+    /// The launches of the plans added ([`KernelSource::plan`]), in order.
+    pub fn launch_plans(&self) -> Vec<crate::plan::LaunchPlan> {
+        self.plans.iter().map(|p| p.launch().clone()).collect()
+    }
+
+    /// The index of `tile`, added when the source does not hold it yet.
+    fn tile_index(&mut self, tile: &ValidSpec) -> usize {
+        match self.tiles.iter().position(|t| t == tile) {
+            Some(i) => i,
+            None => {
+                self.tiles.push(tile.clone());
+                self.tiles.len() - 1
+            }
+        }
     }
 
     /// Appends kernel code after the helpers.
@@ -235,6 +308,20 @@ impl KernelSource {
             }
             roles.push(code);
         }
+        let mut plans = Vec::with_capacity(self.plans.len());
+        for p in &self.plans {
+            let code = PlanCode::new(p)?;
+            for (what, name, table) in [
+                ("kernel plan", code.cuda_name(), &mut globals),
+                ("kernel plan macro", code.launch_macro(), &mut macros),
+            ] {
+                if let Some(by) = table.insert(name.clone(), format!("kernel plan `{}`", p.name()))
+                {
+                    return Err(RenderError::NameTaken { what, name, by });
+                }
+            }
+            plans.push(code);
+        }
         let mut out = prelude_checked()?;
         out.push('\n');
         out.push_str(&tile_list(&self.tiles));
@@ -262,6 +349,10 @@ impl KernelSource {
         for r in &roles {
             out.push('\n');
             out.push_str(r.source());
+        }
+        for p in &plans {
+            out.push('\n');
+            out.push_str(p.source());
         }
         if !aliases.is_empty() {
             out.push_str("\n// The kernel's names for its tiles (KernelSource::tile_as).\n");

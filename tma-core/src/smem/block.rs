@@ -38,13 +38,24 @@ impl TileSet {
     pub fn new<'a>(
         plans: impl IntoIterator<Item = &'a SmemPlan>,
     ) -> Result<TileSet, TileSetOverflow> {
+        TileSet::place(
+            plans
+                .into_iter()
+                .map(|p| (p.footprint_bytes, p.align_bytes)),
+        )
+    }
+
+    /// Lays out spans of `(bytes, align)` in order, as [`TileSet::new`] lays out tiles: each
+    /// at the next multiple of its alignment after the previous one (a kernel plan's regions,
+    /// [`crate::plan::PlanLayout`]).
+    pub fn place(spans: impl IntoIterator<Item = (u64, u64)>) -> Result<TileSet, TileSetOverflow> {
         let mut end = Size::ZERO;
         let mut offsets = Vec::new();
         let mut align_bytes = 1u64;
-        for (tile, plan) in plans.into_iter().enumerate() {
-            let offset = end.next_multiple_of(plan.align_bytes);
-            end = offset + plan.footprint_bytes;
-            align_bytes = align_bytes.max(plan.align_bytes);
+        for (tile, (footprint, align)) in spans.into_iter().enumerate() {
+            let offset = end.next_multiple_of(align);
+            end = offset + footprint;
+            align_bytes = align_bytes.max(align);
             match (offset.get(), end.get()) {
                 (Some(offset), Some(_)) => offsets.push(offset),
                 _ => return Err(TileSetOverflow { tile, span: end }),

@@ -2,6 +2,7 @@
 //! explain it. Plain data: it can be cached, written to disk and loaded into any context.
 
 use tma_core::manifest::{DeclaredPipeline, DeclaredTile};
+use tma_core::plan::LaunchPlan;
 use tma_core::Arch;
 
 use super::resources::KernelResources;
@@ -27,6 +28,9 @@ pub struct Compiled {
     pub tiles: Vec<DeclaredTile>,
     /// The pipelines the source declares (`// tma-pipeline` lines): names for hang reports.
     pub pipelines: Vec<DeclaredPipeline>,
+    /// The launches of the source's kernel plans ([`super::Source::planned`]): a plan
+    /// kernel's launches are checked against its plan alone.
+    pub plans: Vec<LaunchPlan>,
     /// The NVRTC arguments used.
     pub args: Vec<String>,
     /// What ptxas allocated for each kernel of the CUBIN (its verbose report in NVRTC's
@@ -76,6 +80,10 @@ impl Compiled {
             .iter()
             .find(|t| t.id == id)
             .map(|t| t.name.as_str())
+    }
+    /// The plan of kernel `name`, if the source was given one ([`super::Source::planned`]).
+    pub fn plan(&self, name: &str) -> Option<&LaunchPlan> {
+        self.plans.iter().find(|p| p.kernel == name)
     }
     /// The name of pipeline `id`, if the source listed it.
     pub fn pipeline_name(&self, id: u32) -> Option<&str> {

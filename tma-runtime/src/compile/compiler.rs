@@ -237,6 +237,7 @@ impl Compiler {
                     debug_waits: options.debug_waits,
                     tiles: tiles.clone(),
                     pipelines: declared_pipelines(source.text()),
+                    plans: source.plans().to_vec(),
                     args: args.clone(),
                     key: hex.clone(),
                     kernel_resources,
@@ -246,8 +247,9 @@ impl Compiler {
         let compiled = match compiled {
             Some(c) => c,
             None => {
-                let (c, raw_log) =
+                let (mut c, raw_log) =
                     self.run_nvrtc(source.text(), options, tiles, args, cubin, hex)?;
+                c.plans = source.plans().to_vec();
                 if let Some(disk) = &self.disk {
                     disk.store(&c.key, &c.ptx, &c.cubin, &raw_log);
                 }
@@ -329,6 +331,7 @@ impl Compiler {
             arch: options.arch,
             debug_waits: options.debug_waits,
             pipelines: declared_pipelines(text),
+            plans: Vec::new(),
             tiles,
             args,
             key,

@@ -4,7 +4,9 @@
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use super::hash::fingerprint;
+use tma_core::plan::LaunchPlan;
+
+use super::hash::{fingerprint, fingerprint_seeded};
 
 /// A CUDA source with its fingerprint computed once. Hold one for hot paths: a cached
 /// compile of a `Source` costs a hash-map lookup, not a pass over the text.
@@ -12,6 +14,7 @@ use super::hash::fingerprint;
 pub struct Source {
     text: Arc<str>,
     fingerprint: u128,
+    plans: Arc<[LaunchPlan]>,
 }
 
 impl Source {
@@ -19,13 +22,41 @@ impl Source {
     pub fn new(text: impl Into<Arc<str>>) -> Source {
         let text = text.into();
         let fingerprint = fingerprint(text.as_bytes());
-        Source { text, fingerprint }
+        Source {
+            text,
+            fingerprint,
+            plans: Arc::from(Vec::new()),
+        }
+    }
+    /// `text` with the launches of the kernel plans it renders
+    /// ([`KernelSource::launch_plans`](tma_core::render::KernelSource::launch_plans)): the
+    /// compiled module carries them ([`Compiled::plans`](super::Compiled::plans)), and each
+    /// plan kernel's launches are checked against its plan, not against facts read from the
+    /// source's comments or PTX. The fingerprint covers the plans.
+    pub fn planned(text: impl Into<Arc<str>>, plans: impl Into<Vec<LaunchPlan>>) -> Source {
+        let mut source = Source::new(text);
+        let plans: Vec<LaunchPlan> = plans.into();
+        if !plans.is_empty() {
+            let described = format!("{:032x} {plans:?}", source.fingerprint);
+            source.fingerprint = fingerprint_seeded(described.as_bytes(), 0x0074_6d61_706c_616e);
+            source.plans = Arc::from(plans);
+        }
+        source
+    }
+    /// [`KernelSource::build`](tma_core::render::KernelSource::build) with its plans'
+    /// launches ([`Source::planned`]).
+    pub fn kernel(
+        source: &tma_core::render::KernelSource,
+    ) -> Result<Source, tma_core::render::RenderError> {
+        let text = source.build()?;
+        Ok(Source::planned(text, source.launch_plans()))
     }
     /// `text` whose fingerprint was computed already (by [`Compiler::compile`](super::Compiler::compile)).
     pub(super) fn with_fingerprint(text: &str, fingerprint: u128) -> Source {
         Source {
             text: text.into(),
             fingerprint,
+            plans: Arc::from(Vec::new()),
         }
     }
     /// The text, shared (the in-process cache keeps it to compare `&str` sources with).
@@ -35,6 +66,10 @@ impl Source {
     /// The CUDA source.
     pub fn text(&self) -> &str {
         &self.text
+    }
+    /// The kernel plans' launches given with it ([`Source::planned`]).
+    pub fn plans(&self) -> &[LaunchPlan] {
+        &self.plans
     }
     /// The cache's key for the text (computed once, in [`Source::new`]).
     pub(super) fn fingerprint(&self) -> u128 {

@@ -225,7 +225,9 @@ impl<'a> Launch<'a> {
 
     /// Launches with `cuLaunchKernelEx`, consuming the pushed arguments (push them again
     /// for another launch). Refused before the driver: arguments whose number or sizes differ
-    /// from the kernel's parameters ([`Error::ArgumentCount`], [`Error::ArgumentSize`]),
+    /// from the kernel's parameters ([`Error::ArgumentCount`], [`Error::ArgumentSize`]), a
+    /// plan kernel's launch off its plan's block, cluster or dynamic shared memory
+    /// ([`Error::PlanLaunch`]; a plan kernel is checked against nothing else of its source),
     /// dynamic shared memory below [`Kernel::min_dynamic_smem`]
     /// ([`Error::DynamicSmemTooSmall`], unless [`LaunchConfig::unchecked_dynamic_smem`]), a
     /// cluster shape or dynamic shared memory that no pipeline of the source can run under
@@ -243,6 +245,16 @@ impl<'a> Launch<'a> {
         let slots = std::mem::take(&mut self.slots);
         let guards = std::mem::take(&mut self.guards);
         cfg.check(kernel.name())?;
+        if let Some(plan) = kernel.plan() {
+            let name = kernel.name();
+            super::plan::check_plan_launch(
+                name,
+                plan,
+                cfg.block,
+                cfg.cluster,
+                cfg.dynamic_smem_bytes,
+            )?;
+        }
         let arg_bytes: Vec<usize> = slots.iter().map(Slot::bytes).collect();
         let smem_checked = cfg.check_dynamic_smem.then_some(cfg.dynamic_smem_bytes);
         kernel.check_launch(&arg_bytes, smem_checked, cfg.cluster, cfg.check_pipelines)?;

@@ -18,11 +18,13 @@ mod cu_enums;
 mod hang;
 mod launch;
 mod module;
+mod plan;
 mod tensor_map;
 
 pub use hang::{HangRecord, DEBUG_RECORD_SYMBOL};
 pub use launch::{check_launch_shape, ByValue, KernelArg, Launch, LaunchConfig};
 pub use module::{Kernel, Module, DEFAULT_DYNAMIC_SMEM_LIMIT, MAX_PORTABLE_CLUSTER};
+pub use plan::check_plan_launch;
 pub use tensor_map::{
     check_buffer, check_buffer_bits, encode_args, TensorMap, TensorMapArray, TmaElement,
 };

@@ -133,8 +133,10 @@ impl Module {
             .map_err(Error::driver("cuFuncGetAttribute"))?;
         // After get_attribute, which bound the module's context to this thread.
         let param_bytes = param_bytes(&func)?;
+        // A plan kernel's launch facts are its plan's: nothing is read from its PTX.
+        let plan = self.compiled.plan(name).cloned();
         // Only a kernel that uses dynamic shared memory keeps its tiles there.
-        let dynamic = self.compiled.uses_dynamic_smem(name) == Some(true);
+        let dynamic = plan.is_none() && self.compiled.uses_dynamic_smem(name) == Some(true);
         let smem_need = if dynamic {
             SmemNeed::of(&self.compiled.tiles)
         } else {
@@ -142,7 +144,10 @@ impl Module {
         };
         // The pipelines its PTX says it initialises; else, when it keeps something in dynamic
         // shared memory, any pipeline of the source may be its.
-        let used = self.compiled.pipelines_used(name).unwrap_or_default();
+        let used = match plan {
+            Some(_) => Vec::new(),
+            None => self.compiled.pipelines_used(name).unwrap_or_default(),
+        };
         let pipelines = if !used.is_empty() {
             PipelineNeed {
                 pipelines: (self.compiled.pipelines.iter())
@@ -168,6 +173,7 @@ impl Module {
             param_bytes,
             smem_need,
             pipelines,
+            plan,
         })
     }
 
@@ -259,12 +265,19 @@ pub struct Kernel {
     /// the kernel initialises, or, when its PTX names none and it uses dynamic shared memory
     /// (where a pipeline lives), any of the source's.
     pipelines: PipelineNeed,
+    /// The kernel's plan, when its source was given one: its launches are checked against it.
+    plan: Option<tma_core::plan::LaunchPlan>,
 }
 
 impl Kernel {
     /// The kernel's name in the module.
     pub fn name(&self) -> &str {
         &self.name
+    }
+    /// The kernel's plan ([`crate::Source::planned`]): a launch must have its block, cluster
+    /// and dynamic shared memory ([`crate::Error::PlanLaunch`]).
+    pub fn plan(&self) -> Option<&tma_core::plan::LaunchPlan> {
+        self.plan.as_ref()
     }
     /// The module it is in (kept alive by the kernel).
     pub fn module(&self) -> &Arc<Module> {

@@ -1,0 +1,143 @@
+#![allow(clippy::unwrap_used, clippy::panic)]
+
+use super::*;
+use crate::pipeline::{Consumers, PipelineSpec, WarpRoles};
+use crate::{validate, DType, Swizzle, TileSpec};
+
+fn tile(name: &str, rows: u32, swizzle: Swizzle) -> ValidSpec {
+    validate(&TileSpec::new(name, DType::BF16, [4096, 4096], [rows, 64]).swizzle(swizzle)).unwrap()
+}
+
+/// A GEMM-like plan: a two-tile ring of 4 stages, two consumer warpgroups, one D tile per
+/// consumer warpgroup, 256 B of scratch.
+fn gemm() -> KernelPlan {
+    let a = tile("a", 128, Swizzle::B128);
+    let b = tile("b", 128, Swizzle::B128);
+    let d = tile("d", 64, Swizzle::B128);
+    let ring = PipelineSpec::new("ring", 4, Consumers::Warpgroups(2))
+        .tile("a", &a)
+        .tile("b", &b)
+        .validate()
+        .unwrap();
+    let roles = WarpRoles::new("gemm", 40, 2, 232).validate().unwrap();
+    KernelPlan::new("gemm")
+        .pipeline(&ring)
+        .roles(&roles)
+        .staging("d", &d, 2)
+        .scratch("flags", 256, 16)
+}
+
+#[test]
+fn one_layout_for_every_region() {
+    let v = gemm().validate().unwrap();
+    let l = v.layout();
+    // Ring: 4 stages x 32 KB + 64 B of mbarriers, at 0; D: 2 x 8 KB at the next 1 KB; the
+    // scratch after it at 16.
+    let ring: u64 = 4 * 32768 + 64;
+    let d_at = ring.next_multiple_of(1024);
+    let got: Vec<(&str, u64, u64, u64)> = l
+        .regions
+        .iter()
+        .map(|r| (r.name.as_str(), r.offset, r.bytes, r.align))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            ("ring", 0, ring, 1024),
+            ("d", d_at, 2 * 8192, 1024),
+            ("flags", d_at + 16384, 256, 16),
+        ]
+    );
+    assert_eq!(v.region("d").unwrap().stride, 8192);
+    assert_eq!(l.total_bytes, d_at + 16384 + 256);
+    assert_eq!(l.align_bytes, 1024);
+    assert_eq!(l.dynamic_smem_bytes, l.total_bytes + 1024);
+    let launch = v.launch();
+    assert_eq!(launch.block, [384, 1, 1]);
+    assert_eq!(launch.cluster, [1, 1, 1]);
+    assert_eq!(u64::from(launch.dynamic_smem_bytes), l.dynamic_smem_bytes);
+    assert!(launch.smem_opt_in);
+    // Every region aligned, none overlapping.
+    for w in l.regions.windows(2) {
+        assert!(w[0].offset + w[0].bytes <= w[1].offset, "{w:?}");
+    }
+    assert!(l.regions.iter().all(|r| r.offset % r.align == 0));
+}
+
+#[test]
+fn a_small_plan_needs_no_opt_in_and_an_empty_one_no_smem() {
+    let t = tile("t", 64, Swizzle::B128);
+    let v = KernelPlan::new("copy")
+        .staging("slots", &t, 3)
+        .block_threads(32)
+        .validate()
+        .unwrap();
+    // 3 x 8 KB + 1 KB slack.
+    assert_eq!(v.launch().dynamic_smem_bytes, 3 * 8192 + 1024);
+    assert!(!v.launch().smem_opt_in);
+    // 36 rows of 128 B under the 128B swizzle: 4608 B a call, each copy at a multiple of 1 KB.
+    let odd =
+        validate(&TileSpec::new("o", DType::BF16, [4096, 4096], [36, 64]).swizzle(Swizzle::B128))
+            .unwrap();
+    let v = KernelPlan::new("odd")
+        .staging("o", &odd, 3)
+        .block_threads(32)
+        .validate()
+        .unwrap();
+    let o = v.region("o").unwrap();
+    assert_eq!((o.stride, o.bytes, o.align), (5120, 2 * 5120 + 4608, 1024));
+    let none = KernelPlan::new("plain")
+        .block_threads(64)
+        .validate()
+        .unwrap();
+    assert_eq!(none.launch().dynamic_smem_bytes, 0);
+    assert_eq!(none.launch().block, [64, 1, 1]);
+}
+
+#[test]
+fn every_finding_at_once() {
+    let t = tile("t", 64, Swizzle::B128);
+    let e = KernelPlan::new("bad kernel")
+        .staging("x", &t, 0)
+        .scratch("x", 0, 24)
+        .validate()
+        .unwrap_err();
+    let rules: Vec<Rule> = e.errors.iter().map(|f| f.rule).collect();
+    assert_eq!(
+        rules,
+        vec![
+            Rule::NameIsIdentifier,
+            Rule::PlanRegions, // two regions named x
+            Rule::PlanRegions, // no copies
+            Rule::PlanRegions, // no bytes
+            Rule::PlanRegions, // align 24
+            Rule::PlanBlockThreads,
+        ],
+        "{e}"
+    );
+    assert!(e.to_string().contains("kernel plan `bad kernel`"), "{e}");
+}
+
+#[test]
+fn a_staging_region_past_the_block_names_every_region() {
+    let t = tile("t", 256, Swizzle::B128); // 32 KB a call
+    let e = KernelPlan::new("big")
+        .staging("slots", &t, 8)
+        .block_threads(32)
+        .validate()
+        .unwrap_err();
+    assert_eq!(e.errors.len(), 1);
+    assert_eq!(e.errors[0].rule, Rule::PlanSmemFits);
+    assert_eq!(e.errors[0].field, Field::Plan("smem"));
+    let text = e.errors[0].to_string();
+    assert!(
+        text.contains("`slots` 262144 B at +0 (align 1024)") && text.contains("232448"),
+        "{text}"
+    );
+    // Seven fit: 229376 + 1024.
+    assert!(KernelPlan::new("big")
+        .staging("slots", &t, 7)
+        .block_threads(32)
+        .validate()
+        .is_ok());
+}

@@ -1,0 +1,99 @@
+//! Kernel plans: [`PlanCode`] (`struct tma_plan_<name>`), the generated layout of a
+//! [`ValidKernelPlan`]'s shared memory and its launch's numbers.
+
+use super::*;
+use crate::plan::{RegionRole, ValidKernelPlan};
+
+/// One kernel plan's CUDA: `struct tma_plan_<name>` with `BLOCK_THREADS`, `CLUSTER_X/Y/Z`,
+/// `SMEM_BYTES`, `SMEM_ALIGN`, `DYNAMIC_SMEM_BYTES`, per region `OFFSET_<r>`, `BYTES_<r>`,
+/// `ALIGN_<r>` and its accessor (a pipeline constructed on its region, a tile set's or
+/// scratch's base, a staging copy `r(base, i)`), `base(raw)`, and the macro
+/// `TMA_PLAN_<NAME>_LAUNCH_BOUNDS`. The structs it names (tiles, sets, pipelines) must be in
+/// the same translation unit ([`KernelSource::plan`] adds them).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlanCode {
+    name: String,
+    source: String,
+}
+
+impl PlanCode {
+    pub fn new(valid: &ValidKernelPlan) -> Result<PlanCode, RenderError> {
+        let plan = valid.plan();
+        let layout = valid.layout();
+        let launch = valid.launch();
+        let regions: Vec<Value> = layout
+            .regions
+            .iter()
+            .map(|r| {
+                let (kind, cuda) = match r.role {
+                    RegionRole::Pipeline(i) => (
+                        "pipeline",
+                        plan.pipelines
+                            .get(i)
+                            .map(|p| format!("tma_pipe_{}", p.spec().name)),
+                    ),
+                    RegionRole::TileSet(i) => (
+                        "set",
+                        plan.tile_sets.get(i).map(|s| format!("tma_{}", s.name)),
+                    ),
+                    RegionRole::Staging(i) => (
+                        "staging",
+                        plan.regions.get(i).and_then(|g| match &g.kind {
+                            crate::plan::RegionKind::Staging { tile, .. } => {
+                                Some(format!("tma_{}", tile.spec().name))
+                            }
+                            crate::plan::RegionKind::Scratch { .. } => None,
+                        }),
+                    ),
+                    RegionRole::Scratch(_) => ("scratch", None),
+                };
+                map([
+                    ("name", Value::from(r.name.clone())),
+                    ("kind", Value::from(kind)),
+                    ("cuda", Value::from(cuda.unwrap_or_default())),
+                    ("offset", Value::from(r.offset)),
+                    ("bytes", Value::from(r.bytes)),
+                    ("align", Value::from(r.align)),
+                    ("stride", Value::from(r.stride)),
+                    ("copies", Value::from(r.copies)),
+                ])
+            })
+            .collect();
+        let mut ctx = Context::new();
+        ctx.insert("name", &plan.name);
+        ctx.insert("cuda", &plan_cuda_name(&plan.name));
+        ctx.insert("launch_macro", &plan_launch_macro(&plan.name));
+        ctx.insert("threads", &launch.block[0]);
+        ctx.insert("blocks_per_sm", &valid.blocks_per_sm());
+        ctx.insert("cluster", &launch.cluster.to_vec());
+        ctx.insert("total", &layout.total_bytes);
+        ctx.insert("align", &layout.align_bytes);
+        ctx.insert("dynamic", &launch.dynamic_smem_bytes);
+        ctx.insert("opt_in", &launch.smem_opt_in);
+        ctx.insert_value("regions", Value::from(regions));
+        Ok(PlanCode {
+            name: plan.name.clone(),
+            source: render("plan.cuh.tera", &ctx)?,
+        })
+    }
+    /// The struct and its launch-bounds macro.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+    /// `tma_plan_<name>`.
+    pub fn cuda_name(&self) -> String {
+        plan_cuda_name(&self.name)
+    }
+    /// `TMA_PLAN_<NAME>_LAUNCH_BOUNDS`: `__launch_bounds__(BLOCK_THREADS, BLOCKS_PER_SM)`.
+    pub fn launch_macro(&self) -> String {
+        plan_launch_macro(&self.name)
+    }
+}
+
+fn plan_cuda_name(name: &str) -> String {
+    format!("tma_plan_{name}")
+}
+
+fn plan_launch_macro(name: &str) -> String {
+    format!("TMA_PLAN_{}_LAUNCH_BOUNDS", name.to_ascii_uppercase())
+}
