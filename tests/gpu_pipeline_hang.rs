@@ -12,8 +12,9 @@ mod support;
 
 use support::Device;
 use tma::pipeline::{Consumers, PipelineSpec, ValidPipeline};
+use tma::plan::{KernelPlan, ValidKernelPlan};
 use tma::render::KernelSource;
-use tma::runtime::{Error, LaunchConfig, Source, TensorMap};
+use tma::runtime::{Error, Source, TensorMap};
 use tma::{validate, DType, Swizzle, TileSpec, ValidSpec};
 
 fn tiles() -> (ValidSpec, ValidSpec) {
@@ -33,10 +34,20 @@ fn ring() -> ValidPipeline {
         .unwrap()
 }
 
+/// The kernel's plan: the ring in its shared memory, one warpgroup; its launch comes from it.
+fn plan() -> ValidKernelPlan {
+    KernelPlan::new("ring_hang")
+        .pipeline(&ring())
+        .block_threads(128)
+        .validate()
+        .unwrap()
+}
+
 const BODY: &str = r#"
-extern "C" __global__ void ring_hang(const __grid_constant__ CUtensorMap a, const __grid_constant__ CUtensorMap b) {
+typedef tma_plan_ring_hang P;
+extern "C" __global__ void TMA_PLAN_RING_HANG_LAUNCH_BOUNDS ring_hang(const __grid_constant__ CUtensorMap a, const __grid_constant__ CUtensorMap b) {
   extern __shared__ __align__(16) unsigned char raw[];
-  const tma_pipe_stuck pipe(raw);
+  const tma_pipe_stuck pipe = P::stuck(P::base(raw));
   pipe.init();
   tma_pipe_stuck::state s;
   if (threadIdx.x == 0) {
@@ -51,13 +62,7 @@ extern "C" __global__ void ring_hang(const __grid_constant__ CUtensorMap a, cons
 "#;
 
 fn source() -> Source {
-    Source::new(
-        KernelSource::new()
-            .pipeline(&ring())
-            .body(BODY)
-            .build()
-            .unwrap(),
-    )
+    Source::kernel(&KernelSource::new().plan(&plan()).body(BODY)).unwrap()
 }
 
 #[test]
@@ -70,6 +75,7 @@ fn the_stuck_ring_compiles() {
         return;
     };
     assert_eq!(compiled.pipeline_name(0), Some("stuck"));
+    assert_eq!(compiled.plan("ring_hang"), Some(plan().launch()));
 }
 
 #[test]
@@ -85,8 +91,7 @@ fn gpu_a_stage_never_loaded_names_pipeline_stage_and_tiles() {
     let mb = TensorMap::new(&b.bind(&[64, 64], None).unwrap(), &db).unwrap();
     let module = dev.load(&source(), &support::debug_waits());
     let kernel = module.kernel("ring_hang").unwrap();
-    let cfg = LaunchConfig::new(stream, (1, 1, 1), (128, 1, 1))
-        .dynamic_smem(ring().dynamic_smem_bytes() as u32);
+    let cfg = kernel.plan_config(stream, (1, 1, 1)).unwrap();
     let start = std::time::Instant::now();
     // SAFETY: ring_hang(CUtensorMap, CUtensorMap).
     let r = unsafe {

@@ -1,12 +1,14 @@
-//! The fast kernels of msda_fast.cu for any sizes: their configuration, the rendered source
-//! (for `msda_stage`, one 5-D tile per staged level in a tile set), the device buffers and
-//! the launches. Shared by the example and the benchmark.
+//! The fast kernels of msda_fast.cu for any sizes: their configuration, their kernel plans
+//! (block, blocks per SM, and for `msda_stage` one 5-D tile per staged level in a tile set and
+//! the cluster), the rendered source, the device buffers and the launches (from the plans).
+//! Shared by the example and the benchmark.
 
 use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DeviceRepr};
+use tma::plan::{KernelPlan, ValidKernelPlan};
 use tma::render::KernelSource;
-use tma::runtime::{ByValue, CompileOptions, Compiler, Kernel, LaunchConfig, Module, Source};
+use tma::runtime::{ByValue, CompileOptions, Compiler, Kernel, Module, Source};
 use tma::runtime::{Compiled, TensorMap};
 use tma::spec::OobFill;
 use tma::{validate, Arch, TileSpec, ValidSpec};
@@ -244,11 +246,9 @@ pub struct Built {
     pub compiled: Arc<Compiled>,
     /// msda_stage: the staged levels and their tiles.
     pub staged: Vec<(usize, ValidSpec)>,
-    pub dynamic_smem: u32,
+    /// The kernel's plan: its block, cluster and dynamic shared memory (the tile set).
+    pub plan: ValidKernelPlan,
     pub grid: u32,
-    pub block: u32,
-    /// Blocks per cluster along x (1: no cluster).
-    pub cluster: u32,
 }
 
 pub fn build(compiler: &Compiler, m: &Msda, ty: Ty, config: Config, debug: bool) -> Res<Built> {
@@ -256,7 +256,6 @@ pub fn build(compiler: &Compiler, m: &Msda, ty: Ty, config: Config, debug: bool)
     let tpq = (m.channels * ty.bytes() / 16) as u32;
     let chunks = |per_block: u32| m.queries.div_ceil(per_block as usize) as u32;
     let (nb, nh) = (m.batch as u32, m.heads as u32);
-    let mut source = KernelSource::new();
     let mut options = CompileOptions::new(Arch::Sm90a)
         .debug_waits(debug)
         .line_info(true)
@@ -271,7 +270,7 @@ pub fn build(compiler: &Compiler, m: &Msda, ty: Ty, config: Config, debug: bool)
     let mut staged = Vec::new();
     // Queries per block, fewer where a block would pass 1024 threads (D = 64 in f32, say).
     let fit = |qpb: u32, per_query: u32| qpb.min(1024 / per_query).max(1);
-    let (grid, block, dynamic_smem, qpb) = match config.design {
+    let (grid, plan, prelude, qpb) = match config.design {
         Design::Vec { qpb, all_heads } => {
             let qpb = fit(qpb, tpq * if all_heads { nh } else { 1 });
             options = options
@@ -279,11 +278,17 @@ pub fn build(compiler: &Compiler, m: &Msda, ty: Ty, config: Config, debug: bool)
                 .define("MSDA_STAGED", "0")
                 .define("MSDA_ROUNDS", "1")
                 .define("MSDA_CLUSTER", "1");
-            if all_heads {
-                (nb * chunks(qpb), qpb * nh * tpq, 0, qpb)
+            let (grid, block) = if all_heads {
+                (nb * chunks(qpb), qpb * nh * tpq)
             } else {
-                (nb * nh * chunks(qpb), qpb * tpq, 0, qpb)
-            }
+                (nb * nh * chunks(qpb), qpb * tpq)
+            };
+            (
+                grid,
+                KernelPlan::new("msda_vec").block_threads(block),
+                String::new(),
+                qpb,
+            )
         }
         Design::Stage {
             qpb,
@@ -313,36 +318,36 @@ pub fn build(compiler: &Compiler, m: &Msda, ty: Ty, config: Config, debug: bool)
                 .collect();
             let refs: Vec<(&str, &ValidSpec)> =
                 members.iter().map(|(n, v)| (n.as_str(), *v)).collect();
-            source = source.tile_set("msda_stage", &refs);
-            let set = tma::smem::TileSet::new(staged.iter().map(|(_, v)| v.plan()))
-                .map_err(|e| format!("staged levels overflow: {e:?}"))?;
-            source = source.body(&stage_prelude(&levels));
+            // The staged levels are the plan's tile set (its one region), its cluster the
+            // blocks that share them.
+            let plan = KernelPlan::new("msda_stage")
+                .tile_set("msda_stage", &refs)
+                .block_threads(qpb * tpq)
+                .cluster([cluster, 1, 1]);
             options = options
                 .define("MSDA_MAP", "0")
                 .define("MSDA_STAGED", levels.len().to_string())
                 .define("MSDA_ROUNDS", rounds.to_string())
                 .define("MSDA_CLUSTER", cluster.to_string());
-            let smem = u32::try_from(set.dynamic_smem_bytes())?;
             let per_pair = chunks(qpb * rounds).next_multiple_of(cluster);
-            (nb * nh * per_pair, qpb * tpq, smem, qpb)
+            (nb * nh * per_pair, plan, stage_prelude(&levels), qpb)
         }
     };
     options = options.define("MSDA_QPB", qpb.to_string());
-    if block > 1024 || block % 32 != 0 {
-        return Err(format!(
-            "{}: block of {block} threads (a multiple of 32, <= 1024)",
-            config.label()
-        )
-        .into());
+    let plan = plan
+        .blocks_per_sm(config.minb)
+        .validate()
+        .map_err(|e| format!("{}: {e}", config.label()))?;
+    let block = plan.launch().block[0];
+    if block % 32 != 0 {
+        return Err(format!("{}: block of {block} threads (whole warps)", config.label()).into());
     }
-    let text = source
-        .body_at(
-            "examples/03-deformable-attention/msda_fast.cu",
-            1,
-            MSDA_FAST_CU,
-        )
-        .build()?;
-    let source = Source::new(text);
+    let source = KernelSource::new().plan(&plan).body(&prelude).body_at(
+        "examples/03-deformable-attention/msda_fast.cu",
+        1,
+        MSDA_FAST_CU,
+    );
+    let source = Source::kernel(&source)?;
     let compiled = compiler.compile_source(&source, &options)?;
     let entry = format!(".entry {}", config.kernel_name());
     if !compiled.ptx.contains(&entry) {
@@ -354,13 +359,8 @@ pub fn build(compiler: &Compiler, m: &Msda, ty: Ty, config: Config, debug: bool)
         options,
         compiled,
         staged,
-        dynamic_smem,
+        plan,
         grid,
-        block,
-        cluster: match config.design {
-            Design::Stage { cluster, .. } => cluster,
-            Design::Vec { .. } => 1,
-        },
     })
 }
 
@@ -492,11 +492,8 @@ impl FastDevice {
     /// Queues one launch of `k` on the stream.
     pub fn launch(&mut self, k: &Loaded) -> Res<()> {
         let b = &k.built;
-        let mut cfg = LaunchConfig::new(&self.stream, (b.grid, 1, 1), (b.block, 1, 1))
-            .dynamic_smem(b.dynamic_smem);
-        if b.cluster > 1 {
-            cfg = cfg.cluster((b.cluster, 1, 1));
-        }
+        // Block, cluster and dynamic shared memory from the kernel's plan; the grid is ours.
+        let cfg = k.kernel.plan_config(&self.stream, (b.grid, 1, 1))?;
         let (queries, spatial) = (self.m.queries as i32, self.m.spatial() as i32);
         let attn = if b.config.softmax {
             &self.logits

@@ -139,8 +139,8 @@ fn main() -> Res<()> {
                                 config.label(),
                                 ty.name(),
                                 b.grid,
-                                b.block,
-                                b.dynamic_smem
+                                b.plan.launch().block[0],
+                                b.plan.launch().dynamic_smem_bytes
                             );
                         }
                     }

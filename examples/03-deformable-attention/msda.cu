@@ -14,7 +14,8 @@
 // (L * P = 32) while issuing loads, one lane per channel while accumulating. Each warp has
 // its own mbarrier (per-warp barriers were the fastest in the seed experiments).
 // The tile helpers (Value::load, TX_BYTES, the element type Value::elem) are generated from
-// the tile declaration; `Value` is the tile's name for this kernel (KernelSource::tile_as).
+// the tile declaration; `Value` is the tile's name for these kernels (their plans, setup.rs:
+// tma_plan_msda_tma places the boxes in shared memory, both give the launch's block).
 
 #define MSDA_HEADS 8
 #define MSDA_LEVELS 4
@@ -22,7 +23,6 @@
 #define MSDA_CH 32
 #define MSDA_PTS (MSDA_LEVELS * MSDA_POINTS)
 #define MSDA_BOX_BYTES (2 * 2 * MSDA_CH * 2)
-#define MSDA_SMEM_ALIGN 128u
 // Each warp gathers its 32 points in phases of MSDA_PHASE_PTS through one buffer of that many
 // boxes. Fewer points per phase means less shared memory and more resident warps; on an H100
 // that ran slower (16: 223 us, 32: 189 us), so one phase of 32 is the default.
@@ -30,8 +30,6 @@
 #define MSDA_PHASE_PTS 32
 #endif
 #define MSDA_PHASES (MSDA_PTS / MSDA_PHASE_PTS)
-#define MSDA_WARP_SMEM_BYTES (MSDA_PHASE_PTS * MSDA_BOX_BYTES)
-#define MSDA_TMA_SMEM_BYTES (MSDA_HEADS * MSDA_WARP_SMEM_BYTES)
 
 static_assert(MSDA_PTS == 32, "one lane per sampling point");
 static_assert(MSDA_PTS % MSDA_PHASE_PTS == 0, "whole phases");
@@ -108,18 +106,23 @@ __device__ __forceinline__ MsdaPoint msda_point(const float* __restrict__ loc, c
 static_assert(Value::RANK == 3u, "[H][W][C] view");
 static_assert(Value::BOXES == 1u, "one box per load");
 static_assert(Value::TX_BYTES == MSDA_BOX_BYTES, "a [2][2][32] 16-bit box is 256 bytes");
-static_assert(Value::SMEM_BYTES == MSDA_BOX_BYTES, "boxes are packed 256 bytes apart");
-static_assert(Value::SMEM_ALIGN <= MSDA_SMEM_ALIGN, "per-lane boxes stay aligned");
-static_assert(MSDA_BOX_BYTES % MSDA_SMEM_ALIGN == 0 || MSDA_SMEM_ALIGN % MSDA_BOX_BYTES == 0, "box alignment");
+// msda_tma's shared memory: the plan's staging region `boxes`, box q of warp w's phase at
+// Plan::boxes(base, w * MSDA_PHASE_PTS + q), each aligned for the tile.
+typedef tma_plan_msda_tma MsdaTmaPlan;
+static_assert(MsdaTmaPlan::COPIES_boxes == MSDA_HEADS * MSDA_PHASE_PTS, "one box per point of a phase, per warp");
+static_assert(MsdaTmaPlan::BLOCK_THREADS == MSDA_HEADS * 32 && tma_plan_msda_ldg::BLOCK_THREADS == MSDA_HEADS * 32,
+              "one warp per head");
+// Both kernels keep __launch_bounds__(threads) without a blocks-per-SM minimum (the plans'
+// TMA_PLAN_<K>_LAUNCH_BOUNDS macros name one, 1, which lets ptxas take 37 and 70 registers
+// instead of 32: other code); the launch's block still comes from the plans.
 
-// Dynamic shared memory: MSDA_TMA_SMEM_BYTES (+ MSDA_SMEM_ALIGN slack for the alignment).
 extern "C" __global__ void __launch_bounds__(MSDA_HEADS * 32)
 msda_tma(const CUtensorMap* __restrict__ maps,  // [N][HEADS][LEVELS], in global memory
          const float* __restrict__ loc, const float* __restrict__ attn, unsigned short* __restrict__ out,
          const __grid_constant__ MsdaLevels lv, int queries) {
   extern __shared__ unsigned char msda_smem_raw[];
   __shared__ __align__(8) tma_mbarrier bars[MSDA_HEADS];
-  unsigned char* msda_smem = tma_align_smem<Value>(msda_smem_raw);  // MSDA_SMEM_ALIGN or less
+  unsigned char* const msda_smem = MsdaTmaPlan::base(msda_smem_raw);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int b = blockIdx.x / queries;
   const int head = warp;
@@ -134,7 +137,7 @@ msda_tma(const CUtensorMap* __restrict__ maps,  // [N][HEADS][LEVELS], in global
   }
   __syncwarp();
   const MsdaPoint p = msda_point(loc, attn, lv, pq_head, lane);
-  unsigned char* tiles = msda_smem + warp * MSDA_WARP_SMEM_BYTES;
+  const unsigned first_box = warp * MSDA_PHASE_PTS;  // this warp's boxes: first_box + 0 .. PHASE_PTS - 1
   float acc = 0.f;
   const int c = lane;
   for (int phase = 0; phase < MSDA_PHASES; ++phase) {
@@ -149,7 +152,7 @@ msda_tma(const CUtensorMap* __restrict__ maps,  // [N][HEADS][LEVELS], in global
     // the expected byte count stays exact. Coordinates in user order (h, w, c); c = 0 is
     // 16-byte aligned.
     if (lane / MSDA_PHASE_PTS == phase)
-      Value::load(head_maps + p.level, bar, tiles + (lane % MSDA_PHASE_PTS) * MSDA_BOX_BYTES,
+      Value::load(head_maps + p.level, bar, MsdaTmaPlan::boxes(msda_smem, first_box + lane % MSDA_PHASE_PTS),
                   {.H = p.h0, .W = p.w0, .C = 0});
     tma_mbarrier_wait(bar, phase & 1, MSDA_PHASE_PTS * Value::TX_BYTES, Value::TILE_ID);
 #pragma unroll 4
@@ -158,7 +161,7 @@ msda_tma(const CUtensorMap* __restrict__ maps,  // [N][HEADS][LEVELS], in global
       const float lh = __shfl_sync(0xffffffffu, p.lh, pt);
       const float lw = __shfl_sync(0xffffffffu, p.lw, pt);
       const float a = __shfl_sync(0xffffffffu, p.weight, pt);
-      const unsigned char* t = tiles + q * MSDA_BOX_BYTES;
+      const unsigned char* t = MsdaTmaPlan::boxes(msda_smem, first_box + q);
       const float v00 = msda_to_f32(Value::at(t, {.H = 0, .W = 0, .C = c}));
       const float v01 = msda_to_f32(Value::at(t, {.H = 0, .W = 1, .C = c}));
       const float v10 = msda_to_f32(Value::at(t, {.H = 1, .W = 0, .C = c}));

@@ -20,6 +20,9 @@
 // share one (batch, head) and each loads part of the staged levels, multicast to all),
 // MSDA_SOFTMAX, MSDA_UNROLL, MSDA_MINB (blocks per SM the registers must allow). With
 // MSDA_STAGED > 0 the host renders the staged levels' tiles (set msda_stage) and msda_slot<l>.
+// Each build holds one kernel, msda_vec (MSDA_STAGED == 0) or msda_stage, and its kernel plan
+// (fast.rs): tma_plan_msda_vec / tma_plan_msda_stage give the launch's block (and cluster and
+// the staged levels' place in shared memory), and the kernel's __launch_bounds__.
 
 #if MSDA_DTYPE == 2
 typedef float msda_t;
@@ -220,15 +223,18 @@ __device__ __forceinline__ void msda_store(msda_t* __restrict__ out, long long n
   *reinterpret_cast<uint4*>(out + nqh * MSDA_D + sub * MSDA_VEC) = msda_pack(acc);
 }
 
+#if MSDA_STAGED == 0
 #if MSDA_MAP == 0
 #define MSDA_VEC_BLOCK (MSDA_QPB * MSDA_TPQ)
 #else
 #define MSDA_VEC_BLOCK (MSDA_QPB * MSDA_M * MSDA_TPQ)
 #endif
+static_assert(tma_plan_msda_vec::BLOCK_THREADS == MSDA_VEC_BLOCK && tma_plan_msda_vec::BLOCKS_PER_SM == MSDA_MINB,
+              "the plan's block is the kernel's");
 
 // Grid: MSDA_MAP 0: N * M * ceil(Q / QPB) blocks, block b = ((n * M + head) * chunks + chunk);
 //       MSDA_MAP 1: N * ceil(Q / QPB) blocks, block b = n * chunks + chunk, all heads.
-extern "C" __global__ void __launch_bounds__(MSDA_VEC_BLOCK, MSDA_MINB)
+extern "C" __global__ void TMA_PLAN_MSDA_VEC_LAUNCH_BOUNDS
 msda_vec(const msda_t* __restrict__ value, const float* __restrict__ loc, const float* __restrict__ attn,
          msda_t* __restrict__ out, const __grid_constant__ MsdaShapes sh, int queries, int spatial) {
   const int chunks = (queries + MSDA_QPB - 1) / MSDA_QPB;
@@ -255,23 +261,27 @@ msda_vec(const msda_t* __restrict__ value, const float* __restrict__ loc, const 
   if (live) msda_store(out, nqh, sub, acc);
 }
 
-#if MSDA_STAGED > 0
+#else
 // Rendered by the host before this file: the tile set `msda_stage` (one member s<k> per
 // staged level: a [1][H][W][1][D] box of the level's [N][H][W][M][C] view), msda_slot<l>
 // (staged, the member's tile type, offset and index), MSDA_STAGE_MAP_PTRS (&s0_map, ...) and
 // msda_stage_group (tma_group of the members).
 typedef tma_msda_stage MsdaStage;
+typedef tma_plan_msda_stage MsdaStagePlan;  // the set is its region `msda_stage`
+static_assert(MsdaStagePlan::BLOCK_THREADS == MSDA_QPB * MSDA_TPQ && MsdaStagePlan::BLOCKS_PER_SM == MSDA_MINB &&
+                  MsdaStagePlan::CLUSTER_X == MSDA_CLUSTER,
+              "the plan's launch is the kernel's");
 
 // Grid: N * M * chunks blocks, chunks = ceil(Q / (QPB * ROUNDS)) rounded up to a multiple of
 // MSDA_CLUSTER, block b = ((n * M + head) * chunks + chunk), clusters of MSDA_CLUSTER along x;
-// MsdaStage::DYNAMIC_SMEM_BYTES of dynamic shared memory.
-extern "C" __global__ void __launch_bounds__(MSDA_QPB * MSDA_TPQ, MSDA_MINB)
+// the plan's block, cluster and dynamic shared memory.
+extern "C" __global__ void TMA_PLAN_MSDA_STAGE_LAUNCH_BOUNDS
 msda_stage(const msda_t* __restrict__ value, const float* __restrict__ loc, const float* __restrict__ attn,
            msda_t* __restrict__ out, const __grid_constant__ MsdaShapes sh, int queries, int spatial,
            TMA_MSDA_STAGE_PARAMS) {
   extern __shared__ unsigned char msda_raw[];
   __shared__ __align__(8) tma_mbarrier bar;
-  unsigned char* smem = tma_align_smem<MsdaStage>(msda_raw);
+  unsigned char* smem = MsdaStagePlan::msda_stage(MsdaStagePlan::base(msda_raw));
   constexpr int per_block = MSDA_QPB * MSDA_ROUNDS;
   // Chunks per (batch, head), a multiple of the cluster: the blocks of a cluster share it.
   const int chunks = ((queries + per_block - 1) / per_block + MSDA_CLUSTER - 1) / MSDA_CLUSTER * MSDA_CLUSTER;

@@ -6,10 +6,11 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DeviceRepr};
 use half::{bf16, f16};
+use tma::plan::{KernelPlan, ValidKernelPlan};
 use tma::render::KernelSource;
 use tma::runtime::ByValue;
 use tma::runtime::{CompileOptions, Compiled, Compiler, Source};
-use tma::runtime::{Kernel, LaunchConfig, Module, TensorMap, TensorMapArray};
+use tma::runtime::{Kernel, Module, TensorMap, TensorMapArray};
 use tma::{Arch, BoundSpec, Tile, ValidSpec};
 
 use crate::reference::Msda;
@@ -37,11 +38,6 @@ pub fn phase_points() -> u32 {
         .and_then(|v| v.parse().ok())
         .filter(|n: &u32| [1, 2, 4, 8, 16, 32].contains(n))
         .unwrap_or(32)
-}
-/// 8 warps x phase_points() x 256 B of boxes (64 KB at 32 points) plus the slack msda_tma
-/// uses to align them to MSDA_SMEM_ALIGN (128 B).
-pub fn tma_dynamic_smem() -> u32 {
-    HEADS as u32 * phase_points() * BOX_BYTES + 128
 }
 
 /// The value tile in f16: a `[H][W][C = 32]` view of one (batch, head, level) whose rows
@@ -150,14 +146,33 @@ impl Elem {
     }
 }
 
-/// Render the tile helpers + msda.cu, which names the tile `Value` (its element type,
-/// `Value::elem`, picks the f16 or bf16 conversions).
+/// msda_tma's plan: the tile (named `Value` for the kernel), a staging region `boxes` of one
+/// box per sampling point of a phase for each warp (8 x phase_points() x 256 B), one warp per
+/// head. msda.cu takes each box's place from it, the launch its dynamic shared memory.
+pub fn tma_plan(elem: Elem) -> Res<ValidKernelPlan> {
+    Ok(KernelPlan::new("msda_tma")
+        .tile("Value", elem.valid())
+        .staging("boxes", elem.valid(), HEADS as u32 * phase_points())
+        .block_threads(BLOCK)
+        .validate()?)
+}
+
+/// msda_ldg's plan: no shared memory, one warp per head (its launch's block, from one place).
+pub fn ldg_plan() -> Res<ValidKernelPlan> {
+    Ok(KernelPlan::new("msda_ldg")
+        .block_threads(BLOCK)
+        .validate()?)
+}
+
+/// Render the plans (the tile helpers, `tma_plan_msda_tma` / `tma_plan_msda_ldg`) + msda.cu,
+/// which names the tile `Value` (its element type, `Value::elem`, picks the f16 or bf16
+/// conversions); the source carries both plans' launches.
 pub fn kernel_source(elem: Elem) -> Res<Source> {
-    let text = KernelSource::new()
-        .tile_as(elem.valid(), "Value")
-        .body(MSDA_CU)
-        .build()?;
-    Ok(Source::new(text))
+    let source = KernelSource::new()
+        .plan(&tma_plan(elem)?)
+        .plan(&ldg_plan()?)
+        .body(MSDA_CU);
+    Ok(Source::kernel(&source)?)
 }
 
 /// `debug`: `-DTMA_DEBUG`, a hung mbarrier wait traps after 1 s and the launch returns an
@@ -456,13 +471,12 @@ impl Device {
 
     /// msda_tma (asynchronous on the stream).
     pub fn launch_tma(&mut self) -> Res<()> {
-        let cfg = LaunchConfig::new(&self.stream, self.grid(), (BLOCK, 1, 1))
-            .dynamic_smem(tma_dynamic_smem());
+        let cfg = self.tma.plan_config(&self.stream, self.grid())?;
         let queries = self.m.queries as i32;
         // SAFETY: msda_tma(const CUtensorMap* maps, const float* loc, const float* attn,
         // unsigned short* out, MsdaLevels lv, int queries); the maps cover views of `value`
         // (alive in self); loc/attn/out hold batch * queries * heads * (32 * 2 | 32 | 32)
-        // elements; 64 KB + 128 B of dynamic shared memory as the kernel uses.
+        // elements; the block and dynamic shared memory are its plan's.
         unsafe {
             self.tma
                 .launch_builder(&cfg)
@@ -479,7 +493,7 @@ impl Device {
 
     /// msda_ldg (asynchronous on the stream).
     pub fn launch_ldg(&mut self) -> Res<()> {
-        let cfg = LaunchConfig::new(&self.stream, self.grid(), (BLOCK, 1, 1));
+        let cfg = self.ldg.plan_config(&self.stream, self.grid())?;
         let spatial = self.m.spatial() as i32;
         let queries = self.m.queries as i32;
         // SAFETY: msda_ldg(const unsigned short* value, int spatial, const float* loc,

@@ -152,7 +152,7 @@ pub fn check(plan: &Plan, rng: &mut Rng) -> Res<String> {
         "STAGE_TX_BYTES {} x {} stages, smem {} B, wgmma reads A {ra} + B {rb} elements exact{}",
         p.stage_tx_bytes(),
         c.stages,
-        plan.smem_bytes,
+        plan.kernel.launch().dynamic_smem_bytes,
         if rd > 0 {
             format!(", D staging {rd} positions")
         } else {

@@ -1,7 +1,8 @@
-//! Checking and timing one configuration on one problem, against cuBLAS on the same buffers.
+//! Checking one configuration on one problem, against cuBLAS on the same buffers and exact
+//! f64 samples. (Timing it against cuBLAS, paired, is the benchmark's: benches/gemm.)
 
 use crate::check::{check_samples, compare, samples, Compare, Samples};
-use crate::gpu::{cublas, paired, Gpu, Launch, Loaded, OutBuf, Problem};
+use crate::gpu::{cublas, Gpu, Launch, OutBuf, Problem};
 use crate::kernel::{Out, Res};
 use crate::rng::Rng;
 
@@ -79,64 +80,5 @@ pub fn check(
         cmp,
         bad_samples,
         worst,
-    })
-}
-
-/// Paired timing of a launch against cuBLAS: (ms, cuBLAS ms).
-pub fn time_paired(
-    gpu: &Gpu,
-    launch: &Launch,
-    p: &Problem,
-    r: &Reference,
-    group: i32,
-    warmup: usize,
-    reps: usize,
-) -> Res<(f64, f64)> {
-    paired(gpu, warmup, reps, 5, &mut || launch.run(group), &mut || {
-        cublas(gpu, p, r.out, &r.buf)
-    })
-}
-
-/// A configuration loaded and launched on a problem: check, then time.
-pub struct Outcome {
-    pub verdict: Verdict,
-    pub ms: f64,
-    pub cublas_ms: f64,
-}
-
-impl Outcome {
-    pub fn tflops(&self, p: &Problem) -> f64 {
-        p.flops() / self.ms / 1e9
-    }
-    pub fn cublas_tflops(&self, p: &Problem) -> f64 {
-        p.flops() / self.cublas_ms / 1e9
-    }
-    pub fn ratio(&self) -> f64 {
-        self.cublas_ms / self.ms
-    }
-}
-
-#[allow(clippy::too_many_arguments)]
-pub fn evaluate(
-    gpu: &Gpu,
-    loaded: &Loaded,
-    p: &Problem,
-    r: &Reference,
-    d: &mut OutBuf,
-    group: i32,
-    warmup: usize,
-    reps: usize,
-) -> Res<Outcome> {
-    let launch = Launch::new(gpu, loaded, p, d, r.out)?;
-    let verdict = check(gpu, &launch, d, r, p, group)?;
-    let (ms, cublas_ms) = if reps > 0 {
-        time_paired(gpu, &launch, p, r, group, warmup, reps)?
-    } else {
-        (f64::NAN, f64::NAN)
-    };
-    Ok(Outcome {
-        verdict,
-        ms,
-        cublas_ms,
     })
 }

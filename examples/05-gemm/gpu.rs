@@ -1,5 +1,5 @@
 //! On the GPU: problems (random A and B in [-1, 1], never 0), the cuBLAS reference on the
-//! same buffers, launching a compiled configuration, event timing.
+//! same buffers, launching a compiled configuration from its kernel plan, event timing.
 
 use std::sync::Arc;
 
@@ -174,7 +174,6 @@ pub fn cublas(gpu: &Gpu, p: &Problem, out: Out, d: &OutBuf) -> Res<()> {
 /// A configuration loaded on the GPU.
 pub struct Loaded {
     pub config: Config,
-    pub smem: u32,
     pub kernel: Kernel,
     /// Resident clusters per GPU (persistent grid size), from the driver.
     pub max_clusters: u32,
@@ -189,46 +188,15 @@ impl Loaded {
         let kernel = module.kernel("gemm")?;
         let plan: &Plan = &built.plan;
         let c = plan.config;
-        let f = kernel.function().cu_function();
-        // SAFETY: a live function; the attribute takes a byte count.
-        unsafe {
-            sys::cuFuncSetAttribute(
-                f,
-                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                plan.smem_bytes as i32,
-            )
+        // The most clusters of the plan's launch (block, cluster, dynamic shared memory: the
+        // runtime opts the kernel in) that fit the GPU at once: a persistent grid.
+        let cfg = kernel.plan_config(&gpu.stream, (c.cluster() * gpu.sms, 1, 1))?;
+        let max_clusters = kernel.max_active_clusters(&cfg)?;
+        if max_clusters == 0 {
+            return Err(format!("{c}: no cluster of this configuration fits the GPU").into());
         }
-        .result()?;
-        let cl = c.cluster();
-        let mut attr: sys::CUlaunchAttribute =
-            // SAFETY: an all-zero attribute is a valid plain C value.
-            unsafe { std::mem::zeroed() };
-        attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-        attr.value.clusterDim.x = cl;
-        attr.value.clusterDim.y = 1;
-        attr.value.clusterDim.z = 1;
-        let cfg = sys::CUlaunchConfig {
-            gridDimX: cl * gpu.sms,
-            gridDimY: 1,
-            gridDimZ: 1,
-            blockDimX: c.threads(),
-            blockDimY: 1,
-            blockDimZ: 1,
-            sharedMemBytes: plan.smem_bytes,
-            hStream: gpu.stream.cu_stream(),
-            attrs: &mut attr,
-            numAttrs: 1,
-        };
-        let mut n: i32 = 0;
-        // SAFETY: valid out-pointer, live function, config and attribute alive for the call.
-        let r = unsafe { sys::cuOccupancyMaxActiveClusters(&mut n, f, &cfg) }.result();
-        let max_clusters = match r {
-            Ok(()) if n > 0 => n as u32,
-            _ => gpu.sms / cl,
-        };
         Ok(Loaded {
             config: c,
-            smem: plan.smem_bytes,
             kernel,
             max_clusters,
             plan_a: plan.a.clone(),
@@ -281,15 +249,10 @@ impl<'a> Launch<'a> {
             (Some(_), _) => return Err("output buffer of the wrong type".into()),
             (None, _) => TensorMap::new_raw_bits(&loaded.plan_a.bind(&[m, k], None)?, &p.a)?,
         };
-        let mut cfg = LaunchConfig::new(
-            &gpu.stream,
-            (loaded.grid(p), 1, 1),
-            (loaded.config.threads(), 1, 1),
-        )
-        .dynamic_smem(loaded.smem);
-        if loaded.config.cluster() > 1 {
-            cfg = cfg.cluster((loaded.config.cluster(), 1, 1));
-        }
+        // Block, cluster and dynamic shared memory from the kernel's plan; the grid is ours.
+        let cfg = loaded
+            .kernel
+            .plan_config(&gpu.stream, (loaded.grid(p), 1, 1))?;
         Ok(Launch {
             loaded,
             cfg,
@@ -334,29 +297,4 @@ pub fn time(gpu: &Gpu, reps: usize, f: &mut dyn FnMut() -> Res<()>) -> Res<Vec<f
 pub fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
     v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
-}
-
-/// Paired timing: `blocks` blocks alternating cuBLAS and the candidate (the card throttles
-/// under sustained load, so each is timed in the same thermal state), `reps` launches each
-/// in all after `warmup`. (median candidate ms, median cuBLAS ms).
-pub fn paired(
-    gpu: &Gpu,
-    warmup: usize,
-    reps: usize,
-    blocks: usize,
-    candidate: &mut dyn FnMut() -> Res<()>,
-    baseline: &mut dyn FnMut() -> Res<()>,
-) -> Res<(f64, f64)> {
-    for _ in 0..warmup {
-        baseline()?;
-        candidate()?;
-    }
-    gpu.stream.synchronize()?;
-    let per = reps.div_ceil(blocks).max(1);
-    let (mut c, mut b) = (Vec::new(), Vec::new());
-    for _ in 0..blocks {
-        b.extend(time(gpu, per, baseline)?);
-        c.extend(time(gpu, per, candidate)?);
-    }
-    Ok((median(&mut c), median(&mut b)))
 }

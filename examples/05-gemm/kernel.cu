@@ -1,16 +1,20 @@
 // D[M][N] = A[M][K] * B[N][K]^T, fp32 accumulation (examples/05-gemm). Appended after tma's
-// generated helpers (tiles, pipeline `tma_pipe_gemm`, warp roles `tma_roles_gemm`); the
-// GEMM_* macros before it say which configuration this source is (kernel.rs renders them).
-// Everything that touches a descriptor, an mbarrier or a TMA copy is a tma helper: the
-// operand tiles' desc(), the pipeline's acquire/load/wait/release, the D tile's offset() and
-// store().
+// generated helpers (tiles, pipeline `tma_pipe_ring`, warp roles `tma_roles_gemm`, and the
+// kernel plan `tma_plan_gemm`: where the ring and D's staging sit in shared memory, and the
+// launch's block, cluster and dynamic shared memory); the GEMM_* macros before it say which
+// configuration this source is (kernel.rs renders them). Everything that touches a
+// descriptor, an mbarrier, a TMA copy or a shared-memory offset is a tma helper: the operand
+// tiles' desc(), the pipeline's acquire/load/wait/release, the plan's regions, the D tile's
+// offset() and store().
 
-typedef tma_pipe_gemm Pipe;
+typedef tma_plan_gemm P;
+typedef tma_pipe_ring Pipe;
 typedef Pipe::tile_a TA;
 typedef Pipe::tile_b TB;
 
 constexpr int GEMM_BK = TA::BOX_k;                 // K of one stage
 constexpr int GEMM_CL = GEMM_CM * GEMM_CN;          // CTAs of a cluster
+static_assert(P::CLUSTER_X == GEMM_CL && P::CLUSTER_Y == 1u && P::CLUSTER_Z == 1u, "the plan's cluster");
 constexpr int GEMM_MI = GEMM_BM / (64 * GEMM_NC);   // 64-row blocks per consumer warpgroup
 static_assert(GEMM_MI >= 1 && GEMM_MI * 64 * GEMM_NC == GEMM_BM, "BM is whole 64-row blocks per consumer");
 static_assert(TB::WGMMA_N == GEMM_BN, "B's tile is the instruction's N");
@@ -98,16 +102,15 @@ __device__ __forceinline__ void gemm_store_direct(float (&acc)[GEMM_MI][GEMM_BN 
 typedef tma_roles_gemm R;
 
 #if GEMM_EPI_TMA
-typedef tma_d TD;
-// Staging of consumer c: after the pipeline's shared memory, aligned for D's swizzle.
-constexpr unsigned GEMM_EPI_OFFSET = (Pipe::SMEM_BYTES + TD::SMEM_ALIGN - 1u) / TD::SMEM_ALIGN * TD::SMEM_ALIGN;
-constexpr unsigned GEMM_EPI_STRIDE = (TD::SMEM_BYTES + TD::SMEM_ALIGN - 1u) / TD::SMEM_ALIGN * TD::SMEM_ALIGN;
+// D's staging: the plan's region `d`, one copy of D's call per consumer warpgroup
+// (P::d(base, c)), each aligned for its 128B swizzle.
+typedef P::tile_d TD;
+static_assert(P::COPIES_d == GEMM_NC, "one staging copy per consumer warpgroup");
 constexpr int GEMM_CHUNK_COLS = TD::BOX_n;             // 64 x 16-bit or 32 x f32: 128-byte rows
 constexpr int GEMM_NB = (int)TD::BOXES;                // chunks one store() moves
 constexpr int GEMM_CHUNKS_N = GEMM_BN / GEMM_CHUNK_COLS;
 constexpr int GEMM_CHUNKS = GEMM_MI * GEMM_CHUNKS_N;   // per consumer and tile
 static_assert(TD::BOX_m == 64 && GEMM_CHUNKS_N % GEMM_NB == 0, "D's call is NB whole chunks of one 64-row block");
-static_assert(GEMM_EPI_OFFSET + GEMM_NC * GEMM_EPI_STRIDE + Pipe::SMEM_ALIGN <= GEMM_SMEM_BYTES, "launch smem");
 
 __device__ __forceinline__ void gemm_epi_sync(int c) {
   if (c == 0) R::sync_epi0();
@@ -162,12 +165,13 @@ __device__ __forceinline__ void gemm_store_tma(float (&acc)[GEMM_MI][GEMM_BN / 2
 #endif
 
 // Warp-specialized: warpgroup 0 produces (one thread), warpgroups 1..NC consume.
-extern "C" __global__ void TMA_ROLES_GEMM_LAUNCH_BOUNDS gemm(const __grid_constant__ CUtensorMap mapA,
+extern "C" __global__ void TMA_PLAN_GEMM_LAUNCH_BOUNDS gemm(const __grid_constant__ CUtensorMap mapA,
                                                             const __grid_constant__ CUtensorMap mapB,
                                                             const __grid_constant__ CUtensorMap mapD, void* D, int M,
                                                             int N, int K, int group) {
   extern __shared__ __align__(16) unsigned char gemm_raw[];
-  const Pipe pipe(gemm_raw);
+  unsigned char* const base = P::base(gemm_raw);
+  const Pipe pipe = P::ring(base);
   if (threadIdx.x == 0u) {
     tma_prefetch_tensormap(&mapA);
     tma_prefetch_tensormap(&mapB);
@@ -225,7 +229,7 @@ extern "C" __global__ void TMA_ROLES_GEMM_LAUNCH_BOUNDS gemm(const __grid_consta
       if (!GEMM_RELEASE_ONE || tw == 0u) pipe.release(prev);
       const int row0 = m0 + c * GEMM_MI * 64;
 #if GEMM_EPI_TMA
-      gemm_store_tma(acc, &mapD, pipe.base + GEMM_EPI_OFFSET + c * GEMM_EPI_STRIDE, c, row0, n0, tw);
+      gemm_store_tma(acc, &mapD, P::d(base, c), c, row0, n0, tw);
 #else
       gemm_store_direct(acc, D, M, N, row0, n0, tw);
 #endif
@@ -240,12 +244,12 @@ extern "C" __global__ void TMA_ROLES_GEMM_LAUNCH_BOUNDS gemm(const __grid_consta
 #else
 // One warpgroup: thread 0 keeps STAGES - 1 loads ahead, all 128 threads run wgmma and wait
 // for it (wait_group 0) every k-block; one tile per CTA, direct stores.
-extern "C" __global__ void __launch_bounds__(128, 1) gemm(const __grid_constant__ CUtensorMap mapA,
+extern "C" __global__ void TMA_PLAN_GEMM_LAUNCH_BOUNDS gemm(const __grid_constant__ CUtensorMap mapA,
                                                          const __grid_constant__ CUtensorMap mapB,
                                                          const __grid_constant__ CUtensorMap mapD, void* D, int M,
                                                          int N, int K, int group) {
   extern __shared__ __align__(16) unsigned char gemm_raw[];
-  const Pipe pipe(gemm_raw);
+  const Pipe pipe = P::ring(P::base(gemm_raw));
   (void)mapD;
   pipe.init();
   const gemm_sched sched(M, N, group, 0u);

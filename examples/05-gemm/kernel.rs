@@ -3,9 +3,8 @@
 
 use std::fmt;
 
-use tma::pipeline::{
-    ClusterAxis, Consumers, PipelineSpec, ValidPipeline, ValidWarpRoles, WarpRoles,
-};
+use tma::pipeline::{ClusterAxis, Consumers, PipelineSpec, ValidPipeline, WarpRoles};
+use tma::plan::{KernelPlan, ValidKernelPlan};
 use tma::render::KernelSource;
 use tma::runtime::{CompileOptions, Source};
 use tma::spec::{Extent, L2Promotion, Major, Operand};
@@ -234,13 +233,6 @@ impl Config {
     pub fn cluster(&self) -> u32 {
         self.cm * self.cn
     }
-    /// Threads per block.
-    pub fn threads(&self) -> u32 {
-        match self.kind {
-            Kind::Simple => 128,
-            Kind::Ws => 384,
-        }
-    }
     /// Consumer warpgroups.
     pub fn consumers(&self) -> u32 {
         match self.kind {
@@ -328,7 +320,9 @@ impl fmt::Display for Config {
     }
 }
 
-/// A configuration's checked declarations and launch facts.
+/// A configuration's checked declarations: its tiles and its kernel plan (the pipeline, the
+/// warp roles, D's staging), from which both the source's shared-memory layout
+/// (`struct tma_plan_gemm`) and the launch (block, cluster, dynamic shared memory) come.
 pub struct Plan {
     pub config: Config,
     pub a: ValidSpec,
@@ -336,9 +330,8 @@ pub struct Plan {
     /// D's tile (TMA-store epilogue only).
     pub d: Option<ValidSpec>,
     pub pipeline: ValidPipeline,
-    pub roles: Option<ValidWarpRoles>,
-    /// Dynamic shared memory per block: the pipeline's, the epilogue staging, alignment.
-    pub smem_bytes: u32,
+    /// The kernel `gemm`'s plan.
+    pub kernel: ValidKernelPlan,
 }
 
 fn runtime2(spec: TileSpec) -> TileSpec {
@@ -351,7 +344,7 @@ fn findings(what: &str, e: impl fmt::Display) -> Box<dyn std::error::Error + Sen
 }
 
 impl Plan {
-    /// Declares and checks the tiles, the pipeline and the roles of `c`.
+    /// Declares and checks the tiles, the pipeline, the roles and the kernel plan of `c`.
     pub fn new(c: Config) -> Res<Plan> {
         let dt = c.input.dtype();
         if c.cm > 1 && c.cn > 1 {
@@ -396,19 +389,12 @@ impl Plan {
             }
             _ => None,
         };
-        // Staging: one D call per consumer warpgroup, after the pipeline, 1024-aligned.
-        let staging = d.as_ref().map_or(0, |d| {
-            let p = d.plan();
-            p.footprint_bytes.next_multiple_of(p.align_bytes) * u64::from(c.consumers())
-        });
-        // The pipeline's barriers end unaligned: up to one alignment of padding before it.
-        let reserve = if staging > 0 { staging + 1024 } else { 0 };
         let consumers = if c.wg_release {
             Consumers::Threads(c.consumers())
         } else {
             Consumers::Warpgroups(c.consumers())
         };
-        let mut p = PipelineSpec::new("gemm", c.stages, consumers).reserve_smem(reserve);
+        let mut p = PipelineSpec::new("ring", c.stages, consumers);
         p = if c.cn > 1 {
             p.multicast_tile("a", &a, ClusterAxis::X)
         } else {
@@ -423,51 +409,41 @@ impl Plan {
             .cluster([c.cluster(), 1, 1])
             .validate()
             .map_err(|e| findings("pipeline", e))?;
-        let roles = match c.kind {
-            Kind::Ws => Some(
-                WarpRoles::new("gemm", 40, 2, 232)
+        // The kernel plan: the ring, then (TMA-store epilogue) one D call of staging per
+        // consumer warpgroup; the block is the roles' (one warpgroup without them), the
+        // cluster the pipeline's. Offsets, alignment and the launch are computed there, once.
+        let mut kernel = KernelPlan::new("gemm").pipeline(&pipeline);
+        kernel = match c.kind {
+            Kind::Ws => kernel.roles(
+                &WarpRoles::new("gemm", 40, c.consumers(), 232)
                     .barrier("epi0", 128)
                     .barrier("epi1", 128)
                     .validate()
                     .map_err(|e| findings("warp roles", e))?,
             ),
-            Kind::Simple => None,
+            Kind::Simple => kernel.block_threads(128),
         };
-        let layout = pipeline.layout();
-        let smem = if staging > 0 {
-            layout.total_bytes.next_multiple_of(1024) + staging + layout.align_bytes
-        } else {
-            pipeline.dynamic_smem_bytes()
-        };
-        let limit = Arch::Sm90a.max_smem_per_block();
-        if smem > limit {
-            return Err(format!("{c}: {smem} B of shared memory, a block has {limit}").into());
+        if let Some(d) = &d {
+            kernel = kernel.staging("d", d, c.consumers());
         }
+        let kernel = kernel.validate().map_err(|e| findings(&c.name(), e))?;
         Ok(Plan {
             config: c,
             a,
             b,
             d,
             pipeline,
-            roles,
-            smem_bytes: smem as u32,
+            kernel,
         })
     }
 
-    /// The whole CUDA source: tma's helpers for the tiles, pipeline and roles, the config's
-    /// macros, kernel.cu.
+    /// The whole CUDA source: the plan (tma's helpers for its tiles, pipeline and roles, and
+    /// `struct tma_plan_gemm`), the config's macros, kernel.cu; it carries the plan's launch.
     pub fn source(&self) -> Res<Source> {
         let c = &self.config;
-        let mut src = KernelSource::new().pipeline(&self.pipeline);
-        if let Some(d) = &self.d {
-            src = src.tile(d);
-        }
-        if let Some(r) = &self.roles {
-            src = src.warp_roles(r);
-        }
         let defines = format!(
             "#define GEMM_BM {}\n#define GEMM_BN {}\n#define GEMM_CM {}\n#define GEMM_CN {}\n#define GEMM_NC {}\n\
-             #define GEMM_WS {}\n#define GEMM_PERSIST {}\n#define GEMM_EPI_TMA {}\n#define GEMM_OUT {}\n#define GEMM_SMEM_BYTES {}u\n\
+             #define GEMM_WS {}\n#define GEMM_PERSIST {}\n#define GEMM_EPI_TMA {}\n#define GEMM_OUT {}\n\
              #define GEMM_RELEASE_ONE {}\n",
             c.bm,
             c.bn,
@@ -478,15 +454,13 @@ impl Plan {
             u32::from(c.persistent),
             u32::from(matches!(c.epi, Epi::Tma { .. })),
             c.out.code(),
-            self.smem_bytes,
             u32::from(c.wg_release)
         );
-        let text = src
+        let src = KernelSource::new()
+            .plan(&self.kernel)
             .body(&defines)
-            .body_at("examples/05-gemm/kernel.cu", 1, KERNEL_CU)
-            .build()
-            .map_err(|e| findings("render", e))?;
-        Ok(Source::new(text))
+            .body_at("examples/05-gemm/kernel.cu", 1, KERNEL_CU);
+        Source::kernel(&src).map_err(|e| findings("render", e))
     }
 }
 

@@ -3,27 +3,30 @@
 //! multiples of 8 (ragged edges: TMA fills out-of-bounds loads with zeros and clips stores).
 //!
 //! The kernel (kernel.cu) is the prototype of issue 14 re-expressed with tma's pieces only:
-//! TMA loads with 128B swizzle through a pipeline (`tma_pipe_gemm`: one expect per stage,
+//! TMA loads with 128B swizzle through a pipeline (`tma_pipe_ring`: one expect per stage,
 //! B's 256 rows multicast over a 2-CTA cluster as two back-to-back 128-row boxes), wgmma on
 //! the operand tiles' descriptors (`TA::desc`, `TB::desc`, `tma_wgmma<TA, TB>`), warp roles
 //! (`tma_roles_gemm`: a producer warpgroup at 40 registers, two consumers at 232, named
 //! barriers for the epilogue), a persistent grouped-raster scheduler, and a TMA-store
 //! epilogue through D's tile (`TD::offset` places stmatrix rows in its 128B swizzle,
 //! `TD::store`). Each configuration (block tile, stages, cluster, persistence, epilogue,
-//! types; kernel.rs) is rendered and NVRTC-compiled at run time by tma's runtime (cached in
-//! TMA_CACHE_DIR), all of them in parallel.
+//! types; kernel.rs) is a kernel plan (`KernelPlan`: the ring, the roles, D's staging), from
+//! which both the kernel's shared-memory layout (`tma_plan_gemm`) and its launch come; it is
+//! rendered and NVRTC-compiled at run time by tma's runtime (cached in TMA_CACHE_DIR), all
+//! of them in parallel. (`examples/05-basic-gemm.rs` is one configuration in one file: read
+//! it first.)
 //!
 //! Without a GPU: renders and compiles every configuration, checks each plan on the CPU
 //! model (A and B loaded by the TMA model and read back through the kernel's descriptors by
 //! the wgmma read model; the pipeline's numbers; D's staging offsets), and says why it stops.
 //! With a GPU: every configuration's output is checked against cuBLAS (same buffers, inputs
 //! random in [-1, 1], never 0, outputs poisoned) and against exact f64 samples, then timed
-//! paired with cuBLAS. `--tune` keeps the best configuration per (device, shape, types) in
-//! TMA_CACHE_DIR/gemm-tune.txt and reuses it in the next run.
+//! once (median of `--reps` launches; 0: not timed). The paired timing against cuBLAS, the
+//! autotune and the tables are the benchmark's (`cargo bench --bench gemm`).
 //!
 //! Run: `cargo run --release --example 05-gemm -- [--shapes 4096x4096x4096,...]
 //! [--dtype bf16|f16] [--out bf16|f16|f32] [--configs all|ladder|NAME,...] [--reps N]
-//! [--group G] [--tune]`
+//! [--group G]`
 
 mod check;
 mod compile;
@@ -33,9 +36,7 @@ mod eval;
 mod gpu;
 mod kernel;
 mod rng;
-mod tune;
 
-use std::collections::HashMap;
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -50,7 +51,6 @@ struct Args {
     configs: String,
     reps: usize,
     group: i32,
-    tune: bool,
 }
 
 pub fn parse_shape(s: &str) -> Option<(usize, usize, usize)> {
@@ -79,15 +79,10 @@ fn args() -> Res<Args> {
         configs: "all".into(),
         reps: 20,
         group: 8,
-        tune: false,
     };
     let mut out_given = false;
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
-        if k == "--tune" {
-            a.tune = true;
-            continue;
-        }
         let v = it.next().ok_or(format!("{k} needs a value"))?;
         match k.as_str() {
             "--shapes" => {
@@ -265,64 +260,35 @@ fn run() -> Res<bool> {
         .iter()
         .map(|b| gpu::Loaded::new(&gpu, b))
         .collect::<Res<_>>()?;
-    let mut tune = tune::TuneCache::open(compiler.config().cache_dir.clone());
     let mut all_ok = true;
     for &shape in &a.shapes {
         let p = gpu::Problem::new(&gpu, shape, a.input, rng.next())?;
         let r = eval::reference(&gpu, &p, a.out, &mut rng)?;
+        let tflops = |ms: f64| p.flops() / ms / 1e9;
+        let cublas_ms = timed(&gpu, a.reps, &mut || gpu::cublas(&gpu, &p, a.out, &r.buf))?;
         println!(
-            "\n== {}x{}x{} (M x N x K): cuBLAS vs f64: {}/{} bad, max err/bound {:.3}",
+            "\n== {}x{}x{} (M x N x K): cuBLAS vs f64: {}/{} bad, max err/bound {:.3}; cuBLAS {:.1} TFLOP/s",
             p.m,
             p.n,
             p.k,
             r.own.0,
             eval::SAMPLES,
-            r.own.1
+            r.own.1,
+            tflops(cublas_ms)
         );
-        let cached = if a.tune {
-            tune.get(&gpu.name, shape, a.input, a.out)
-        } else {
-            None
-        };
         let mut d = gpu::OutBuf::new(&gpu, p.m * p.n, a.out)?;
-        let mut best: Option<(Config, f64, f64)> = None;
-        let index: HashMap<Config, usize> = loaded
-            .iter()
-            .enumerate()
-            .map(|(i, l)| (l.config, i))
-            .collect();
-        let run_list: Vec<&gpu::Loaded> = match cached.and_then(|(c, _, _)| index.get(&c)) {
-            Some(&i) => {
-                println!(
-                    "  tuned best from {}: {}",
-                    tune.path()
-                        .map_or(String::new(), |p| p.display().to_string()),
-                    loaded[i].config
-                );
-                vec![&loaded[i]]
-            }
-            None => loaded.iter().collect(),
-        };
-        for l in run_list {
-            let o = eval::evaluate(&gpu, l, &p, &r, &mut d, a.group, 3, a.reps)?;
-            all_ok &= o.verdict.ok();
+        for l in &loaded {
+            let launch = gpu::Launch::new(&gpu, l, &p, &d, a.out)?;
+            let verdict = eval::check(&gpu, &launch, &mut d, &r, &p, a.group)?;
+            all_ok &= verdict.ok();
+            let ms = timed(&gpu, a.reps, &mut || launch.run(a.group))?;
             println!(
-                "  {:<40} {:>8.1} TFLOP/s {:.3}x (paired cuBLAS {:>6.1}) | {}",
+                "  {:<40} {:>8.1} TFLOP/s {:.3}x cuBLAS | {}",
                 l.config.to_string(),
-                o.tflops(&p),
-                o.ratio(),
-                o.cublas_tflops(&p),
-                o.verdict.describe(p.m * p.n)
+                tflops(ms),
+                cublas_ms / ms,
+                verdict.describe(p.m * p.n)
             );
-            if o.verdict.ok() && best.is_none_or(|b| o.ratio() > b.2) {
-                best = Some((l.config, o.tflops(&p), o.ratio()));
-            }
-        }
-        if let Some(b) = best {
-            println!("  best: {} ({:.1} TFLOP/s, {:.3}x cuBLAS)", b.0, b.1, b.2);
-            if a.tune && cached.is_none() {
-                tune.put(&gpu.name, shape, a.input, a.out, b);
-            }
         }
     }
     println!(
@@ -334,4 +300,15 @@ fn run() -> Res<bool> {
         }
     );
     Ok(all_ok)
+}
+
+/// Median ms of `reps` event-timed launches of `f` after 3 warm-ups (NaN for 0 reps).
+fn timed(gpu: &gpu::Gpu, reps: usize, f: &mut dyn FnMut() -> Res<()>) -> Res<f64> {
+    if reps == 0 {
+        return Ok(f64::NAN);
+    }
+    for _ in 0..3 {
+        f()?;
+    }
+    Ok(gpu::median(&mut gpu::time(gpu, reps, f)?))
 }

@@ -1,6 +1,7 @@
 //! The autotune cache: the best configuration per (device, shape, input, output), one line
-//! each in `gemm-tune.txt` of the runtime's cache directory (TMA_CACHE_DIR), read by the next
-//! process. Lines: `device|MxNxK|in|out|config|TFLOP/s|ratio to cuBLAS`.
+//! each in `gemm-tune.txt` of the runtime's cache directory (TMA_CACHE_DIR), written by each
+//! run of the benchmark and read by the next (GEMM_BENCH_TUNED=1 skips the sweep for a shape
+//! it holds). Lines: `device|MxNxK|in|out|config|TFLOP/s|ratio to cuBLAS`.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -1,4 +1,6 @@
-//! The GEMM of examples/05-gemm against cuBLAS, in one process on the same buffers.
+//! The GEMM of examples/05-gemm against cuBLAS, in one process on the same buffers: the
+//! example's configurations, kernel plans and checks (its files, by path), with the timing and
+//! tuning harness that lives only here (timing.rs: paired medians; tune.rs: the tune cache).
 //!
 //! 1. Cold compile times (a compiler with no caches): one configuration; then 16 distinct
 //!    configurations in parallel on the machine's cores (goals: <= 1 s, <= 3 s on 16 cores).
@@ -7,7 +9,9 @@
 //!    briefly paired with cuBLAS; the best (highest ratio) is kept in the tune cache
 //!    (TMA_CACHE_DIR/gemm-tune.txt) and timed again at length: TFLOP/s = 2MNK / median of
 //!    event-timed launches after warm-up, in 5 blocks alternating with cuBLAS (the card
-//!    throttles under sustained load), and the ratio to the paired cuBLAS median.
+//!    throttles under sustained load), and the ratio to the paired cuBLAS median. With
+//!    GEMM_BENCH_TUNED=1 a shape whose best is in the tune cache skips the sweep (its best
+//!    is still checked and timed at length).
 //! 3. The ladder of features, each a configuration of the same kernel, on every shape.
 //! 4. Other types: f16 in/out and bf16 in / f32 out with the large-tile configuration.
 //!
@@ -15,28 +19,27 @@
 //! Run: `cargo bench --bench gemm` (GEMM_BENCH_REPS=N sets the long timing's launches).
 
 #[allow(dead_code)]
-#[path = "../examples/05-gemm/check.rs"]
+#[path = "../../examples/05-gemm/check.rs"]
 mod check;
 #[allow(dead_code)]
-#[path = "../examples/05-gemm/compile.rs"]
+#[path = "../../examples/05-gemm/compile.rs"]
 mod compile;
 #[allow(dead_code)]
-#[path = "../examples/05-gemm/cublas.rs"]
+#[path = "../../examples/05-gemm/cublas.rs"]
 mod cublas;
 #[allow(dead_code)]
-#[path = "../examples/05-gemm/eval.rs"]
+#[path = "../../examples/05-gemm/eval.rs"]
 mod eval;
 #[allow(dead_code)]
-#[path = "../examples/05-gemm/gpu.rs"]
+#[path = "../../examples/05-gemm/gpu.rs"]
 mod gpu;
 #[allow(dead_code)]
-#[path = "../examples/05-gemm/kernel.rs"]
+#[path = "../../examples/05-gemm/kernel.rs"]
 mod kernel;
 #[allow(dead_code)]
-#[path = "../examples/05-gemm/rng.rs"]
+#[path = "../../examples/05-gemm/rng.rs"]
 mod rng;
-#[allow(dead_code)]
-#[path = "../examples/05-gemm/tune.rs"]
+mod timing;
 mod tune;
 
 use std::collections::HashMap;
@@ -162,6 +165,7 @@ fn main() -> Res<()> {
         .collect::<Res<_>>()?;
     let by: HashMap<Config, &gpu::Loaded> = loaded.iter().map(|l| (l.config, l)).collect();
     let mut tune = tune::TuneCache::open(compiler.config().cache_dir.clone());
+    let reuse = std::env::var("GEMM_BENCH_TUNED").is_ok_and(|v| v == "1");
     let mut rng = Rng::from_clock();
     let mut failures = 0;
     let mut best_rows = Vec::new();
@@ -184,11 +188,27 @@ fn main() -> Res<()> {
             eval::SAMPLES,
             r.own.1
         );
-        // Tune: every candidate, checked, 30 paired launches each.
+        // Tune: every candidate, checked, 30 paired launches each (or the tune cache's best).
         let mut best: Option<(Config, f64)> = None;
-        for c in Config::candidates(In::BF16, Out::BF16) {
+        let cached = tune
+            .get(&gpu.name, shape, In::BF16, Out::BF16)
+            .filter(|(c, _, _)| reuse && by.contains_key(c));
+        if let Some((c, _, ratio)) = cached {
+            let file = tune.path().map(|p| p.display().to_string());
+            println!(
+                "  tuned best from {}: {c}",
+                file.as_deref().unwrap_or("the tune cache")
+            );
+            best = Some((c, ratio));
+        }
+        let sweep = if cached.is_some() {
+            Vec::new()
+        } else {
+            Config::candidates(In::BF16, Out::BF16)
+        };
+        for c in sweep {
             let l = by[&c];
-            let o = eval::evaluate(&gpu, l, &p, &r, &mut d, group, 3, 30)?;
+            let o = timing::evaluate(&gpu, l, &p, &r, &mut d, group, 3, 30)?;
             if !o.verdict.ok() {
                 failures += 1;
             }
@@ -206,7 +226,7 @@ fn main() -> Res<()> {
         let Some((bc, _)) = best else {
             continue;
         };
-        let o = eval::evaluate(&gpu, by[&bc], &p, &r, &mut d, group, 5, reps)?;
+        let o = timing::evaluate(&gpu, by[&bc], &p, &r, &mut d, group, 5, reps)?;
         if !o.verdict.ok() {
             failures += 1;
         }
@@ -233,7 +253,7 @@ fn main() -> Res<()> {
             ratio: o.ratio(),
         });
         for (i, (name, c)) in ladder.iter().enumerate() {
-            let o = eval::evaluate(&gpu, by[c], &p, &r, &mut d, group, 3, reps / 2)?;
+            let o = timing::evaluate(&gpu, by[c], &p, &r, &mut d, group, 3, reps / 2)?;
             if !o.verdict.ok() {
                 failures += 1;
             }
@@ -254,7 +274,7 @@ fn main() -> Res<()> {
             let p = gpu::Problem::new(&gpu, shape, c.input, rng.next())?;
             let r = eval::reference(&gpu, &p, c.out, &mut rng)?;
             let mut d = gpu::OutBuf::new(&gpu, p.m * p.n, c.out)?;
-            let o = eval::evaluate(&gpu, by[&c], &p, &r, &mut d, group, 5, reps / 2)?;
+            let o = timing::evaluate(&gpu, by[&c], &p, &r, &mut d, group, 5, reps / 2)?;
             if !o.verdict.ok() {
                 failures += 1;
             }
