@@ -382,10 +382,11 @@ fn debug_checks_compile_to_nothing_when_off() {
     }
     // A multicast pipeline: init()'s launch check, the multicast branch's mask and mbarrier
     // checks and the debug waits compile to nothing as well.
-    // The comment init() leaves in the PTX for the runtime (which pipelines a kernel uses) is
-    // cut as well: it is no instruction either.
+    // The marker init() leaves in the PTX for the runtime (which pipelines a kernel uses, a
+    // scoped register declaration) is cut as well: it is no instruction either.
     let full = multicast_pipeline_kernel();
-    let marker = "asm volatile(\"// tma-pipeline-use {{ id }}\");".replace("{{ id }}", "0");
+    let marker =
+        "asm volatile(\"{ .reg .b32 %tma_pipeline_use_{{ id }}; }\");".replace("{{ id }}", "0");
     assert!(full.contains(&marker));
     let cut: String = without_debug_blocks(&full)
         .lines()
