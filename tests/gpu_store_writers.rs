@@ -4,7 +4,9 @@
 //! block writes `ROUNDS` tiles through one staging buffer (128B swizzle, placed by `at()`),
 //! with `tma_sync_block` and with a named barrier (`tma_sync_named<1, 128>`) over the 128
 //! writers of a 160-thread block; the output, poisoned first, must equal the values bit for
-//! bit. Skips visibly without a GPU; the NVRTC test runs without one.
+//! bit. Warps 1 to 3 write a few microseconds late, so a store that does not wait for every
+//! writer stores their part unwritten. Skips visibly without a GPU; the NVRTC test runs
+//! without one.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 #[path = "gpu/support.rs"]
@@ -35,6 +37,9 @@ __device__ void write_rounds(const CUtensorMap* map, unsigned char* raw, int rou
   unsigned char* smem = tma_align_smem<S>(raw);
   for (int k = 0; k < rounds; ++k) {
     const int row0 = (static_cast<int>(blockIdx.x) * rounds + k) * 32;
+    // Warps 1.. write late (1 us a warp): without the writers' barrier, thread 0 would store
+    // their part of the tile before they wrote it.
+    if (threadIdx.x >= 32u) __nanosleep(1000u * (threadIdx.x / 32u));
     for (unsigned n = threadIdx.x; n < 32u * 32u; n += WRITERS) {
       const int r = static_cast<int>(n / 32u), c = static_cast<int>(n % 32u);
       S::at(smem, {.R = r, .C = c}) = seed + static_cast<float>((row0 + r) * 32 + c);
