@@ -39,6 +39,8 @@ fn tool(test: &str, name: &str) -> Option<PathBuf> {
 /// What ptxas and the disassembler say about one compiled kernel.
 struct Sass {
     text: String,
+    /// What ptxas said (`-v`: registers, stack, spills, performance notes).
+    log: String,
     spill_bytes: u64,
     stack_bytes: u64,
 }
@@ -74,6 +76,7 @@ fn assemble(ptxas: &Path, cuobjdump: &Path, ptx: &str, dir: &Path, stem: &str) -
     );
     Sass {
         text: String::from_utf8_lossy(&dump.stdout).to_string(),
+        log,
         spill_bytes,
         stack_bytes,
     }
@@ -408,10 +411,11 @@ fn debug_checks_compile_to_nothing_when_off() {
     }
     // A multicast pipeline: init()'s launch check, the multicast branch's mask and mbarrier
     // checks and the debug waits compile to nothing as well.
-    // The comment init() leaves in the PTX for the runtime (which pipelines a kernel uses) is
-    // cut as well: it is no instruction either.
+    // The marker init() leaves in the PTX for the runtime (which pipelines a kernel uses, a
+    // scoped register declaration) is cut as well: it is no instruction either.
     let full = multicast_pipeline_kernel();
-    let marker = "asm volatile(\"// tma-pipeline-use {{ id }}\");".replace("{{ id }}", "0");
+    let marker =
+        "asm volatile(\"{ .reg .b32 %tma_pipeline_use_{{ id }}; }\");".replace("{{ id }}", "0");
     assert!(full.contains(&marker));
     let cut: String = without_debug_blocks(&full)
         .lines()
@@ -437,6 +441,150 @@ fn debug_checks_compile_to_nothing_when_off() {
         "the pipeline's debug checks change the release SASS"
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The release bound of the waits keeps the hot path lean: compiled with bounded waits (the
+/// default) and with the bare loop (`bounded_waits(false)`), every corpus kernel, the
+/// multicast pipeline kernel and a warp-specialised kernel (setmaxnreg, a pipeline's acquire
+/// and wait) issue the same TMA, mbarrier-arrive and setmaxnreg instructions; the bounded
+/// build adds a %globaltimer read and a trap (the slow path) and no call, no stack, no local
+/// memory, and ptxas keeps the setmaxnreg (a call would make it drop them: C7507); the bare
+/// build has neither timer nor trap.
+#[test]
+fn bounded_waits_keep_the_release_sass_lean() {
+    let test = "bounded_waits_keep_the_release_sass_lean";
+    let Some(_) = require_nvrtc_or_skip(test) else {
+        return;
+    };
+    let (Some(ptxas), Some(cuobjdump)) = (tool(test, "ptxas"), tool(test, "cuobjdump")) else {
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("tma-bounded-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let compiler = Compiler::global().unwrap();
+    let mut sources: Vec<(String, String)> = corpus()
+        .iter()
+        .map(|v| {
+            let src = KernelSource::new()
+                .tile(v)
+                .body(&exercise_body(v))
+                .build()
+                .unwrap();
+            (v.spec().name.clone(), src)
+        })
+        .collect();
+    sources.push(("multicast_pipe".into(), multicast_pipeline_kernel()));
+    sources.push(("roles_pipe".into(), warp_roles_pipeline_kernel()));
+    let release = CompileOptions::new(Arch::Sm90a).debug_waits(false);
+    for (name, src) in &sources {
+        let sass = |bounded: bool| {
+            let c = compiler
+                .compile_source(
+                    &Source::new(src.as_str()),
+                    &release.clone().bounded_waits(bounded),
+                )
+                .unwrap();
+            assemble(
+                &ptxas,
+                &cuobjdump,
+                &c.ptx,
+                &dir,
+                &format!("{name}_{bounded}"),
+            )
+        };
+        let (bounded, bare) = (sass(true), sass(false));
+        for op in ["UTMALDG", "UTMASTG", "UTMAREDG", "UTMAPF", "USETMAXREG"] {
+            assert_eq!(
+                count(&bounded.text, op),
+                count(&bare.text, op),
+                "{name}: {op}"
+            );
+        }
+        let arrives = |t: &str| t.matches("SYNCS.ARRIVE").count();
+        assert_eq!(
+            arrives(&bounded.text),
+            arrives(&bare.text),
+            "{name}: arrives"
+        );
+        assert!(bounded.text.contains("SR_GLOBALTIMER"), "{name}: no timer");
+        assert!(bounded.text.contains("BPT.TRAP"), "{name}: no trap");
+        assert!(
+            !bare.text.contains("SR_GLOBALTIMER") && !bare.text.contains("BPT.TRAP"),
+            "{name}: bare"
+        );
+        assert_eq!(
+            count(&bounded.text, "CALL"),
+            0,
+            "{name}: a call\n{}",
+            bounded.text
+        );
+        assert_eq!((bounded.spill_bytes, bounded.stack_bytes), (0, 0), "{name}");
+        assert_eq!(
+            count(&bounded.text, "LDL") + count(&bounded.text, "STL"),
+            0,
+            "{name}: local memory"
+        );
+        assert!(!bounded.log.contains("C7507"), "{name}: {}", bounded.log);
+        println!(
+            "{name}: {} instructions bounded, {} bare",
+            bounded.text.matches(" ;").count(),
+            bare.text.matches(" ;").count()
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A warp-specialised kernel shaped like the GEMM's: a producer warpgroup at 40 registers
+/// acquiring and loading the stages of a 4-stage ring, two consumer warpgroups at 232 waiting
+/// and releasing them.
+fn warp_roles_pipeline_kernel() -> String {
+    use tma::pipeline::{Consumers, PipelineSpec, WarpRoles};
+    use tma::{validate, DType, Swizzle, TileSpec};
+    let a = validate(
+        &TileSpec::new("la", DType::BF16, [4096, 64], [64, 64])
+            .dim_names(["r", "c"])
+            .swizzle(Swizzle::B128),
+    )
+    .unwrap();
+    let pipe = PipelineSpec::new("lean", 4, Consumers::Warpgroups(2))
+        .tile("a", &a)
+        .validate()
+        .unwrap();
+    let roles = WarpRoles::new("lean", 40, 2, 232).validate().unwrap();
+    KernelSource::new()
+        .pipeline(&pipe)
+        .warp_roles(&roles)
+        .body(
+            r#"
+extern "C" __global__ void TMA_ROLES_LEAN_LAUNCH_BOUNDS roles_kernel(const __grid_constant__ CUtensorMap a, int n,
+                                                                     float* out) {
+  extern __shared__ __align__(16) unsigned char raw[];
+  const tma_pipe_lean pipe(raw);
+  pipe.init();
+  tma_pipe_lean::state s;
+  if (tma_roles_lean::is_producer()) {
+    tma_roles_lean::producer_setmaxnreg();
+    if (threadIdx.x == 0u) {
+      for (int k = 0; k < n; ++k, ++s) {
+        pipe.acquire(s);
+        pipe.load(s, &a, {.r = k * 64, .c = 0});
+      }
+    }
+  } else {
+    tma_roles_lean::consumer_setmaxnreg();
+    float acc = 0.0f;
+    for (int k = 0; k < n; ++k, ++s) {
+      pipe.wait(s);
+      acc += static_cast<float>(pipe.stage(s)[threadIdx.x]);
+      pipe.release(s);
+    }
+    out[blockIdx.x * blockDim.x + threadIdx.x] = acc;
+  }
+}
+"#,
+        )
+        .build()
+        .unwrap()
 }
 
 /// A kernel streaming a 2-CTA multicast pipeline (one tile multicast along x, one alone).

@@ -189,7 +189,8 @@ pub enum Error {
     )]
     KernelNotFound { name: String, result: CuResult },
 
-    /// The module has no `tma_debug_record` global but debug waits were asked for.
+    /// The module has no `tma_debug_record` global but debug waits were asked for (a release
+    /// module without it loads: compiled with `TMA_UNBOUNDED_WAITS`, or without the prelude).
     #[error("module compiled with debug waits has no `tma_debug_record` global: the source lacks the tma prelude ({result})")]
     DebugRecordMissing { result: CuResult },
 
@@ -324,7 +325,9 @@ pub enum Error {
         context_lost: bool,
     },
 
-    /// A debug wait gave up: the mbarrier never completed its phase. Usually the bytes
+    /// A bounded wait gave up (debug: after `TMA_DEBUG_TIMEOUT_NS`; release: after
+    /// `TMA_WAIT_TIMEOUT_NS`, unless compiled with [`crate::CompileOptions::bounded_waits`] off):
+    /// the mbarrier never completed its phase. Usually the bytes
     /// expected (`expected_tx`) differ from what the copies delivered, or a copy used a bad
     /// tensor map. After this trap the CUDA context is unusable: start a fresh process.
     #[error(
@@ -385,7 +388,7 @@ pub enum Error {
         thread: u32,
     },
 
-    /// A pipeline's debug wait gave up (compiled with debug on): a consumer's `wait` on a
+    /// A pipeline's bounded wait gave up (debug or release, as [`Error::BarrierTimeout`]): a consumer's `wait` on a
     /// stage's full barrier (the stage's copies never delivered `expected_tx` bytes, or the
     /// producer never loaded it) or the producer's `acquire` on its empty barrier (a consumer
     /// never released it). After this trap the CUDA context is unusable: start a fresh process.

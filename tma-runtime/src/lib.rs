@@ -111,7 +111,9 @@
 //! them (`prefetch.tensormap` + `fence.proxy.tensormap::generic.acquire`).
 //!
 //! # Hangs become errors
-//! A module compiled with `debug_waits` (`-DTMA_DEBUG`) gets a pinned, device-mapped
+//! Every wait of tma's generated helpers is bounded (debug: `TMA_DEBUG_TIMEOUT_NS`, 1 s;
+//! release: `TMA_WAIT_TIMEOUT_NS`, 10 s; [`CompileOptions::bounded_waits`] turns the release
+//! bound off). A module whose source has the tma prelude gets a pinned, device-mapped
 //! [`HangRecord`] whose address goes into its `tma_debug_record` global before any
 //! launch. A wait that gives up writes the record and traps; the failed launch or
 //! synchronisation ([`Launch::launch_and_sync`], [`Module::synchronize`]) then returns

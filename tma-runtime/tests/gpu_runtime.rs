@@ -245,10 +245,23 @@ fn gpu_sources_compile_without_gpu() -> Result<(), Error> {
         return Ok(());
     }
     let compiler = Compiler::global()?;
-    for debug in [false, true] {
-        let opts = CompileOptions::new(tma_core::Arch::Sm90a).debug_waits(debug);
+    // The hang record's global is there whenever the waits are bounded: debug, or release
+    // unless `bounded_waits(false)` (`-DTMA_UNBOUNDED_WAITS`, which debug overrides).
+    for (debug, bounded, record) in [
+        (false, true, true),
+        (true, true, true),
+        (false, false, false),
+        (true, false, true),
+    ] {
+        let opts = CompileOptions::new(tma_core::Arch::Sm90a)
+            .debug_waits(debug)
+            .bounded_waits(bounded);
         let c = compiler.compile(&src(), &opts)?;
-        assert_eq!(c.ptx.contains("tma_debug_record"), debug);
+        assert_eq!(
+            c.ptx.contains("tma_debug_record"),
+            record,
+            "debug {debug}, bounded {bounded}"
+        );
     }
     Ok(())
 }

@@ -84,6 +84,10 @@ pub const CXX_STANDARD: &str = "c++20";
 /// Default of `TMA_DEBUG_TIMEOUT_NS` (docs/CONTRACTS.md: 1 s of `%globaltimer`).
 pub const DEBUG_TIMEOUT_NS: u64 = 1_000_000_000;
 
+/// Default of `TMA_WAIT_TIMEOUT_NS`, the bound of a release build's waits (docs/CONTRACTS.md
+/// "Bounded waits": 10 s of `%globaltimer`, generous: a wait that long is a hang).
+pub const WAIT_TIMEOUT_NS: u64 = 10_000_000_000;
+
 /// Tile id written into hang records when the tile is unknown.
 pub const UNKNOWN_TILE_ID: u32 = 0xffff_ffff;
 
@@ -164,6 +168,7 @@ pub fn prelude() -> String {
 fn prelude_checked() -> Result<String, RenderError> {
     let mut ctx = Context::new();
     ctx.insert("debug_timeout_ns", &DEBUG_TIMEOUT_NS);
+    ctx.insert("wait_timeout_ns", &WAIT_TIMEOUT_NS);
     let codes = |entries: Vec<(String, u32)>| -> Value {
         Value::from(
             entries

@@ -92,13 +92,15 @@ impl Compiled {
             .find(|p| p.id == id)
             .map(|p| p.name.as_str())
     }
-    /// The ids of the pipelines kernel `name` initialises (the `// tma-pipeline-use` comment
-    /// of their `init()` in its PTX); `None` when the PTX has no such kernel.
+    /// The ids of the pipelines kernel `name` initialises (the `%tma_pipeline_use_<id>`
+    /// register their `init()` declares in its PTX; comments never count); `None` when the
+    /// PTX has no such kernel.
     pub fn pipelines_used(&self, name: &str) -> Option<Vec<u32>> {
         super::ptx::pipelines_used(&self.ptx, name)
     }
     /// Whether kernel `name` uses dynamic shared memory (an `extern __shared__` array, in
-    /// its body or a function it calls); `None` when the PTX has no such kernel.
+    /// its body or a function it calls; read from the PTX's code, not its comments); `None`
+    /// when the PTX has no such kernel.
     pub fn uses_dynamic_smem(&self, name: &str) -> Option<bool> {
         super::ptx::uses_dynamic_smem(&self.ptx, name)
     }

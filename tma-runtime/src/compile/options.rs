@@ -16,6 +16,13 @@ pub struct CompileOptions {
     /// [`crate::Error::BarrierTimeout`] or [`crate::Error::DeviceCheck`]. On by default in
     /// debug builds (`cfg!(debug_assertions)` of tma-runtime), off in release builds.
     pub debug_waits: bool,
+    /// Release builds bound their waits too (on by default): a wait of the generated helpers
+    /// gives up after `TMA_WAIT_TIMEOUT_NS` (10 s of `%globaltimer`; `define` another), writes
+    /// the hang record and traps, which the runtime returns as [`crate::Error::BarrierTimeout`]
+    /// or [`crate::Error::PipelineTimeout`]. Off: `-DTMA_UNBOUNDED_WAITS`, the bare polling
+    /// loop (a barrier that never completes hangs the kernel). `debug_waits` bounds its waits
+    /// either way.
+    pub bounded_waits: bool,
     /// `-D<name>=<value>` (value empty: `-D<name>`). Names must be identifiers.
     pub defines: Vec<(String, String)>,
     /// `--maxrregcount=<n>`.
@@ -42,6 +49,7 @@ impl CompileOptions {
         CompileOptions {
             arch,
             debug_waits: cfg!(debug_assertions),
+            bounded_waits: true,
             defines: Vec::new(),
             max_registers: None,
             line_info: false,
@@ -53,6 +61,11 @@ impl CompileOptions {
     /// Sets [`CompileOptions::debug_waits`].
     pub fn debug_waits(mut self, on: bool) -> Self {
         self.debug_waits = on;
+        self
+    }
+    /// Sets [`CompileOptions::bounded_waits`].
+    pub fn bounded_waits(mut self, on: bool) -> Self {
+        self.bounded_waits = on;
         self
     }
     /// Adds a `-D<name>=<value>`.
@@ -98,6 +111,9 @@ impl CompileOptions {
         }
         if self.debug_waits {
             a.push("-DTMA_DEBUG".to_string());
+        }
+        if !self.bounded_waits {
+            a.push("-DTMA_UNBOUNDED_WAITS".to_string());
         }
         for (name, value) in &self.defines {
             let ok = name
@@ -174,6 +190,22 @@ mod tests {
                 "--generate-line-info",
                 "--use_fast_math"
             ]
+        );
+        // Bounded waits are the default; off, the prelude's bare loop.
+        let bare = CompileOptions::new(Arch::Sm90a)
+            .debug_waits(false)
+            .bounded_waits(false)
+            .nvrtc_args(true);
+        assert!(
+            matches!(bare.as_deref(), Ok([.., last]) if last == "-DTMA_UNBOUNDED_WAITS"),
+            "{bare:?}"
+        );
+        let bounded = CompileOptions::new(Arch::Sm90a)
+            .debug_waits(false)
+            .nvrtc_args(true);
+        assert!(
+            matches!(&bounded, Ok(a) if !a.iter().any(|x| x.contains("WAITS") || x.contains("DEBUG"))),
+            "{bounded:?}"
         );
         let ptx_only = CompileOptions::new(Arch::Sm100a).nvrtc_args(false);
         assert!(

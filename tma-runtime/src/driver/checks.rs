@@ -72,7 +72,7 @@ pub(crate) fn check_dynamic_smem(
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct PipelineNeed {
     pub(crate) pipelines: Vec<DeclaredPipeline>,
-    /// The kernel initialises each of `pipelines` (its PTX names them: `// tma-pipeline-use`),
+    /// The kernel initialises each of `pipelines` (its PTX declares `%tma_pipeline_use_<id>`),
     /// rather than may use one of them.
     pub(crate) exact: bool,
 }

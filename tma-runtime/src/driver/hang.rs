@@ -1,5 +1,6 @@
-//! Hangs become errors: the hang record a debug wait writes before it traps (CONTRACTS.md),
-//! in pinned host memory that survives the trapped context.
+//! Hangs become errors: the hang record a bounded wait (debug or release) or a debug check
+//! writes before it traps (CONTRACTS.md), in pinned host memory that survives the trapped
+//! context.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -13,7 +14,7 @@ use tma_core::render::HangTiles;
 use tma_core::rules::Helper;
 use tma_core::Rule;
 
-/// The module global the debug waits write through (CONTRACTS.md).
+/// The module global the bounded waits and debug checks write through (CONTRACTS.md).
 pub const DEBUG_RECORD_SYMBOL: &str = "tma_debug_record";
 
 /// The debug record of CONTRACTS.md, written by a debug wait that gave up or a debug check
@@ -187,12 +188,15 @@ impl MappedRecord {
         rec.reset();
         Ok(rec)
     }
-    /// A fresh record that `module`'s `tma_debug_record` global points at.
+    /// A fresh record that `module`'s `tma_debug_record` global points at;
+    /// [`Error::DebugRecordMissing`] (before allocating anything) when the module has no such
+    /// global of a pointer's size.
     pub(super) fn attach(
         ctx: &Arc<CudaContext>,
         module: &Arc<CudaModule>,
     ) -> Result<MappedRecord, Error> {
-        let rec = MappedRecord::new(ctx)?;
+        ctx.bind_to_thread()
+            .map_err(Error::driver("cuCtxSetCurrent"))?;
         let stream = ctx.default_stream();
         let mut global = module
             .get_global(DEBUG_RECORD_SYMBOL, &stream)
@@ -202,6 +206,7 @@ impl MappedRecord {
                 result: CuResult(sys::CUresult::CUDA_ERROR_INVALID_VALUE),
             });
         }
+        let rec = MappedRecord::new(ctx)?;
         stream
             .memcpy_htod(&rec.device.to_le_bytes(), &mut global)
             .map_err(Error::driver("cuMemcpyHtoD(tma_debug_record)"))?;

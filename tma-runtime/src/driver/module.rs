@@ -41,15 +41,17 @@ impl std::fmt::Debug for Module {
         f.debug_struct("Module")
             .field("key", &self.compiled.key)
             .field("arch", &self.compiled.arch)
-            .field("debug_waits", &self.record.is_some())
+            .field("debug_waits", &self.compiled.debug_waits)
+            .field("hang_record", &self.record.is_some())
             .finish_non_exhaustive()
     }
 }
 
 impl Module {
     /// Loads `compiled` (CUBIN, else PTX) into `ctx`: always a new module, shared with no
-    /// one ([`Module::compile_and_load`] shares). With debug waits, allocates the hang
-    /// record and points the module's `tma_debug_record` at it.
+    /// one ([`Module::compile_and_load`] shares). When the module has the prelude's
+    /// `tma_debug_record` (bounded waits: debug, or release without `TMA_UNBOUNDED_WAITS`),
+    /// allocates the hang record and points that global at it.
     pub fn load(ctx: &Arc<CudaContext>, compiled: Arc<Compiled>) -> Result<Arc<Module>, Error> {
         crate::cuda_libs::libcuda_available()?;
         let (major, minor) = ctx
@@ -71,16 +73,19 @@ impl Module {
         let module = ctx
             .load_module(image)
             .map_err(Error::driver("cuModuleLoadData"))?;
-        // Debug on: the tma prelude defines the record's global. A source without tiles (a
-        // raw kernel) may lack it: nothing of tma's can hang or fail a check there.
-        let record = if compiled.debug_waits {
-            match MappedRecord::attach(ctx, &module) {
-                Ok(record) => Some(record),
-                Err(Error::DebugRecordMissing { .. }) if compiled.tiles.is_empty() => None,
-                Err(e) => return Err(e),
+        // The tma prelude defines the record's global whenever its waits are bounded: in
+        // debug builds always, in release unless TMA_UNBOUNDED_WAITS. A module without it
+        // loads and has no record: a release one compiled with the bare loop, or a source
+        // without the prelude (a raw kernel; nothing of tma's can hang or fail a check there).
+        // Debug on, a source with tiles must have it.
+        let record = match MappedRecord::attach(ctx, &module) {
+            Ok(record) => Some(record),
+            Err(Error::DebugRecordMissing { .. })
+                if !compiled.debug_waits || compiled.tiles.is_empty() =>
+            {
+                None
             }
-        } else {
-            None
+            Err(e) => return Err(e),
         };
         Ok(Arc::new(Module {
             module,
@@ -177,7 +182,7 @@ impl Module {
         })
     }
 
-    /// The hang record's error, if a debug wait of this module gave up.
+    /// The hang record's error, if a bounded wait (or, debug on, a check) of this module gave up.
     pub fn hang_error(&self) -> Option<Error> {
         let rec = self.record.as_ref()?.read();
         rec.is_set().then(|| rec.to_error(&self.compiled))
@@ -197,7 +202,7 @@ impl Module {
         }
     }
 
-    /// Synchronises `stream`; a failure becomes [`Error::BarrierTimeout`] when a debug wait
+    /// Synchronises `stream`; a failure becomes [`Error::BarrierTimeout`] when a bounded wait
     /// recorded a hang. After any such error the context is unusable: start a fresh process.
     pub fn synchronize(&self, stream: &CudaStream) -> Result<(), Error> {
         stream
