@@ -367,7 +367,7 @@ impl Helper {
             Helper::PipelineAcquire => "acquire",
             Helper::PipelineInit => "init",
             Helper::WgmmaDesc => "desc",
-            Helper::NamedBarrier => "sync_<barrier>/arrive_<barrier>(consumer)",
+            Helper::NamedBarrier => "sync_<barrier>/arrive_<barrier>",
         }
     }
 }

@@ -495,11 +495,7 @@ fn pipeline_consumers_agree_with_the_warp_roles() {
         }
         src.build()
     };
-    let warps = |c| {
-        WarpRoles::warps(format!("w{c}"), 1, c)
-            .validate()
-            .unwrap()
-    };
+    let warps = |c| WarpRoles::warps(format!("w{c}"), 1, c).validate().unwrap();
     let build_warps = |c, roles_warps| {
         KernelSource::new()
             .pipeline(&pipe(c))

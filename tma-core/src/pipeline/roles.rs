@@ -250,6 +250,16 @@ impl WarpRoles {
     pub fn consumer_threads(&self) -> u64 {
         32 * self.consumer_warps()
     }
+    /// The roles as their messages count them: in warpgroups when both roles are, else in
+    /// warps (producers, consumers, the unit, its threads).
+    fn counted(&self) -> (u64, u64, &'static str, u64) {
+        match (self.producers, self.consumers) {
+            (RoleWarps::Warpgroups(p), RoleWarps::Warpgroups(c)) => {
+                (u64::from(p), u64::from(c), "warpgroup", 128)
+            }
+            _ => (self.producer_warps(), self.consumer_warps(), "warp", 32),
+        }
+    }
     /// Ids a barrier takes: one, or one per consumer.
     fn ids_of(&self, b: &NamedBarrier) -> u32 {
         if b.per_consumer {
@@ -296,32 +306,19 @@ impl WarpRoles {
             }
         }
         if threads > u64::from(MAX_BLOCK_THREADS) {
-            let both_warpgroups = matches!(
-                (self.producers, self.consumers),
-                (RoleWarps::Warpgroups(_), RoleWarps::Warpgroups(_))
-            );
-            let (field, value, unit) = if both_warpgroups {
-                (
-                    BLOCK_WARPGROUPS,
-                    u64::from(self.producers.count()) + u64::from(self.consumers.count()),
-                    "warpgroups",
-                )
+            let (p, c, unit, per) = self.counted();
+            let field = if per == 128 {
+                BLOCK_WARPGROUPS
             } else {
-                (
-                    BLOCK_WARPS,
-                    self.producer_warps() + self.consumer_warps(),
-                    "warps",
-                )
+                BLOCK_WARPS
             };
             errors.push(finding(
                 Field::WarpRoles(field),
-                value,
+                p + c,
                 Rule::WarpgroupCounts,
                 format!(
-                    "{} producer + {} consumer warp(s) x 32 = {threads} threads; a block has at most {MAX_BLOCK_THREADS} ({} {unit})",
-                    self.producer_warps(),
-                    self.consumer_warps(),
-                    u64::from(MAX_BLOCK_THREADS) / if both_warpgroups { 128 } else { 32 }
+                    "{p} producer + {c} consumer {unit}(s) x {per} = {threads} threads; a block has at most {MAX_BLOCK_THREADS} ({} {unit}s)",
+                    u64::from(MAX_BLOCK_THREADS) / per
                 ),
             ));
         }
@@ -464,9 +461,9 @@ impl WarpRoles {
         }
         // Through `Size`: warps and registers of u32::MAX each overflow u64 here (and
         // WarpgroupCounts / SetmaxnregRange refuse them before).
-        let used = Size::new(32)
-            * (Size::new(self.producer_warps()) * split.producer_regs
-                + Size::new(self.consumer_warps()) * split.consumer_regs);
+        let (p, c, unit, per) = self.counted();
+        let used = Size::new(per)
+            * (Size::new(p) * split.producer_regs + Size::new(c) * split.consumer_regs);
         let pool = Size::new(threads) * launch_regs;
         let fits = used.get().zip(pool.get()).is_some_and(|(u, p)| u <= p);
         if !fits {
@@ -475,12 +472,10 @@ impl WarpRoles {
                 split.consumer_regs,
                 Rule::RegisterBudget,
                 format!(
-                    "{} producer warp(s) x {} + {} consumer warp(s) x {} registers x 32 threads = {used} registers; \
+                    "{p} producer {unit}(s) x {} + {c} consumer {unit}(s) x {} registers x {per} threads = {used} registers; \
                      a launch of {threads} threads x {} block(s) per SM gets at most {launch_regs} per thread, {pool} for the block \
                      (64K per SM): setmaxnreg.inc would wait forever",
-                    self.producer_warps(),
                     split.producer_regs,
-                    self.consumer_warps(),
                     split.consumer_regs,
                     self.blocks_per_sm
                 ),
@@ -525,7 +520,11 @@ impl WarpRoles {
             } else if last > u64::from(MAX_NAMED_BARRIER_ID) && !past_last {
                 // The first barrier past the ids; the ones after it say nothing new.
                 past_last = true;
-                let total: u64 = self.barriers.iter().map(|o| u64::from(self.ids_of(o))).sum();
+                let total: u64 = self
+                    .barriers
+                    .iter()
+                    .map(|o| u64::from(self.ids_of(o)))
+                    .sum();
                 let took = if b.per_consumer {
                     format!(
                         "`{}` takes ids {first} to {last}, one per consumer ({} {})",
@@ -537,7 +536,7 @@ impl WarpRoles {
                     format!("`{}` takes id {first}", b.name)
                 };
                 Some((
-                    last.to_string(),
+                    format!("id {last}"),
                     format!("named barrier ids are 1 to {MAX_NAMED_BARRIER_ID} (0 is __syncthreads): {took}; the barriers need {total} ids"),
                 ))
             } else if b.threads == 0 || b.threads % 32 != 0 || u64::from(b.threads) > threads {

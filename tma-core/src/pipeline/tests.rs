@@ -136,7 +136,7 @@ fn register_split_is_checked_against_the_register_file() {
     let e = many.validate().unwrap_err();
     assert_eq!(e.errors.len(), 1);
     assert_eq!(e.errors[0].rule, Rule::NamedBarrierIds);
-    assert_eq!(e.errors[0].value, "16");
+    assert_eq!(e.errors[0].value, "id 16");
 }
 
 #[test]
