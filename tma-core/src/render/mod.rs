@@ -140,7 +140,8 @@ pub enum RenderError {
     /// threads than any warp roles of the source has (the empty barriers would wait for
     /// arrivals no thread makes).
     #[error(
-        "pipeline `{pipeline}` is released by {consumers} ({threads} threads) but warp roles `{roles}` have consumers {roles_consumers} ({roles_threads} threads): {why}"
+        "pipeline `{pipeline}` is released by {consumers} ({threads} threads) but warp roles `{roles}` have consumers {roles_consumers} ({} threads): {why}",
+        32 * roles_consumers.warps()
     )]
     ConsumersDisagree {
         pipeline: String,
@@ -149,9 +150,7 @@ pub enum RenderError {
         threads: u64,
         roles: String,
         /// The roles' consumers: `warps(4)`.
-        roles_consumers: String,
-        /// Threads of the roles' consumer warps.
-        roles_threads: u64,
+        roles_consumers: crate::pipeline::RoleWarps,
         why: &'static str,
     },
 }

@@ -484,8 +484,7 @@ fn check_consumers(
             consumers: consumers.to_string(),
             threads,
             roles: w.name.clone(),
-            roles_consumers: w.consumers.to_string(),
-            roles_threads: w.consumer_threads(),
+            roles_consumers: w.consumers,
             why,
         };
         if threads > w.consumer_threads() {

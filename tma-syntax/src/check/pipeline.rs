@@ -615,7 +615,7 @@ pub fn roles(decl: &RolesDecl) -> syn::Result<CheckedRoles> {
                         if finding.value.parse::<u32>().is_ok() {
                             named.next().map(|b| b.threads_span)
                         } else {
-                            named.last().map(|b| b.name_span)
+                            named.next_back().map(|b| b.name_span)
                         }
                     }
                     _ => None,
