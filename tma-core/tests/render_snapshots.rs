@@ -317,10 +317,11 @@ fn kernel_source_refuses_names_that_collide() {
             ..
         }
     ));
-    // An alias may not take a tile struct's name, nor another alias.
+    // An alias may not take the generated code's prefix (a tile struct's name), nor another
+    // alias's name.
     assert!(matches!(
         err(KernelSource::new().tile_as(&q, "tma_k").tile(&k)),
-        RenderError::NameTaken {
+        RenderError::GeneratedName {
             what: "tile alias",
             ..
         }
@@ -341,11 +342,29 @@ fn kernel_source_refuses_names_that_collide() {
     ));
     assert!(matches!(
         err(KernelSource::new().tile_set("s", &[("SMEM_BYTES", &q)])),
+        RenderError::GeneratedName {
+            what: "tile set member",
+            ..
+        }
+    ));
+    // Members `x` and `OFFSET_x` would both give the set an `OFFSET_x`.
+    assert!(matches!(
+        err(KernelSource::new().tile_set("s", &[("x", &q), ("OFFSET_x", &k)])),
         RenderError::NameTaken {
             what: "tile set member",
             ..
         }
     ));
+    // Tiles `q` and `encode_q` would both give a header a `tma_encode_q`.
+    let encode_q = tile("encode_q", Swizzle::None);
+    match err(KernelSource::new().tile(&q).tile(&encode_q)) {
+        RenderError::NameTaken {
+            what: "tile", by, ..
+        } => {
+            assert!(by.contains("tma_encode_q"), "{by}")
+        }
+        other => panic!("{other}"),
+    }
     assert!(matches!(
         err(KernelSource::new().tile_set("9s", &[("a", &q)])),
         RenderError::InvalidName {
@@ -367,7 +386,7 @@ fn kernel_source_refuses_names_that_collide() {
             .tile_set("s", &[("a", &q)])
             .tile_set("S", &[("b", &k)])),
         RenderError::NameTaken {
-            what: "tile set macro",
+            what: "tile set",
             ..
         }
     ));

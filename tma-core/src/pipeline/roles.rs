@@ -21,7 +21,7 @@
 
 use super::{finding, PipelineErrors, MAX_BLOCK_THREADS};
 use crate::error::{Field, SpecError};
-use crate::ident::check_name;
+use crate::ident::{check_name, generated_clash, shared_generated_name, NameKind};
 use crate::rules::Rule;
 
 /// Registers of one SM's register file (sm_90: 64K 32-bit registers).
@@ -114,6 +114,17 @@ impl WarpRoles {
                     "the roles' name names CUDA (`tma_roles_{}`): it {}",
                     self.name,
                     problem.describe()
+                ),
+            ));
+        } else if let Some(why) = generated_clash(NameKind::WarpRoles, &self.name) {
+            errors.push(finding(
+                Field::Name,
+                &self.name,
+                Rule::GeneratedNameClash,
+                format!(
+                    "the roles' name names CUDA (`tma_roles_{}`, `TMA_ROLES_{}_LAUNCH_BOUNDS`); this one clashes: {why}",
+                    self.name,
+                    self.name.to_ascii_uppercase()
                 ),
             ));
         }
@@ -218,6 +229,7 @@ impl WarpRoles {
                 name: b.name.clone(),
             };
             let id = u32::try_from(i + 1).unwrap_or(u32::MAX);
+            let earlier = &self.barriers[..i];
             let problem = if let Err(p) = check_name(&b.name) {
                 Some((
                     b.name.clone(),
@@ -227,8 +239,27 @@ impl WarpRoles {
                         p.describe()
                     ),
                 ))
-            } else if self.barriers[..i].iter().any(|o| o.name == b.name) {
+            } else if let Some(why) = generated_clash(NameKind::NamedBarrier, &b.name) {
+                errors.push(finding(
+                    field(),
+                    &b.name,
+                    Rule::GeneratedNameClash,
+                    format!(
+                        "its name names CUDA (`BARRIER_{n}`, `sync_{n}`, `arrive_{n}`); this one clashes: {why}",
+                        n = b.name
+                    ),
+                ));
+                None
+            } else if earlier.iter().any(|o| o.name == b.name) {
                 Some((b.name.clone(), "two named barriers have this name".into()))
+            } else if let Some((other, ident)) = earlier.iter().find_map(|o| {
+                shared_generated_name(NameKind::NamedBarrier, &o.name, &b.name)
+                    .map(|ident| (o.name.clone(), ident))
+            }) {
+                Some((
+                    b.name.clone(),
+                    format!("this barrier and barrier `{other}` would both give the roles struct a `{ident}`"),
+                ))
             } else if id > MAX_NAMED_BARRIER_ID {
                 Some((
                     id.to_string(),

@@ -1,6 +1,7 @@
 //! Whole translation units: [`KernelSource`], the headers for C++ users, the exercise kernel.
 
 use super::*;
+use crate::ident::NameKind;
 
 /// Builds one translation unit: prelude, tile lines ([`crate::manifest`]), the tiles'
 /// helpers (ids in the order added), the tile sets, the kernel's names for its tiles
@@ -122,13 +123,10 @@ impl KernelSource {
 
     /// The whole source. Deterministic: the same inputs give the same bytes.
     pub fn build(&self) -> Result<String, RenderError> {
-        let tiles = render_tiles(&self.tiles)?;
-        // Every struct and alias is a global name: tiles, sets and aliases must differ.
-        let mut globals: BTreeMap<String, String> = tiles
-            .iter()
-            .map(|t| (t.cuda_name(), format!("tile `{}`", t.name())))
-            .collect();
-        let mut macros: BTreeMap<String, String> = BTreeMap::new();
+        let (tiles, mut globals) = render_tiles_with_globals(&self.tiles)?;
+        // Every struct, function, macro and alias at namespace scope is one name space
+        // (macros included: they would replace a name): tiles, sets, pipelines, roles and
+        // aliases must give different ones.
         let mut sets = Vec::with_capacity(self.sets.len());
         for set in &self.sets {
             let members: Vec<(&str, &ValidSpec)> = set
@@ -137,14 +135,13 @@ impl KernelSource {
                 .map(|(m, i)| (m.as_str(), &self.tiles[*i]))
                 .collect();
             let code = TileSetCode::new(&set.name, &members)?;
-            for (what, name, table) in [
-                ("tile set", code.cuda_name(), &mut globals),
-                ("tile set macro", code.params_macro(), &mut macros),
-            ] {
-                if let Some(by) = table.insert(name.clone(), format!("tile set `{}`", set.name)) {
-                    return Err(RenderError::NameTaken { what, name, by });
-                }
-            }
+            take_global_names(
+                &mut globals,
+                "tile set",
+                NameKind::TileSet,
+                &set.name,
+                format!("tile set `{}`", set.name),
+            )?;
             sets.push(code);
         }
         let mut aliases = String::new();
@@ -156,46 +153,46 @@ impl KernelSource {
                     problem,
                 });
             }
-            let tile = &tiles[*index];
-            if let Some(by) =
-                globals.insert(alias.clone(), format!("alias of tile `{}`", tile.name()))
-            {
-                return Err(RenderError::NameTaken {
+            if let Some(clash) = crate::ident::generated_clash(NameKind::Alias, alias) {
+                return Err(RenderError::GeneratedName {
                     what: "tile alias",
                     name: alias.clone(),
-                    by,
+                    clash,
                 });
             }
+            let tile = &tiles[*index];
+            take_global_names(
+                &mut globals,
+                "tile alias",
+                NameKind::Alias,
+                alias,
+                format!("alias `{alias}` of tile `{}`", tile.name()),
+            )?;
             aliases.push_str(&format!("using {alias} = {};\n", tile.cuda_name()));
         }
         let mut pipelines = Vec::with_capacity(self.pipelines.len());
         for (id, p) in (0u32..).zip(&self.pipelines) {
             let code = PipelineCode::new(p, id)?;
-            if let Some(by) =
-                globals.insert(code.cuda_name(), format!("pipeline `{}`", p.spec().name))
-            {
-                return Err(RenderError::NameTaken {
-                    what: "pipeline",
-                    name: code.cuda_name(),
-                    by,
-                });
-            }
+            take_global_names(
+                &mut globals,
+                "pipeline",
+                NameKind::Pipeline,
+                &p.spec().name,
+                format!("pipeline `{}`", p.spec().name),
+            )?;
             pipelines.push(code);
         }
         check_consumers(&self.pipelines, &self.roles)?;
         let mut roles = Vec::with_capacity(self.roles.len());
         for r in &self.roles {
             let code = WarpRolesCode::new(r)?;
-            for (what, name, table) in [
-                ("warp roles", code.cuda_name(), &mut globals),
-                ("warp roles macro", code.launch_macro(), &mut macros),
-            ] {
-                if let Some(by) =
-                    table.insert(name.clone(), format!("warp roles `{}`", r.roles().name))
-                {
-                    return Err(RenderError::NameTaken { what, name, by });
-                }
-            }
+            take_global_names(
+                &mut globals,
+                "warp roles",
+                NameKind::WarpRoles,
+                &r.roles().name,
+                format!("warp roles `{}`", r.roles().name),
+            )?;
             roles.push(code);
         }
         let mut out = prelude_checked()?;
@@ -242,7 +239,16 @@ impl KernelSource {
 }
 
 pub(super) fn render_tiles(specs: &[ValidSpec]) -> Result<Vec<TileCode>, RenderError> {
+    render_tiles_with_globals(specs).map(|(tiles, _)| tiles)
+}
+
+/// [`render_tiles`], and the names the tiles take at namespace scope (each tile's struct,
+/// encode function, macros: [`crate::ident::generated_names`]), by who took them.
+pub(super) fn render_tiles_with_globals(
+    specs: &[ValidSpec],
+) -> Result<(Vec<TileCode>, BTreeMap<String, String>), RenderError> {
     let mut seen: BTreeMap<&str, u32> = BTreeMap::new();
+    let mut globals = BTreeMap::new();
     let mut tiles = Vec::with_capacity(specs.len());
     for (id, v) in (0u32..).zip(specs) {
         let name = v.spec().name.as_str();
@@ -254,9 +260,16 @@ pub(super) fn render_tiles(specs: &[ValidSpec]) -> Result<Vec<TileCode>, RenderE
             });
         }
         seen.insert(name, id);
+        take_global_names(
+            &mut globals,
+            "tile",
+            NameKind::Tile,
+            name,
+            format!("tile `{name}`"),
+        )?;
         tiles.push(TileCode::new(v, id)?);
     }
-    Ok(tiles)
+    Ok((tiles, globals))
 }
 
 /// The tile lines ([`crate::manifest`]) the runtime reads: names for hang records, shared
@@ -283,6 +296,7 @@ pub fn host_header(specs: &[ValidSpec]) -> Result<String, RenderError> {
     );
     out.push_str(&render("shapes.cuh.tera", &Context::new())?);
     let mut seen: BTreeMap<&str, ()> = BTreeMap::new();
+    let mut globals = BTreeMap::new();
     for (id, v) in (0u32..).zip(specs) {
         let name = v.spec().name.as_str();
         if seen.insert(name, ()).is_some() {
@@ -296,6 +310,13 @@ pub fn host_header(specs: &[ValidSpec]) -> Result<String, RenderError> {
                 second: id,
             });
         }
+        take_global_names(
+            &mut globals,
+            "tile",
+            NameKind::Tile,
+            name,
+            format!("tile `{name}`"),
+        )?;
         out.push('\n');
         out.push_str(&render("host_tile.cuh.tera", &tile_context(v, id))?);
     }
