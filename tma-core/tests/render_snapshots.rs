@@ -164,6 +164,28 @@ fn a_located_body_starts_with_a_line_directive() {
     );
 }
 
+/// A file name is written as a C string literal: a newline in it neither ends the `#line`
+/// directive nor starts a line of code (`#error` here), nor does any other control character;
+/// line 0 (which `#line` does not take) becomes 1.
+#[test]
+fn body_at_escapes_the_file_name() {
+    let src = KernelSource::new()
+        .body_at(
+            "k.cu\"\n#error injected\r\u{7}\u{1b}[0m\tµ.cu",
+            0,
+            "// body\n",
+        )
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let at = src.find("#line").unwrap_or_else(|| panic!("{src}"));
+    let rest = &src[at..];
+    assert_eq!(
+        rest,
+        "#line 1 \"k.cu\\\"\\n#error injected\\r\\007\\033[0m\\tµ.cu\"\n// body\n"
+    );
+    assert!(!src.lines().any(|l| l.starts_with("#error")), "{src}");
+}
+
 #[test]
 fn kernel_snapshot_mpk() {
     let v = mpk();

@@ -111,13 +111,17 @@ impl KernelSource {
     /// directive: NVRTC's messages about it then name that file and line. E.g.
     /// `.body_at("kernels/copy.cu", 1, COPY_CU)` for the text of that file, or
     /// `.body_at(file!(), line!(), r#"...` for a raw string that opens on the line of
-    /// `line!()`. Code appended after it counts on from there.
+    /// `line!()`. Code appended after it counts on from there. The file name is written as a
+    /// C string literal (`\\`, `\"`, a newline as `\n`, other control characters in octal),
+    /// so no file name ends the directive or starts a line of code; the line is kept in the
+    /// range `#line` takes, 1 to 2147483647.
     pub fn body_at(mut self, file: &str, line: u32, body: &str) -> KernelSource {
         if !self.body.is_empty() && !self.body.ends_with('\n') {
             self.body.push('\n');
         }
-        let file = file.replace('\\', "\\\\").replace('"', "\\\"");
-        self.body.push_str(&format!("#line {line} \"{file}\"\n"));
+        let line = line.clamp(1, i32::MAX as u32);
+        self.body
+            .push_str(&format!("#line {line} {}\n", c_string_literal(file)));
         self.body(body)
     }
 
@@ -236,6 +240,28 @@ impl KernelSource {
         }
         Ok(out)
     }
+}
+
+/// `text` as a C/C++ string literal, quotes included: `\\` and `"` escaped, newline, carriage
+/// return and tab as `\n`, `\r`, `\t`, every other control character (and DEL) as a
+/// three-digit octal escape (which, unlike `\x`, ends after three digits whatever follows).
+/// Other characters, non-ASCII included, stay as they are.
+pub(super) fn c_string_literal(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_ascii_control() => out.push_str(&format!("\\{:03o}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
 }
 
 pub(super) fn render_tiles(specs: &[ValidSpec]) -> Result<Vec<TileCode>, RenderError> {
