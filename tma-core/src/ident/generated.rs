@@ -23,7 +23,7 @@
 //!    patterns; any other expression is a number or a code fragment.
 //! 2. C++: comments, strings and `#include` / `#pragma` lines go; `#define`, `#ifdef`,
 //!    `#ifndef`, `#undef` and `defined(..)` name macros; identifiers after `.`, `->` or `X::`
-//!    are lookups in another scope and count only against macros.
+//!    are lookups in another scope and count only against a user name that becomes a macro.
 //! 3. Scopes: braces split the text into namespace scope (namespaces and `extern "C"` merged),
 //!    structs (their bodies with every member function in them, plus the struct's own name)
 //!    and functions (parameters, template parameters and body). A user name that lands in one
@@ -31,9 +31,19 @@
 //!    what a parameter would hide) and from every macro; a user name that becomes a macro
 //!    must differ from every identifier anywhere.
 //!
-//! And one rule that is policy, not derivation: a name emitted bare (a dim, a pipeline or set
-//! member, an alias) must not start with `tma_` in any case, the prefix of every name the
-//! generated code defines at namespace scope and of every macro it defines.
+//! And two rules that are policy, not derivation: a name emitted bare (a dim, a pipeline or
+//! set member, an alias) must not start with `tma_` in any case, the prefix of every name the
+//! generated code defines at namespace scope and of every macro it defines; and an alias,
+//! alone at namespace scope beside CUDA's own functions and types (`j0`, `min`, `float4`, all
+//! lower-case, none in a template), starts with an upper-case letter.
+//!
+//! Why read the templates at run time rather than keep a table (checked by a test) or generate
+//! one in a build script: the texts read are the very ones the engine renders (one list,
+//! `templates.rs`), so the table cannot lag behind a template, and nobody has a list to
+//! forget; a build script would run the same lexer at build time for no gain. What Rust adds
+//! (the forms in [`USES`]) is checked by rendering: `tests/generated_names.rs` renders every
+//! template and fails on any identifier the table does not explain, and
+//! `tests/generated_names_compile.rs` compiles random accepted declarations.
 //!
 //! Two user names of one declaration whose generated names meet in one scope (dims `x` and
 //! `stride_x` give two encode parameters `stride_x`; pipeline members `a` and `a_map`) are
@@ -43,6 +53,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::OnceLock;
+
+use NameKind::*;
 
 /// The kinds of user name that reach generated CUDA.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -64,7 +76,8 @@ pub enum NameKind {
     /// A tile set's member (`typedef .. <m>`, `OFFSET_<m>`, the parameter `<m>_map`).
     SetMember,
     /// A kernel's alias of a tile (`using <alias> = tma_<tile>;`, written by
-    /// [`crate::render::KernelSource::tile_as`] at namespace scope).
+    /// [`crate::render::KernelSource::tile_as`] at namespace scope, beside every function and
+    /// type CUDA declares there: it starts with an upper-case letter, as none of those do).
     Alias,
 }
 
@@ -147,184 +160,81 @@ enum Use {
 const SAME: &[Form] = &[Form::new("", "", Case::Same)];
 const TMA: &[Form] = &[Form::new("tma_", "", Case::Same)];
 const UPPER: &[Form] = &[Form::new("", "", Case::Upper)];
+/// A run-time dim's encode parameters: its extent's and its stride's.
+const ENCODE_PARAMS: &[Form] = &[
+    Form::new("", "", Case::EncodeParam),
+    Form::new("stride_", "", Case::EncodeParam),
+];
+/// The driver's enumerators (`CU_TENSOR_MAP_DATA_TYPE_BFLOAT16`, ...).
+const CU: &[&str] = &["CU_TENSOR_MAP_*"];
+
+const fn user(kind: NameKind, forms: &'static [Form]) -> Use {
+    Use::User(kind, forms)
+}
+const fn internal(patterns: &'static [&'static str]) -> Use {
+    Use::Internal(patterns)
+}
 
 /// The template expressions that put a name into an identifier, by template: a user's (and how
 /// the renderer computes the expression from it) or one the renderer picks. Every other
 /// expression renders a number or a code fragment whose names the template already holds
 /// (the test `rendered_code_holds_only_names_the_table_explains` renders every template and
 /// fails on an identifier this table does not explain).
+#[rustfmt::skip]
 const USES: &[(&str, &str, Use)] = &[
-    ("components.tera", "d.label", Use::User(NameKind::Dim, SAME)),
-    ("components.tera", "d.var", Use::Internal(&["c#"])),
-    ("shape.cuh.tera", "d.label", Use::User(NameKind::Dim, SAME)),
-    ("shape.cuh.tera", "d.pos", Use::Internal(&["j#"])),
-    ("tile.cuh.tera", "name", Use::User(NameKind::Tile, SAME)),
-    ("tile.cuh.tera", "cuda", Use::User(NameKind::Tile, TMA)),
-    ("tile.cuh.tera", "d.label", Use::User(NameKind::Dim, SAME)),
-    ("tile.cuh.tera", "d.var", Use::Internal(&["c#"])),
-    ("tile.cuh.tera", "op", Use::Internal(&["*"])),
-    (
-        "operand.cuh.tera",
-        "wgmma.kind | upper",
-        Use::Internal(&["*"]),
-    ),
-    (
-        "host_tile.cuh.tera",
-        "name",
-        Use::User(NameKind::Tile, SAME),
-    ),
-    ("host_tile.cuh.tera", "cuda", Use::User(NameKind::Tile, TMA)),
-    ("exercise.cu.tera", "name", Use::User(NameKind::Tile, SAME)),
-    ("exercise.cu.tera", "cuda", Use::User(NameKind::Tile, TMA)),
-    (
-        "exercise.cu.tera",
-        "d.label",
-        Use::User(NameKind::Dim, SAME),
-    ),
-    ("exercise.cu.tera", "d.var", Use::Internal(&["c#"])),
-    ("exercise.cu.tera", "op", Use::Internal(&["*"])),
-    (
-        "encode_tile.cuh.tera",
-        "name",
-        Use::User(NameKind::Tile, SAME),
-    ),
-    (
-        "encode_tile.cuh.tera",
-        "p.name",
-        Use::User(
-            NameKind::Dim,
-            &[
-                Form::new("", "", Case::EncodeParam),
-                Form::new("stride_", "", Case::EncodeParam),
-            ],
-        ),
-    ),
-    (
-        "encode_tile.cuh.tera",
-        "dtype_cu",
-        Use::Internal(&["CU_TENSOR_MAP_*"]),
-    ),
-    (
-        "encode_tile.cuh.tera",
-        "interleave_cu",
-        Use::Internal(&["CU_TENSOR_MAP_*"]),
-    ),
-    (
-        "encode_tile.cuh.tera",
-        "swizzle_cu",
-        Use::Internal(&["CU_TENSOR_MAP_*"]),
-    ),
-    (
-        "encode_tile.cuh.tera",
-        "l2_cu",
-        Use::Internal(&["CU_TENSOR_MAP_*"]),
-    ),
-    (
-        "encode_tile.cuh.tera",
-        "oob_cu",
-        Use::Internal(&["CU_TENSOR_MAP_*"]),
-    ),
-    ("mpk_tile.cuh.tera", "name", Use::User(NameKind::Tile, SAME)),
-    (
-        "mpk_tile.cuh.tera",
-        "d.label",
-        Use::User(NameKind::Dim, SAME),
-    ),
-    (
-        "mpk_tile.cuh.tera",
-        "c.name",
-        Use::Internal(&["GMEM_*", "SMEM_*"]),
-    ),
-    ("set.cuh.tera", "name", Use::User(NameKind::TileSet, SAME)),
-    ("set.cuh.tera", "cuda", Use::User(NameKind::TileSet, TMA)),
-    (
-        "set.cuh.tera",
-        "params_macro",
-        Use::User(
-            NameKind::TileSet,
-            &[Form::new("TMA_", "_PARAMS", Case::Upper)],
-        ),
-    ),
-    (
-        "set.cuh.tera",
-        "m.name",
-        Use::User(NameKind::SetMember, SAME),
-    ),
-    ("set.cuh.tera", "m.cuda", Use::User(NameKind::Tile, TMA)),
-    (
-        "wgmma_exercise.cu.tera",
-        "set",
-        Use::User(NameKind::TileSet, SAME),
-    ),
-    (
-        "wgmma_exercise.cu.tera",
-        "set | upper",
-        Use::User(NameKind::TileSet, UPPER),
-    ),
-    (
-        "pipeline.cuh.tera",
-        "name",
-        Use::User(NameKind::Pipeline, SAME),
-    ),
-    (
-        "pipeline.cuh.tera",
-        "cuda",
-        Use::User(
-            NameKind::Pipeline,
-            &[Form::new("tma_pipe_", "", Case::Same)],
-        ),
-    ),
-    (
-        "pipeline.cuh.tera",
-        "t.member",
-        Use::User(NameKind::PipelineMember, SAME),
-    ),
-    (
-        "pipeline.cuh.tera",
-        "t.cuda",
-        Use::User(NameKind::Tile, TMA),
-    ),
-    (
-        "pipeline.cuh.tera",
-        "d.label",
-        Use::User(NameKind::Dim, SAME),
-    ),
-    ("pipeline.cuh.tera", "d.var", Use::Internal(&["c#"])),
-    (
-        "roles.cuh.tera",
-        "name",
-        Use::User(NameKind::WarpRoles, SAME),
-    ),
-    (
-        "roles.cuh.tera",
-        "cuda",
-        Use::User(
-            NameKind::WarpRoles,
-            &[Form::new("tma_roles_", "", Case::Same)],
-        ),
-    ),
-    (
-        "roles.cuh.tera",
-        "launch_macro",
-        Use::User(
-            NameKind::WarpRoles,
-            &[Form::new("TMA_ROLES_", "_LAUNCH_BOUNDS", Case::Upper)],
-        ),
-    ),
-    (
-        "roles.cuh.tera",
-        "b.name",
-        Use::User(NameKind::NamedBarrier, SAME),
-    ),
-    ("prelude.cuh.tera", "r.name", Use::Internal(&["*"])),
-    ("prelude.cuh.tera", "h.name", Use::Internal(&["*"])),
-    ("wgmma.cuh.tera", "t | upper", Use::Internal(&["*"])),
-    ("wgmma_ops.cuh.tera", "op.n", Use::Internal(&["#"])),
-    ("wgmma_ops.cuh.tera", "op.k", Use::Internal(&["#"])),
-    ("wgmma_ops.cuh.tera", "op.a", Use::Internal(&["*"])),
-    ("wgmma_ops.cuh.tera", "op.b", Use::Internal(&["*"])),
-    ("wgmma_ops.cuh.tera", "op.a | upper", Use::Internal(&["*"])),
-    ("wgmma_ops.cuh.tera", "op.b | upper", Use::Internal(&["*"])),
+    ("components.tera", "d.label", user(Dim, SAME)),
+    ("components.tera", "d.var", internal(&["c#"])),
+    ("shape.cuh.tera", "d.label", user(Dim, SAME)),
+    ("shape.cuh.tera", "d.pos", internal(&["j#"])),
+    ("tile.cuh.tera", "name", user(Tile, SAME)),
+    ("tile.cuh.tera", "cuda", user(Tile, TMA)),
+    ("tile.cuh.tera", "d.label", user(Dim, SAME)),
+    ("tile.cuh.tera", "d.var", internal(&["c#"])),
+    ("tile.cuh.tera", "op", internal(&["*"])),
+    ("operand.cuh.tera", "wgmma.kind | upper", internal(&["*"])),
+    ("host_tile.cuh.tera", "name", user(Tile, SAME)),
+    ("host_tile.cuh.tera", "cuda", user(Tile, TMA)),
+    ("exercise.cu.tera", "name", user(Tile, SAME)),
+    ("exercise.cu.tera", "cuda", user(Tile, TMA)),
+    ("exercise.cu.tera", "d.label", user(Dim, SAME)),
+    ("exercise.cu.tera", "d.var", internal(&["c#"])),
+    ("exercise.cu.tera", "op", internal(&["*"])),
+    ("encode_tile.cuh.tera", "name", user(Tile, SAME)),
+    ("encode_tile.cuh.tera", "p.name", user(Dim, ENCODE_PARAMS)),
+    ("encode_tile.cuh.tera", "dtype_cu", internal(CU)),
+    ("encode_tile.cuh.tera", "interleave_cu", internal(CU)),
+    ("encode_tile.cuh.tera", "swizzle_cu", internal(CU)),
+    ("encode_tile.cuh.tera", "l2_cu", internal(CU)),
+    ("encode_tile.cuh.tera", "oob_cu", internal(CU)),
+    ("mpk_tile.cuh.tera", "name", user(Tile, SAME)),
+    ("mpk_tile.cuh.tera", "d.label", user(Dim, SAME)),
+    ("mpk_tile.cuh.tera", "c.name", internal(&["GMEM_*", "SMEM_*"])),
+    ("set.cuh.tera", "name", user(TileSet, SAME)),
+    ("set.cuh.tera", "cuda", user(TileSet, TMA)),
+    ("set.cuh.tera", "params_macro", user(TileSet, &[Form::new("TMA_", "_PARAMS", Case::Upper)])),
+    ("set.cuh.tera", "m.name", user(SetMember, SAME)),
+    ("set.cuh.tera", "m.cuda", user(Tile, TMA)),
+    ("wgmma_exercise.cu.tera", "set", user(TileSet, SAME)),
+    ("wgmma_exercise.cu.tera", "set | upper", user(TileSet, UPPER)),
+    ("pipeline.cuh.tera", "name", user(Pipeline, SAME)),
+    ("pipeline.cuh.tera", "cuda", user(Pipeline, &[Form::new("tma_pipe_", "", Case::Same)])),
+    ("pipeline.cuh.tera", "t.member", user(PipelineMember, SAME)),
+    ("pipeline.cuh.tera", "t.cuda", user(Tile, TMA)),
+    ("pipeline.cuh.tera", "d.label", user(Dim, SAME)),
+    ("pipeline.cuh.tera", "d.var", internal(&["c#"])),
+    ("roles.cuh.tera", "name", user(WarpRoles, SAME)),
+    ("roles.cuh.tera", "cuda", user(WarpRoles, &[Form::new("tma_roles_", "", Case::Same)])),
+    ("roles.cuh.tera", "launch_macro", user(WarpRoles, &[Form::new("TMA_ROLES_", "_LAUNCH_BOUNDS", Case::Upper)])),
+    ("roles.cuh.tera", "b.name", user(NamedBarrier, SAME)),
+    ("prelude.cuh.tera", "r.name", internal(&["*"])),
+    ("prelude.cuh.tera", "h.name", internal(&["*"])),
+    ("wgmma.cuh.tera", "t | upper", internal(&["*"])),
+    ("wgmma_ops.cuh.tera", "op.n", internal(&["#"])),
+    ("wgmma_ops.cuh.tera", "op.k", internal(&["#"])),
+    ("wgmma_ops.cuh.tera", "op.a", internal(&["*"])),
+    ("wgmma_ops.cuh.tera", "op.b", internal(&["*"])),
+    ("wgmma_ops.cuh.tera", "op.a | upper", internal(&["*"])),
+    ("wgmma_ops.cuh.tera", "op.b | upper", internal(&["*"])),
 ];
 
 /// The names of a tile's encode function (`tma_encode_<tile>`) that a run-time dim's
@@ -509,8 +419,59 @@ fn placeholder_index(c: char) -> Option<usize> {
 /// The template expressions met so far: (template, expression text).
 type Exprs = Vec<(&'static str, String)>;
 
-/// Strips tera from one template: comments and statements go, includes and component calls
-/// are inlined (already stripped), expressions become placeholders.
+/// A piece of a tera template.
+enum Piece<'a> {
+    Text(&'a str),
+    /// `{{ expr }}`, trimmed.
+    Expr(&'a str),
+    /// `{% stmt %}`, trimmed.
+    Stmt(&'a str),
+    /// `{{<name .. />}}`: a component call.
+    Component(&'a str),
+}
+
+/// The pieces of a template, its `{# comments #}` left out.
+fn pieces(text: &str) -> Vec<Piece<'_>> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    let mut at = 0;
+    while let Some(p) = rest[at..].find('{').map(|p| p + at) {
+        let close = match rest.as_bytes().get(p + 1) {
+            Some(b'{') => "}}",
+            Some(b'%') => "%}",
+            Some(b'#') => "#}",
+            _ => {
+                at = p + 1;
+                continue;
+            }
+        };
+        let Some(end) = rest[p + 2..].find(close) else {
+            break;
+        };
+        out.push(Piece::Text(&rest[..p]));
+        let inner = rest[p + 2..p + 2 + end].trim_matches(|c: char| c == '-' || c.is_whitespace());
+        match close {
+            "}}" => match inner.strip_prefix('<') {
+                Some(call) => out.push(Piece::Component(
+                    call.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                        .next()
+                        .unwrap_or(""),
+                )),
+                None => out.push(Piece::Expr(inner)),
+            },
+            "%}" => out.push(Piece::Stmt(inner)),
+            _ => {}
+        }
+        rest = &rest[p + 2 + end + 2..];
+        at = 0;
+    }
+    out.push(Piece::Text(rest));
+    out
+}
+
+/// Strips tera from template `name`: comments go, a statement becomes a space (the branches
+/// of an `if` are not one identifier), includes and component calls are inlined (already
+/// stripped), expressions become placeholders.
 fn strip_tera(
     name: &'static str,
     texts: &BTreeMap<&'static str, &'static str>,
@@ -522,115 +483,60 @@ fn strip_tera(
         return String::new();
     };
     let mut out = String::with_capacity(text.len());
-    let mut rest: &str = text;
-    while let Some(at) = rest.find('{') {
-        out.push_str(&rest[..at]);
-        let tag = &rest[at..];
-        let close = match tag.as_bytes().get(1) {
-            Some(b'{') => "}}",
-            Some(b'%') => "%}",
-            Some(b'#') => "#}",
-            _ => {
-                out.push('{');
-                rest = &tag[1..];
-                continue;
+    for piece in pieces(text) {
+        match piece {
+            Piece::Text(t) => out.push_str(t),
+            Piece::Expr(e) => {
+                out.push(placeholder(exprs.len()));
+                exprs.push((name, e.to_string()));
             }
-        };
-        let Some(end) = tag[2..].find(close) else {
-            break;
-        };
-        let inner = tag[2..2 + end].trim_matches(|c: char| c == '-' || c.is_whitespace());
-        rest = &tag[2 + end + 2..];
-        match close {
-            "}}" => {
-                if let Some(call) = inner.strip_prefix('<') {
-                    let comp: String = call
-                        .chars()
-                        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                        .collect();
-                    if let Some(body) = components.get(&comp) {
-                        out.push_str(body);
-                    }
-                } else {
-                    out.push(placeholder(exprs.len()));
-                    exprs.push((name, inner.to_string()));
-                }
+            Piece::Component(c) => {
+                out.push_str(components.get(c).map_or("", String::as_str));
             }
-            "%}" => {
-                // A statement separates what stands around it (the branches of an `if`
-                // are not one identifier).
+            Piece::Stmt(st) => {
                 out.push(' ');
-                if let Some(target) = inner.strip_prefix("include") {
-                    let target = target.trim().trim_matches('"');
-                    if let Some((included, _)) = texts.get_key_value(target) {
-                        if depth < 8 {
-                            out.push_str(&strip_tera(
-                                included,
-                                texts,
-                                components,
-                                exprs,
-                                depth + 1,
-                            ));
-                        }
+                let target = st
+                    .strip_prefix("include")
+                    .map(|t| t.trim().trim_matches('"'));
+                if let Some((included, _)) = target.and_then(|t| texts.get_key_value(t)) {
+                    if depth < 8 {
+                        out.push_str(&strip_tera(included, texts, components, exprs, depth + 1));
                     }
                 }
             }
-            _ => {}
         }
     }
-    out.push_str(rest);
     out
 }
 
-/// The component bodies of `components.tera`, stripped.
+/// The component bodies of `components.tera` (`{% component name(..) %}..{% endcomponent %}`),
+/// stripped, their expressions keyed to `components.tera`.
 fn components(text: &str, exprs: &mut Exprs) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
-    let mut rest = text;
-    while let Some(at) = rest.find("{% component ") {
-        let after = &rest[at + "{% component ".len()..];
-        let name: String = after
-            .chars()
-            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-            .collect();
-        let Some(open_end) = after.find("%}") else {
-            break;
-        };
-        let body_start = &after[open_end + 2..];
-        let Some(body_end) = body_start.find("{% endcomponent") else {
-            break;
-        };
-        let body = &body_start[..body_end];
-        let mut stripped = String::new();
-        // Strip the body as a template of its own, its expressions keyed to components.tera.
-        let mut local = body;
-        while let Some(p) = local.find('{') {
-            stripped.push_str(&local[..p]);
-            let tag = &local[p..];
-            let close = match tag.as_bytes().get(1) {
-                Some(b'{') => "}}",
-                Some(b'%') => "%}",
-                Some(b'#') => "#}",
-                _ => {
-                    stripped.push('{');
-                    local = &tag[1..];
-                    continue;
-                }
-            };
-            let Some(end) = tag[2..].find(close) else {
-                break;
-            };
-            let inner = tag[2..2 + end].trim_matches(|c: char| c == '-' || c.is_whitespace());
-            if close == "}}" {
-                stripped.push(placeholder(exprs.len()));
-                exprs.push(("components.tera", inner.to_string()));
-            } else if close == "%}" {
-                stripped.push(' ');
+    let mut current: Option<(String, String)> = None;
+    for piece in pieces(text) {
+        match (piece, &mut current) {
+            (Piece::Stmt(st), _) if st.starts_with("component ") => {
+                let name = st["component ".len()..]
+                    .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                    .next()
+                    .unwrap_or("")
+                    .to_string();
+                current = Some((name, String::new()));
             }
-            local = &tag[2 + end + 2..];
+            (Piece::Stmt(st), Some(_)) if st.starts_with("endcomponent") => {
+                if let Some((name, body)) = current.take() {
+                    out.insert(name, body);
+                }
+            }
+            (Piece::Text(t), Some((_, body))) => body.push_str(t),
+            (Piece::Expr(e), Some((_, body))) => {
+                body.push(placeholder(exprs.len()));
+                exprs.push(("components.tera", e.to_string()));
+            }
+            (Piece::Stmt(_), Some((_, body))) => body.push(' '),
+            _ => {}
         }
-        stripped.push_str(local);
-        out.insert(name, stripped);
-        rest = &body_start[body_end..];
     }
     out
 }
@@ -1271,6 +1177,9 @@ pub enum ClashHow {
     Macro,
     /// It is a macro, and the templates use this identifier (which it would replace).
     IsMacro,
+    /// An alias, at namespace scope beside every name CUDA declares there (`min`, `j0`,
+    /// `exp`, `float4`, `atomicAdd`: all lower-case), must start with an upper-case letter.
+    CudaScope,
 }
 
 impl fmt::Display for GeneratedClash {
@@ -1302,6 +1211,11 @@ impl fmt::Display for GeneratedClash {
                 "it becomes `{}`, which the generated code's macros `{}` ({}) take",
                 self.becomes, self.meets, self.template
             ),
+            (ClashHow::CudaScope, _) => write!(
+                f,
+                "`{}` is an alias at namespace scope, where CUDA declares its functions and types (`j0`, `min`, `exp`, `float4`, ..., all lower-case): an alias starts with an upper-case letter",
+                self.becomes
+            ),
             (ClashHow::IsMacro, _) => write!(
                 f,
                 "it becomes the macro `{}`, which would replace the generated code's `{}` ({})",
@@ -1328,6 +1242,14 @@ impl Table {
                 meets: "tma_*".to_string(),
                 template: "every template",
                 how: ClashHow::Prefix,
+            });
+        }
+        if kind == NameKind::Alias && !name.starts_with(|c: char| c.is_ascii_uppercase()) {
+            return Some(GeneratedClash {
+                becomes: name.to_string(),
+                meets: "CUDA's namespace scope".to_string(),
+                template: "NVRTC's built-in headers",
+                how: ClashHow::CudaScope,
             });
         }
         for slot in self.slots.iter().filter(|s| s.kind == kind) {
@@ -1427,6 +1349,21 @@ pub fn shared_generated_name(kind: NameKind, a: &str, b: &str) -> Option<String>
 pub fn template_knows(ident: &str) -> bool {
     let t = table();
     t.all.contains(ident) || t.macros.contains(ident)
+}
+
+/// For tests: every plain identifier and macro name the templates hold (what a random name
+/// generator mutates to find names near the reserved ones).
+#[doc(hidden)]
+pub fn template_identifiers() -> Vec<String> {
+    let t = table();
+    t.all
+        .fixed
+        .keys()
+        .chain(t.macros.fixed.keys())
+        .cloned()
+        .collect::<BTreeSet<String>>()
+        .into_iter()
+        .collect()
 }
 
 /// For tests: every identifier in C++ `code` (comments, strings and `#include` / `#pragma`

@@ -55,8 +55,11 @@ impl KernelSource {
     }
 
     /// Adds a tile (as [`KernelSource::tile`]) and names it `alias` for the kernel body:
-    /// `using <alias> = tma_<name>;`. The alias must be a C identifier no other alias, set or
-    /// tile struct of the source uses.
+    /// `using <alias> = tma_<name>;`. The alias must be a C identifier that starts with an
+    /// upper-case letter (it sits at namespace scope beside CUDA's own functions and types,
+    /// `min`, `j0`, `float4`, all lower-case), takes no name of the generated code
+    /// ([`crate::ident::generated`]) and no name another alias, set, pipeline or tile of the
+    /// source takes; [`KernelSource::build`] refuses it otherwise.
     pub fn tile_as(mut self, valid: &ValidSpec, alias: &str) -> KernelSource {
         self.aliases.push((alias.to_string(), self.tiles.len()));
         self.tiles.push(valid.clone());
