@@ -1,7 +1,15 @@
-//! Names that reach generated CUDA: tile names (`struct tma_<name>`) and dim names (comments
-//! and, later, coordinate fields). Every such string must be a plain C identifier that no
-//! C, C++ or CUDA compiler reads as anything else, so nothing a user writes can inject code
-//! (a newline in a name would otherwise start a new line of CUDA).
+//! Names that reach generated CUDA: tile, dim, pipeline, member, warp roles, named barrier,
+//! tile set and alias names. Every such string must be a plain C identifier that no C, C++ or
+//! CUDA compiler reads as anything else ([`check_name`]), so nothing a user writes can inject
+//! code (a newline in a name would otherwise start a new line of CUDA), and must not meet what
+//! the generated code already calls by name ([`generated`], read from the templates).
+
+pub mod generated;
+
+pub use generated::{
+    encode_param, generated_clash, generated_names, shared_generated_name, ClashHow,
+    GeneratedClash, GeneratedName, NameKind,
+};
 
 /// Why a string is not usable as a name in generated CUDA.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -151,32 +159,6 @@ const KEYWORDS: &[&str] = &[
 /// CUDA's built-in variables: a name that shadows one is legal C++ but confuses every reader.
 const CUDA_BUILTINS: [&str; 5] = ["blockDim", "blockIdx", "gridDim", "threadIdx", "warpSize"];
 
-/// Dim names a tile's generated CUDA cannot take, each with the generated name it would
-/// collide with: a dim `<d>` gets a coordinate field `<d>` and the constants `BOX_<d>` and
-/// `EXTENT_<d>` in the tile's struct, which already has `BOX_BYTES` and `BOX_DATA_BYTES`.
-pub const RESERVED_DIM_NAMES: [(&str, &str); 2] =
-    [("BYTES", "BOX_BYTES"), ("DATA_BYTES", "BOX_DATA_BYTES")];
-
-/// The prefix of the generated code's own names (`tma_<tile>`, `tma_positional`, ...): a dim
-/// name may not start with it.
-pub const GENERATED_PREFIX: &str = "tma_";
-
-/// Why a dim name (already a C identifier, see [`check_name`]) would collide with a name the
-/// generated tile struct holds: `None` when it is free.
-pub fn dim_name_collision(name: &str) -> Option<String> {
-    if let Some((_, taken)) = RESERVED_DIM_NAMES.iter().find(|(n, _)| *n == name) {
-        return Some(format!(
-            "its constant `BOX_{name}` would collide with the tile's `{taken}`"
-        ));
-    }
-    if name.starts_with(GENERATED_PREFIX) {
-        return Some(format!(
-            "names starting with `{GENERATED_PREFIX}` belong to the generated code (its coordinate struct has a member `tma_positional`)"
-        ));
-    }
-    None
-}
-
 /// Checks one name that will appear in generated CUDA.
 pub fn check_name(name: &str) -> Result<(), NameProblem> {
     let mut chars = name.chars();
@@ -237,16 +219,6 @@ mod tests {
         ];
         for (name, want) in cases {
             assert_eq!(check_name(name), Err(want), "{name:?}");
-        }
-    }
-
-    #[test]
-    fn dim_names_that_collide_with_generated_names() {
-        for free in ["M", "K", "coords", "box", "BOX", "row", "d0", "tma"] {
-            assert_eq!(dim_name_collision(free), None, "{free}");
-        }
-        for taken in ["BYTES", "DATA_BYTES", "tma_positional", "tma_x"] {
-            assert!(dim_name_collision(taken).is_some(), "{taken}");
         }
     }
 }

@@ -37,6 +37,7 @@ pub mod size;
 pub mod smem;
 pub mod spec;
 pub mod swizzle;
+mod templates;
 #[doc(hidden)] // test scaffolding: random valid specs for the property and GPU tests
 pub mod testgen;
 pub mod validate;

@@ -10,10 +10,19 @@ pub enum Rule {
     /// C/C++ keyword, no reserved name (`__x`, `_X`) and no CUDA built-in variable.
     NameIsIdentifier,
     /// Dim names (`d<i>` for a dim without one) name the fields of the tile's generated
-    /// coordinate struct and its `BOX_<dim>` / `EXTENT_<dim>` constants: no two alike, none
-    /// starting with `tma_`, and neither `BYTES` nor `DATA_BYTES` (`BOX_BYTES` and
-    /// `BOX_DATA_BYTES` exist). See [`crate::ident::dim_name_collision`].
+    /// coordinate struct, its `BOX_<dim>` / `EXTENT_<dim>` constants and the run-time
+    /// parameters of its encode function (`<dim>`, `stride_<dim>`): no two alike, and no two
+    /// whose generated names meet (`x` and `stride_x`). See
+    /// [`crate::ident::shared_generated_name`].
     DimNameClash,
+    /// A user name (tile, dim, pipeline, pipeline member, warp roles, named barrier, tile set,
+    /// set member, alias) becomes identifiers of the generated CUDA (`tma_<tile>`,
+    /// `BOX_<dim>`, `smem_<member>`, `sync_<barrier>`, `TMA_<SET>_PARAMS`, ..): none may be an
+    /// identifier the templates use where it lands or one of their macros (which would
+    /// replace it, some only under `-DTMA_DEBUG`), and a name that lands bare may not start
+    /// with `tma_` in any case. The table is read from the templates themselves
+    /// ([`crate::ident::generated`]).
+    GeneratedNameClash,
     /// A size computed from the spec (bytes of a stride, of the tensor, of one call) does
     /// not fit in 64 bits: more than any GPU can address.
     SizeOverflow,

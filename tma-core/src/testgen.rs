@@ -7,6 +7,9 @@ use crate::smem::{self as swz, InnerRowLayout};
 use crate::spec::{Arch, Interleave, OobFill, Swizzle, TileSpec};
 use crate::validate::{validate, BoundSpec};
 
+mod units;
+pub use units::{name_pools, random_name, random_unit, NamePools, RandomUnit, Taken};
+
 /// xorshift64* — small, fast, deterministic. Not for anything but tests.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct XorShift {

@@ -164,6 +164,28 @@ fn a_located_body_starts_with_a_line_directive() {
     );
 }
 
+/// A file name is written as a C string literal: a newline in it neither ends the `#line`
+/// directive nor starts a line of code (`#error` here), nor does any other control character;
+/// line 0 (which `#line` does not take) becomes 1.
+#[test]
+fn body_at_escapes_the_file_name() {
+    let src = KernelSource::new()
+        .body_at(
+            "k.cu\"\n#error injected\r\u{7}\u{1b}[0m\tµ.cu",
+            0,
+            "// body\n",
+        )
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let at = src.find("#line").unwrap_or_else(|| panic!("{src}"));
+    let rest = &src[at..];
+    assert_eq!(
+        rest,
+        "#line 1 \"k.cu\\\"\\n#error injected\\r\\007\\033[0m\\tµ.cu\"\n// body\n"
+    );
+    assert!(!src.lines().any(|l| l.starts_with("#error")), "{src}");
+}
+
 #[test]
 fn kernel_snapshot_mpk() {
     let v = mpk();
@@ -317,10 +339,11 @@ fn kernel_source_refuses_names_that_collide() {
             ..
         }
     ));
-    // An alias may not take a tile struct's name, nor another alias.
+    // An alias may not take the generated code's prefix (a tile struct's name), nor another
+    // alias's name.
     assert!(matches!(
         err(KernelSource::new().tile_as(&q, "tma_k").tile(&k)),
-        RenderError::NameTaken {
+        RenderError::GeneratedName {
             what: "tile alias",
             ..
         }
@@ -341,11 +364,29 @@ fn kernel_source_refuses_names_that_collide() {
     ));
     assert!(matches!(
         err(KernelSource::new().tile_set("s", &[("SMEM_BYTES", &q)])),
+        RenderError::GeneratedName {
+            what: "tile set member",
+            ..
+        }
+    ));
+    // Members `x` and `OFFSET_x` would both give the set an `OFFSET_x`.
+    assert!(matches!(
+        err(KernelSource::new().tile_set("s", &[("x", &q), ("OFFSET_x", &k)])),
         RenderError::NameTaken {
             what: "tile set member",
             ..
         }
     ));
+    // Tiles `q` and `encode_q` would both give a header a `tma_encode_q`.
+    let encode_q = tile("encode_q", Swizzle::None);
+    match err(KernelSource::new().tile(&q).tile(&encode_q)) {
+        RenderError::NameTaken {
+            what: "tile", by, ..
+        } => {
+            assert!(by.contains("tma_encode_q"), "{by}")
+        }
+        other => panic!("{other}"),
+    }
     assert!(matches!(
         err(KernelSource::new().tile_set("9s", &[("a", &q)])),
         RenderError::InvalidName {
@@ -367,7 +408,7 @@ fn kernel_source_refuses_names_that_collide() {
             .tile_set("s", &[("a", &q)])
             .tile_set("S", &[("b", &k)])),
         RenderError::NameTaken {
-            what: "tile set macro",
+            what: "tile set",
             ..
         }
     ));

@@ -133,8 +133,26 @@ fn rows() -> Vec<Row> {
             "a dim name leaves the generated names alone",
             good,
             || good().dim_names(["H", "BYTES", "C"]),
-            Rule::DimNameClash,
+            Rule::GeneratedNameClash,
             Field::DimName { dim: 1 },
+        ),
+        row(
+            "two dims' generated names differ (W's stride parameter is stride_W)",
+            good,
+            || good().dim_names(["H", "W", "stride_W"]),
+            Rule::DimNameClash,
+            Field::DimName { dim: 2 },
+        ),
+        row(
+            "a tile name leaves the generated names alone (tma_half is the prelude's)",
+            good,
+            || {
+                let mut s = good();
+                s.name = "half".into();
+                s
+            },
+            Rule::GeneratedNameClash,
+            Field::Name,
         ),
         row(
             "rank at least 1",
@@ -952,6 +970,41 @@ mod pipeline_rules {
                 },
             ),
             (
+                "a pipeline named like a helper (tma_pipe_state)",
+                Broken::Pipe(|| PipelineSpec {
+                    name: "state".into(),
+                    ..good()
+                }),
+                Rule::GeneratedNameClash,
+                Field::Name,
+            ),
+            (
+                "a member named like load's stage parameter",
+                Broken::Pipe(|| {
+                    let mut p = good();
+                    p.tiles[1].member = "s".into();
+                    p
+                }),
+                Rule::GeneratedNameClash,
+                Field::StageTile {
+                    index: 1,
+                    member: "s".into(),
+                },
+            ),
+            (
+                "members whose generated names meet (a's map parameter is a_map)",
+                Broken::Pipe(|| {
+                    let mut p = good();
+                    p.tiles[1].member = "a_map".into();
+                    p
+                }),
+                Rule::PipelineTiles,
+                Field::StageTile {
+                    index: 1,
+                    member: "a_map".into(),
+                },
+            ),
+            (
                 "a tile for another arch",
                 Broken::Pipe(|| {
                     let mut p = good();
@@ -1044,6 +1097,22 @@ mod pipeline_rules {
                 Field::WarpRoles("consumer_regs"),
             ),
             (
+                "barriers whose generated names meet (BARRIER_consumers_THREADS)",
+                Broken::Roles(|| roles().barrier("consumers_THREADS", 128)),
+                Rule::NamedBarrierIds,
+                Field::NamedBarrier {
+                    name: "consumers_THREADS".into(),
+                },
+            ),
+            (
+                "a per-consumer barrier whose generated names meet another's (BARRIER_consumers_THREADS)",
+                Broken::Roles(|| roles().per_consumer_barrier("consumers_THREADS", 128)),
+                Rule::NamedBarrierIds,
+                Field::NamedBarrier {
+                    name: "consumers_THREADS".into(),
+                },
+            ),
+            (
                 "a named barrier of 100 threads",
                 Broken::Roles(|| roles().barrier("odd", 100)),
                 Rule::NamedBarrierIds,
@@ -1129,6 +1198,7 @@ mod pipeline_rules {
             Rule::WarpgroupAlignment,
             Rule::BlocksPerSm,
             Rule::ThreadsPerSm,
+            Rule::GeneratedNameClash,
         ] {
             assert!(rows.iter().any(|r| r.2 == rule), "{rule:?} has no row");
         }

@@ -151,7 +151,9 @@ pub fn derive(s: TilesStruct<'_>) -> syn::Result<CheckedStruct<'_>> {
     let set = TileSetCode::new(&struct_name, &members).map_err(|e| {
         // A member name the set struct already uses points at its field; the rest at the struct.
         let at = match &e {
-            RenderError::NameTaken { name, .. } | RenderError::InvalidName { name, .. } => fields
+            RenderError::NameTaken { name, .. }
+            | RenderError::InvalidName { name, .. }
+            | RenderError::GeneratedName { name, .. } => fields
                 .iter()
                 .find(|f| f.ident.unraw() == name.as_str())
                 .map_or(s.ident.span(), |f| f.ident.span()),

@@ -52,7 +52,7 @@ pub use roles::{
 use std::fmt;
 
 use crate::error::{write_breaks, Field, Severity, SpecError};
-use crate::ident::check_name;
+use crate::ident::{check_name, generated_clash, shared_generated_name, NameKind};
 use crate::limits::MAX_TX_BYTES;
 use crate::rules::Rule;
 use crate::size::Size;
@@ -321,9 +321,6 @@ impl ValidPipeline {
     }
 }
 
-/// Names the generated pipeline struct holds itself; no member may take them.
-pub const PIPELINE_OWN_NAMES: [&str; 2] = ["state", "tiles"];
-
 /// Checks every pipeline rule on `spec` and lays out its stages.
 pub fn validate_pipeline(spec: &PipelineSpec) -> Result<ValidPipeline, PipelineErrors> {
     let mut errors = Vec::new();
@@ -336,6 +333,16 @@ pub fn validate_pipeline(spec: &PipelineSpec) -> Result<ValidPipeline, PipelineE
                 "the pipeline's name names CUDA (`tma_pipe_{}`): it {}",
                 spec.name,
                 problem.describe()
+            ),
+        ));
+    } else if let Some(why) = generated_clash(NameKind::Pipeline, &spec.name) {
+        errors.push(finding(
+            Field::Name,
+            &spec.name,
+            Rule::GeneratedNameClash,
+            format!(
+                "the pipeline's name names CUDA (`tma_pipe_{}`); this one clashes: {why}",
+                spec.name
             ),
         ));
     }
@@ -463,33 +470,62 @@ fn check_tiles(spec: &PipelineSpec, errors: &mut Vec<SpecError>) {
             index,
             member: t.member.clone(),
         };
+        let earlier = &spec.tiles[..index];
         let clash = if let Err(problem) = check_name(&t.member) {
-            Some(format!(
-                "the member name names CUDA (`smem_{}`, `{}_map`): it {}",
-                t.member,
-                t.member,
-                problem.describe()
+            Some((
+                Rule::PipelineTiles,
+                format!(
+                    "the member name names CUDA (`smem_{}`, `{}_map`): it {}",
+                    t.member,
+                    t.member,
+                    problem.describe()
+                ),
             ))
-        } else if PIPELINE_OWN_NAMES.contains(&t.member.as_str()) {
-            Some(format!("the pipeline struct uses `{}` itself", t.member))
-        } else if spec.tiles[..index].iter().any(|o| o.member == t.member) {
-            Some("two tiles of the stage have this member name".into())
+        } else if let Some(why) = generated_clash(NameKind::PipelineMember, &t.member) {
+            Some((
+                Rule::GeneratedNameClash,
+                format!(
+                    "the member name names CUDA (`tile_{m}`, `smem_{m}`, `load`'s `{m}_map` and `{m}`); this one clashes: {why}",
+                    m = t.member
+                ),
+            ))
+        } else if earlier.iter().any(|o| o.member == t.member) {
+            Some((
+                Rule::PipelineTiles,
+                "two tiles of the stage have this member name".into(),
+            ))
         } else {
+            let shared = earlier.iter().find_map(|o| {
+                shared_generated_name(NameKind::PipelineMember, &o.member, &t.member).map(|ident| {
+                    (
+                        Rule::PipelineTiles,
+                        format!(
+                            "this member and member `{}` would both give the pipeline struct a `{ident}`",
+                            o.member
+                        ),
+                    )
+                })
+            });
             // One struct per tile name in a source: two different tiles of one name clash
             // (the same tile twice is shared).
             let name = &t.tile.spec().name;
-            spec.tiles[..index]
-                .iter()
-                .find(|o| o.tile.spec().name == *name && o.tile != t.tile)
-                .map(|o| {
-                    format!(
-                        "its tile `{name}` is another tile than member `{}`'s of the same name: both would be `struct tma_{name}`",
-                        o.member
-                    )
-                })
+            shared.or_else(|| {
+                earlier
+                    .iter()
+                    .find(|o| o.tile.spec().name == *name && o.tile != t.tile)
+                    .map(|o| {
+                        (
+                            Rule::PipelineTiles,
+                            format!(
+                                "its tile `{name}` is another tile than member `{}`'s of the same name: both would be `struct tma_{name}`",
+                                o.member
+                            ),
+                        )
+                    })
+            })
         };
-        if let Some(message) = clash {
-            errors.push(finding(field(), &t.member, Rule::PipelineTiles, message));
+        if let Some((rule, message)) = clash {
+            errors.push(finding(field(), &t.member, rule, message));
         }
         let target = t.tile.spec().target;
         if target != spec.target {

@@ -38,7 +38,7 @@ use std::ops::RangeInclusive;
 
 use super::{finding, PipelineErrors, MAX_BLOCK_THREADS};
 use crate::error::{Field, SpecError};
-use crate::ident::check_name;
+use crate::ident::{check_name, generated_clash, shared_generated_name, NameKind};
 use crate::limits::{MAX_BLOCKS_PER_SM, MAX_THREADS_PER_SM};
 use crate::rules::Rule;
 use crate::size::Size;
@@ -283,6 +283,17 @@ impl WarpRoles {
                     problem.describe()
                 ),
             ));
+        } else if let Some(why) = generated_clash(NameKind::WarpRoles, &self.name) {
+            errors.push(finding(
+                Field::Name,
+                &self.name,
+                Rule::GeneratedNameClash,
+                format!(
+                    "the roles' name names CUDA (`tma_roles_{}`, `TMA_ROLES_{}_LAUNCH_BOUNDS`); this one clashes: {why}",
+                    self.name,
+                    self.name.to_ascii_uppercase()
+                ),
+            ));
         }
         let threads = self.threads();
         let producers = Field::WarpRoles(self.producers.field(true));
@@ -493,11 +504,7 @@ impl WarpRoles {
             let first = next;
             let last = first + count.max(1) - 1;
             next = first + count;
-            let clash = self.barriers[..i].iter().find(|o| {
-                o.name == b.name
-                    || b.name.strip_suffix("_THREADS") == Some(o.name.as_str())
-                    || o.name.strip_suffix("_THREADS") == Some(b.name.as_str())
-            });
+            let earlier = &self.barriers[..i];
             let problem = if let Err(p) = check_name(&b.name) {
                 Some((
                     b.name.clone(),
@@ -507,16 +514,32 @@ impl WarpRoles {
                         p.describe()
                     ),
                 ))
-            } else if let Some(o) = clash {
-                let why = if o.name == b.name {
-                    "two named barriers have this name".to_string()
-                } else {
+            } else if let Some(why) = generated_clash(NameKind::NamedBarrier, &b.name) {
+                // Every form the templates give a barrier, the per-consumer ones included
+                // (`sync_<b>(c)`, `arrive_<b>(c)`), is in the table.
+                errors.push(finding(
+                    Field::NamedBarrier {
+                        name: b.name.clone(),
+                    },
+                    &b.name,
+                    Rule::GeneratedNameClash,
                     format!(
-                        "its constants clash with barrier `{}`'s (BARRIER_<name>_THREADS)",
-                        o.name
-                    )
-                };
-                Some((b.name.clone(), why))
+                        "its name names CUDA (`BARRIER_{n}`, `sync_{n}`, `arrive_{n}`); this one clashes: {why}",
+                        n = b.name
+                    ),
+                ));
+                None
+            } else if earlier.iter().any(|o| o.name == b.name) {
+                Some((b.name.clone(), "two named barriers have this name".into()))
+            } else if let Some((other, ident)) = earlier.iter().find_map(|o| {
+                shared_generated_name(NameKind::NamedBarrier, &o.name, &b.name)
+                    .map(|ident| (o.name.clone(), ident))
+            }) {
+                // `x` and `x_THREADS` both give `BARRIER_x_THREADS`.
+                Some((
+                    b.name.clone(),
+                    format!("this barrier and barrier `{other}` would both give the roles struct a `{ident}`"),
+                ))
             } else if last > u64::from(MAX_NAMED_BARRIER_ID) && !past_last {
                 // The first barrier past the ids; the ones after it say nothing new.
                 past_last = true;

@@ -237,5 +237,14 @@ fn setmaxnreg_and_consumer_warpgroups_need_whole_warpgroups() {
         .validate()
         .unwrap_err();
     assert_eq!(e.errors[0].rule, Rule::NamedBarrierIds);
-    assert!(e.to_string().contains("clash"), "{e}");
+    assert!(e.to_string().contains("`BARRIER_a_THREADS`"), "{e}");
+    // The same for a per-consumer barrier (its names are a plain one's, with a parameter).
+    let e = WarpRoles::warps("w", 1, 2)
+        .per_consumer_barrier("a_THREADS", 32)
+        .per_consumer_barrier("a", 32)
+        .validate()
+        .unwrap_err();
+    assert_eq!(e.errors.len(), 1, "{e}");
+    assert_eq!(e.errors[0].rule, Rule::NamedBarrierIds);
+    assert!(e.to_string().contains("`BARRIER_a_THREADS`"), "{e}");
 }

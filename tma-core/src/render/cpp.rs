@@ -18,9 +18,6 @@ pub struct HeaderOptions {
     pub mpk: bool,
 }
 
-/// Local names of the encode function a run-time dim may not take.
-const ENCODE_LOCALS: [&str; 6] = ["map", "base", "base_bytes", "err", "global", "strides"];
-
 fn rule(r: Rule) -> String {
     format!("{r:?}")
 }
@@ -45,15 +42,6 @@ fn encode_common() -> Result<String, RenderError> {
     render("encode.cuh.tera", &ctx)
 }
 
-/// The run-time parameter name of a dim label: the label, unless the function uses it.
-fn param_name(label: &str) -> String {
-    if ENCODE_LOCALS.contains(&label) {
-        format!("dim_{label}")
-    } else {
-        label.to_string()
-    }
-}
-
 /// `tma_encode_<name>`: its constant arguments (user order, with the TMA order from
 /// [`to_tma_order`]) and its run-time parameters.
 fn encode_tile(valid: &ValidSpec) -> Result<String, RenderError> {
@@ -65,7 +53,7 @@ fn encode_tile(valid: &ValidSpec) -> Result<String, RenderError> {
         match spec.global[d] {
             Extent::Static(v) => global.push(format!("{v}ull")),
             Extent::Runtime => {
-                let name = param_name(&spec.dim_label(d));
+                let name = crate::ident::encode_param(&spec.dim_label(d));
                 params.push(map([
                     ("name", Value::from(name.clone())),
                     ("what", Value::from(format!("the extent of dim {d}"))),
@@ -85,7 +73,8 @@ fn encode_tile(valid: &ValidSpec) -> Result<String, RenderError> {
                 match e {
                     Extent::Static(v) => out.push(format!("{v}ull")),
                     Extent::Runtime => {
-                        let name = param_name(&format!("stride_{}", spec.dim_label(d)));
+                        let name =
+                            crate::ident::encode_param(&format!("stride_{}", spec.dim_label(d)));
                         params.push(map([
                             ("name", Value::from(name.clone())),
                             (

@@ -2,29 +2,6 @@
 
 use super::*;
 
-pub(super) const PRELUDE_TEMPLATE: &str = include_str!("../../templates/prelude.cuh.tera");
-pub(super) const SHAPES_TEMPLATE: &str = include_str!("../../templates/shapes.cuh.tera");
-pub(super) const KERNEL_TEMPLATE: &str = include_str!("../../templates/kernel.cuh.tera");
-pub(super) const COMPONENTS_TEMPLATE: &str = include_str!("../../templates/components.tera");
-pub(super) const SHAPE_TEMPLATE: &str = include_str!("../../templates/shape.cuh.tera");
-pub(super) const TILE_TEMPLATE: &str = include_str!("../../templates/tile.cuh.tera");
-pub(super) const HOST_TILE_TEMPLATE: &str = include_str!("../../templates/host_tile.cuh.tera");
-pub(super) const SET_TEMPLATE: &str = include_str!("../../templates/set.cuh.tera");
-pub(super) const ENCODE_TEMPLATE: &str = include_str!("../../templates/encode.cuh.tera");
-pub(super) const ENCODE_TILE_TEMPLATE: &str = include_str!("../../templates/encode_tile.cuh.tera");
-pub(super) const MPK_TEMPLATE: &str = include_str!("../../templates/mpk.cuh.tera");
-pub(super) const MPK_TILE_TEMPLATE: &str = include_str!("../../templates/mpk_tile.cuh.tera");
-pub(super) const WGMMA_TEMPLATE: &str = include_str!("../../templates/wgmma.cuh.tera");
-pub(super) const WGMMA_OPS_TEMPLATE: &str = include_str!("../../templates/wgmma_ops.cuh.tera");
-pub(super) const WGMMA_EXERCISE_TEMPLATE: &str =
-    include_str!("../../templates/wgmma_exercise.cu.tera");
-pub(super) const OPERAND_TEMPLATE: &str = include_str!("../../templates/operand.cuh.tera");
-pub(super) const EXERCISE_TEMPLATE: &str = include_str!("../../templates/exercise.cu.tera");
-pub(super) const WARP_TEMPLATE: &str = include_str!("../../templates/warp.cuh.tera");
-pub(super) const PIPELINE_TEMPLATE: &str = include_str!("../../templates/pipeline.cuh.tera");
-pub(super) const ROLES_TEMPLATE: &str = include_str!("../../templates/roles.cuh.tera");
-pub(super) const PLAN_TEMPLATE: &str = include_str!("../../templates/plan.cuh.tera");
-
 /// The template engine, parsed once per process: every tile declared with a macro renders
 /// through it at expansion time, so parsing per call would cost every build.
 pub(super) fn engine() -> Result<&'static Tera, RenderError> {
@@ -39,30 +16,8 @@ pub(super) fn build_engine() -> Result<Tera, RenderError> {
     let mut tera = Tera::new();
     // CUDA is not HTML: never escape.
     tera.autoescape_on(Vec::<&str>::new());
-    tera.add_raw_templates([
-        ("components.tera", COMPONENTS_TEMPLATE),
-        ("prelude.cuh.tera", PRELUDE_TEMPLATE),
-        ("shapes.cuh.tera", SHAPES_TEMPLATE),
-        ("kernel.cuh.tera", KERNEL_TEMPLATE),
-        ("shape.cuh.tera", SHAPE_TEMPLATE),
-        ("tile.cuh.tera", TILE_TEMPLATE),
-        ("host_tile.cuh.tera", HOST_TILE_TEMPLATE),
-        ("set.cuh.tera", SET_TEMPLATE),
-        ("exercise.cu.tera", EXERCISE_TEMPLATE),
-        ("warp.cuh.tera", WARP_TEMPLATE),
-        ("pipeline.cuh.tera", PIPELINE_TEMPLATE),
-        ("roles.cuh.tera", ROLES_TEMPLATE),
-        ("plan.cuh.tera", PLAN_TEMPLATE),
-        ("encode.cuh.tera", ENCODE_TEMPLATE),
-        ("encode_tile.cuh.tera", ENCODE_TILE_TEMPLATE),
-        ("mpk.cuh.tera", MPK_TEMPLATE),
-        ("mpk_tile.cuh.tera", MPK_TILE_TEMPLATE),
-        ("wgmma.cuh.tera", WGMMA_TEMPLATE),
-        ("wgmma_ops.cuh.tera", WGMMA_OPS_TEMPLATE),
-        ("operand.cuh.tera", OPERAND_TEMPLATE),
-        ("wgmma_exercise.cu.tera", WGMMA_EXERCISE_TEMPLATE),
-    ])
-    .map_err(|e| template_error("templates", &e))?;
+    tera.add_raw_templates(crate::templates::ALL)
+        .map_err(|e| template_error("templates", &e))?;
     Ok(tera)
 }
 

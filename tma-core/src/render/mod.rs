@@ -129,6 +129,14 @@ pub enum RenderError {
         name: String,
         problem: NameProblem,
     },
+    /// A name the kernel source declares (a tile set, a set member, an alias) would meet what
+    /// the generated code already calls by name ([`crate::Rule::GeneratedNameClash`]).
+    #[error("the {what} `{name}` names generated CUDA; this one clashes (rule GeneratedNameClash): {clash}")]
+    GeneratedName {
+        what: &'static str,
+        name: String,
+        clash: crate::ident::GeneratedClash,
+    },
     /// A name the kernel source declares is already taken in its scope.
     #[error("the {what} `{name}` is already taken: {by}")]
     NameTaken {
@@ -157,6 +165,48 @@ pub enum RenderError {
         roles_consumers: crate::pipeline::RoleWarps,
         why: &'static str,
     },
+}
+
+impl RenderError {
+    /// The rule a refused name breaks, where there is one.
+    pub fn rule(&self) -> Option<crate::Rule> {
+        match self {
+            RenderError::GeneratedName { .. } => Some(crate::Rule::GeneratedNameClash),
+            RenderError::InvalidName { .. } => Some(crate::Rule::NameIsIdentifier),
+            _ => None,
+        }
+    }
+}
+
+/// Every name `kind` `name` becomes at namespace scope (structs, functions, macros), entered
+/// into `globals` as taken by `by`: the first already taken comes back as a
+/// [`RenderError::NameTaken`] (tiles `a` and `encode_a` both give a `tma_encode_a`).
+pub(super) fn take_global_names(
+    globals: &mut BTreeMap<String, String>,
+    what: &'static str,
+    kind: crate::ident::NameKind,
+    name: &str,
+    by: String,
+) -> Result<(), RenderError> {
+    for g in crate::ident::generated_names(kind, name) {
+        if !g.global {
+            continue;
+        }
+        match globals.get(&g.ident) {
+            Some(first) if *first != by => {
+                return Err(RenderError::NameTaken {
+                    what,
+                    name: name.to_string(),
+                    by: format!("{first} gives the generated CUDA a `{}` too", g.ident),
+                });
+            }
+            Some(_) => {}
+            None => {
+                globals.insert(g.ident, by.clone());
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The prelude every translation unit starts with (include-guarded, so it may appear twice):

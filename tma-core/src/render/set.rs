@@ -1,11 +1,7 @@
 //! Several tiles in one block's shared memory: [`TileSetCode`].
 
 use super::*;
-
-/// The names a tile set struct holds besides its members' (`OFFSET_<member>` aside): a
-/// member may not take them.
-pub(super) const SET_OWN_NAMES: [&str; 4] =
-    ["TILES", "SMEM_BYTES", "SMEM_ALIGN", "DYNAMIC_SMEM_BYTES"];
+use crate::ident::{generated_clash, shared_generated_name, NameKind};
 
 /// Several tiles laid out in one block's shared memory: `struct tma_<set>` with each member's
 /// tile struct (as a member type), its `OFFSET_<member>` from the aligned base, `SMEM_BYTES`,
@@ -41,6 +37,13 @@ impl TileSetCode {
                 problem,
             });
         }
+        if let Some(clash) = generated_clash(NameKind::TileSet, name) {
+            return Err(RenderError::GeneratedName {
+                what: "tile set",
+                name: name.to_string(),
+                clash,
+            });
+        }
         for (i, (member, _)) in members.iter().enumerate() {
             if let Err(problem) = check_name(member) {
                 return Err(RenderError::InvalidName {
@@ -49,13 +52,22 @@ impl TileSetCode {
                     problem,
                 });
             }
-            let taken = if SET_OWN_NAMES.contains(member) || member.starts_with("OFFSET_") {
-                Some(format!("struct tma_{name} uses it (TILES, SMEM_BYTES, SMEM_ALIGN, DYNAMIC_SMEM_BYTES, OFFSET_<member>)"))
+            if let Some(clash) = generated_clash(NameKind::SetMember, member) {
+                return Err(RenderError::GeneratedName {
+                    what: "tile set member",
+                    name: member.to_string(),
+                    clash,
+                });
+            }
+            let earlier = &members[..i];
+            let taken = if earlier.iter().any(|(m, _)| m == member) {
+                Some(format!("set `{name}` has two members of this name"))
             } else {
-                members[..i]
-                    .iter()
-                    .any(|(m, _)| m == member)
-                    .then(|| format!("set `{name}` has two members of this name"))
+                earlier.iter().find_map(|(m, _)| {
+                    shared_generated_name(NameKind::SetMember, m, member).map(|ident| {
+                        format!("member `{m}` of set `{name}` gives the set a `{ident}` too")
+                    })
+                })
             };
             if let Some(by) = taken {
                 return Err(RenderError::NameTaken {

@@ -1,6 +1,7 @@
 //! Whole translation units: [`KernelSource`], the headers for C++ users, the exercise kernel.
 
 use super::*;
+use crate::ident::NameKind;
 
 /// Builds one translation unit: prelude, tile lines ([`crate::manifest`]), the tiles'
 /// helpers (ids in the order added), the tile sets, the kernel's names for its tiles
@@ -57,8 +58,11 @@ impl KernelSource {
     }
 
     /// Adds a tile (as [`KernelSource::tile`]) and names it `alias` for the kernel body:
-    /// `using <alias> = tma_<name>;`. The alias must be a C identifier no other alias, set or
-    /// tile struct of the source uses.
+    /// `using <alias> = tma_<name>;`. The alias must be a C identifier that starts with an
+    /// upper-case letter (it sits at namespace scope beside CUDA's own functions and types,
+    /// `min`, `j0`, `float4`, all lower-case), takes no name of the generated code
+    /// ([`crate::ident::generated`]) and no name another alias, set, pipeline or tile of the
+    /// source takes; [`KernelSource::build`] refuses it otherwise.
     pub fn tile_as(mut self, valid: &ValidSpec, alias: &str) -> KernelSource {
         self.aliases.push((alias.to_string(), self.tiles.len()));
         self.tiles.push(valid.clone());
@@ -198,25 +202,26 @@ impl KernelSource {
     /// directive: NVRTC's messages about it then name that file and line. E.g.
     /// `.body_at("kernels/copy.cu", 1, COPY_CU)` for the text of that file, or
     /// `.body_at(file!(), line!(), r#"...` for a raw string that opens on the line of
-    /// `line!()`. Code appended after it counts on from there.
+    /// `line!()`. Code appended after it counts on from there. The file name is written as a
+    /// C string literal (`\\`, `\"`, a newline as `\n`, other control characters in octal),
+    /// so no file name ends the directive or starts a line of code; the line is kept in the
+    /// range `#line` takes, 1 to 2147483647.
     pub fn body_at(mut self, file: &str, line: u32, body: &str) -> KernelSource {
         if !self.body.is_empty() && !self.body.ends_with('\n') {
             self.body.push('\n');
         }
-        let file = file.replace('\\', "\\\\").replace('"', "\\\"");
-        self.body.push_str(&format!("#line {line} \"{file}\"\n"));
+        let line = line.clamp(1, i32::MAX as u32);
+        self.body
+            .push_str(&format!("#line {line} {}\n", c_string_literal(file)));
         self.body(body)
     }
 
     /// The whole source. Deterministic: the same inputs give the same bytes.
     pub fn build(&self) -> Result<String, RenderError> {
-        let tiles = render_tiles(&self.tiles)?;
-        // Every struct and alias is a global name: tiles, sets and aliases must differ.
-        let mut globals: BTreeMap<String, String> = tiles
-            .iter()
-            .map(|t| (t.cuda_name(), format!("tile `{}`", t.name())))
-            .collect();
-        let mut macros: BTreeMap<String, String> = BTreeMap::new();
+        let (tiles, mut globals) = render_tiles(&self.tiles)?;
+        // Every struct, function, macro and alias at namespace scope is one name space
+        // (macros included: they would replace a name): tiles, sets, pipelines, roles and
+        // aliases must give different ones.
         let mut sets = Vec::with_capacity(self.sets.len());
         for set in &self.sets {
             let members: Vec<(&str, &ValidSpec)> = set
@@ -225,14 +230,13 @@ impl KernelSource {
                 .map(|(m, i)| (m.as_str(), &self.tiles[*i]))
                 .collect();
             let code = TileSetCode::new(&set.name, &members)?;
-            for (what, name, table) in [
-                ("tile set", code.cuda_name(), &mut globals),
-                ("tile set macro", code.params_macro(), &mut macros),
-            ] {
-                if let Some(by) = table.insert(name.clone(), format!("tile set `{}`", set.name)) {
-                    return Err(RenderError::NameTaken { what, name, by });
-                }
-            }
+            take_global_names(
+                &mut globals,
+                "tile set",
+                NameKind::TileSet,
+                &set.name,
+                format!("tile set `{}`", set.name),
+            )?;
             sets.push(code);
         }
         let mut aliases = String::new();
@@ -244,30 +248,33 @@ impl KernelSource {
                     problem,
                 });
             }
-            let tile = &tiles[*index];
-            if let Some(by) =
-                globals.insert(alias.clone(), format!("alias of tile `{}`", tile.name()))
-            {
-                return Err(RenderError::NameTaken {
+            if let Some(clash) = crate::ident::generated_clash(NameKind::Alias, alias) {
+                return Err(RenderError::GeneratedName {
                     what: "tile alias",
                     name: alias.clone(),
-                    by,
+                    clash,
                 });
             }
+            let tile = &tiles[*index];
+            take_global_names(
+                &mut globals,
+                "tile alias",
+                NameKind::Alias,
+                alias,
+                format!("alias `{alias}` of tile `{}`", tile.name()),
+            )?;
             aliases.push_str(&format!("using {alias} = {};\n", tile.cuda_name()));
         }
         let mut pipelines = Vec::with_capacity(self.pipelines.len());
         for (id, p) in (0u32..).zip(&self.pipelines) {
             let code = PipelineCode::new(p, id)?;
-            if let Some(by) =
-                globals.insert(code.cuda_name(), format!("pipeline `{}`", p.spec().name))
-            {
-                return Err(RenderError::NameTaken {
-                    what: "pipeline",
-                    name: code.cuda_name(),
-                    by,
-                });
-            }
+            take_global_names(
+                &mut globals,
+                "pipeline",
+                NameKind::Pipeline,
+                &p.spec().name,
+                format!("pipeline `{}`", p.spec().name),
+            )?;
             pipelines.push(code);
         }
         let mut pipeline_aliases = String::new();
@@ -296,26 +303,25 @@ impl KernelSource {
         let mut roles = Vec::with_capacity(self.roles.len());
         for r in &self.roles {
             let code = WarpRolesCode::new(r)?;
-            for (what, name, table) in [
-                ("warp roles", code.cuda_name(), &mut globals),
-                ("warp roles macro", code.launch_macro(), &mut macros),
-            ] {
-                if let Some(by) =
-                    table.insert(name.clone(), format!("warp roles `{}`", r.roles().name))
-                {
-                    return Err(RenderError::NameTaken { what, name, by });
-                }
-            }
+            take_global_names(
+                &mut globals,
+                "warp roles",
+                NameKind::WarpRoles,
+                &r.roles().name,
+                format!("warp roles `{}`", r.roles().name),
+            )?;
             roles.push(code);
         }
         let mut plans = Vec::with_capacity(self.plans.len());
         for p in &self.plans {
             let code = PlanCode::new(p)?;
-            for (what, name, table) in [
-                ("kernel plan", code.cuda_name(), &mut globals),
-                ("kernel plan macro", code.launch_macro(), &mut macros),
+            // Macros and namespace-scope names are one table (`take_global_names`).
+            for (what, name) in [
+                ("kernel plan", code.cuda_name()),
+                ("kernel plan macro", code.launch_macro()),
             ] {
-                if let Some(by) = table.insert(name.clone(), format!("kernel plan `{}`", p.name()))
+                if let Some(by) =
+                    globals.insert(name.clone(), format!("kernel plan `{}`", p.name()))
                 {
                     return Err(RenderError::NameTaken { what, name, by });
                 }
@@ -375,8 +381,36 @@ impl KernelSource {
     }
 }
 
-pub(super) fn render_tiles(specs: &[ValidSpec]) -> Result<Vec<TileCode>, RenderError> {
+/// `text` as a C/C++ string literal, quotes included: `\\` and `"` escaped, newline, carriage
+/// return and tab as `\n`, `\r`, `\t`, every other control character (and DEL) as a
+/// three-digit octal escape (which, unlike `\x`, ends after three digits whatever follows).
+/// Other characters, non-ASCII included, stay as they are.
+pub(super) fn c_string_literal(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_ascii_control() => out.push_str(&format!("\\{:03o}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// Each tile's code (ids in slice order), and the names the tiles take at namespace scope
+/// (each tile's struct, encode function, macros: [`crate::ident::generated_names`]), by who
+/// took them.
+pub(super) fn render_tiles(
+    specs: &[ValidSpec],
+) -> Result<(Vec<TileCode>, BTreeMap<String, String>), RenderError> {
     let mut seen: BTreeMap<&str, u32> = BTreeMap::new();
+    let mut globals = BTreeMap::new();
     let mut tiles = Vec::with_capacity(specs.len());
     for (id, v) in (0u32..).zip(specs) {
         let name = v.spec().name.as_str();
@@ -388,9 +422,16 @@ pub(super) fn render_tiles(specs: &[ValidSpec]) -> Result<Vec<TileCode>, RenderE
             });
         }
         seen.insert(name, id);
+        take_global_names(
+            &mut globals,
+            "tile",
+            NameKind::Tile,
+            name,
+            format!("tile `{name}`"),
+        )?;
         tiles.push(TileCode::new(v, id)?);
     }
-    Ok(tiles)
+    Ok((tiles, globals))
 }
 
 /// The tile lines ([`crate::manifest`]) the runtime reads: names for hang records, shared
@@ -417,6 +458,7 @@ pub fn host_header(specs: &[ValidSpec]) -> Result<String, RenderError> {
     );
     out.push_str(&render("shapes.cuh.tera", &Context::new())?);
     let mut seen: BTreeMap<&str, ()> = BTreeMap::new();
+    let mut globals = BTreeMap::new();
     for (id, v) in (0u32..).zip(specs) {
         let name = v.spec().name.as_str();
         if seen.insert(name, ()).is_some() {
@@ -430,6 +472,13 @@ pub fn host_header(specs: &[ValidSpec]) -> Result<String, RenderError> {
                 second: id,
             });
         }
+        take_global_names(
+            &mut globals,
+            "tile",
+            NameKind::Tile,
+            name,
+            format!("tile `{name}`"),
+        )?;
         out.push('\n');
         out.push_str(&render("host_tile.cuh.tera", &tile_context(v, id))?);
     }

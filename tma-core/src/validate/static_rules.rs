@@ -3,6 +3,7 @@
 
 use super::collect::*;
 use crate::error::Field;
+use crate::ident::{generated_clash, shared_generated_name, NameKind};
 use crate::limits::*;
 use crate::rules::Rule;
 use crate::size::Size;
@@ -10,8 +11,9 @@ use crate::smem::PlanSizes;
 use crate::spec::{Interleave, OobFill, Swizzle, TileSpec};
 
 /// Dim names name the fields of the generated coordinate struct (a dim without one is
-/// `d<i>`): no two alike, none colliding with a generated name. Reported at the named dim of
-/// a clashing pair (the later one when both are named).
+/// `d<i>`), its constants and its encode parameters: no two alike or meeting in a generated
+/// name, none meeting the generated code's own names. Reported at the named dim of a clashing
+/// pair (the later one when both are named).
 fn check_dim_labels(spec: &TileSpec, c: &mut Collector) {
     let labels: Vec<String> = (0..spec.dim_names.len())
         .map(|d| spec.dim_label(d))
@@ -23,9 +25,8 @@ fn check_dim_labels(spec: &TileSpec, c: &mut Collector) {
         if crate::ident::check_name(name).is_err() {
             continue; // NameIsIdentifier says why
         }
-        if let Some(other) = (0..labels.len())
-            .find(|&o| o != d && labels[o] == *label && (o < d || spec.dim_name(o).is_none()))
-        {
+        let earlier = |o: usize| o != d && (o < d || spec.dim_name(o).is_none());
+        if let Some(other) = (0..labels.len()).find(|&o| earlier(o) && labels[o] == *label) {
             c.error(
                 Field::DimName { dim: d },
                 format!("{name:?}"),
@@ -35,12 +36,25 @@ fn check_dim_labels(spec: &TileSpec, c: &mut Collector) {
                     if spec.dim_name(other).is_none() { " (a dim without a name is `d<index>`)" } else { "" }
                 ),
             );
-        } else if let Some(why) = crate::ident::dim_name_collision(name) {
+        } else if let Some(why) = generated_clash(NameKind::Dim, name) {
+            c.error(
+                Field::DimName { dim: d },
+                format!("{name:?}"),
+                Rule::GeneratedNameClash,
+                format!("dim names name generated CUDA; this one clashes: {why}"),
+            );
+        } else if let Some((other, ident)) = (0..labels.len())
+            .filter(|&o| earlier(o))
+            .find_map(|o| shared_generated_name(NameKind::Dim, &labels[o], label).map(|i| (o, i)))
+        {
             c.error(
                 Field::DimName { dim: d },
                 format!("{name:?}"),
                 Rule::DimNameClash,
-                format!("dim names name generated CUDA; this one clashes: {why}"),
+                format!(
+                    "dim {other} (`{}`) and this one would both give the generated CUDA a `{ident}` (coordinate members, `BOX_<dim>`, the encode function's `<dim>` and `stride_<dim>` parameters)",
+                    labels[other]
+                ),
             );
         }
     }
@@ -58,6 +72,13 @@ pub(super) fn check_shape_lists(spec: &TileSpec, c: &mut Collector) -> bool {
                 "the tile name names CUDA helpers (`tma_<name>`); this one {}",
                 problem.describe()
             ),
+        );
+    } else if let Some(why) = generated_clash(NameKind::Tile, &spec.name) {
+        c.error(
+            Field::Name,
+            format!("{:?}", spec.name),
+            Rule::GeneratedNameClash,
+            format!("the tile name names CUDA helpers (`tma_<name>`, `tma_encode_<name>`, ..); this one clashes: {why}"),
         );
     }
     for (d, name) in spec.dim_names.iter().enumerate() {

@@ -183,8 +183,52 @@ fn line_directive(l: &str) -> Option<(u64, Option<String>)> {
     let file = file
         .strip_prefix('"')
         .and_then(|f| f.strip_suffix('"'))
-        .map(|f| f.replace("\\\"", "\"").replace("\\\\", "\\"));
+        .map(unescape);
     Some((n, file))
+}
+
+/// The text of a C string literal's body (what `KernelSource::body_at` writes): `\\`, `\"`,
+/// `\n`, `\r`, `\t` and octal escapes decoded, then every control character shown escaped, so
+/// the file name stays on the heading's one line.
+fn unescape(body: &str) -> String {
+    let mut out = String::with_capacity(body.len());
+    let mut chars = body.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('n') => out.push('\n'),
+            Some('r') => out.push('\r'),
+            Some('t') => out.push('\t'),
+            Some(d @ '0'..='7') => {
+                let mut v = d.to_digit(8).unwrap_or(0);
+                for _ in 0..2 {
+                    match chars.peek().and_then(|c| c.to_digit(8)) {
+                        Some(x) => {
+                            v = v * 8 + x;
+                            chars.next();
+                        }
+                        None => break,
+                    }
+                }
+                out.push(char::from_u32(v).unwrap_or('\u{fffd}'));
+            }
+            Some(other) => out.push(other),
+            None => out.push('\\'),
+        }
+    }
+    out.chars()
+        .flat_map(|c| {
+            let shown: Vec<char> = if c.is_control() {
+                c.escape_default().collect()
+            } else {
+                vec![c]
+            };
+            shown
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -208,5 +252,10 @@ mod tests {
             Some((7, Some("a.cu".into())))
         );
         assert_eq!(line_directive("#linear 7"), None);
+        // A newline and other control characters in the name stay escaped on the heading.
+        assert_eq!(
+            line_directive("#line 3 \"a\\n#error\\033\\\\b\\\".cu\""),
+            Some((3, Some("a\\n#error\\u{1b}\\b\".cu".into())))
+        );
     }
 }
