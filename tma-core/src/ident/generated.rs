@@ -11,13 +11,13 @@
 //! compiling (a dim `TMA_DEBUG` only under `-DTMA_DEBUG`, a tile `tile` only in a header,
 //! where `tma_encode_tile` is the shared encode function).
 //!
-//! The table is derived, once per process, from the embedded template texts
-//! ([`crate::templates::ALL`]): no list to keep, so a helper added to a template is reserved
+//! The table is derived, once per process, from the embedded template texts (`templates::ALL`,
+//! `tma-core/src/templates.rs`): no list to keep, so a helper added to a template is reserved
 //! as soon as it is written. The reading is a small lexer, not a C++ parser:
 //!
 //! 1. tera: comments and statements go, `{% include %}` and component calls are inlined, and
 //!    each `{{ expr }}` becomes a placeholder. The expressions that put a user name into an
-//!    identifier are listed in [`USES`] with how Rust computes them (`cuda` is
+//!    identifier are listed in `USES` with how Rust computes them (`cuda` is
 //!    `tma_pipe_<name>` in `pipeline.cuh.tera`, `params_macro` is `TMA_<NAME>_PARAMS`, ...), and
 //!    the few that put a renderer-chosen one there (`c0`..`c4`, `TMA_RULE_<rule>`) as
 //!    patterns; any other expression is a number or a code fragment.
@@ -41,7 +41,7 @@
 //! one in a build script: the texts read are the very ones the engine renders (one list,
 //! `templates.rs`), so the table cannot lag behind a template, and nobody has a list to
 //! forget; a build script would run the same lexer at build time for no gain. What Rust adds
-//! (the forms in [`USES`]) is checked by rendering: `tests/generated_names.rs` renders every
+//! (the forms in `USES`) is checked by rendering: `tests/generated_names.rs` renders every
 //! template and fails on any identifier the table does not explain, and
 //! `tests/generated_names_compile.rs` compiles random accepted declarations.
 //!
@@ -1401,7 +1401,7 @@ pub fn identifiers_of(code: &str) -> Vec<String> {
         .collect()
 }
 
-/// For tests: the template expressions inside identifiers that [`USES`] does not list, as
+/// For tests: the template expressions inside identifiers that `USES` does not list, as
 /// `template: expr` (numbers and code fragments are fine there; this lists them for review).
 #[doc(hidden)]
 pub fn unmapped_expressions() -> Vec<String> {
@@ -1440,7 +1440,7 @@ pub fn unmapped_expressions() -> Vec<String> {
     out.into_iter().collect()
 }
 
-/// For tests: the [`USES`] rows whose expression no template holds (a stale row).
+/// For tests: the `USES` rows whose expression no template holds (a stale row).
 #[doc(hidden)]
 pub fn stale_uses() -> Vec<String> {
     USES.iter()
