@@ -1,5 +1,5 @@
 //! Names that reach generated CUDA: tile, dim, pipeline, member, warp roles, named barrier,
-//! tile set and alias names. Every such string must be a plain C identifier that no C, C++ or
+//! tile set, kernel plan, plan region and alias names. Every such string must be a plain C identifier that no C, C++ or
 //! CUDA compiler reads as anything else ([`check_name`]), so nothing a user writes can inject
 //! code (a newline in a name would otherwise start a new line of CUDA), and must not meet what
 //! the generated code already calls by name ([`generated`], read from the templates).

@@ -16,8 +16,9 @@ pub enum Rule {
     /// [`crate::ident::shared_generated_name`].
     DimNameClash,
     /// A user name (tile, dim, pipeline, pipeline member, warp roles, named barrier, tile set,
-    /// set member, alias) becomes identifiers of the generated CUDA (`tma_<tile>`,
-    /// `BOX_<dim>`, `smem_<member>`, `sync_<barrier>`, `TMA_<SET>_PARAMS`, ..): none may be an
+    /// set member, kernel plan, plan region, alias) becomes identifiers of the generated CUDA
+    /// (`tma_<tile>`, `BOX_<dim>`, `smem_<member>`, `sync_<barrier>`, `TMA_<SET>_PARAMS`,
+    /// `tma_plan_<plan>` and the kernel `<plan>`, `OFFSET_<region>`, ..): none may be an
     /// identifier the templates use where it lands or one of their macros (which would
     /// replace it, some only under `-DTMA_DEBUG`), and a name that lands bare may not start
     /// with `tma_` in any case. The table is read from the templates themselves

@@ -8,8 +8,11 @@ use std::collections::BTreeSet;
 use tma_core::ident::generated::{
     identifiers_of, stale_uses, template_knows, unmapped_expressions,
 };
-use tma_core::ident::{check_name, generated_clash, generated_names, NameKind, NameProblem};
+use tma_core::ident::{
+    check_name, generated_clash, generated_names, shared_generated_name, NameKind, NameProblem,
+};
 use tma_core::pipeline::{ClusterAxis, Consumers, PipelineSpec, WarpRoles};
+use tma_core::plan::KernelPlan;
 use tma_core::render::{
     corpus, exercise_body_checked, header_with, host_header, wgmma_exercise_body, HeaderOptions,
     KernelSource,
@@ -19,8 +22,9 @@ use tma_core::{validate, DType, Extent, Swizzle, TileSpec};
 /// Renders everything a user can get: the corpus's header with Mirage MPK's names, its host
 /// header, every exercise kernel, a wgmma exercise, and a kernel source with a tile set, an
 /// alias, a multicast pipeline released per warp across a cluster, a pipeline released per
-/// thread, warp roles with barriers, and a tile with run-time dims and strides (encode
-/// parameters). Returns the code and the user names in it, by kind.
+/// thread (under an alias), warp roles of warpgroups and of warps with barriers (per-consumer
+/// ones too), two kernel plans (a pipeline, roles, a tile set, staging and scratch regions),
+/// and a tile with run-time dims and strides (encode parameters). Returns the code and the user names in it, by kind.
 fn everything() -> (String, Vec<(NameKind, String)>) {
     let mut names: Vec<(NameKind, String)> = Vec::new();
     let mut specs = corpus::specs();
@@ -77,16 +81,40 @@ fn everything() -> (String, Vec<(NameKind, String)>) {
     let roles = WarpRoles::new("spec", 40, 2, 232)
         .barrier("epilogue", 256)
         .barrier("mainloop", 128)
+        .per_consumer_barrier("stage_out", 128)
+        .validate()
+        .unwrap();
+    // Warp-granular roles without setmaxnreg and a per-consumer barrier, in a plan with the
+    // multicast ring, a tile set, a staging and a scratch region.
+    let warps = WarpRoles::warps("warpy", 1, 8)
+        .per_consumer_barrier("epi", 32)
+        .barrier("all", 288)
         .validate()
         .unwrap();
     let (q, k) = (find("r2_f16_sw64"), find("r2_u32_repeat"));
+    let plan = KernelPlan::new("gemm_kernel")
+        .pipeline(&mc)
+        .roles(&warps)
+        .tile_set("attn", &[("qq", q), ("kk", k)])
+        .staging("out", &pb, 2)
+        .scratch("flags", 64, 16)
+        .validate()
+        .unwrap();
+    let bare = KernelPlan::new("bare")
+        .scratch("bytes", 16, 16)
+        .block_threads(64)
+        .validate()
+        .unwrap();
     code.push_str(
         &KernelSource::new()
             .tile_set("attn", &[("qq", q), ("kk", k)])
             .tile_as(find("r1_u8"), "Bytes")
             .pipeline(&mc)
-            .pipeline(&plain)
+            .pipeline_as(&plain, "Flat")
             .warp_roles(&roles)
+            .warp_roles(&warps)
+            .plan(&plan)
+            .plan(&bare)
             .build()
             .unwrap(),
     );
@@ -107,6 +135,18 @@ fn everything() -> (String, Vec<(NameKind, String)>) {
         (NameKind::SetMember, "qq"),
         (NameKind::SetMember, "kk"),
         (NameKind::Alias, "Bytes"),
+        (NameKind::Alias, "Flat"),
+        (NameKind::WarpRoles, "warpy"),
+        (NameKind::NamedBarrier, "stage_out"),
+        (NameKind::NamedBarrier, "epi"),
+        (NameKind::NamedBarrier, "all"),
+        (NameKind::KernelPlan, "gemm_kernel"),
+        (NameKind::KernelPlan, "bare"),
+        (NameKind::PlanRegion, "ring"),
+        (NameKind::PlanRegion, "attn"),
+        (NameKind::PlanRegion, "out"),
+        (NameKind::PlanRegion, "flags"),
+        (NameKind::PlanRegion, "bytes"),
     ] {
         names.push((kind, n.to_string()));
     }
@@ -193,6 +233,36 @@ fn names_that_break_generated_code_are_refused() {
         // are lower-case (found by the random unit of seed 130).
         (NameKind::Alias, "j0", "j0"),
         (NameKind::Alias, "min", "min"),
+        // The bounded waits' helpers and switches, the per-consumer barriers' helpers.
+        (NameKind::Tile, "wait_slow", "tma_wait_slow"),
+        (NameKind::Tile, "globaltimer", "tma_globaltimer"),
+        (
+            NameKind::TileSet,
+            "mbarrier_try_wait_shared",
+            "tma_mbarrier_try_wait_shared",
+        ),
+        (NameKind::Dim, "TMA_WAIT_TIMEOUT_NS", "TMA_WAIT_TIMEOUT_NS"),
+        (NameKind::Dim, "TMA_UNBOUNDED_WAITS", "TMA_UNBOUNDED_WAITS"),
+        (
+            NameKind::Tile,
+            "named_barrier_sync_of",
+            "tma_named_barrier_sync_of",
+        ),
+        // A plan's kernel sits at namespace scope; its regions in struct tma_plan_<name>,
+        // beside base(raw), the launch's constants and a staging accessor's `i`.
+        (NameKind::KernelPlan, "tma_copy", "tma_copy"),
+        (NameKind::KernelPlan, "CUtensorMap", "CUtensorMap"),
+        (NameKind::PlanRegion, "base", "base"),
+        (NameKind::PlanRegion, "raw", "raw"),
+        (NameKind::PlanRegion, "i", "i"),
+        (NameKind::PlanRegion, "SMEM_BYTES", "SMEM_BYTES"),
+        (
+            NameKind::PlanRegion,
+            "DYNAMIC_SMEM_BYTES",
+            "DYNAMIC_SMEM_BYTES",
+        ),
+        (NameKind::PlanRegion, "CLUSTER_X", "CLUSTER_X"),
+        (NameKind::PlanRegion, "TMA_DEBUG", "TMA_DEBUG"),
     ];
     for (kind, name, becomes) in refused {
         let clash = generated_clash(*kind, name)
@@ -243,6 +313,16 @@ fn everyday_names_stay_free() {
         (NameKind::Alias, "B"),
         (NameKind::Alias, "T"),
         (NameKind::Alias, "Rows"),
+        (NameKind::KernelPlan, "gemm"),
+        (NameKind::KernelPlan, "copy"),
+        (NameKind::KernelPlan, "msda_tma"),
+        (NameKind::PlanRegion, "d"),
+        (NameKind::PlanRegion, "ring"),
+        (NameKind::PlanRegion, "flags"),
+        (NameKind::PlanRegion, "boxes"),
+        (NameKind::PlanRegion, "smem"),
+        (NameKind::NamedBarrier, "epi"),
+        (NameKind::NamedBarrier, "consumer"),
     ];
     for (kind, name) in free {
         assert_eq!(
@@ -252,6 +332,72 @@ fn everyday_names_stay_free() {
             kind.describe()
         );
     }
+}
+
+/// What the templates gained beside the table (kernel plans, warp-granular roles, per-consumer
+/// barriers, bounded waits) is in it without a list: the roles' members, the plan struct's
+/// own names, the waits' helpers and switches; a plan's and a region's generated names; two
+/// regions of one plan whose names meet (`x` and `OFFSET_x`), where `OFFSET_x` alone is free.
+#[test]
+fn the_templates_newer_names_are_in_the_table() {
+    for id in [
+        "warp",
+        "warpgroup",
+        "is_consumer",
+        "warp_in_role",
+        "consumer_index",
+        "thread_in_consumer",
+        "CONSUMERS",
+        "THREADS_PER_CONSUMER",
+        "WARPS_PER_CONSUMER",
+        "PRODUCER_WARPS",
+        "tma_named_barrier_sync_of",
+        "tma_named_barrier_arrive_of",
+        "tma_debug_check_barrier_index",
+        "tma_mbarrier_try_wait_shared",
+        "tma_wait_slow",
+        "tma_globaltimer",
+        "TMA_WAIT_TIMEOUT_NS",
+        "TMA_UNBOUNDED_WAITS",
+        "BLOCK_THREADS",
+        "DYNAMIC_SMEM_BYTES",
+        "base",
+    ] {
+        assert!(template_knows(id), "{id} is not in the table");
+    }
+    let plan: Vec<(String, bool)> = generated_names(NameKind::KernelPlan, "gemm")
+        .into_iter()
+        .map(|g| (g.ident, g.global))
+        .collect();
+    for id in ["gemm", "tma_plan_gemm", "TMA_PLAN_GEMM_LAUNCH_BOUNDS"] {
+        assert!(plan.contains(&(id.to_string(), true)), "{id}: {plan:?}");
+    }
+    let region: BTreeSet<String> = generated_names(NameKind::PlanRegion, "d")
+        .into_iter()
+        .map(|g| g.ident)
+        .collect();
+    for id in [
+        "d", "OFFSET_d", "BYTES_d", "ALIGN_d", "tile_d", "COPIES_d", "STRIDE_d",
+    ] {
+        assert!(region.contains(id), "{id}: {region:?}");
+    }
+    let barrier: BTreeSet<String> = generated_names(NameKind::NamedBarrier, "epi")
+        .into_iter()
+        .map(|g| g.ident)
+        .collect();
+    for id in [
+        "BARRIER_epi",
+        "BARRIER_epi_THREADS",
+        "sync_epi",
+        "arrive_epi",
+    ] {
+        assert!(barrier.contains(id), "{id}: {barrier:?}");
+    }
+    assert_eq!(
+        shared_generated_name(NameKind::PlanRegion, "x", "OFFSET_x").as_deref(),
+        Some("OFFSET_x")
+    );
+    assert_eq!(generated_clash(NameKind::PlanRegion, "OFFSET_x"), None);
 }
 
 /// Upper-casing: sets `debug` and `DEBUG` give one macro, `TMA_DEBUG_PARAMS`; the names a set

@@ -1379,10 +1379,26 @@ mod plan_rules {
                 part("scratch", "d"),
             ),
             (
-                "a region named like the struct's offsets",
-                || good().scratch("OFFSET_x", 16, 16),
+                "a region named like another region's offset (OFFSET_d)",
+                || good().scratch("OFFSET_d", 16, 16),
                 Rule::PlanRegions,
-                part("scratch", "OFFSET_x"),
+                part("scratch", "OFFSET_d"),
+            ),
+            (
+                "a region named like the plan struct's base(raw)",
+                || good().scratch("base", 16, 16),
+                Rule::GeneratedNameClash,
+                part("scratch", "base"),
+            ),
+            (
+                "a plan (its kernel) named with the generated code's prefix",
+                || {
+                    let mut p = good();
+                    p.name = "tma_gemm".into();
+                    p
+                },
+                Rule::GeneratedNameClash,
+                Field::Name,
             ),
             (
                 "scratch aligned to 48",
@@ -1463,6 +1479,7 @@ mod plan_rules {
             Rule::PlanBlockThreads,
             Rule::PlanCluster,
             Rule::PlanSmemFits,
+            Rule::GeneratedNameClash,
         ] {
             assert!(rows.iter().any(|r| r.2 == rule), "{rule:?} has no row");
         }

@@ -5,11 +5,14 @@
 //! `tma_encode_a` and the macro `TMA_TILE_a_DEFINED`; a dim `M` a coordinate member `M`, the
 //! constants `BOX_M` and `EXTENT_M` and an encode parameter; a pipeline member `b` the
 //! typedef `tile_b`, `OFFSET_b`, `smem_b(s)` and the parameters `b_map`, `b` of `load`; a named
-//! barrier `x` `BARRIER_x`, `BARRIER_x_THREADS`, `sync_x()`, `arrive_x()`; a tile set `s`
-//! `struct tma_s` and the macro `TMA_S_PARAMS` (upper-cased). Such a name must not meet an
-//! identifier or macro the templates define or use where it lands, or the helpers stop
-//! compiling (a dim `TMA_DEBUG` only under `-DTMA_DEBUG`, a tile `tile` only in a header,
-//! where `tma_encode_tile` is the shared encode function).
+//! barrier `x` `BARRIER_x`, `BARRIER_x_THREADS`, `sync_x()`, `arrive_x()` (`sync_x(c)`,
+//! `arrive_x(c)` per consumer); a tile set `s` `struct tma_s` and the macro `TMA_S_PARAMS`
+//! (upper-cased); a kernel plan `k` `struct tma_plan_k`, `TMA_PLAN_K_LAUNCH_BOUNDS` and the
+//! kernel `k` itself; a plan region `r` the accessor `r(base ..)`, `OFFSET_r`, `BYTES_r`,
+//! `tile_r`, ... Such a name must not meet an identifier or macro the templates define or use
+//! where it lands, or the helpers stop compiling (a dim `TMA_DEBUG` only under
+//! `-DTMA_DEBUG`, a tile `tile` only in a header, where `tma_encode_tile` is the shared encode
+//! function).
 //!
 //! The table is derived, once per process, from the embedded template texts (`templates::ALL`,
 //! `tma-core/src/templates.rs`): no list to keep, so a helper added to a template is reserved
@@ -32,7 +35,8 @@
 //!    must differ from every identifier anywhere.
 //!
 //! And two rules that are policy, not derivation: a name emitted bare (a dim, a pipeline or
-//! set member, an alias) must not start with `tma_` in any case, the prefix of every name the
+//! set member, a plan region, an alias, a plan's kernel) must not start with `tma_` in any
+//! case, the prefix of every name the
 //! generated code defines at namespace scope and of every macro it defines; and an alias,
 //! alone at namespace scope beside CUDA's own functions and types (`j0`, `min`, `float4`, all
 //! lower-case, none in a template), starts with an upper-case letter.
@@ -75,7 +79,9 @@ pub enum NameKind {
     TileSet,
     /// A tile set's member (`typedef .. <m>`, `OFFSET_<m>`, the parameter `<m>_map`).
     SetMember,
-    /// A kernel plan's name: `struct tma_plan_<name>` and `TMA_PLAN_<NAME>_LAUNCH_BOUNDS`.
+    /// A kernel plan's name: its kernel's `extern "C" __global__` function (written by the
+    /// user, at namespace scope), `struct tma_plan_<name>` and
+    /// `TMA_PLAN_<NAME>_LAUNCH_BOUNDS`.
     KernelPlan,
     /// A region of a kernel plan (a staging or scratch region, and the plan's pipelines and
     /// tile sets by their names): the accessor `<r>(base ..)`, `OFFSET_<r>`, `BYTES_<r>`,
@@ -1133,15 +1139,22 @@ fn build_from(templates: &[(&'static str, &'static str)]) -> Table {
     }
     table.scopes = total;
     // Aliases: `using <alias> = tma_<tile>;` at namespace scope (written by KernelSource).
-    table.slots.push(Slot {
-        kind: NameKind::Alias,
-        outer_pre: String::new(),
-        form: SAME[0],
-        outer_suf: String::new(),
-        scope: 0,
-        is_macro: false,
-        template: "KernelSource::tile_as",
-    });
+    // A plan's kernel: `extern "C" __global__ void <plan>(..)`, written by the user under the
+    // plan's name (its launch is looked up by it), also at namespace scope.
+    for (kind, template) in [
+        (NameKind::Alias, "KernelSource::tile_as"),
+        (NameKind::KernelPlan, "the plan's kernel function"),
+    ] {
+        table.slots.push(Slot {
+            kind,
+            outer_pre: String::new(),
+            form: SAME[0],
+            outer_suf: String::new(),
+            scope: 0,
+            is_macro: false,
+            template,
+        });
+    }
     // Duplicates (one slot per occurrence) say nothing more.
     let mut seen = BTreeSet::new();
     table.slots.retain(|s| {

@@ -28,7 +28,7 @@
 use std::fmt;
 
 use crate::error::{Field, SpecError};
-use crate::ident::check_name;
+use crate::ident::{check_name, generated_clash, shared_generated_name, NameKind};
 use crate::limits::DYNAMIC_SMEM_BASE_ALIGN;
 use crate::pipeline::{
     finding, PipelineErrors, ValidPipeline, ValidWarpRoles, MAX_BLOCK_THREADS, MAX_CLUSTER_CTAS,
@@ -49,14 +49,6 @@ pub const DEFAULT_DYNAMIC_SMEM: u64 = 48 * 1024;
 /// The largest alignment a scratch region may ask for: 1024 bytes, the 128B swizzle's period
 /// (the largest a tile needs on sm_90).
 pub const MAX_SCRATCH_ALIGN: u64 = 1024;
-
-/// Names `struct tma_plan_<name>` holds itself: no region may take them (nor start with
-/// one of [`PLAN_OWN_PREFIXES`]).
-pub const PLAN_OWN_NAMES: [&str; 3] = ["base", "check_launch", "raw"];
-
-/// Prefixes of the constants and types `struct tma_plan_<name>` defines per region.
-pub const PLAN_OWN_PREFIXES: [&str; 6] =
-    ["OFFSET_", "BYTES_", "ALIGN_", "STRIDE_", "COPIES_", "tile_"];
 
 /// A tile the kernel names by an alias (`using <alias> = tma_<tile>;`), kept nowhere in the
 /// plan's shared memory (see staging regions for that).
@@ -344,6 +336,17 @@ pub fn validate_plan(plan: &KernelPlan) -> Result<ValidKernelPlan, PipelineError
                 problem.describe()
             ),
         ));
+    } else if let Some(why) = generated_clash(NameKind::KernelPlan, &plan.name) {
+        errors.push(finding(
+            Field::Name,
+            &plan.name,
+            Rule::GeneratedNameClash,
+            format!(
+                "the plan's name names its kernel, `tma_plan_{}` and `TMA_PLAN_{}_LAUNCH_BOUNDS`; this one clashes: {why}",
+                plan.name,
+                plan.name.to_ascii_uppercase()
+            ),
+        ));
     }
     check_targets(plan, &mut errors);
     check_region_names(plan, &mut errors);
@@ -435,7 +438,9 @@ fn check_targets(plan: &KernelPlan, errors: &mut Vec<SpecError>) {
     }
 }
 
-/// Every region's name: a C identifier, unique in the plan, none of the struct's own names.
+/// Every region's name: a C identifier, unique in the plan, meeting none of the names
+/// `struct tma_plan_<name>` holds itself (read from its template: `base`, `SMEM_BYTES`, ...,
+/// [`crate::ident::generated`]) nor another region's (`x` and `OFFSET_x`).
 fn check_region_names(plan: &KernelPlan, errors: &mut Vec<SpecError>) {
     let mut seen: Vec<&str> = Vec::new();
     let names = (plan
@@ -452,27 +457,41 @@ fn check_region_names(plan: &KernelPlan, errors: &mut Vec<SpecError>) {
     }));
     for (what, name) in names {
         let problem = if let Err(p) = check_name(name) {
-            Some(format!(
-                "a region's name names CUDA (`{name}(base)`): it {}",
-                p.describe()
+            Some((
+                Rule::PlanRegions,
+                format!(
+                    "a region's name names CUDA (`{name}(base)`): it {}",
+                    p.describe()
+                ),
             ))
-        } else if PLAN_OWN_NAMES.contains(&name)
-            || PLAN_OWN_PREFIXES.iter().any(|p| name.starts_with(p))
-        {
-            Some(format!(
-                "struct tma_plan_{} uses it ({}, and {}<region>)",
-                plan.name,
-                PLAN_OWN_NAMES.join(", "),
-                PLAN_OWN_PREFIXES.join("<region>, ")
+        } else if let Some(why) = generated_clash(NameKind::PlanRegion, name) {
+            Some((
+                Rule::GeneratedNameClash,
+                format!(
+                    "a region's name names members of struct tma_plan_{} (`{name}(base)`, `OFFSET_{name}`, `BYTES_{name}`, ...); this one clashes: {why}",
+                    plan.name
+                ),
             ))
         } else if seen.contains(&name) {
-            Some("two regions of the plan have this name".into())
+            Some((
+                Rule::PlanRegions,
+                "two regions of the plan have this name".into(),
+            ))
         } else {
-            None
+            seen.iter()
+                .find_map(|o| {
+                    shared_generated_name(NameKind::PlanRegion, o, name).map(|ident| (o, ident))
+                })
+                .map(|(o, ident)| {
+                    (
+                        Rule::PlanRegions,
+                        format!("this region and region `{o}` would both give struct tma_plan_{} a `{ident}`", plan.name),
+                    )
+                })
         };
         seen.push(name);
-        if let Some(message) = problem {
-            errors.push(finding(part(what, name), name, Rule::PlanRegions, message));
+        if let Some((rule, message)) = problem {
+            errors.push(finding(part(what, name), name, rule, message));
         }
     }
     for r in &plan.regions {

@@ -102,8 +102,9 @@ impl KernelSource {
     }
 
     /// Adds a pipeline (as [`KernelSource::pipeline`]) and names it `alias` for the kernel
-    /// body: `using <alias> = tma_pipe_<name>;`. The alias must be a C identifier no other
-    /// alias, set, pipeline or tile struct of the source uses.
+    /// body: `using <alias> = tma_pipe_<name>;`. The alias obeys what a tile's alias does
+    /// ([`KernelSource::tile_as`]: an upper-case first letter, no name of the generated code,
+    /// none another declaration of the source takes).
     pub fn pipeline_as(
         mut self,
         pipeline: &crate::pipeline::ValidPipeline,
@@ -286,17 +287,24 @@ impl KernelSource {
                     problem,
                 });
             }
+            // `using <alias> = tma_pipe_<name>;` sits where a tile's alias does.
+            if let Some(clash) = crate::ident::generated_clash(NameKind::Alias, alias) {
+                return Err(RenderError::GeneratedName {
+                    what: "pipeline alias",
+                    name: alias.clone(),
+                    clash,
+                });
+            }
             let (Some(code), Some(p)) = (pipelines.get(*index), self.pipelines.get(*index)) else {
                 continue;
             };
-            let by = format!("alias of pipeline `{}`", p.spec().name);
-            if let Some(by) = globals.insert(alias.clone(), by) {
-                return Err(RenderError::NameTaken {
-                    what: "pipeline alias",
-                    name: alias.clone(),
-                    by,
-                });
-            }
+            take_global_names(
+                &mut globals,
+                "pipeline alias",
+                NameKind::Alias,
+                alias,
+                format!("alias `{alias}` of pipeline `{}`", p.spec().name),
+            )?;
             pipeline_aliases.push_str(&format!("using {alias} = {};\n", code.cuda_name()));
         }
         check_consumers(&self.pipelines, &self.roles)?;
@@ -315,17 +323,13 @@ impl KernelSource {
         let mut plans = Vec::with_capacity(self.plans.len());
         for p in &self.plans {
             let code = PlanCode::new(p)?;
-            // Macros and namespace-scope names are one table (`take_global_names`).
-            for (what, name) in [
-                ("kernel plan", code.cuda_name()),
-                ("kernel plan macro", code.launch_macro()),
-            ] {
-                if let Some(by) =
-                    globals.insert(name.clone(), format!("kernel plan `{}`", p.name()))
-                {
-                    return Err(RenderError::NameTaken { what, name, by });
-                }
-            }
+            take_global_names(
+                &mut globals,
+                "kernel plan",
+                NameKind::KernelPlan,
+                p.name(),
+                format!("kernel plan `{}`", p.name()),
+            )?;
             plans.push(code);
         }
         let mut out = prelude_checked()?;
