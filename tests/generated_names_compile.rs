@@ -1,7 +1,8 @@
 //! Every accepted declaration compiles. Random translation units of accepted declarations
 //! (`tma_core::testgen::random_unit`: tiles of every rank with run-time dims and strides, tile
-//! sets, aliases, pipelines with multicast and every consumer kind, warp roles with named
-//! barriers, wgmma operand pairs), their names drawn near what the generated code already
+//! sets, aliases, pipelines with multicast and every consumer kind, warp roles of warpgroups
+//! or warps with named barriers (per consumer too), kernel plans with staging and scratch
+//! regions, wgmma operand pairs), their names drawn near what the generated code already
 //! calls by name (`half`, `BOX_x`, `x_map`, `TMA_..`, prefixes of helpers, long ones): each
 //! unit's source, with a body using every declaration, goes through NVRTC with and without
 //! `TMA_DEBUG`, and the header of all their tiles through nvcc with and without Mirage MPK's

@@ -16,8 +16,9 @@ use super::{operand_case, operand_combinations, random_valid_spec, XorShift};
 use crate::ident::{check_name, generated_names, NameKind};
 use crate::operand::Operand;
 use crate::pipeline::{
-    ClusterAxis, Consumers, PipelineSpec, ValidPipeline, ValidWarpRoles, WarpRoles,
+    ClusterAxis, Consumers, PipelineSpec, RoleWarps, ValidPipeline, ValidWarpRoles, WarpRoles,
 };
+use crate::plan::{KernelPlan, ValidKernelPlan};
 use crate::render::KernelSource;
 use crate::spec::{Arch, Extent, Swizzle, TileSpec};
 use crate::validate::{validate, ValidSpec};
@@ -30,9 +31,15 @@ const COMMON: [&str; 24] = [
 ];
 
 /// Prefixes and suffixes the generated code puts around user names.
-const AFFIXES: [&str; 29] = [
+const AFFIXES: [&str; 35] = [
     "tma_pipe_",
     "tma_roles_",
+    "tma_plan_",
+    "TMA_PLAN_",
+    "BYTES_",
+    "ALIGN_",
+    "COPIES_",
+    "STRIDE_",
     "tma_encode_",
     "TMA_ROLES_",
     "_LAUNCH_BOUNDS",
@@ -69,12 +76,13 @@ const AFFIXES: [&str; 29] = [
 #[derive(Clone, Debug, Default)]
 pub struct NamePools {
     /// Everything: the corpus's header with Mirage MPK's names, its exercise kernels, a tile
-    /// set, a multicast pipeline, warp roles with a barrier, every template identifier.
+    /// set, a multicast pipeline, warp roles with barriers (one per consumer too), a kernel
+    /// plan, every template identifier.
     pub all: Vec<String>,
     /// Per kind, the code where that kind of name lands: a tile's struct, encode function
     /// and exercise kernels for dims; a pipeline's struct for members; warp roles' struct for
-    /// barriers; a set's struct and parameter macro for set members; everything for names at
-    /// namespace scope.
+    /// barriers; a set's struct and parameter macro for set members; a plan's struct for its
+    /// regions; everything for names at namespace scope.
     pub by_kind: Vec<(NameKind, Vec<String>)>,
 }
 
@@ -110,8 +118,8 @@ fn pool_of(code: &str) -> BTreeSet<String> {
 /// The pools ([`NamePools`]), rendered once.
 pub fn name_pools() -> NamePools {
     use crate::render::{
-        exercise_body_checked, header_with, HeaderOptions, PipelineCode, TileCode, TileSetCode,
-        WarpRolesCode,
+        exercise_body_checked, header_with, HeaderOptions, PipelineCode, PlanCode, TileCode,
+        TileSetCode, WarpRolesCode,
     };
     let tiles = crate::render::corpus();
     let mut tile_code = String::new();
@@ -135,6 +143,7 @@ pub fn name_pools() -> NamePools {
     let mut pipe_code = String::new();
     let mut roles_code = String::new();
     let mut set_code = String::new();
+    let mut plan_code = String::new();
     if let (Some(a), Some(b)) = (tile(64, 2), tile(128, 1)) {
         for consumers in [Consumers::Warps(4), Consumers::Threads(128)] {
             let p = PipelineSpec::new("pool", 2, consumers)
@@ -146,20 +155,40 @@ pub fn name_pools() -> NamePools {
                 pipe_code.push_str(c.source());
             }
         }
-        if let Some(c) = WarpRoles::new("pool", 40, 2, 232)
-            .barrier("x", 128)
-            .validate()
-            .ok()
-            .and_then(|r| WarpRolesCode::new(&r).ok())
-        {
-            roles_code.push_str(c.source());
+        for roles in [
+            WarpRoles::new("pool", 40, 2, 232).barrier("x", 128),
+            WarpRoles::warps("pool", 1, 4).per_consumer_barrier("x", 32),
+        ] {
+            if let Some(c) = roles
+                .validate()
+                .ok()
+                .and_then(|r| WarpRolesCode::new(&r).ok())
+            {
+                roles_code.push_str(c.source());
+            }
         }
+        let ring = PipelineSpec::new("ring", 2, Consumers::Threads(128))
+            .tile("b", &b)
+            .validate()
+            .ok();
+        let mut plan = KernelPlan::new("pool")
+            .tile_set("set", &[("a", &a), ("b", &b)])
+            .staging("x", &a, 2)
+            .scratch("y", 64, 16)
+            .block_threads(128);
+        if let Some(r) = &ring {
+            plan = plan.pipeline(r);
+        }
+        if let Some(c) = plan.validate().ok().and_then(|p| PlanCode::new(&p).ok()) {
+            plan_code.push_str(c.source());
+        }
+
         if let Ok(c) = TileSetCode::new("pool", &[("a", &a), ("b", &b)]) {
             set_code.push_str(c.source());
         }
     }
     let mut all = pool_of(&format!(
-        "{header}{tile_code}{pipe_code}{roles_code}{set_code}"
+        "{header}{tile_code}{pipe_code}{roles_code}{set_code}{plan_code}"
     ));
     all.extend(crate::ident::generated::template_identifiers());
     let all: Vec<String> = all.into_iter().collect();
@@ -170,6 +199,7 @@ pub fn name_pools() -> NamePools {
             (NameKind::PipelineMember, of(&pipe_code)),
             (NameKind::NamedBarrier, of(&roles_code)),
             (NameKind::SetMember, of(&set_code)),
+            (NameKind::PlanRegion, of(&plan_code)),
         ],
         all,
     }
@@ -310,6 +340,12 @@ impl Taken {
     }
 }
 
+/// A tile set drawn for a part: its name and members.
+struct SetDraw {
+    name: String,
+    members: Vec<(String, ValidSpec)>,
+}
+
 struct Gen<'a> {
     rng: &'a mut XorShift,
     pools: &'a NamePools,
@@ -428,12 +464,12 @@ impl Gen<'_> {
     }
 
     /// A set of two or three random tiles, and a kernel taking its parameter macro.
-    fn set(&mut self) {
+    fn set(&mut self) -> Option<SetDraw> {
         let tiles: Vec<ValidSpec> = (0..self.rng.range(2, 3))
             .filter_map(|_| self.random_tile())
             .collect();
         if tiles.is_empty() {
-            return;
+            return None;
         }
         for _ in 0..64 {
             let name = self.name(NameKind::TileSet);
@@ -470,8 +506,12 @@ impl Gen<'_> {
                 ));
             }
             self.body.push_str("}\n");
-            return;
+            return Some(SetDraw {
+                name,
+                members: members.into_iter().zip(tiles).collect(),
+            });
         }
+        None
     }
 
     /// A tile a 2-CTA multicast can split: two 64-row boxes of bf16.
@@ -494,7 +534,9 @@ impl Gen<'_> {
         None
     }
 
-    fn pipeline(&mut self, roles_consumer_warpgroups: u32) -> Option<ValidPipeline> {
+    /// A pipeline whose consumers the roles' consumers can be (`roles`: theirs): all of
+    /// them in their unit, or some of their warps or threads.
+    fn pipeline(&mut self, roles: RoleWarps) -> Option<ValidPipeline> {
         let multicast = self.rng.chance(1, 2);
         let mut tiles: Vec<(ValidSpec, bool)> = Vec::new();
         if multicast {
@@ -503,10 +545,13 @@ impl Gen<'_> {
         for _ in 0..self.rng.range(u64::from(!multicast), 2) {
             tiles.push((self.stage_tile()?, false));
         }
-        let consumers = match self.rng.below(3) {
-            0 => Consumers::Warpgroups(roles_consumer_warpgroups),
-            1 => Consumers::Warps(self.rng.range(1, 8) as u32),
-            _ => Consumers::Threads(32 * self.rng.range(1, 8) as u32),
+        let warps = roles.warps().max(1);
+        let consumers = match (self.rng.below(3), roles) {
+            (0, RoleWarps::Warpgroups(n)) => Consumers::Warpgroups(n),
+            (0, RoleWarps::Warps(n)) if n % 4 == 0 => Consumers::Warpgroups(n / 4),
+            (0 | 1, RoleWarps::Warps(n)) => Consumers::Warps(n),
+            (1, _) => Consumers::Warps(self.rng.range(1, warps) as u32),
+            _ => Consumers::Threads(32 * self.rng.range(1, warps) as u32),
         };
         for _ in 0..64 {
             let name = self.name(NameKind::Pipeline);
@@ -567,7 +612,7 @@ impl Gen<'_> {
             .map(|(i, t)| format!("&m{i}, {}", Self::coords(&t.tile)))
             .collect();
         self.body.push_str(&format!(
-            "extern \"C\" __global__ void k__pipe{k}({}) {{\n  extern __shared__ __align__(16) unsigned char raw[];\n  const tma_pipe_{name} pipe(raw);\n  pipe.init();\n  tma_pipe_{name}::state s;\n  if (threadIdx.x == 0u) {{\n    pipe.acquire(s);\n    pipe.load(s, {});\n  }}\n  pipe.wait(s);\n",
+            "extern \"C\" __global__ void k__pipe{k}({}) {{\n  extern __shared__ __align__(16) unsigned char raw__[];\n  const tma_pipe_{name} pipe(raw__);\n  pipe.init();\n  tma_pipe_{name}::state s;\n  if (threadIdx.x == 0u) {{\n    pipe.acquire(s);\n    pipe.load(s, {});\n  }}\n  pipe.wait(s);\n",
             params.join(", "),
             args.join(", ")
         ));
@@ -579,30 +624,133 @@ impl Gen<'_> {
             .push_str("  pipe.release(s);\n  ++s;\n  pipe.finish();\n}\n");
     }
 
+    /// Warp roles of one of three shapes: a producer warpgroup and two consumer warpgroups
+    /// with `setmaxnreg`, the same without it, or one producer warp and one to four consumer
+    /// warps; up to three named barriers, some per consumer.
     fn roles(&mut self) -> Option<ValidWarpRoles> {
         for _ in 0..64 {
             let name = self.name(NameKind::WarpRoles);
-            let mut r = WarpRoles::new(name.clone(), 40, 2, 232);
+            let mut r = match self.rng.below(3) {
+                0 => WarpRoles::new(name.clone(), 40, 2, 232),
+                1 => WarpRoles::new(name.clone(), 40, 2, 232).without_setmaxnreg(),
+                _ => WarpRoles::warps(name.clone(), 1, self.rng.range(1, 4) as u32),
+            };
+            let per_consumer_threads = 32 * r.consumers.warps_per_unit();
             for _ in 0..self.rng.below(4) {
-                let threads = 128 * self.rng.range(1, 3) as u32;
-                r = r.barrier(self.name(NameKind::NamedBarrier), threads);
+                let barrier = self.name(NameKind::NamedBarrier);
+                r = if self.rng.chance(1, 2) {
+                    r.per_consumer_barrier(barrier, per_consumer_threads)
+                } else {
+                    let warps = r.producer_warps() + r.consumer_warps();
+                    r.barrier(barrier, 32 * self.rng.range(1, warps) as u32)
+                };
             }
             match r.validate() {
                 Ok(v) if self.taken.take(NameKind::WarpRoles, &name) => {
                     self.unit.names.push((NameKind::WarpRoles, name.clone()));
                     let k = self.unit.names.len();
                     let mut body = format!(
-                        "extern \"C\" __global__ void TMA_ROLES_{}_LAUNCH_BOUNDS k__roles{k}() {{\n  typedef tma_roles_{name} R;\n  if (R::is_producer()) R::producer_setmaxnreg(); else R::consumer_setmaxnreg();\n",
+                        "extern \"C\" __global__ void TMA_ROLES_{}_LAUNCH_BOUNDS k__roles{k}(unsigned* out) {{\n  typedef tma_roles_{name} R;\n",
                         name.to_ascii_uppercase()
+                    );
+                    if r.setmaxnreg.is_some() {
+                        body.push_str(
+                            "  if (R::is_producer()) R::producer_setmaxnreg(); else R::consumer_setmaxnreg();\n",
+                        );
+                    }
+                    body.push_str(
+                        "  static_assert(R::CONSUMERS * R::THREADS_PER_CONSUMER == 32u * R::CONSUMER_WARPS, \"\");\n  if (R::is_consumer()) out[threadIdx.x] = R::warp() + R::warpgroup() + R::warp_in_role() + R::consumer_index() + R::thread_in_consumer();\n",
                     );
                     for b in &r.barriers {
                         self.unit
                             .names
                             .push((NameKind::NamedBarrier, b.name.clone()));
+                        let at = if b.per_consumer {
+                            "R::consumer_index()"
+                        } else {
+                            ""
+                        };
                         body.push_str(&format!(
-                            "  static_assert(R::BARRIER_{n}_THREADS == {}u, \"\");\n  R::sync_{n}();\n  R::arrive_{n}();\n",
+                            "  static_assert(R::BARRIER_{n}_THREADS == {}u && R::BARRIER_{n} >= 1u, \"\");\n  R::sync_{n}({at});\n  R::arrive_{n}({at});\n",
                             b.threads,
                             n = b.name
+                        ));
+                    }
+                    body.push_str("}\n");
+                    self.body.push_str(&body);
+                    return Some(v);
+                }
+                _ => self.unit.refused += 1,
+            }
+        }
+        None
+    }
+
+    /// A kernel plan over what the part declared (its first pipeline, its roles, its set,
+    /// when there) and a staging and a scratch region of its own, under random names; the
+    /// kernel, named by the plan, takes every region from `tma_plan_<name>`. `None` after
+    /// many refusals (dropping the pipeline and the set after a few).
+    fn plan(
+        &mut self,
+        pipeline: Option<&ValidPipeline>,
+        roles: Option<&ValidWarpRoles>,
+        set: Option<&SetDraw>,
+    ) -> Option<ValidKernelPlan> {
+        let staged = self.stage_tile()?;
+        for attempt in 0..64 {
+            let name = self.name(NameKind::KernelPlan);
+            let (staging, scratch) = (
+                self.name(NameKind::PlanRegion),
+                self.name(NameKind::PlanRegion),
+            );
+            let copies = self.rng.range(1, 3) as u32;
+            let mut plan = KernelPlan::new(name.clone())
+                .staging(staging.clone(), &staged, copies)
+                .scratch(
+                    scratch.clone(),
+                    16 * self.rng.range(1, 64),
+                    1 << self.rng.range(0, 10),
+                );
+            let full = attempt < 16;
+            let pipeline = pipeline.filter(|_| full);
+            let set = set.filter(|_| full);
+            if let Some(p) = pipeline {
+                plan = plan.pipeline(p);
+            }
+            if let Some(sd) = set {
+                let members: Vec<(&str, &ValidSpec)> =
+                    sd.members.iter().map(|(m, t)| (m.as_str(), t)).collect();
+                plan = plan.tile_set(sd.name.clone(), &members);
+            }
+            plan = match roles {
+                Some(r) => plan.roles(r),
+                None => plan.block_threads(256),
+            };
+            match plan.validate() {
+                Ok(v) if self.taken.take(NameKind::KernelPlan, &name) => {
+                    self.unit.names.push((NameKind::KernelPlan, name.clone()));
+                    for r in [&staging, &scratch] {
+                        self.unit.names.push((NameKind::PlanRegion, r.clone()));
+                    }
+                    // The kernel sits at namespace scope under the plan's name: the shared
+                    // arrays of the test's kernels are `raw__` (no user name has `__`), as an
+                    // `extern` at block scope declares a namespace-scope name.
+                    let mut body = format!(
+                        "extern \"C\" __global__ void TMA_PLAN_{}_LAUNCH_BOUNDS {name}() {{\n  typedef tma_plan_{name} P;\n  extern __shared__ __align__(16) unsigned char raw__[];\n  unsigned char* base = P::base(raw__);\n  static_assert(P::DYNAMIC_SMEM_BYTES >= P::SMEM_BYTES && P::BLOCK_THREADS > 0u, \"\");\n  (void)P::tile_{staging}::RANK;\n  (void)P::{staging}(base, P::COPIES_{staging} - 1u);\n  (void)P::{scratch}(base);\n  (void)(P::OFFSET_{scratch} + P::BYTES_{scratch} + P::ALIGN_{scratch} + P::STRIDE_{staging});\n",
+                        name.to_ascii_uppercase()
+                    );
+                    if let Some(p) = pipeline {
+                        let r = &p.spec().name;
+                        self.unit.names.push((NameKind::PlanRegion, r.clone()));
+                        body.push_str(&format!(
+                            "  const tma_pipe_{r} pipe = P::{r}(base);\n  pipe.init();\n"
+                        ));
+                    }
+                    if let Some(sd) = set {
+                        let r = &sd.name;
+                        self.unit.names.push((NameKind::PlanRegion, r.clone()));
+                        body.push_str(&format!(
+                            "  (void)(P::{r}(base) + P::tile_{r}::SMEM_BYTES);\n"
                         ));
                     }
                     body.push_str("}\n");
@@ -676,10 +824,13 @@ impl Gen<'_> {
 }
 
 /// A random unit of `parts` parts, each a few tiles (their exercise kernels), a tile set,
-/// aliases, warp roles of two consumer warpgroups and one or two pipelines beside them; the
-/// first part may add (one time in two) a wgmma operand pair with its exercise, whose kernel
-/// name is fixed. Names are drawn from [`random_name`] over the `pools` of their kind; a name `taken` (by this
-/// unit or another sharing a header with it) is drawn again.
+/// aliases, warp roles (warpgroups with or without `setmaxnreg`, or warps; named barriers,
+/// some per consumer), one or two pipelines whose consumers the roles' can be, and (one time
+/// in two) a kernel plan over the part's first pipeline, roles and set with a staging and a
+/// scratch region; the first part may add (one time in two) a wgmma operand pair with its
+/// exercise, whose kernel name is fixed. Names are drawn from [`random_name`] over the
+/// `pools` of their kind; a name `taken` (by this unit or another sharing a header with it)
+/// is drawn again.
 pub fn random_unit(
     rng: &mut XorShift,
     pools: &NamePools,
@@ -695,20 +846,28 @@ pub fn random_unit(
     };
     let mut pipelines = Vec::new();
     let mut all_roles = Vec::new();
+    let mut plans = Vec::new();
     for part in 0..parts {
         let n = g.rng.range(1, 3);
         g.plain_tiles(n);
-        g.set();
+        let set = g.set();
         let n = g.rng.range(0, 2);
         g.aliases(n);
         let roles = g.roles();
-        let cw = roles.as_ref().map_or(2, |r| r.roles().consumer_count());
-        all_roles.extend(roles);
+        let consumers = roles
+            .as_ref()
+            .map_or(RoleWarps::Warpgroups(2), |r| r.roles().consumers);
+        let mut own = Vec::new();
         for _ in 0..g.rng.range(1, 3) {
-            if let Some(p) = g.pipeline(cw) {
-                pipelines.push(p);
+            if let Some(p) = g.pipeline(consumers) {
+                own.push(p);
             }
         }
+        if g.rng.chance(1, 2) {
+            plans.extend(g.plan(own.first(), roles.as_ref(), set.as_ref()));
+        }
+        pipelines.extend(own);
+        all_roles.extend(roles);
         if part == 0 && g.rng.chance(1, 2) {
             g.operands();
         }
@@ -719,6 +878,10 @@ pub fn random_unit(
     }
     for r in &all_roles {
         source = source.warp_roles(r);
+    }
+    // Last: what a plan holds is in the source already (its staging tile is added here).
+    for p in &plans {
+        source = source.plan(p);
     }
     g.unit.source = source.body(&g.body);
     g.unit
