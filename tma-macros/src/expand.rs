@@ -12,6 +12,7 @@ use syn::spanned::Spanned;
 use syn::{DeriveInput, Ident};
 use tma_core::{Extent, TileSpec, ValidSpec};
 
+pub mod kernel;
 pub mod pipeline;
 
 /// `tma_Nd! { .. }`: a unit struct implementing `::tma::Tile`.
