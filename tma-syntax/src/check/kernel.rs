@@ -395,9 +395,6 @@ pub fn kernel(decl: &KernelDecl) -> Result<CheckedKernel<'_>, Rejected> {
     if !errs.is_empty() {
         return Err(errs.finish::<()>(None, ident).err());
     }
-    if part_rejected {
-        return Err(None);
-    }
 
     let mut checked = CheckedKernel {
         decl,
@@ -415,7 +412,8 @@ pub fn kernel(decl: &KernelDecl) -> Result<CheckedKernel<'_>, Rejected> {
         blocks_per_sm,
         valid: None,
     };
-    let all_inline = checked.all_inline();
+    // A rejected inline part is unknown here, as one named by type is.
+    let all_inline = checked.all_inline() && !part_rejected;
     let plan = known_plan(&checked, seen_pipelines.iter().flatten(), known_roles);
     match plan.validate() {
         Ok(valid) if all_inline => {
@@ -438,6 +436,12 @@ pub fn kernel(decl: &KernelDecl) -> Result<CheckedKernel<'_>, Rejected> {
                 }
             }
         }
+    }
+    if part_rejected {
+        // The part's own macro reports why; the plan adds what it found without it.
+        return Err((!errs.is_empty())
+            .then(|| errs.finish::<()>(None, ident).err())
+            .flatten());
     }
     errs.finish(Some(checked), ident).map_err(Some)
 }
