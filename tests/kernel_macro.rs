@@ -231,7 +231,7 @@ fn the_macro_constants_are_the_run_time_builders() {
         u64::from(Gemm::DYNAMIC_SMEM_BYTES),
         d_at + 16384 + 256 + 1024
     );
-    assert!(Gemm::SMEM_OPT_IN);
+    const { assert!(Gemm::SMEM_OPT_IN) };
     // Inline parts are types like any other.
     assert_eq!(InlineRing::NAME, GemmRing::NAME);
     assert_eq!(InlineD::valid(), GemmD::valid());
@@ -253,7 +253,7 @@ fn a_plan_of_a_cluster_ring_with_scratch_first() {
     );
     assert_eq!(PlanCopy::CLUSTER, [2, 1, 1]);
     assert_eq!(PlanCopy::BLOCKS_PER_SM, 2);
-    assert!(!PlanCopy::SMEM_OPT_IN);
+    const { assert!(!PlanCopy::SMEM_OPT_IN) };
     assert_eq!(Pt::TARGET, Arch::Sm90a);
 }
 

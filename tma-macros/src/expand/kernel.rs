@@ -28,7 +28,7 @@ pub fn kernel(decl: KernelDecl) -> TokenStream {
                 }))
                 .filter_map(|t| {
                     let decl = tile_decl(&t.item.tile)?;
-                    t.checked.as_ref().map(|c| tile_impl(decl, c))
+                    t.checked.as_deref().map(|c| tile_impl(decl, c))
                 })
                 .collect();
             let plan = kernel_impl(&checked);
@@ -58,9 +58,11 @@ fn inline_parts(decl: &KernelDecl) -> TokenStream {
     let mut out = TokenStream::new();
     for e in &decl.entries {
         match &e.value {
-            Some(KernelValue::Roles(Part::Inline { mac, name, .. })) => {
-                let tokens = &mac.tokens;
-                out.extend(quote_spanned!(name.span()=> ::tma::tma_warp_roles! { #tokens }));
+            Some(KernelValue::Roles(part)) => {
+                if let Part::Inline { mac, name, .. } = &**part {
+                    let tokens = &mac.tokens;
+                    out.extend(quote_spanned!(name.span()=> ::tma::tma_warp_roles! { #tokens }));
+                }
             }
             Some(KernelValue::Pipelines(list)) => {
                 for p in &list.items {

@@ -67,7 +67,7 @@ pub struct CheckedKernel<'a> {
 /// An aliased or staging tile: its part, and its check when declared inline.
 pub struct CheckedTile<'a> {
     pub item: &'a NamedTile,
-    pub checked: Option<Checked>,
+    pub checked: Option<Box<Checked>>,
 }
 
 /// A staging or scratch region.
@@ -259,7 +259,7 @@ pub fn kernel(decl: &KernelDecl) -> Result<CheckedKernel<'_>, Rejected> {
     // The parts. An inline pipeline or roles rejected by its own checks: its macro reports.
     let mut part_rejected = false;
     let roles: Option<&Part<RolesDecl>> = match values.get("roles") {
-        Some(KernelValue::Roles(r)) => Some(r),
+        Some(KernelValue::Roles(r)) => Some(&**r),
         _ => None,
     };
     let mut known_roles = None;
@@ -288,7 +288,7 @@ pub fn kernel(decl: &KernelDecl) -> Result<CheckedKernel<'_>, Rejected> {
         });
     }
     let mut tile_id = 0u32;
-    let mut inline_tile = |item: &NamedTile, errs: &mut Errors| -> (Option<Checked>, bool) {
+    let mut inline_tile = |item: &NamedTile, errs: &mut Errors| -> (Option<Box<Checked>>, bool) {
         let Part::Inline { name, decl, .. } = &item.tile else {
             return (None, true);
         };
@@ -303,7 +303,7 @@ pub fn kernel(decl: &KernelDecl) -> Result<CheckedKernel<'_>, Rejected> {
             rank: Some(rank),
             flags: &[],
         };
-        let checked = tile(input, tile_id, Some(target), errs);
+        let checked = tile(input, tile_id, Some(target), errs).map(Box::new);
         tile_id += 1;
         let ok = checked.is_some();
         (checked, ok)

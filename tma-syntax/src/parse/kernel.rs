@@ -48,7 +48,7 @@ pub enum KernelValue {
     /// `blocks_per_sm`.
     Value(Value),
     /// `roles = GemmRoles` or `roles = tma_warp_roles! { .. }`.
-    Roles(Part<RolesDecl>),
+    Roles(Box<Part<RolesDecl>>),
     /// `pipelines = [GemmRing, tma_pipeline! { .. }]`.
     Pipelines(Parts<Part<PipelineDecl>>),
     /// `tiles = [A: GemmA, ..]` and `staging = [d: tma_2d! { .. } x 2, ..]`.
@@ -320,7 +320,7 @@ impl Parse for KernelEntry {
             })
         };
         let value = match k.as_str() {
-            "roles" => KernelValue::Roles(input.parse().map_err(in_key)?),
+            "roles" => KernelValue::Roles(Box::new(input.parse().map_err(in_key)?)),
             "pipelines" => KernelValue::Pipelines(input.parse().map_err(in_key)?),
             "tiles" | "staging" => KernelValue::Tiles(input.parse().map_err(in_key)?),
             "scratch" => KernelValue::Scratch(input.parse().map_err(in_key)?),
