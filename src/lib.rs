@@ -1,12 +1,13 @@
 #![doc = include_str!("../README.md")]
 
 // The declaration, and the proof that it breaks no rule.
+pub use kernel::Plan;
 pub use pipe::{Pipeline, Roles};
 pub use tile::Tile;
 pub use tma_core::{validate, BoundSpec, EncodeArgs, SpecErrors, TileSpec, ValidSpec};
 pub use tma_core::{Arch, DType, Swizzle};
 pub use tma_macros::{
-    tma_1d, tma_2d, tma_3d, tma_4d, tma_5d, tma_pipeline, tma_warp_roles, TmaTiles,
+    tma_1d, tma_2d, tma_3d, tma_4d, tma_5d, tma_kernel, tma_pipeline, tma_warp_roles, TmaTiles,
 };
 // Compiling and launching kernels that use it.
 pub use tma_runtime::{Compiler, LaunchConfig, TensorMap};
@@ -38,6 +39,7 @@ pub use cudarc;
 /// f16 maps.
 pub use half;
 
+pub mod kernel;
 pub mod pipe;
 pub mod tile;
 
@@ -52,6 +54,8 @@ pub mod testing {
 /// imports. Not a public API.
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::kernel::support::*;
+    pub use crate::kernel::{Plan, RegionInfo};
     pub use crate::pipe::support::*;
     pub use crate::pipe::{BarrierInfo, Pipeline, Roles, StageTileInfo};
     pub use crate::tile::support::*;

@@ -46,9 +46,11 @@
 
 use std::sync::OnceLock;
 use tma_core::pipeline::{
-    ClusterAxis, PipelineSpec, RegisterSplit, RoleWarps, ValidPipeline, ValidWarpRoles, WarpRoles,
+    ClusterAxis, Consumers, PipelineSpec, RegisterSplit, RoleWarps, ValidPipeline, ValidWarpRoles,
+    WarpRoles,
 };
 use tma_core::render::KernelSource;
+use tma_core::Arch;
 
 /// A pipeline declared with `tma_pipeline!`, checked at compile time by the same
 /// `tma_core::pipeline::validate_pipeline` the run-time builder ([`PipelineSpec`]) calls.
@@ -77,6 +79,10 @@ pub trait Pipeline {
     const RESERVE_SMEM: u64;
     /// The cluster shape (x, y, z).
     const CLUSTER: [u32; 3];
+    /// Who releases each stage.
+    const CONSUMERS: Consumers;
+    /// The architecture it targets (`target = ..`).
+    const TARGET: Arch;
     /// CTAs whose copies land in a CTA's stages, itself included.
     const PEERS: u32;
     /// Arrivals that complete a phase of an empty barrier.
@@ -174,7 +180,6 @@ pub struct BarrierInfo {
 #[doc(hidden)]
 pub mod support {
     use super::*;
-    use tma_core::pipeline::Consumers;
 
     /// `Pipeline::valid`: the declared spec, validated once.
     #[allow(clippy::panic)]

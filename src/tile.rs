@@ -33,7 +33,7 @@
 //! ```
 
 use std::sync::OnceLock;
-use tma_core::{BoundSpec, EncodeArgs, SpecErrors, TileSpec, ValidSpec};
+use tma_core::{Arch, BoundSpec, EncodeArgs, SpecErrors, TileSpec, ValidSpec};
 
 /// A tile declared with `tma_1d!` .. `tma_5d!`, checked at compile time by the same
 /// `tma_core::validate` the run-time path uses.
@@ -68,6 +68,8 @@ pub trait Tile {
     const BOX_BYTES: u64;
     /// The tile's CUDA helpers, rendered at compile time.
     const CUDA_SOURCE: &'static str;
+    /// The architecture it targets (`target = ..`).
+    const TARGET: Arch;
 
     /// The declared spec, field for field.
     fn spec() -> TileSpec;

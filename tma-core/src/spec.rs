@@ -162,7 +162,7 @@ impl Arch {
     }
     pub const ACCEPTED: &'static str = "sm_90a, sm_100a, sm_120a";
     /// The NVRTC `--gpu-architecture` value.
-    pub fn nvrtc_name(self) -> &'static str {
+    pub const fn nvrtc_name(self) -> &'static str {
         match self {
             Arch::Sm90a => "sm_90a",
             Arch::Sm100a => "sm_100a",
@@ -193,7 +193,7 @@ impl Arch {
     /// Shared memory one block may use (opt-in maximum): 227 KB on sm_90 and sm_100
     /// (CUDA C++ programming guide, "Technical Specifications per Compute Capability"),
     /// 99 KB on sm_120.
-    pub fn max_smem_per_block(self) -> u64 {
+    pub const fn max_smem_per_block(self) -> u64 {
         match self {
             Arch::Sm90a | Arch::Sm100a => 227 * 1024,
             Arch::Sm120a => 99 * 1024,

@@ -12,6 +12,7 @@ use syn::spanned::Spanned;
 use syn::{DeriveInput, Ident};
 use tma_core::{Extent, TileSpec, ValidSpec};
 
+pub mod kernel;
 pub mod pipeline;
 
 /// `tma_Nd! { .. }`: a unit struct implementing `::tma::Tile`.
@@ -42,6 +43,7 @@ fn tile_impl(decl: &TileDecl, checked: &Checked) -> TokenStream {
     let cuda_name = &checked.cuda_name;
     let source = &checked.cuda_source;
     let rank = valid.spec().rank();
+    let target = variant(&valid.spec().target);
     let (tx, smem, align, box_bytes) = (
         plan.tx_bytes,
         plan.footprint_bytes,
@@ -62,6 +64,7 @@ fn tile_impl(decl: &TileDecl, checked: &Checked) -> TokenStream {
             const SMEM_ALIGN: u64 = #align;
             const BOX_BYTES: u64 = #box_bytes;
             const CUDA_SOURCE: &'static str = #source;
+            const TARGET: #p::Arch = #p::Arch::#target;
 
             fn spec() -> #p::TileSpec {
                 #spec

@@ -19,7 +19,7 @@ pub fn tile(decl: &TileDecl, errors: syn::Error) -> TokenStream {
 }
 
 /// A unit struct implementing `Tile` with empty values.
-fn tile_stub(decl: &TileDecl) -> TokenStream {
+pub(crate) fn tile_stub(decl: &TileDecl) -> TokenStream {
     let p = private();
     let TileDecl {
         attrs, vis, ident, ..
@@ -38,6 +38,7 @@ fn tile_stub(decl: &TileDecl) -> TokenStream {
             const SMEM_ALIGN: u64 = 1;
             const BOX_BYTES: u64 = 0;
             const CUDA_SOURCE: &'static str = "";
+            const TARGET: #p::Arch = #p::Arch::Sm90a;
 
             fn spec() -> #p::TileSpec {
                 #p::stub_spec(#name)
@@ -136,6 +137,8 @@ pub fn pipeline(decl: &PipelineDecl, errors: syn::Error) -> TokenStream {
             const MAX_STAGES: u64 = 0;
             const RESERVE_SMEM: u64 = 0;
             const CLUSTER: [u32; 3] = [1, 1, 1];
+            const CONSUMERS: #p::Consumers = #p::Consumers::Threads(0);
+            const TARGET: #p::Arch = #p::Arch::Sm90a;
             const PEERS: u32 = 1;
             const EMPTY_ARRIVALS: u32 = 0;
             const TILES: &'static [#p::StageTileInfo] = &[];

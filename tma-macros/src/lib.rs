@@ -1,7 +1,7 @@
 //! Proc macros of `tma`: `tma_1d!` .. `tma_5d!` declare one checked tile each;
 //! `#[derive(TmaTiles)]` declares one tile per `#[tma(..)]` field of a struct;
 //! `tma_pipeline!` declares a ring of stages over inline tiles, `tma_warp_roles!` a
-//! warp-specialized block's roles.
+//! warp-specialized block's roles, `tma_kernel!` a kernel plan (its shared memory and launch).
 //!
 //! The checks are `tma_core::validate`, run at expansion time: the same function the
 //! runtime calls. Every finding points at the token that caused it. See the `tma` crate
@@ -184,4 +184,32 @@ pub fn tma_pipeline(input: TokenStream) -> TokenStream {
 pub fn tma_warp_roles(input: TokenStream) -> TokenStream {
     let decl = parse_macro_input!(input as parse::RolesDecl);
     expand::pipeline::roles(decl).into()
+}
+
+/// A kernel plan: the kernel's shared memory (its pipelines' rings, staging tiles beside them,
+/// scratch) laid out once, and its launch (block, cluster, dynamic shared memory with the
+/// alignment slack, the opt-in), checked at compile time by `tma_core::plan`'s rules. Parts
+/// are named by type or declared inline with their own macros. Generates a unit struct
+/// implementing `tma::Plan` (and each inline part's type).
+///
+/// ```text
+/// tma_kernel! {
+///     pub GemmKernel,                     // type (vis, attrs, docs)
+///     name = "gemm",                      // optional: the kernel's name (default: snake case)
+///     target = sm_90a,                    // optional; inline tiles without a target take it
+///     roles = GemmRoles,                  // or tma_warp_roles! { pub GemmRoles, .. }
+///     pipelines = [GemmRing],             // or tma_pipeline! { pub GemmRing, .. }; regions
+///                                         // named by each pipeline's name
+///     tiles = [A: GemmA],                 // optional aliases: `using A = tma_gemm_a;`
+///     staging = [d: tma_2d! { pub GemmD: bf16, .. } x 2],   // or `d: GemmD x 2`; `x 1` default
+///     scratch = [counters = 64 align 16], // bytes, alignment (default 16)
+///     block_threads = 384,                // without roles: required; with them: must agree
+///     cluster = [2, 1, 1],                // optional: the pipelines' (must agree)
+///     blocks_per_sm = 1,                  // optional: the roles', else 1
+/// }
+/// ```
+#[proc_macro]
+pub fn tma_kernel(input: TokenStream) -> TokenStream {
+    let decl = parse_macro_input!(input as parse::KernelDecl);
+    expand::kernel::kernel(decl).into()
 }

@@ -3,6 +3,8 @@
 use crate::expand;
 use quote::quote;
 
+mod kernel;
+
 /// The expansion, pretty-printed, with the rendered CUDA elided: `tma_core::render` has
 /// its own snapshots, and these should change only when the expansion does.
 fn pretty(tokens: proc_macro2::TokenStream) -> String {

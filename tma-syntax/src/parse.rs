@@ -356,8 +356,12 @@ pub fn tiles_struct(input: &DeriveInput) -> syn::Result<TilesStruct<'_>> {
     })
 }
 
+mod kernel;
 mod limits;
 mod pipeline;
+pub use kernel::{
+    path_span, KernelDecl, KernelEntry, KernelValue, NamedTile, Part, Parts, ScratchItem,
+};
 pub use limits::{check_tokens, parse_bounded, MAX_NESTING, MAX_TEXT_BYTES, MAX_TOKENS};
 pub use pipeline::{
     Call, Header, PipeEntry, PipeValue, PipelineDecl, RolesDecl, RolesEntry, RolesItem,

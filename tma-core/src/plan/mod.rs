@@ -39,6 +39,7 @@ use crate::smem::TileSet;
 use crate::spec::Arch;
 use crate::validate::ValidSpec;
 
+pub mod consts;
 #[cfg(test)]
 mod tests;
 

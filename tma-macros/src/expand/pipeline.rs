@@ -121,6 +121,8 @@ fn pipeline_impl(decl: &PipelineDecl, checked: &CheckedPipeline<'_>) -> TokenStr
             const MAX_STAGES: u64 = #max_stages;
             const RESERVE_SMEM: u64 = #reserve;
             const CLUSTER: [u32; 3] = [#cx, #cy, #cz];
+            const CONSUMERS: #p::Consumers = #consumers;
+            const TARGET: #p::Arch = #p::Arch::#target;
             const PEERS: u32 = #peers;
             const EMPTY_ARRIVALS: u32 = #empty;
             const TILES: &'static [#p::StageTileInfo] = &[#(#infos),*];
