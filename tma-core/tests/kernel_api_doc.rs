@@ -700,8 +700,14 @@ fn page() -> String {
 fn declarations() -> String {
     let this = include_str!("kernel_api_doc.rs");
     let lines: Vec<&str> = this.lines().collect();
-    let begin = lines.iter().position(|l| l.trim() == "// page: begin").unwrap();
-    let end = lines.iter().position(|l| l.trim() == "// page: end").unwrap();
+    let begin = lines
+        .iter()
+        .position(|l| l.trim() == "// page: begin")
+        .unwrap();
+    let end = lines
+        .iter()
+        .position(|l| l.trim() == "// page: end")
+        .unwrap();
     lines[begin + 1..end]
         .iter()
         .map(|l| format!("{}\n", l.strip_prefix("    ").unwrap_or(l)))
