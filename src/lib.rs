@@ -30,6 +30,9 @@ pub mod spec {
 #[doc(hidden)]
 pub use tma_core::manifest;
 pub use tma_core::{launch, model, pipeline, plan, render, smem, wgmma};
+// Inlined: a re-exported crate is otherwise one `pub use` line in rustdoc, and `cargo doc -p tma
+// --no-deps` would show none of the runtime's items (Compiler, Source, Module, LaunchConfig, ...).
+#[doc(inline)]
 pub use tma_runtime as runtime;
 
 /// The cudarc this crate is built with (driver, NVRTC, dynamic loading, CUDA 13.0 bindings,

@@ -420,7 +420,7 @@ fn coordinates_are_named_fields_in_user_order() {
     let src = TileCode::new(&v, 0).unwrap_or_else(|e| panic!("{e}"));
     let src = src.source();
     assert!(src.contains(
-        "  struct coords {\n    tma_name_each_coordinate tma_positional{};\n    int row = tma_coord_missing;\n    int col = tma_coord_missing;\n  };\n"
+        "  struct coords {\n    // tma_positional refuses a positional brace list; then one int per dim, user order.\n    tma_name_each_coordinate tma_positional{};\n    int row = tma_coord_missing;\n    int col = tma_coord_missing;\n  };\n"
     ));
     assert!(src.contains("static __device__ __forceinline__ void load(const CUtensorMap* map, tma_mbarrier* bar, void* smem, coords c) {\n    const int c0 = c.row, c1 = c.col;\n"));
     assert!(src.contains("static constexpr int BOX_row = 64;"));
