@@ -1,5 +1,6 @@
-//! Meaning of `tma_kernel!`: the entries -> a [`KernelPlan`] -> [`validate_plan`] (the
-//! function the run-time builder calls), each finding at the token it is about.
+//! Meaning of `tma_kernel!`: the entries -> a [`KernelPlan`] ->
+//! [`validate_plan`](tma_core::plan::validate_plan) (the function the run-time builder calls),
+//! each finding at the token it is about.
 //!
 //! A part declared inline is checked here as its own macro checks it: a staging or aliased
 //! tile as a pipeline checks its stage tiles (same errors, same tokens; without a `target` it
