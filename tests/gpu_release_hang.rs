@@ -1,10 +1,10 @@
-//! Bounded waits in a release build: the same two mistakes as `gpu_hang` and
-//! `gpu_pipeline_hang` (a load whose barrier expects 16 bytes more than it delivers; a pipeline
-//! stage never loaded), compiled without `TMA_DEBUG`, become `Error::BarrierTimeout` naming the
-//! tile and `Error::PipelineTimeout` naming the pipeline and stage, not a frozen process. The
-//! release bound (`TMA_WAIT_TIMEOUT_NS`, 10 s by default) is set to 300 ms here to keep the
-//! tests short. With `CompileOptions::bounded_waits(false)` (`-DTMA_UNBOUNDED_WAITS`) the module
-//! has no hang record and still loads and runs.
+//! Bounded waits in a release build, opted in with `CompileOptions::bounded_waits(true)`
+//! (`-DTMA_BOUNDED_WAITS`): the same two mistakes as `gpu_hang` and `gpu_pipeline_hang` (a load
+//! whose barrier expects 16 bytes more than it delivers; a pipeline stage never loaded),
+//! compiled without `TMA_DEBUG`, become `Error::BarrierTimeout` naming the tile and
+//! `Error::PipelineTimeout` naming the pipeline and stage, not a frozen process. The release
+//! bound (`TMA_WAIT_TIMEOUT_NS`, 10 s by default) is set to 300 ms here to keep the tests
+//! short. The release default, the bare loop, has no hang record and still loads and runs.
 //!
 //! A trap leaves the CUDA context unusable: the GPU runner gives every test its own process.
 //! Skips visibly without a GPU; the NVRTC test runs without one.
@@ -31,11 +31,17 @@ tma::tma_2d! {
 /// The release bound of these tests: 300 ms of `%globaltimer`.
 const BOUND_NS: u64 = 300_000_000;
 
-/// Release device code (no `TMA_DEBUG`) with the test's short bound.
+/// Release device code (no `TMA_DEBUG`) with the default waits (the bare loop) and the
+/// test's short bound for those that opt in.
 fn release() -> CompileOptions {
     CompileOptions::new(Arch::Sm90a)
         .debug_waits(false)
         .define("TMA_WAIT_TIMEOUT_NS", format!("{BOUND_NS}ull"))
+}
+
+/// Release device code with bounded waits.
+fn bounded() -> CompileOptions {
+    release().bounded_waits(true)
 }
 
 /// `Rel` is the tile's name in these kernels.
@@ -119,15 +125,15 @@ fn ring_source() -> Source {
     )
 }
 
-/// Release PTX has the bound (the timer, the trap and the record's global) unless the bare
-/// loop is asked for; debug keeps its bound either way. Runs without a GPU (CI).
+/// Release PTX has the bound (the timer, the trap and the record's global) only when asked
+/// for; by default it has the bare loop; debug is bounded either way. Runs without a GPU (CI).
 #[test]
-fn release_waits_are_bounded_unless_opted_out() {
-    let test = "release_waits_are_bounded_unless_opted_out";
+fn release_waits_are_bounded_only_when_opted_in() {
+    let test = "release_waits_are_bounded_only_when_opted_in";
     for (options, bounded) in [
-        (release(), true),
-        (release().bounded_waits(false), false),
-        (release().bounded_waits(false).debug_waits(true), true),
+        (release(), false),
+        (bounded(), true),
+        (release().debug_waits(true), true),
     ] {
         for source in [tile_source(), ring_source()] {
             let Some(c) = support::compile_or_skip(test, &source, &options) else {
@@ -155,7 +161,7 @@ fn gpu_release_wrong_byte_count_becomes_a_barrier_timeout() {
     let Some(dev) = Device::open("gpu_release_wrong_byte_count_becomes_a_barrier_timeout") else {
         return;
     };
-    let module = dev.load(&tile_source(), &release());
+    let module = dev.load(&tile_source(), &bounded());
     assert!(!module.compiled().debug_waits);
     let stream = &dev.stream;
     let kernel = module.kernel("wrong_byte_count").unwrap();
@@ -210,7 +216,7 @@ fn gpu_release_stage_never_loaded_becomes_a_pipeline_timeout() {
     let db = stream.clone_htod(&vec![2u16; 64 * 64]).unwrap();
     let ma = TensorMap::new(&a.bind(&[64, 32], None).unwrap(), &da).unwrap();
     let mb = TensorMap::new(&b.bind(&[64, 64], None).unwrap(), &db).unwrap();
-    let module = dev.load(&ring_source(), &release());
+    let module = dev.load(&ring_source(), &bounded());
     let kernel = module.kernel("ring_hang").unwrap();
     let cfg = LaunchConfig::new(stream, (1, 1, 1), (128, 1, 1))
         .dynamic_smem(ring().dynamic_smem_bytes() as u32);
@@ -243,7 +249,7 @@ fn gpu_release_stage_never_loaded_becomes_a_pipeline_timeout() {
     assert!(elapsed < Duration::from_secs(3), "took {elapsed:?}");
 }
 
-/// The bare loop (`bounded_waits(false)`): the module has no `tma_debug_record`, loads
+/// The bare loop (the release default): the module has no `tma_debug_record`, loads
 /// without a hang record, and a correct kernel runs right; the bounded build of the same
 /// source has the record.
 #[test]
@@ -256,7 +262,12 @@ fn gpu_unbounded_module_loads_without_a_record_and_runs() {
     let input = stream.clone_htod(&host).unwrap();
     let map = TensorMap::new(&ReleaseTile::bind(&[64, 64]).unwrap(), &input).unwrap();
     for bounded in [false, true] {
-        let module = dev.load(&tile_source(), &release().bounded_waits(bounded));
+        let options = if bounded {
+            release().bounded_waits(true)
+        } else {
+            release()
+        };
+        let module = dev.load(&tile_source(), &options);
         let shown = format!("{module:?}");
         assert!(
             shown.contains(&format!("hang_record: {bounded}")),

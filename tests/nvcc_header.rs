@@ -74,28 +74,47 @@ fn a_generated_header_builds_with_nvcc_and_cuda_13_headers() {
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("tma_tiles.cuh"), header).unwrap();
     std::fs::write(dir.join("program.cu"), PROGRAM).unwrap();
-    for debug in [false, true] {
-        let exe = dir.join(format!("program_{debug}"));
+    // The disassembler beside nvcc (scripts/cuda-tools.sh installs both).
+    let cuobjdump = nvcc.with_file_name("cuobjdump");
+    // The header's default is the bare wait loop; TMA_BOUNDED_WAITS or TMA_DEBUG bound it.
+    for (define, bounded) in [
+        (None, false),
+        (Some("-DTMA_BOUNDED_WAITS"), true),
+        (Some("-DTMA_DEBUG"), true),
+    ] {
+        let exe = dir.join(format!(
+            "program_{}",
+            define.unwrap_or("-bare").trim_start_matches('-')
+        ));
         let mut cmd = Command::new(&nvcc);
         cmd.current_dir(&dir)
             .args(["-arch=sm_90a", "-std=c++20", "-o"])
             .arg(&exe)
             .arg("program.cu");
-        if debug {
-            cmd.arg("-DTMA_DEBUG");
-        }
+        cmd.args(define);
         let out = cmd.output().unwrap();
         let log = String::from_utf8_lossy(&out.stderr).to_string()
             + &String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "nvcc (TMA_DEBUG {debug}) failed:\n{log}"
-        );
+        assert!(out.status.success(), "nvcc ({define:?}) failed:\n{log}");
         assert!(!log.contains("warning"), "nvcc warned:\n{log}");
         // The host side agrees with the device side on the map's size.
         let run = Command::new(&exe).output().unwrap();
         assert!(run.status.success(), "{run:?}");
         assert_eq!(String::from_utf8_lossy(&run.stdout).trim(), "128");
+        // The wait's bound (the clock, the trap) is in the device code iff asked for.
+        let ptx = Command::new(&cuobjdump)
+            .arg("-ptx")
+            .arg(&exe)
+            .output()
+            .unwrap();
+        assert!(ptx.status.success(), "cuobjdump -ptx: {ptx:?}");
+        let ptx = String::from_utf8_lossy(&ptx.stdout);
+        assert!(ptx.contains(".entry"), "no PTX embedded ({define:?})");
+        assert_eq!(
+            ptx.contains("%globaltimer") && ptx.contains("trap;"),
+            bounded,
+            "{define:?}"
+        );
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

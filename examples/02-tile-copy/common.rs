@@ -246,9 +246,9 @@ pub fn utils_source() -> Res<Source> {
 
 /// Compile options for `arch`.
 pub fn compile_options(arch: tma::Arch) -> CompileOptions {
-    // TMA_UNBOUNDED_WAITS=1: the bare wait loops (what the bound costs: BENCHMARKS.md).
+    // TMA_BOUNDED_WAITS=1: bounded release waits (what the bound costs: BENCHMARKS.md).
     CompileOptions::new(arch)
-        .bounded_waits(std::env::var("TMA_UNBOUNDED_WAITS").as_deref() != Ok("1"))
+        .bounded_waits(std::env::var("TMA_BOUNDED_WAITS").is_ok_and(|v| v == "1"))
 }
 
 /// The arguments of one `tile_copy_s<N>` launch.

@@ -465,10 +465,10 @@ impl Plan {
 }
 
 /// The compile options of every configuration: release code (no debug waits or device
-/// checks; waits bounded) unless GEMM_DEBUG=1; TMA_UNBOUNDED_WAITS=1 compiles the bare wait
-/// loops (what the bound costs: BENCHMARKS.md).
+/// checks; the bare wait loops) unless GEMM_DEBUG=1; TMA_BOUNDED_WAITS=1 bounds the release
+/// waits (what the bound costs: BENCHMARKS.md).
 pub fn options() -> CompileOptions {
     CompileOptions::new(Arch::Sm90a)
         .debug_waits(std::env::var("GEMM_DEBUG").is_ok_and(|v| v == "1"))
-        .bounded_waits(std::env::var("TMA_UNBOUNDED_WAITS").as_deref() != Ok("1"))
+        .bounded_waits(std::env::var("TMA_BOUNDED_WAITS").is_ok_and(|v| v == "1"))
 }

@@ -727,8 +727,8 @@ source of one representative kernel:
   failed check writes the debug record naming tile, helper, rule, dim and value and traps, and \
   the runtime returns `Error::DeviceCheck` naming the same; the rule names are \
   `tma::spec::Rule`'s (docs/CONTRACTS.md, \"Debug waits and checks\"). A bounded wait gives up \
-  after `TMA_DEBUG_TIMEOUT_NS` (1 s; `TMA_WAIT_TIMEOUT_NS`, 10 s, in a release build unless \
-  `TMA_UNBOUNDED_WAITS`) with `Error::BarrierTimeout` or `Error::PipelineTimeout`. No Debug \
+  after `TMA_DEBUG_TIMEOUT_NS` (1 s; `TMA_WAIT_TIMEOUT_NS`, 10 s, in a release build with \
+  `TMA_BOUNDED_WAITS`) with `Error::BarrierTimeout` or `Error::PipelineTimeout`. No Debug \
   line: nothing is checked.
 - **Only where:** the preprocessor condition it is compiled under.
 

@@ -190,7 +190,7 @@ pub enum Error {
     KernelNotFound { name: String, result: CuResult },
 
     /// The module has no `tma_debug_record` global but debug waits were asked for (a release
-    /// module without it loads: compiled with `TMA_UNBOUNDED_WAITS`, or without the prelude).
+    /// module without it loads: compiled with the bare loop, the release default, or without the prelude).
     #[error("module compiled with debug waits has no `tma_debug_record` global: the source lacks the tma prelude ({result})")]
     DebugRecordMissing { result: CuResult },
 
@@ -325,8 +325,8 @@ pub enum Error {
         context_lost: bool,
     },
 
-    /// A bounded wait gave up (debug: after `TMA_DEBUG_TIMEOUT_NS`; release: after
-    /// `TMA_WAIT_TIMEOUT_NS`, unless compiled with [`crate::CompileOptions::bounded_waits`] off):
+    /// A bounded wait gave up (debug: after `TMA_DEBUG_TIMEOUT_NS`; release, compiled with
+    /// [`crate::CompileOptions::bounded_waits`] on: after `TMA_WAIT_TIMEOUT_NS`):
     /// the mbarrier never completed its phase. Usually the bytes
     /// expected (`expected_tx`) differ from what the copies delivered, or a copy used a bad
     /// tensor map. After this trap the CUDA context is unusable: start a fresh process.

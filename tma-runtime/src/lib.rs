@@ -111,14 +111,15 @@
 //! them (`prefetch.tensormap` + `fence.proxy.tensormap::generic.acquire`).
 //!
 //! # Hangs become errors
-//! Every wait of tma's generated helpers is bounded (debug: `TMA_DEBUG_TIMEOUT_NS`, 1 s;
-//! release: `TMA_WAIT_TIMEOUT_NS`, 10 s; [`CompileOptions::bounded_waits`] turns the release
-//! bound off). A module whose source has the tma prelude gets a pinned, device-mapped
-//! [`HangRecord`] whose address goes into its `tma_debug_record` global before any
-//! launch. A wait that gives up writes the record and traps; the failed launch or
-//! synchronisation ([`Launch::launch_and_sync`], [`Module::synchronize`]) then returns
-//! [`Error::BarrierTimeout`] naming the tile (from the source's tile lines,
-//! [`tma_core::manifest`]), block, thread, barrier, parity and expected bytes.
+//! Every wait of tma's generated helpers is bounded in debug builds (`TMA_DEBUG_TIMEOUT_NS`,
+//! 1 s), and in release builds that opt in with [`CompileOptions::bounded_waits`]
+//! (`TMA_WAIT_TIMEOUT_NS`, 10 s; off by default: the bound costs up to ~15% of a GEMM's
+//! throughput). Such a module gets a pinned, device-mapped [`HangRecord`] whose address
+//! goes into its `tma_debug_record` global before any launch. A wait that gives up writes
+//! the record and traps; the failed launch or synchronisation ([`Launch::launch_and_sync`],
+//! [`Module::synchronize`]) then returns [`Error::BarrierTimeout`] naming the tile (from the
+//! source's tile lines, [`tma_core::manifest`]), block, thread, barrier, parity and expected
+//! bytes.
 //! **After a trap the CUDA context is unusable** (every later call fails): report the error
 //! and start a fresh process. Run such tests alone (`#[ignore]` + `--ignored`).
 #![deny(unsafe_op_in_unsafe_fn)]

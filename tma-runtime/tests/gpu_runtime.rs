@@ -246,7 +246,7 @@ fn gpu_sources_compile_without_gpu() -> Result<(), Error> {
     }
     let compiler = Compiler::global()?;
     // The hang record's global is there whenever the waits are bounded: debug, or release
-    // unless `bounded_waits(false)` (`-DTMA_UNBOUNDED_WAITS`, which debug overrides).
+    // with `bounded_waits(true)` (`-DTMA_BOUNDED_WAITS`); the release default is the bare loop.
     for (debug, bounded, record) in [
         (false, true, true),
         (true, true, true),
@@ -263,5 +263,11 @@ fn gpu_sources_compile_without_gpu() -> Result<(), Error> {
             "debug {debug}, bounded {bounded}"
         );
     }
+    let default = CompileOptions::new(tma_core::Arch::Sm90a).debug_waits(false);
+    let c = compiler.compile(&src(), &default)?;
+    assert!(
+        !c.ptx.contains("tma_debug_record"),
+        "a default release build has the bare loop"
+    );
     Ok(())
 }

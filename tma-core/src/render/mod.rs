@@ -84,7 +84,7 @@ pub const CXX_STANDARD: &str = "c++20";
 /// Default of `TMA_DEBUG_TIMEOUT_NS` (docs/CONTRACTS.md: 1 s of `%globaltimer`).
 pub const DEBUG_TIMEOUT_NS: u64 = 1_000_000_000;
 
-/// Default of `TMA_WAIT_TIMEOUT_NS`, the bound of a release build's waits (docs/CONTRACTS.md
+/// Default of `TMA_WAIT_TIMEOUT_NS`, the bound of a bounded release build's waits (docs/CONTRACTS.md
 /// "Bounded waits": 10 s of `%globaltimer`, generous: a wait that long is a hang).
 pub const WAIT_TIMEOUT_NS: u64 = 10_000_000_000;
 

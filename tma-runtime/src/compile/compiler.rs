@@ -18,8 +18,9 @@ use super::source::Source;
 use tma_core::manifest::{declared_pipelines, declared_tiles, DeclaredTile};
 use tma_core::Arch;
 
-/// Bump when the disk format or anything else that changes cached binaries changes.
-const CACHE_FORMAT: u32 = 1;
+/// Bump when the disk format, the fingerprint (compile/hash.rs) or anything else that changes
+/// cache keys or cached binaries changes. 2: XXH3-128 fingerprints (1: a hand-written hash).
+const CACHE_FORMAT: u32 = 2;
 
 /// Refuses a source whose tiles were validated for another arch than the compile's: the
 /// arch is stated once, and a tile line without a target states nothing.

@@ -5,7 +5,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::hash::fingerprint;
 
-const MAGIC: &[u8; 8] = b"TMAJIT\x00\x01";
+/// The file header; its last byte is the entry format: 2 since the checksum is XXH3-128
+/// (an entry of format 1 is never read as a valid one, whatever its name).
+const MAGIC: &[u8; 8] = b"TMAJIT\x00\x02";
 
 /// Content-addressed files of compiled outputs. Written to a temp file then renamed, so
 /// concurrent processes never see half a file; unreadable or corrupt entries are ignored
@@ -124,6 +126,11 @@ mod tests {
             Some(("ptx text".into(), vec![1, 2, 3], "log".into()))
         );
         let mut bytes = std::fs::read(cache.path("k")).unwrap_or_default();
+        // An entry of an older format (its header's last byte) is not read, checksum or not.
+        let mut old = bytes.clone();
+        old[MAGIC.len() - 1] = 1;
+        let _ = std::fs::write(cache.path("k"), &old);
+        assert_eq!(cache.load("k"), None, "a format-1 entry must not be read");
         let last = bytes.len() - 1;
         bytes[last] ^= 0x40;
         let _ = std::fs::write(cache.path("k"), &bytes);

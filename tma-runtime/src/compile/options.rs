@@ -16,12 +16,14 @@ pub struct CompileOptions {
     /// [`crate::Error::BarrierTimeout`] or [`crate::Error::DeviceCheck`]. On by default in
     /// debug builds (`cfg!(debug_assertions)` of tma-runtime), off in release builds.
     pub debug_waits: bool,
-    /// Release builds bound their waits too (on by default): a wait of the generated helpers
-    /// gives up after `TMA_WAIT_TIMEOUT_NS` (10 s of `%globaltimer`; `define` another), writes
-    /// the hang record and traps, which the runtime returns as [`crate::Error::BarrierTimeout`]
-    /// or [`crate::Error::PipelineTimeout`]. Off: `-DTMA_UNBOUNDED_WAITS`, the bare polling
-    /// loop (a barrier that never completes hangs the kernel). `debug_waits` bounds its waits
-    /// either way.
+    /// `-DTMA_BOUNDED_WAITS`: a release build bounds its waits too (off by default): a wait
+    /// of the generated helpers gives up after `TMA_WAIT_TIMEOUT_NS` (10 s of `%globaltimer`;
+    /// `define` another), writes the hang record and traps, which the runtime returns as
+    /// [`crate::Error::BarrierTimeout`] or [`crate::Error::PipelineTimeout`]. Off: the bare
+    /// polling loop (a barrier that never completes hangs the kernel). Opt-in because the
+    /// bound is not free: up to ~15% of a GEMM's throughput on the H100, and a host-mapped
+    /// hang record allocated at every module load (BENCHMARKS.md, "Bounded waits").
+    /// `debug_waits` bounds its waits either way.
     pub bounded_waits: bool,
     /// `-D<name>=<value>` (value empty: `-D<name>`). Names must be identifiers.
     pub defines: Vec<(String, String)>,
@@ -49,7 +51,7 @@ impl CompileOptions {
         CompileOptions {
             arch,
             debug_waits: cfg!(debug_assertions),
-            bounded_waits: true,
+            bounded_waits: false,
             defines: Vec::new(),
             max_registers: None,
             line_info: false,
@@ -112,8 +114,8 @@ impl CompileOptions {
         if self.debug_waits {
             a.push("-DTMA_DEBUG".to_string());
         }
-        if !self.bounded_waits {
-            a.push("-DTMA_UNBOUNDED_WAITS".to_string());
+        if self.bounded_waits {
+            a.push("-DTMA_BOUNDED_WAITS".to_string());
         }
         for (name, value) in &self.defines {
             let ok = name
@@ -191,20 +193,20 @@ mod tests {
                 "--use_fast_math"
             ]
         );
-        // Bounded waits are the default; off, the prelude's bare loop.
+        // The bare loop is the release default (no define); bounded waits are opt-in.
         let bare = CompileOptions::new(Arch::Sm90a)
             .debug_waits(false)
-            .bounded_waits(false)
             .nvrtc_args(true);
         assert!(
-            matches!(bare.as_deref(), Ok([.., last]) if last == "-DTMA_UNBOUNDED_WAITS"),
+            matches!(&bare, Ok(a) if !a.iter().any(|x| x.contains("WAITS") || x.contains("DEBUG"))),
             "{bare:?}"
         );
         let bounded = CompileOptions::new(Arch::Sm90a)
             .debug_waits(false)
+            .bounded_waits(true)
             .nvrtc_args(true);
         assert!(
-            matches!(&bounded, Ok(a) if !a.iter().any(|x| x.contains("WAITS") || x.contains("DEBUG"))),
+            matches!(bounded.as_deref(), Ok([.., last]) if last == "-DTMA_BOUNDED_WAITS"),
             "{bounded:?}"
         );
         let ptx_only = CompileOptions::new(Arch::Sm100a).nvrtc_args(false);

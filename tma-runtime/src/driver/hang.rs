@@ -1,6 +1,6 @@
-//! Hangs become errors: the hang record a bounded wait (debug or release) or a debug check
-//! writes before it traps (CONTRACTS.md), in pinned host memory that survives the trapped
-//! context.
+//! Hangs become errors: the hang record a bounded wait (debug, or release opted in) or a
+//! debug check writes before it traps (CONTRACTS.md), in pinned host memory that survives
+//! the trapped context.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;

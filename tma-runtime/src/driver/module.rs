@@ -50,7 +50,7 @@ impl std::fmt::Debug for Module {
 impl Module {
     /// Loads `compiled` (CUBIN, else PTX) into `ctx`: always a new module, shared with no
     /// one ([`Module::compile_and_load`] shares). When the module has the prelude's
-    /// `tma_debug_record` (bounded waits: debug, or release without `TMA_UNBOUNDED_WAITS`),
+    /// `tma_debug_record` (bounded waits: debug, or release with `TMA_BOUNDED_WAITS`),
     /// allocates the hang record and points that global at it.
     pub fn load(ctx: &Arc<CudaContext>, compiled: Arc<Compiled>) -> Result<Arc<Module>, Error> {
         crate::cuda_libs::libcuda_available()?;
@@ -74,8 +74,8 @@ impl Module {
             .load_module(image)
             .map_err(Error::driver("cuModuleLoadData"))?;
         // The tma prelude defines the record's global whenever its waits are bounded: in
-        // debug builds always, in release unless TMA_UNBOUNDED_WAITS. A module without it
-        // loads and has no record: a release one compiled with the bare loop, or a source
+        // debug builds always, in release with TMA_BOUNDED_WAITS. A module without it loads
+        // and has no record (no cuMemHostAlloc): a release one with the bare loop, or a source
         // without the prelude (a raw kernel; nothing of tma's can hang or fail a check there).
         // Debug on, a source with tiles must have it.
         let record = match MappedRecord::attach(ctx, &module) {
