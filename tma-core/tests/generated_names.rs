@@ -242,7 +242,7 @@ fn names_that_break_generated_code_are_refused() {
             "tma_mbarrier_try_wait_shared",
         ),
         (NameKind::Dim, "TMA_WAIT_TIMEOUT_NS", "TMA_WAIT_TIMEOUT_NS"),
-        (NameKind::Dim, "TMA_UNBOUNDED_WAITS", "TMA_UNBOUNDED_WAITS"),
+        (NameKind::Dim, "TMA_BOUNDED_WAITS", "TMA_BOUNDED_WAITS"),
         (
             NameKind::Tile,
             "named_barrier_sync_of",
@@ -358,7 +358,7 @@ fn the_templates_newer_names_are_in_the_table() {
         "tma_wait_slow",
         "tma_globaltimer",
         "TMA_WAIT_TIMEOUT_NS",
-        "TMA_UNBOUNDED_WAITS",
+        "TMA_BOUNDED_WAITS",
         "BLOCK_THREADS",
         "DYNAMIC_SMEM_BYTES",
         "base",
