@@ -41,13 +41,6 @@ pub use half;
 pub mod pipe;
 pub mod tile;
 
-/// Test scaffolding: random valid specs (`testgen`) and the runtime's skip helpers.
-#[doc(hidden)]
-pub mod testing {
-    pub use tma_core::testgen;
-    pub use tma_runtime::testing::*;
-}
-
 /// What the macros' expansions name: absolute paths that do not depend on the user's
 /// imports. Not a public API.
 #[doc(hidden)]

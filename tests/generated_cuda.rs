@@ -9,9 +9,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use tma::render::{self, corpus::corpus, exercise_body, KernelSource};
-use tma::runtime::testing::require_nvrtc_or_skip;
 use tma::runtime::{CompileOptions, Compiler, Error, Source};
 use tma::{Arch, TmaTiles, ValidSpec};
+use tma_test_support::skip::require_nvrtc_or_skip;
 
 /// Options for generated helpers (tma-runtime passes `-std=c++20`, `render::CXX_STANDARD`).
 fn options(arch: Arch) -> CompileOptions {

@@ -100,7 +100,7 @@ struct Rig {
 }
 
 fn rig(test: &str) -> Option<Rig> {
-    tma::runtime::testing::require_gpu_or_skip(test)?;
+    tma_test_support::skip::require_gpu_or_skip(test)?;
     let ctx = cudarc::driver::CudaContext::new(0).unwrap();
     let stream = ctx.default_stream();
     let source = Source::new(
@@ -386,7 +386,7 @@ fn gpu_an_unsynchronised_check_is_reported_by_the_next_launch() {
 #[test]
 fn debug_check_kernels_compile_without_gpu() {
     let Some(_) =
-        tma::runtime::testing::require_nvrtc_or_skip("debug_check_kernels_compile_without_gpu")
+        tma_test_support::skip::require_nvrtc_or_skip("debug_check_kernels_compile_without_gpu")
     else {
         return;
     };

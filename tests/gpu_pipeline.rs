@@ -370,7 +370,7 @@ fn count(sass: &str, op: &str) -> usize {
 #[test]
 fn the_pipeline_kernels_compile_without_local_memory() {
     let test = "the_pipeline_kernels_compile_without_local_memory";
-    if tma::runtime::testing::require_nvrtc_or_skip(test).is_none() {
+    if tma_test_support::skip::require_nvrtc_or_skip(test).is_none() {
         return;
     }
     let compiler = Compiler::global().unwrap();
@@ -424,7 +424,8 @@ impl Rng {
 
 #[test]
 fn gpu_rings_stream_every_stage_intact() {
-    let Some(_) = tma::runtime::testing::require_gpu_or_skip("gpu_rings_stream_every_stage_intact")
+    let Some(_) =
+        tma_test_support::skip::require_gpu_or_skip("gpu_rings_stream_every_stage_intact")
     else {
         return;
     };
@@ -664,7 +665,7 @@ impl RingArgs {
 #[test]
 fn gpu_a_launch_off_the_pipelines_shape_is_refused_on_the_host() {
     use tma::runtime::Error;
-    let Some(_) = tma::runtime::testing::require_gpu_or_skip(
+    let Some(_) = tma_test_support::skip::require_gpu_or_skip(
         "gpu_a_launch_off_the_pipelines_shape_is_refused_on_the_host",
     ) else {
         return;
@@ -745,7 +746,7 @@ fn gpu_a_launch_off_the_pipelines_shape_is_refused_on_the_host() {
 #[test]
 fn gpu_debug_init_names_a_launch_off_the_pipelines_cluster() {
     use tma::runtime::Error;
-    let Some(_) = tma::runtime::testing::require_gpu_or_skip(
+    let Some(_) = tma_test_support::skip::require_gpu_or_skip(
         "gpu_debug_init_names_a_launch_off_the_pipelines_cluster",
     ) else {
         return;
@@ -790,7 +791,7 @@ fn gpu_debug_init_names_a_launch_off_the_pipelines_cluster() {
 fn gpu_debug_init_names_too_little_dynamic_smem() {
     use tma::runtime::Error;
     let Some(_) =
-        tma::runtime::testing::require_gpu_or_skip("gpu_debug_init_names_too_little_dynamic_smem")
+        tma_test_support::skip::require_gpu_or_skip("gpu_debug_init_names_too_little_dynamic_smem")
     else {
         return;
     };

@@ -115,7 +115,7 @@ fn options(debug: bool) -> CompileOptions {
 #[test]
 fn the_plan_kernel_compiles_and_its_module_carries_the_plan() {
     let test = "the_plan_kernel_compiles_and_its_module_carries_the_plan";
-    if tma::runtime::testing::require_nvrtc_or_skip(test).is_none() {
+    if tma_test_support::skip::require_nvrtc_or_skip(test).is_none() {
         return;
     }
     let compiler = Compiler::global().unwrap();
@@ -142,7 +142,7 @@ fn the_plan_kernel_compiles_and_its_module_carries_the_plan() {
 #[test]
 fn gpu_a_plan_kernel_launches_from_its_plan_and_only_so() {
     let test = "gpu_a_plan_kernel_launches_from_its_plan_and_only_so";
-    let Some(_) = tma::runtime::testing::require_gpu_or_skip(test) else {
+    let Some(_) = tma_test_support::skip::require_gpu_or_skip(test) else {
         return;
     };
     let ctx = cudarc::driver::CudaContext::new(0).unwrap();

@@ -16,8 +16,8 @@ use tma::render::KernelSource;
 use tma::runtime::{CompileOptions, Compiler, LaunchConfig, Module, Source};
 use tma::smem::ElementOffsets;
 use tma_core::model::{self, ModelOptions};
-use tma_core::testgen::{random_valid_spec, XorShift};
 use tma_core::{Arch, BoundSpec, OobFill};
+use tma_test_support::testgen::{random_valid_spec, XorShift};
 
 /// Specs per run (one kernel each).
 const SPECS: usize = 64;
@@ -125,7 +125,7 @@ fn options() -> CompileOptions {
 #[test]
 fn the_probe_compiles_for_random_specs() {
     let test = "the_probe_compiles_for_random_specs";
-    if tma::runtime::testing::require_nvrtc_or_skip(test).is_none() {
+    if tma_test_support::skip::require_nvrtc_or_skip(test).is_none() {
         return;
     }
     let mut rng = XorShift::new(0x5a9e);

@@ -38,7 +38,7 @@ pub fn compile_or_skip(
     source: &Source,
     options: &CompileOptions,
 ) -> Option<Arc<Compiled>> {
-    tma_runtime::testing::require_nvrtc_or_skip(test)?;
+    tma_test_support::skip::require_nvrtc_or_skip(test)?;
     Some(
         Compiler::global()
             .unwrap()
@@ -56,7 +56,7 @@ pub struct Device {
 impl Device {
     /// Opens device 0, or prints why not and returns None.
     pub fn open(test: &str) -> Option<Device> {
-        tma_runtime::testing::require_gpu_or_skip(test)?;
+        tma_test_support::skip::require_gpu_or_skip(test)?;
         let ctx = CudaContext::new(0).unwrap();
         let stream = ctx.default_stream();
         Some(Device { ctx, stream })
@@ -122,7 +122,7 @@ pub fn harness_source() -> String {
 impl Gpu {
     /// Opens device 0 and compiles the harness, or prints why not and returns None.
     pub fn open(test: &str) -> Option<Gpu> {
-        let info = tma_runtime::testing::require_gpu_or_skip(test)?;
+        let info = tma_test_support::skip::require_gpu_or_skip(test)?;
         println!(
             "device: {} (cc {:?}, {:?})",
             info.name, info.compute_capability, info.arch

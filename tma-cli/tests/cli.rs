@@ -199,7 +199,7 @@ const KERNEL: &str = r#"extern "C" __global__ void copy(const __grid_constant__ 
 #[test]
 fn compile_reports_resources_and_tma_instructions() {
     let test = "compile_reports_resources_and_tma_instructions";
-    if tma_runtime::testing::require_nvrtc_or_skip(test).is_none() {
+    if tma_test_support::skip::require_nvrtc_or_skip(test).is_none() {
         return;
     }
     let kernel = scratch("copy.cu");
@@ -640,7 +640,7 @@ fn compile_a_kernel_over_a_pipeline() {
         "{text}"
     );
     let test = "compile_a_kernel_over_a_pipeline";
-    if tma_runtime::testing::require_nvrtc_or_skip(test).is_none() {
+    if tma_test_support::skip::require_nvrtc_or_skip(test).is_none() {
         return;
     }
     assert_eq!(r.code, 0, "{}", r.stderr);

@@ -16,7 +16,8 @@
 //! | outputs | [`layout`], [`model`] (and its `picture`), [`render`] | [`EncodeArgs`] in TMA order, the CPU model, generated CUDA |
 //! | | [`manifest`] | the tile lines a translation unit carries for the runtime (name, shared memory, target) |
 //!
-//! `testgen` (hidden) makes random valid specs for the property and GPU tests.
+//! Random valid specs for the property and GPU tests live in the `tma-test-support` crate
+//! (not published), not here.
 #![forbid(unsafe_code)]
 
 pub mod dtype;
@@ -37,8 +38,6 @@ pub mod size;
 pub mod smem;
 pub mod spec;
 pub mod swizzle;
-#[doc(hidden)] // test scaffolding: random valid specs for the property and GPU tests
-pub mod testgen;
 pub mod validate;
 pub mod wgmma;
 

@@ -830,7 +830,7 @@ fn a_footprint_past_an_sm_is_refused_and_nothing_rendered_wraps() {
     assert_eq!(at_limit.plan().footprint_bytes, 228 * 1024);
     for valid in [at_limit, validate(&repeated()).unwrap()] {
         let code = tma_core::render::TileCode::new(&valid, 7).unwrap();
-        let literals = tma_core::testgen::unsigned_literals(code.source());
+        let literals = tma_test_support::testgen::unsigned_literals(code.source());
         assert!(literals.contains(&u128::from(valid.plan().footprint_bytes)));
         assert!(
             literals.iter().all(|&v| v <= u128::from(u32::MAX)),

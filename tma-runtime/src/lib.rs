@@ -9,9 +9,8 @@
 //! | [`cuda_libs`], [`error`] | finding the libraries; the one error type | | nothing here |
 //!
 //! The compile layer imports nothing of the driver, so everything that only compiles (build
-//! scripts, CI without a GPU, cache warm-up) runs where there is no libcuda. [`testing`]
-//! (skip or fail GPU/NVRTC tests) uses only the leaves. The items users need are re-exported
-//! here: `tma_runtime::{Compiler, Module, ...}`.
+//! scripts, CI without a GPU, cache warm-up) runs where there is no libcuda. The items users
+//! need are re-exported here: `tma_runtime::{Compiler, Module, ...}`.
 //!
 //! # Finding CUDA ([`cuda_libs`])
 //! cudarc panics when it cannot `dlopen` libcuda or libnvrtc; this crate looks first and
@@ -64,8 +63,8 @@
 //! | `TMA_JIT_DEBUG=1` | print NVRTC options, compile time, disk hits |
 //! | `TMA_JIT_DUMP=dir` | write `.cu`, `.ptx`, `.cubin` (`cuobjdump -sass`), `.log`, `.args` |
 //! | `TMA_FULL_SOURCE=1` | a compile error shows the whole numbered source, not the lines around its errors |
-//! | `TMA_REQUIRE_GPU=1` | [`testing::require_gpu_or_skip`] fails instead of skipping |
-//! | `TMA_REQUIRE_NVRTC=1`, `CI=true` | [`testing::require_nvrtc_or_skip`] fails instead of skipping |
+//! | `TMA_REQUIRE_GPU=1` | the workspace's GPU tests fail instead of skipping (`tma-test-support`) |
+//! | `TMA_REQUIRE_NVRTC=1`, `CI=true` | its NVRTC tests fail instead of skipping |
 //!
 //! # Tensor maps and launch ([`driver`])
 //! ```no_run
@@ -127,8 +126,6 @@ pub mod compile;
 pub mod cuda_libs;
 pub mod driver;
 pub mod error;
-#[doc(hidden)] // test scaffolding: skip-or-fail helpers for GPU and NVRTC tests
-pub mod testing;
 
 pub use compile::{
     parse_ptxas_report, CompileOptions, Compiled, Compiler, JitConfig, KernelResources, Source,

@@ -13,10 +13,10 @@ use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
 use half::bf16;
 use tma_core::render::KernelSource;
 use tma_core::{validate, DType, Swizzle, TileSpec, ValidSpec};
-use tma_runtime::testing::require_gpu_or_skip;
 use tma_runtime::{
     CompileOptions, Compiler, Error, Kernel, LaunchConfig, Module, Source, TensorMap,
 };
+use tma_test_support::skip::require_gpu_or_skip;
 
 const POISON: u64 = 0xdead_beef_dead_beef;
 const POISON_BITS: u16 = 0xffff;
@@ -400,7 +400,7 @@ fn gpu_a_launch_can_opt_out_of_the_dynamic_smem_check() {
 /// dynamic shared memory.
 #[test]
 fn launch_check_sources_compile_without_gpu() {
-    if tma_runtime::testing::require_nvrtc_or_skip("launch_check_sources_compile_without_gpu")
+    if tma_test_support::skip::require_nvrtc_or_skip("launch_check_sources_compile_without_gpu")
         .is_none()
     {
         return;

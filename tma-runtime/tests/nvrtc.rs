@@ -6,9 +6,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use tma_core::Arch;
-use tma_runtime::testing::require_nvrtc_or_skip;
 use tma_runtime::Error;
 use tma_runtime::{CompileOptions, Compiler, JitConfig, Source};
+use tma_test_support::skip::require_nvrtc_or_skip;
 
 const KERNEL: &str = r#"
 // tma-tile 0 small

@@ -1,11 +1,11 @@
 //! Random valid specs for tests (CPU property tests and GPU comparisons), from a tiny
 //! deterministic RNG: the same seed gives the same specs on every machine.
 
-use crate::dtype::DType;
-use crate::model::{self, ModelOptions};
-use crate::smem::{self as swz, InnerRowLayout};
-use crate::spec::{Arch, Interleave, OobFill, Swizzle, TileSpec};
-use crate::validate::{validate, BoundSpec};
+use tma_core::dtype::DType;
+use tma_core::model::{self, ModelOptions};
+use tma_core::smem::{self as swz, InnerRowLayout};
+use tma_core::spec::{Arch, Interleave, OobFill, Swizzle, TileSpec};
+use tma_core::validate::{validate, BoundSpec};
 
 /// xorshift64* — small, fast, deterministic. Not for anything but tests.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -89,7 +89,7 @@ pub const MAX_TENSOR_BYTES: u64 = 256 * 1024;
 /// (16B or 32B chunks, the inner dim in chunks, any chunk coordinate); coordinates straddle
 /// every edge (negative, inside, past the end). Tensors stay below [`MAX_TENSOR_BYTES`]. Specs
 /// whose repeated boxes would overlap under either [`InnerRowLayout`] are not generated, so
-/// [`crate::model`] accepts every one.
+/// [`tma_core::model`] accepts every one.
 pub fn random_valid_spec(rng: &mut XorShift, arch: Arch) -> (BoundSpec, Vec<i64>) {
     loop {
         if let Some(found) = attempt(rng, arch) {
@@ -228,7 +228,7 @@ fn attempt(rng: &mut XorShift, arch: Arch) -> Option<(BoundSpec, Vec<i64>)> {
         swz::row_pitch_bytes(&spec, InnerRowLayout::PadToSpan) * rows
     };
     let boxes: u64 = repeat.iter().map(|&r| u64::from(r)).product();
-    let align_bytes = swizzle.period_bytes().max(crate::limits::SMEM_ALIGN);
+    let align_bytes = swizzle.period_bytes().max(tma_core::limits::SMEM_ALIGN);
     if let (true, Some(mut stride_bytes)) = (boxes > 1, padded.next_multiple_of(align_bytes).get())
     {
         if rng.chance(1, 3) {
@@ -268,9 +268,9 @@ fn attempt(rng: &mut XorShift, arch: Arch) -> Option<(BoundSpec, Vec<i64>)> {
 }
 
 /// Every operand combination wgmma takes from shared memory: (dtype, operand, major,
-/// swizzle), MN-major only for the 16-bit types ([`crate::Rule::WgmmaMajor`]). 56 in all.
-pub fn operand_combinations() -> Vec<(DType, crate::WgmmaOperand, Swizzle)> {
-    use crate::operand::{Major, Operand, WgmmaOperand, WgmmaType};
+/// swizzle), MN-major only for the 16-bit types ([`tma_core::Rule::WgmmaMajor`]). 56 in all.
+pub fn operand_combinations() -> Vec<(DType, tma_core::WgmmaOperand, Swizzle)> {
+    use tma_core::operand::{Major, Operand, WgmmaOperand, WgmmaType};
     let mut out = Vec::new();
     for dtype in [
         DType::BF16,
@@ -330,12 +330,12 @@ pub fn unsigned_literals(source: &str) -> Vec<u128> {
 pub fn operand_case(
     rng: &mut XorShift,
     dtype: DType,
-    w: crate::WgmmaOperand,
+    w: tma_core::WgmmaOperand,
     swizzle: Swizzle,
     mn: u64,
     k_slices: u64,
 ) -> Option<(BoundSpec, Vec<i64>)> {
-    use crate::operand::{Major, WgmmaType, K_BYTES};
+    use tma_core::operand::{Major, WgmmaType, K_BYTES};
     let e = WgmmaType::of(dtype)?.bytes();
     // (box, repeat) per matrix dim: [outer, inner] user order.
     let (outer_box, inner_box, inner_repeat) = match (w.major, swizzle.span_bytes()) {
