@@ -14,9 +14,9 @@ pub use tma_runtime::{Compiler, LaunchConfig, TensorMap};
 /// What else a declaration can say, the rules it is checked against, and how its dims map
 /// to the driver's order.
 pub mod spec {
+    pub use tma_core::encode_args::to_tma_order;
     pub use tma_core::error::{Field, Severity, SpecError};
     pub use tma_core::ident::{check_name, NameProblem};
-    pub use tma_core::layout::to_tma_order;
     pub use tma_core::limits;
     pub use tma_core::operand::{Major, Operand, WgmmaOperand, WgmmaType};
     pub use tma_core::rules::Rule;

@@ -3,7 +3,7 @@
 //! MPK users, MPK's names and contract over the checked tiles.
 
 use super::*;
-use crate::layout::user_dim_of_tma_dim;
+use crate::encode_args::user_dim_of_tma_dim;
 use crate::limits::{MAX_GLOBAL_DIM, MAX_STRIDE_BYTES, PACKED_INNER_DIM_MULTIPLE};
 use crate::pipeline::ValidPipeline;
 use crate::rules::Rule;

@@ -43,8 +43,8 @@
 //!
 //! Output is deterministic: the same specs give the same bytes.
 
+use crate::encode_args::{to_tma_order, EncodeArgs};
 use crate::ident::{check_name, NameProblem};
-use crate::layout::{to_tma_order, EncodeArgs};
 use crate::limits::{MAX_TX_BYTES, TENSOR_MAP_ALIGN, TENSOR_MAP_BYTES};
 use crate::smem::{ElementOffsets, TileSet};
 use crate::spec::Extent;
