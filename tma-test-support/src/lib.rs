@@ -2,6 +2,8 @@
 //!
 //! - [`testgen`]: a deterministic RNG and random valid specs / wgmma operand cases for the
 //!   property and GPU tests;
+//! - [`nvcc`]: nvcc with the CUDA headers, for tests that build generated headers as a C++
+//!   user does;
 //! - `skip` (feature `runtime`): skip GPU and NVRTC tests visibly, or fail them when the
 //!   environment requires the hardware (`TMA_REQUIRE_GPU`, `TMA_REQUIRE_NVRTC`, `CI`).
 //!
@@ -9,6 +11,7 @@
 //! version, which `cargo package` leaves out of their packages.
 #![forbid(unsafe_code)]
 
+pub mod nvcc;
 #[cfg(feature = "runtime")]
 pub mod skip;
 pub mod testgen;

@@ -4,8 +4,8 @@
 use tma_core::dtype::DType;
 use tma_core::model::{self, ModelOptions};
 use tma_core::smem::{self as swz, InnerRowLayout};
-use tma_core::spec::{Arch, Interleave, OobFill, Swizzle, TileSpec};
-use tma_core::validate::{validate, BoundSpec};
+use tma_core::spec::{Arch, Extent, Interleave, OobFill, Swizzle, TileSpec};
+use tma_core::validate::{validate, BoundSpec, ValidSpec};
 
 /// xorshift64* — small, fast, deterministic. Not for anything but tests.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -265,6 +265,102 @@ fn attempt(rng: &mut XorShift, arch: Arch) -> Option<(BoundSpec, Vec<i64>)> {
         })
         .collect();
     Some((bound, coords))
+}
+
+/// A valid spec with run-time dims, and run-time values that bind it (user order).
+#[derive(Clone, Debug)]
+pub struct RuntimeSpec {
+    /// Some global dims (at least one) are [`Extent::Runtime`]; declared strides too, at
+    /// random, or none declared (dense row-major).
+    pub valid: ValidSpec,
+    /// Every global dim, static ones as declared: a shape that binds.
+    pub global: Vec<u64>,
+    /// Every stride (elements), when the spec declares strides: ones that bind.
+    pub strides: Option<Vec<u64>>,
+}
+
+/// A random spec of [`random_valid_spec`]'s kinds (on Blackwell, one in four of a packed
+/// sub-byte type instead) with a random set of its global dims (at least one) and declared
+/// strides made run-time ones; one in three declares no strides (dense row-major). Named
+/// `name`; one spec in three names its dims.
+pub fn random_runtime_spec(rng: &mut XorShift, arch: Arch, name: &str) -> RuntimeSpec {
+    loop {
+        let spec = if arch.is_blackwell() && rng.chance(1, 4) {
+            match packed_spec(rng, arch) {
+                Some(s) => s,
+                None => continue,
+            }
+        } else {
+            random_valid_spec(rng, arch).0.spec().clone()
+        };
+        if let Some(found) = runtime_variant(rng, spec, name) {
+            return found;
+        }
+    }
+}
+
+/// A rank 1-3 spec of a packed sub-byte type (Blackwell only), or `None` when the random
+/// shape breaks a rule.
+fn packed_spec(rng: &mut XorShift, arch: Arch) -> Option<TileSpec> {
+    let dtype = *rng.pick(&[
+        DType::U4x16Align8B,
+        DType::U4x16Align16B,
+        DType::U6x16Align16B,
+    ])?;
+    let rank = rng.range(1, 3) as usize;
+    let inner = rank - 1;
+    let mut global: Vec<u64> = (0..rank).map(|_| rng.range(1, 12)).collect();
+    let mut boxed: Vec<u32> = global.iter().map(|&g| rng.range(1, g) as u32).collect();
+    boxed[inner] = 128 * rng.range(1, 2) as u32;
+    global[inner] = 128 * rng.range(1, 4);
+    let swizzle = *rng.pick(&[Swizzle::None, Swizzle::B64, Swizzle::B128])?;
+    let spec = TileSpec::new("packed", dtype, global, boxed)
+        .swizzle(swizzle)
+        .target(arch);
+    validate(&spec).ok().map(|v| v.spec().clone())
+}
+
+/// `spec` (valid and bound with static dims) with run-time dims and strides, or `None` when
+/// the variant does not validate.
+fn runtime_variant(rng: &mut XorShift, mut spec: TileSpec, name: &str) -> Option<RuntimeSpec> {
+    let rank = spec.rank();
+    let global: Vec<u64> = spec.global.iter().map(|e| e.get()).collect::<Option<_>>()?;
+    spec.name = name.to_string();
+    let first = rng.below(rank as u64) as usize;
+    for (d, e) in spec.global.iter_mut().enumerate() {
+        if d == first || rng.chance(1, 2) {
+            *e = Extent::Runtime;
+        }
+    }
+    let strides = if rng.chance(1, 3) {
+        spec.strides = None;
+        None
+    } else {
+        let inner_unit = spec.inner_unit_elements();
+        let declared = spec.strides.get_or_insert_with(Vec::new);
+        if declared.is_empty() {
+            let dense = tma_core::validate::dense_strides(&global, inner_unit)?;
+            *declared = dense.into_iter().map(Extent::Static).collect();
+        }
+        let values: Vec<u64> = declared.iter().map(|e| e.get()).collect::<Option<_>>()?;
+        for e in declared.iter_mut() {
+            if rng.chance(1, 2) {
+                *e = Extent::Runtime;
+            }
+        }
+        Some(values)
+    };
+    if rng.chance(1, 3) {
+        let labels = ["n", "c", "h", "w", "k"];
+        spec = spec.dim_names(labels[labels.len() - rank..].iter().copied());
+    }
+    let valid = validate(&spec).ok()?;
+    valid.bind(&global, strides.as_deref()).ok()?;
+    Some(RuntimeSpec {
+        valid,
+        global,
+        strides,
+    })
 }
 
 /// Every operand combination wgmma takes from shared memory: (dtype, operand, major,
