@@ -1,8 +1,9 @@
 //! Shared memory: where one helper call's boxes land, where a set of tiles sits in one
 //! block's shared memory, and a pipeline's ring of stages ([`StageLayout`]). The one place
-//! that computes a shared-memory size or offset: validation checks these numbers ([`crate::validate()`]), the model writes bytes where they
-//! say ([`crate::model`]), the renderer prints them into CUDA, the derive lays its fields out
-//! with [`TileSet`].
+//! that computes a shared-memory size or offset: validation (the stage after this one: this
+//! module names no proof type) checks these numbers, the model writes bytes where they say
+//! ([`crate::model`]), the renderer prints them into CUDA, the derive lays its fields out with
+//! [`TileSet`].
 //!
 //! # Rows narrower than the swizzle span
 //!
@@ -202,9 +203,9 @@ fn driver_box_bytes(spec: &TileSpec) -> Size {
     spec.dtype.smem_bytes(counted.product::<Size>())
 }
 
-/// Where each repeated box of a call of `spec` goes (see
-/// [`crate::ValidSpec::repeat_placements`]): `linear(i) * stride_bytes`, `linear` row-major
-/// over the repeat shape, last dim fastest.
+/// Where each repeated box of a call of `spec` goes (what the valid spec's
+/// `repeat_placements` returns): `linear(i) * stride_bytes`, `linear` row-major over the
+/// repeat shape, last dim fastest.
 pub(crate) fn placements(spec: &TileSpec, plan: &SmemPlan) -> Vec<RepeatPlacement> {
     let rank = spec.rank();
     let mut out = Vec::new();
@@ -362,16 +363,12 @@ pub struct ElementOffsets {
 }
 
 impl ElementOffsets {
-    /// The offsets of one call of `valid` (its spec and the plan validation proved for it),
-    /// under the hardware's row layout ([`DEFAULT_INNER_ROW_LAYOUT`]). `None` for packed
-    /// sub-byte types (no whole bytes per element).
-    pub fn new(valid: &crate::ValidSpec) -> Option<ElementOffsets> {
-        ElementOffsets::of(valid.spec(), valid.plan())
-    }
-
-    /// [`ElementOffsets::new`] from the parts; `None` also when `plan` is not `spec`'s
-    /// (another rank) or a size passes 64 bits.
-    fn of(spec: &TileSpec, plan: &SmemPlan) -> Option<ElementOffsets> {
+    /// The offsets of one call of `spec` with its `plan`, under the hardware's row layout
+    /// ([`DEFAULT_INNER_ROW_LAYOUT`]): what `ElementOffsets::new` (beside the proof type, so
+    /// this module names none) gives for a valid spec. `None` for packed
+    /// sub-byte types (no whole bytes per element), when `plan` is not `spec`'s (another
+    /// rank) or a size passes 64 bits.
+    pub(crate) fn of(spec: &TileSpec, plan: &SmemPlan) -> Option<ElementOffsets> {
         let rank = spec.rank();
         if plan.box_elems.len() != rank || spec.repeat.len() != rank {
             return None;
@@ -450,18 +447,19 @@ impl ElementOffsets {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::{validate, DType};
+    use crate::DType;
 
-    /// `ElementOffsets::new` takes the validated spec, so its plan is the spec's; the parts
-    /// it is built from refuse a plan of another rank instead of indexing past it.
+    /// The parts the offsets are built from refuse a plan of another rank instead of indexing
+    /// past it (`ElementOffsets::new` takes a valid spec, whose plan is its own).
     #[test]
-    fn element_offsets_come_from_one_valid_spec() {
-        let rank2 = validate(&TileSpec::new("a", DType::F16, [64, 64], [8, 8])).unwrap();
-        let rank3 = validate(&TileSpec::new("b", DType::F16, [4, 64, 64], [2, 8, 8])).unwrap();
-        let o = ElementOffsets::new(&rank3).unwrap();
+    fn element_offsets_refuse_another_specs_plan() {
+        let rank2 = TileSpec::new("a", DType::F16, [64, 64], [8, 8]);
+        let rank3 = TileSpec::new("b", DType::F16, [4, 64, 64], [2, 8, 8]);
+        let (plan2, plan3) = (plan(&rank2).fit().unwrap(), plan(&rank3).fit().unwrap());
+        let o = ElementOffsets::of(&rank3, &plan3).unwrap();
         assert_eq!(o.extent, vec![2, 8, 8]);
         assert_eq!(o.offset(&[1, 0, 0], 0), Some(128));
-        assert_eq!(ElementOffsets::of(rank3.spec(), rank2.plan()), None);
-        assert_eq!(ElementOffsets::of(rank2.spec(), rank3.plan()), None);
+        assert_eq!(ElementOffsets::of(&rank3, &plan2), None);
+        assert_eq!(ElementOffsets::of(&rank2, &plan3), None);
     }
 }
