@@ -1,5 +1,18 @@
 //! Shared memory: where one helper call's boxes land, where a set of tiles sits in one
-//! block's shared memory, and a pipeline's ring of stages ([`StageLayout`]). The one place
+//! block's shared memory, and a pipeline's ring of stages ([`StageLayout`]).
+//!
+//! One family, from one call to a whole kernel; each level places the one below it from a
+//! base aligned to its `align_bytes` (and launches with `total_bytes + align_bytes` of
+//! dynamic shared memory, the slack that aligning the base may skip):
+//!
+//! | level | type | holds |
+//! | --- | --- | --- |
+//! | one helper call | [`SmemPlan`] (its rows: [`CallRows`]) | box bytes, repeats and their stride, footprint, alignment |
+//! | tiles in one block | [`TileSet`] ([`TileSet::place`]) | each tile's offset, `total_bytes`, `align_bytes`; a `#[derive(TmaTiles)]` struct's `tma::tile::SmemLayout` is one, with names |
+//! | a pipeline's ring | [`StageLayout`] | one stage's tiles (a [`TileSet`]), the stage stride, the full / empty barriers |
+//! | a kernel plan | `plan::PlanLayout` | named regions (rings, sets, staging, scratch) placed by [`TileSet::place`] |
+//!
+//! The one place
 //! that computes a shared-memory size or offset: validation (the stage after this one: this
 //! module names no proof type) checks these numbers, the model writes bytes where they say
 //! ([`crate::model`]), the renderer prints them into CUDA, the derive lays its fields out with
@@ -258,9 +271,10 @@ pub fn row_pitch_bytes(spec: &TileSpec, layout: InnerRowLayout) -> Size {
     }
 }
 
-/// Where one call's boxes sit in shared memory under a row layout: what the model writes.
+/// The rows of one call's boxes in shared memory under a row layout: what the model writes.
+/// (Was `SmemLayout`: that name is the derive's block of tiles, `tma::tile::SmemLayout`.)
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct SmemLayout {
+pub struct CallRows {
     /// Bytes of data in one box row (innermost dim).
     pub row_bytes: u64,
     /// Bytes from one row to the next, before swizzling.
@@ -296,7 +310,7 @@ pub fn layout(
     spec: &TileSpec,
     plan: &SmemPlan,
     layout: InnerRowLayout,
-) -> Result<SmemLayout, LayoutError> {
+) -> Result<CallRows, LayoutError> {
     let rows = self::rows(&plan.box_elems);
     let row_pitch = row_pitch_bytes(spec, layout);
     let box_extent = box_span(spec, rows, layout);
@@ -319,7 +333,7 @@ pub fn layout(
             extent: box_extent,
         });
     }
-    Ok(SmemLayout {
+    Ok(CallRows {
         row_bytes: row_bytes(spec).get().unwrap_or(row_pitch),
         row_pitch,
         rows,
