@@ -569,7 +569,7 @@ fn header_of_a_pipeline_holds_its_struct_and_builds_with_nvcc() {
         let text = std::fs::read_to_string(&out).unwrap();
         for want in [
             "struct tma_pipe_gemm_ring {",
-            "// tma-pipeline 0 gemm_ring stages=4 cluster=2x1x1",
+            "static constexpr unsigned PIPELINE_ID = 0u;",
             "struct tma_gemm_a {",
             "struct tma_gemm_b {",
             "inline CUresult tma_encode_gemm_a(",

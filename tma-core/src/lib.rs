@@ -14,7 +14,7 @@
 //! | launch | [`launch`] | a kernel launch's grid, block and cluster against the hardware's limits |
 //! | operands | [`wgmma`] | a wgmma operand tile's matrix descriptors (from its [`SmemPlan`]) and a CPU model of what wgmma reads |
 //! | outputs | [`layout`], [`model`] (and its `picture`), [`render`] | [`EncodeArgs`] in TMA order, the CPU model, generated CUDA |
-//! | | [`manifest`] | the tile lines a translation unit carries for the runtime (name, shared memory, target) |
+//! | | [`facts`] | what a kernel source declares, typed, carried beside its text for the runtime (tiles, pipelines, plans' launches) |
 //!
 //! `testgen` (hidden) makes random valid specs for the property and GPU tests.
 #![forbid(unsafe_code)]
@@ -25,8 +25,8 @@ pub mod error;
 pub mod ident;
 pub mod launch;
 pub mod layout;
+pub mod facts;
 pub mod limits;
-pub mod manifest;
 pub mod model;
 pub mod operand;
 pub mod pipeline;

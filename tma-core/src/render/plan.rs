@@ -64,7 +64,8 @@ impl PlanCode {
         ctx.insert("cuda", &plan_cuda_name(&plan.name));
         ctx.insert("launch_macro", &plan_launch_macro(&plan.name));
         ctx.insert("threads", &launch.block[0]);
-        ctx.insert("blocks_per_sm", &valid.blocks_per_sm());
+        // 0: no second `__launch_bounds__` argument (none declared, no warp roles).
+        ctx.insert("blocks_per_sm", &valid.blocks_per_sm().unwrap_or(0));
         ctx.insert("cluster", &launch.cluster.to_vec());
         ctx.insert("total", &layout.total_bytes);
         ctx.insert("align", &layout.align_bytes);
@@ -84,7 +85,8 @@ impl PlanCode {
     pub fn cuda_name(&self) -> String {
         plan_cuda_name(&self.name)
     }
-    /// `TMA_PLAN_<NAME>_LAUNCH_BOUNDS`: `__launch_bounds__(BLOCK_THREADS, BLOCKS_PER_SM)`.
+    /// `TMA_PLAN_<NAME>_LAUNCH_BOUNDS`: `__launch_bounds__(BLOCK_THREADS, BLOCKS_PER_SM)`, or
+    /// `__launch_bounds__(BLOCK_THREADS)` when the plan asks for no blocks per SM.
     pub fn launch_macro(&self) -> String {
         plan_launch_macro(&self.name)
     }
