@@ -22,10 +22,10 @@
 pub mod dtype;
 pub mod echo;
 pub mod error;
+pub mod facts;
 pub mod ident;
 pub mod launch;
 pub mod layout;
-pub mod facts;
 pub mod limits;
 pub mod model;
 pub mod operand;

@@ -486,7 +486,12 @@ fn pipeline_snapshots() {
             .iter()
             .map(|&id| facts.tile(id).unwrap().name.as_str())
             .collect();
-        let want: Vec<&str> = p.spec().tiles.iter().map(|m| m.tile.spec().name.as_str()).collect();
+        let want: Vec<&str> = p
+            .spec()
+            .tiles
+            .iter()
+            .map(|m| m.tile.spec().name.as_str())
+            .collect();
         assert_eq!(names, want);
     }
     let mc_at = src.find("struct tma_pipe_gemm_mc {").unwrap();
@@ -623,19 +628,37 @@ fn plan_snapshots() {
     // minimum of 1 block made ptxas use 70 registers where 32 did, examples/03 msda_ldg).
     let bounds = |p: KernelPlan| {
         let code = PlanCode::new(&p.validate().unwrap()).unwrap();
-        let line = code.source().lines().find(|l| l.contains("_LAUNCH_BOUNDS __")).unwrap();
-        line.split_once(' ').unwrap().1.split_once(' ').unwrap().1.to_string()
+        let line = code
+            .source()
+            .lines()
+            .find(|l| l.contains("_LAUNCH_BOUNDS __"))
+            .unwrap();
+        line.split_once(' ')
+            .unwrap()
+            .1
+            .split_once(' ')
+            .unwrap()
+            .1
+            .to_string()
     };
-    assert_eq!(bounds(KernelPlan::new("k").block_threads(128)), "__launch_bounds__(128)");
+    assert_eq!(
+        bounds(KernelPlan::new("k").block_threads(128)),
+        "__launch_bounds__(128)"
+    );
     assert_eq!(
         bounds(KernelPlan::new("k").block_threads(128).blocks_per_sm(3)),
         "__launch_bounds__(128, 3)"
     );
-    assert_eq!(bounds(KernelPlan::new("k").roles(&roles)), "__launch_bounds__(384, 1)");
+    assert_eq!(
+        bounds(KernelPlan::new("k").roles(&roles)),
+        "__launch_bounds__(384, 1)"
+    );
     assert_eq!(
         bounds(KernelPlan::new("k").roles(&roles).blocks_per_sm(2)),
         "__launch_bounds__(384, 2)"
     );
     let code = PlanCode::new(&KernelPlan::new("k").block_threads(64).validate().unwrap()).unwrap();
-    assert!(code.source().contains("static constexpr unsigned BLOCKS_PER_SM = 0u;"));
+    assert!(code
+        .source()
+        .contains("static constexpr unsigned BLOCKS_PER_SM = 0u;"));
 }

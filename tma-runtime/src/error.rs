@@ -630,7 +630,12 @@ mod tests {
     #[test]
     fn a_descriptor_past_the_tile_is_named() {
         // What the generated `desc()` writes: dim, index | count << 32 (| 1 << 48 for a block).
-        let k = device_check_detail(tma_core::Rule::WgmmaSliceRange, Some(1), None, (4 << 32) | 5);
+        let k = device_check_detail(
+            tma_core::Rule::WgmmaSliceRange,
+            Some(1),
+            None,
+            (4 << 32) | 5,
+        );
         assert_eq!(
             k,
             "dim 1 k-slice 5 is past the tile's K_SLICES = 4: its descriptor would address shared memory past the tile"

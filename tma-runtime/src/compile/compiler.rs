@@ -279,15 +279,16 @@ impl Compiler {
             .map(|(_, c)| c.clone())
     }
 
-    /// The cache key: the source's text (its description changes no binary), NVRTC args
-    /// (options and arch), NVRTC version, crate version, cache format.
+    /// The cache key: source (text and description: a module loaded from the compile is
+    /// shared per key, and carries the description), NVRTC args (options and arch), NVRTC
+    /// version, crate version, cache format.
     fn key(&self, source: &Source, args: &[String]) -> u128 {
         let mut s = format!(
             "tma-runtime {} format {CACHE_FORMAT} nvrtc {}.{} src {:032x}\n",
             env!("CARGO_PKG_VERSION"),
             self.nvrtc.version.0,
             self.nvrtc.version.1,
-            source.text_fingerprint()
+            source.fingerprint()
         );
         for a in args {
             s.push_str(a);

@@ -22,9 +22,7 @@ use super::hash::{fingerprint, fingerprint_seeded};
 #[derive(Clone, Debug)]
 pub struct Source {
     text: Arc<str>,
-    /// The text's fingerprint: the disk cache's key (a description changes no binary).
-    text_fingerprint: u128,
-    /// The text's and the description's: the in-process cache's key.
+    /// The text's and the description's: the caches' key.
     fingerprint: u128,
     facts: Option<Arc<SourceFacts>>,
 }
@@ -36,7 +34,6 @@ impl Source {
         let fingerprint = fingerprint(text.as_bytes());
         Source {
             text,
-            text_fingerprint: fingerprint,
             fingerprint,
             facts: None,
         }
@@ -67,7 +64,6 @@ impl Source {
     pub(super) fn with_fingerprint(text: &str, fingerprint: u128) -> Source {
         Source {
             text: text.into(),
-            text_fingerprint: fingerprint,
             fingerprint,
             facts: None,
         }
@@ -88,14 +84,10 @@ impl Source {
     pub fn plans(&self) -> &[tma_core::plan::LaunchPlan] {
         self.facts.as_deref().map_or(&[], |f| &f.plans)
     }
-    /// The in-process cache's key: the text's fingerprint and the description's (computed
-    /// once, in [`Source::new`] / [`Source::described`]).
+    /// The caches' key: the text's fingerprint, and the description's (computed once, in
+    /// [`Source::new`] / [`Source::described`]).
     pub(super) fn fingerprint(&self) -> u128 {
         self.fingerprint
-    }
-    /// The text's fingerprint alone: what the disk cache keys the binary by.
-    pub(super) fn text_fingerprint(&self) -> u128 {
-        self.text_fingerprint
     }
 }
 

@@ -161,10 +161,13 @@ pub(crate) fn check_pipelines(
         return Ok(());
     };
     // The first of the smallest, so the named pipeline does not depend on ties' order.
-    let least = fits
-        .iter()
-        .copied()
-        .reduce(|best, p| if p.dynamic_smem_bytes < best.dynamic_smem_bytes { p } else { best });
+    let least = fits.iter().copied().reduce(|best, p| {
+        if p.dynamic_smem_bytes < best.dynamic_smem_bytes {
+            p
+        } else {
+            best
+        }
+    });
     match least {
         Some(p) if u64::from(given) < p.dynamic_smem_bytes => Err(Error::PipelineLaunch {
             kernel: kernel.to_string(),
@@ -450,10 +453,16 @@ mod tests {
         use tma_core::render::KernelSource;
         use tma_core::{validate, DType, Swizzle, TileSpec};
         let valid = |name: &str, rows| {
-            validate(&TileSpec::new(name, DType::BF16, [4096, 4096], [rows, 64]).swizzle(Swizzle::B128))
-                .unwrap_or_else(|e| panic!("{e}"))
+            validate(
+                &TileSpec::new(name, DType::BF16, [4096, 4096], [rows, 64]).swizzle(Swizzle::B128),
+            )
+            .unwrap_or_else(|e| panic!("{e}"))
         };
-        let (free, ring_tile, planned) = (valid("free", 64), valid("ring_tile", 128), valid("planned", 256));
+        let (free, ring_tile, planned) = (
+            valid("free", 64),
+            valid("ring_tile", 128),
+            valid("planned", 256),
+        );
         let ring = PipelineSpec::new("ring", 2, Consumers::Warpgroups(1))
             .tile("t", &ring_tile)
             .validate()
@@ -471,17 +480,27 @@ mod tests {
             .facts();
         let need = kernel_needs(Some(&facts), "planned_kernel");
         assert_eq!(need.plan.as_ref(), Some(plan.launch()));
-        assert_eq!((need.smem, need.pipelines.len()), (None, 0), "a plan kernel: its plan alone");
+        assert_eq!(
+            (need.smem, need.pipelines.len()),
+            (None, 0),
+            "a plan kernel: its plan alone"
+        );
         // Another kernel: the free tile and the ring's (the larger, 16 KB + slack), not the
         // plan's 32 KB tile; the ring.
         let other = kernel_needs(Some(&facts), "helper");
         assert_eq!(other.plan, None);
-        assert_eq!(other.smem.map(|n| n.tiles), Some("`ring_tile` 16384 B (align 1024)".into()));
+        assert_eq!(
+            other.smem.map(|n| n.tiles),
+            Some("`ring_tile` 16384 B (align 1024)".into())
+        );
         let names: Vec<&str> = other.pipelines.iter().map(|p| p.name.as_str()).collect();
         assert_eq!(names, ["ring"]);
         // A source whose tiles and pipelines are all its plans': nothing for other kernels.
         let planned_only = KernelSource::new().plan(&plan).facts();
-        assert_eq!(kernel_needs(Some(&planned_only), "helper"), KernelNeeds::default());
+        assert_eq!(
+            kernel_needs(Some(&planned_only), "helper"),
+            KernelNeeds::default()
+        );
         // Text without a description: nothing.
         assert_eq!(kernel_needs(None, "planned_kernel"), KernelNeeds::default());
     }

@@ -317,8 +317,22 @@ mod tests {
                 ..
             } => {
                 assert_eq!(
-                    (tile.as_str(), *helper, *rule, *dim, dim_name.as_deref(), *value),
-                    ("q", "store", Rule::StoreCoordinateNegative, Some(1), Some("K"), -8)
+                    (
+                        tile.as_str(),
+                        *helper,
+                        *rule,
+                        *dim,
+                        dim_name.as_deref(),
+                        *value
+                    ),
+                    (
+                        "q",
+                        "store",
+                        Rule::StoreCoordinateNegative,
+                        Some(1),
+                        Some("K"),
+                        -8
+                    )
                 );
             }
             other => panic!("{other:?}"),
@@ -330,10 +344,16 @@ mod tests {
         );
         // The record's dim is in the user's order: dim 0 is the outer one, `M`.
         let outer = HangRecord { dim: 0, ..rec };
-        assert!(outer.to_error(&compiled).to_string().contains("dim 0 (M) coordinate -8"));
+        assert!(outer
+            .to_error(&compiled)
+            .to_string()
+            .contains("dim 0 (M) coordinate -8"));
         // A dim without a name, or text without a description: the index alone.
         let unnamed = compiled_with(&[("q", &[])], &[]);
-        assert!(rec.to_error(&unnamed).to_string().contains(": dim 1 coordinate -8 is negative"));
+        assert!(rec
+            .to_error(&unnamed)
+            .to_string()
+            .contains(": dim 1 coordinate -8 is negative"));
         let s = rec.to_error(&text_only()).to_string();
         assert!(
             s.contains("tile `<tile 0>`: store() in block [2, 0, 0] thread 0 breaks StoreCoordinateNegative: dim 1 coordinate -8"),
@@ -348,7 +368,11 @@ mod tests {
             ..rec
         };
         match launch.to_error(&compiled) {
-            Error::DeviceCheck { dim_name: None, dim: Some(1), .. } => {}
+            Error::DeviceCheck {
+                dim_name: None,
+                dim: Some(1),
+                ..
+            } => {}
             other => panic!("{other:?}"),
         }
     }
@@ -545,7 +569,10 @@ mod tests {
         match cut.to_error(&compiled) {
             e @ Error::UnknownDebugRecord { kind: u32::MAX, .. } => {
                 let s = e.to_string();
-                assert!(s.contains("kind 4294967295") && s.contains("still being written"), "{s}");
+                assert!(
+                    s.contains("kind 4294967295") && s.contains("still being written"),
+                    "{s}"
+                );
             }
             other => panic!("{other:?}"),
         }
