@@ -467,8 +467,13 @@ mod tests {
             .tile("t", &ring_tile)
             .validate()
             .unwrap_or_else(|e| panic!("{e}"));
+        let planned_ring = PipelineSpec::new("planned_ring", 3, Consumers::Warpgroups(1))
+            .tile("t", &ring_tile)
+            .validate()
+            .unwrap_or_else(|e| panic!("{e}"));
         let plan = KernelPlan::new("planned_kernel")
             .tile("P", &planned)
+            .pipeline(&planned_ring)
             .staging("out", &planned, 1)
             .block_threads(128)
             .validate()
@@ -494,7 +499,7 @@ mod tests {
             Some("`ring_tile` 16384 B (align 1024)".into())
         );
         let names: Vec<&str> = other.pipelines.iter().map(|p| p.name.as_str()).collect();
-        assert_eq!(names, ["ring"]);
+        assert_eq!(names, ["ring"], "not the plan's `planned_ring`");
         // A source whose tiles and pipelines are all its plans': nothing for other kernels.
         let planned_only = KernelSource::new().plan(&plan).facts();
         assert_eq!(
