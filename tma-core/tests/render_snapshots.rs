@@ -624,6 +624,24 @@ fn plan_snapshots() {
         .map(|t| (t.name.as_str(), t.outside_plans))
         .collect();
     assert_eq!(outside, [("d", true), ("a", false), ("b", false)]);
+    // A pipeline added outside the plans makes its stage tiles the source's too, whoever added
+    // them first; the plan's pipeline stays the plan's.
+    let other_ring = PipelineSpec::new("other_ring", 2, Consumers::Warpgroups(2))
+        .tile("a", &tile("a", 128))
+        .validate()
+        .unwrap();
+    let mixed = KernelSource::new()
+        .plan(&plan)
+        .pipeline(&other_ring)
+        .facts();
+    let outside: Vec<(&str, bool)> = (mixed.tiles.iter())
+        .map(|t| (t.name.as_str(), t.outside_plans))
+        .collect();
+    assert_eq!(outside, [("a", true), ("b", false), ("d", false)]);
+    let outside: Vec<(&str, bool)> = (mixed.pipelines.iter())
+        .map(|p| (p.name.as_str(), p.outside_plans))
+        .collect();
+    assert_eq!(outside, [("ring", false), ("other_ring", true)]);
     // The launch bounds: the roles' blocks per SM; without roles, only a declared one (a
     // minimum of 1 block made ptxas use 70 registers where 32 did, examples/03 msda_ldg).
     let bounds = |p: KernelPlan| {
