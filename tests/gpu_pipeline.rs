@@ -343,6 +343,37 @@ fn source() -> Source {
 /// The ring kernel that launches from a kernel plan.
 const PLANNED: &str = "ring_mc_yx";
 
+/// Without a GPU: the source's description carries `ring_mc_yx`'s plan, which is the launch
+/// the streaming test gives it (its pipeline's cluster and DYNAMIC_SMEM_BYTES, its roles'
+/// block), and the pipelines the other kernels are checked against, not the plan's.
+#[test]
+fn the_planned_ring_launches_as_its_pipeline() {
+    let source = source();
+    let facts = source.facts().unwrap();
+    let ring = mc_rings()
+        .into_iter()
+        .find(|r| r.kernel == PLANNED)
+        .unwrap();
+    let plan = facts.plan(PLANNED).unwrap();
+    assert_eq!(
+        (plan.block, plan.cluster, u64::from(plan.dynamic_smem_bytes)),
+        (
+            [128 * (1 + ring.warpgroups), 1, 1],
+            ring.pipe.spec().cluster,
+            ring.pipe.dynamic_smem_bytes()
+        )
+    );
+    assert_eq!(source.plans().len(), 1);
+    let unplanned: Vec<&str> = (facts.pipelines.iter())
+        .filter(|p| p.outside_plans)
+        .map(|p| p.name.as_str())
+        .collect();
+    assert_eq!(unplanned.len(), RINGS.len() + mc_rings().len() - 1);
+    assert!(!unplanned.contains(&"mc_yx") && unplanned.contains(&"mc"));
+    // Ids in the order added: `mc` is pipeline 8 (the debug test's record names it so).
+    assert_eq!(facts.pipeline(8).map(|p| p.name.as_str()), Some("mc"));
+}
+
 fn options(debug: bool) -> CompileOptions {
     CompileOptions::new(Arch::Sm90a).debug_waits(debug)
 }
