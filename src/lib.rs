@@ -62,8 +62,8 @@ pub mod __private {
     pub use std::vec::Vec;
     pub use tma_core::operand::{Major, Operand, WgmmaOperand};
     pub use tma_core::pipeline::{
-        ClusterAxis, Consumers, NamedBarrier, PipelineSpec, StageTile, ValidPipeline,
-        ValidWarpRoles, WarpRoles,
+        ClusterAxis, Consumers, NamedBarrier, PipelineSpec, RegisterSplit, RoleWarps, StageTile,
+        ValidPipeline, ValidWarpRoles, WarpRoles,
     };
     pub use tma_core::render::KernelSource;
     pub use tma_core::{

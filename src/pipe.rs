@@ -45,7 +45,9 @@
 //! ```
 
 use std::sync::OnceLock;
-use tma_core::pipeline::{ClusterAxis, PipelineSpec, ValidPipeline, ValidWarpRoles, WarpRoles};
+use tma_core::pipeline::{
+    ClusterAxis, PipelineSpec, RegisterSplit, RoleWarps, ValidPipeline, ValidWarpRoles, WarpRoles,
+};
 use tma_core::render::KernelSource;
 
 /// A pipeline declared with `tma_pipeline!`, checked at compile time by the same
@@ -126,18 +128,21 @@ pub trait Roles {
     /// The macro holding `__launch_bounds__(THREADS, BLOCKS_PER_SM)`:
     /// `TMA_ROLES_<NAME>_LAUNCH_BOUNDS`.
     const LAUNCH_BOUNDS_MACRO: &'static str;
-    const PRODUCER_WARPGROUPS: u32;
-    /// Registers per producer thread after `setmaxnreg.dec`.
-    const PRODUCER_REGS: u32;
-    const CONSUMER_WARPGROUPS: u32;
-    /// Registers per consumer thread after `setmaxnreg.inc`.
-    const CONSUMER_REGS: u32;
+    /// The producers as declared: `warpgroups(1)` unless `producer_warps` /
+    /// `producer_warpgroups` says otherwise.
+    const PRODUCERS: RoleWarps;
+    /// The consumers as declared (`consumer_warps` / `consumer_warpgroups`): their unit is
+    /// what `consumer_index()` counts.
+    const CONSUMERS: RoleWarps;
+    /// The registers per thread after `setmaxnreg` (`producer_regs`, `consumer_regs`);
+    /// `None`: no `setmaxnreg`.
+    const SETMAXNREG: Option<RegisterSplit>;
     const BLOCKS_PER_SM: u32;
-    /// Threads of the block: 128 per warpgroup.
+    /// Threads of the block: 32 per warp.
     const THREADS: u64;
     /// Registers per thread the launch allocates at most.
     const LAUNCH_REGS: u64;
-    /// The named barriers with their ids (1, 2, ...).
+    /// The named barriers with their ids (1, 2, ...; a per-consumer one, one per consumer).
     const BARRIERS: &'static [BarrierInfo];
 
     /// The declared roles, field for field.
@@ -156,9 +161,13 @@ pub trait Roles {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct BarrierInfo {
     pub name: &'static str,
-    /// `bar.sync` id: 1 to 15.
+    /// `bar.sync` id: 1 to 15 (a per-consumer barrier's first: consumer `c`'s is `id + c`).
     pub id: u32,
     pub threads: u32,
+    /// One barrier per consumer (`sync_<name>(consumer)`), ids `id ..= last`.
+    pub per_consumer: bool,
+    /// The last id: `id`, or `id + consumers - 1`.
+    pub last: u32,
 }
 
 /// Helpers the generated code calls through `::tma::__private`.

@@ -15,7 +15,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use tma::launch::check_launch_shape;
 use tma::pipeline::{
-    ClusterAxis, Consumers, NamedBarrier, PipelineErrors, PipelineSpec, StageTile, WarpRoles,
+    ClusterAxis, Consumers, NamedBarrier, PipelineErrors, PipelineSpec, RegisterSplit, RoleWarps,
+    StageTile, WarpRoles,
 };
 use tma::render::KernelSource;
 use tma::spec::limits::{
@@ -310,28 +311,48 @@ fn no_pipeline_panics_or_passes_a_limit() {
 // ---- warp roles -------------------------------------------------------------------------
 
 /// Plausible registers follow the launch's (what a user would pick: producers below it,
-/// consumers above it, the block's pool nearly used); any field may be hostile instead.
+/// consumers above it, the block's pool nearly used); any field may be hostile instead. A
+/// third of the roles count warps (warp-granular, usually without setmaxnreg); barriers are
+/// sometimes one per consumer.
 fn random_roles(g: &mut Gen) -> WarpRoles {
-    let p = g.u32(|r| r.range(1, 2) as u32);
-    let c = g.u32(|r| r.range(1, 4) as u32);
+    let in_warps = g.rng.chance(1, 3);
+    let (producers, consumers) = if in_warps {
+        (
+            RoleWarps::Warps(g.u32(|r| r.range(1, 8) as u32)),
+            if g.rng.chance(1, 4) {
+                RoleWarps::Warpgroups(g.u32(|r| r.range(1, 4) as u32))
+            } else {
+                RoleWarps::Warps(g.u32(|r| r.range(1, 16) as u32))
+            },
+        )
+    } else {
+        (
+            RoleWarps::Warpgroups(g.u32(|r| r.range(1, 2) as u32)),
+            RoleWarps::Warpgroups(g.u32(|r| r.range(1, 4) as u32)),
+        )
+    };
+    let (pw, cw) = (producers.warps(), consumers.warps());
     let blocks = g.u32(|r| r.range(1, 3) as u32);
-    let threads = 128 * (u64::from(p) + u64::from(c));
+    let threads = 32 * (pw + cw); // each below 2^35: no overflow
     let per_sm = threads.saturating_mul(u64::from(blocks)).max(1);
     let launch = (65536 / per_sm / 8 * 8).clamp(24, 256) as u32;
     let producer = g.u32(|r| r.range(3, u64::from(launch / 8)) as u32 * 8);
-    // The most each consumer may take: the pool less the producers', over the consumers.
-    let room = (u64::from(launch) * (u64::from(p) + u64::from(c)))
-        .saturating_sub(u64::from(p) * u64::from(producer))
-        / u64::from(c.max(1));
+    // The most each consumer warp may take: the pool less the producers', over the consumers.
+    let room = (u64::from(launch) * (pw + cw))
+        .saturating_sub(pw.saturating_mul(u64::from(producer)))
+        / cw.max(1);
     let top = room.min(256) / 8;
     let consumer =
         g.u32(|r| r.range(u64::from(launch / 8), top.max(u64::from(launch / 8))) as u32 * 8);
+    let setmaxnreg = (!in_warps || g.rng.chance(1, 4)).then_some(RegisterSplit {
+        producer_regs: producer,
+        consumer_regs: consumer,
+    });
     WarpRoles {
         name: g.name(),
-        producer_warpgroups: p,
-        producer_regs: producer,
-        consumer_warpgroups: c,
-        consumer_regs: consumer,
+        producers,
+        consumers,
+        setmaxnreg,
         blocks_per_sm: blocks,
         barriers: (0..g.rng.below(4) + u64::from(g.rng.chance(1, 20)) * 14)
             .map(|i| NamedBarrier {
@@ -341,6 +362,7 @@ fn random_roles(g: &mut Gen) -> WarpRoles {
                     format!("b{i}")
                 },
                 threads: g.u32(|r| r.range(1, 8) as u32 * 32),
+                per_consumer: g.rng.chance(1, 3),
             })
             .collect(),
     }
@@ -357,27 +379,47 @@ fn check_roles(g: &mut Gen, roles: &WarpRoles, t: &mut Tally) {
     };
     t.accepted += 1;
     let (p, c) = (
-        u128::from(roles.producer_warpgroups),
-        u128::from(roles.consumer_warpgroups),
+        u128::from(roles.producer_warps()),
+        u128::from(roles.consumer_warps()),
     );
-    let threads = 128 * (p + c);
+    let threads = 32 * (p + c);
     let blocks = u128::from(roles.blocks_per_sm);
     assert!(p >= 1 && c >= 1 && threads <= u128::from(MAX_BLOCK_THREADS));
     assert!((1..=u128::from(MAX_BLOCKS_PER_SM)).contains(&blocks));
     assert!(threads * blocks <= u128::from(MAX_THREADS_PER_SM));
+    if let RoleWarps::Warpgroups(_) = roles.consumers {
+        assert_eq!(p % 4, 0, "consumer warpgroups start on a warpgroup");
+    }
     let launch = (65536 / (threads * blocks) / 8 * 8).min(256);
     assert_eq!(u128::from(valid.launch_regs()), launch);
-    for regs in [roles.producer_regs, roles.consumer_regs] {
-        assert!((24..=256).contains(&regs) && regs % 8 == 0);
+    if let Some(split) = roles.setmaxnreg {
+        assert!(p % 4 == 0 && c % 4 == 0, "setmaxnreg over whole warpgroups");
+        for regs in [split.producer_regs, split.consumer_regs] {
+            assert!((24..=256).contains(&regs) && regs % 8 == 0);
+        }
+        let (pr, cr) = (
+            u128::from(split.producer_regs),
+            u128::from(split.consumer_regs),
+        );
+        assert!(pr <= launch && launch <= cr);
+        assert!(32 * (p * pr + c * cr) <= threads * launch);
     }
-    let (pr, cr) = (
-        u128::from(roles.producer_regs),
-        u128::from(roles.consumer_regs),
-    );
-    assert!(pr <= launch && launch <= cr);
-    assert!(128 * (p * pr + c * cr) <= threads * launch);
-    for (b, id) in valid.barriers() {
-        assert!((1..=15).contains(&id));
+    // Every id of every barrier in 1 ..= 15, none shared.
+    let mut used = [false; 16];
+    for (b, ids) in valid.barrier_ids() {
+        let want = if b.per_consumer {
+            roles.consumer_count()
+        } else {
+            1
+        };
+        assert_eq!(ids.clone().count() as u32, want);
+        for id in ids {
+            assert!((1..=15).contains(&id));
+            assert!(
+                !std::mem::replace(&mut used[id as usize], true),
+                "id {id} twice"
+            );
+        }
         assert!(b.threads > 0 && b.threads % 32 == 0 && u128::from(b.threads) <= threads);
     }
     if g.rng.chance(1, 20) {
@@ -401,6 +443,8 @@ fn no_warp_roles_panic_or_pass_a_limit() {
         Rule::SetmaxnregDirection,
         Rule::RegisterBudget,
         Rule::NamedBarrierIds,
+        Rule::SetmaxnregWarpgroups,
+        Rule::WarpgroupAlignment,
         Rule::ThreadsPerSm,
         Rule::BlocksPerSm,
     ]);

@@ -5,7 +5,9 @@
 //! is a failure, not a skip).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use tma::pipeline::{ClusterAxis, Consumers, PipelineSpec, ValidPipeline, WarpRoles};
+use tma::pipeline::{
+    ClusterAxis, Consumers, PipelineSpec, RegisterSplit, RoleWarps, ValidPipeline, WarpRoles,
+};
 use tma::render::KernelSource;
 use tma::runtime::{CompileOptions, Compiler, Source};
 use tma::{validate, Arch, DType, Pipeline, Roles, Swizzle, Tile, TileSpec};
@@ -67,6 +69,23 @@ tma::tma_warp_roles! {
     consumer_regs = 80,
     blocks_per_sm = 2,
     name = "two_blocks",
+}
+
+tma::tma_warp_roles! {
+    /// One producer warp, four consumer warps (no setmaxnreg), a barrier per consumer.
+    pub EpiRoles,
+    producer_warps = 1,
+    consumer_warps = 4,
+    barriers = [all = 128, rows = per_consumer(32)],
+}
+
+tma::tma_warp_roles! {
+    /// The GEMM's warpgroups with an epilogue barrier per consumer warpgroup.
+    GemmEpi,
+    producer_regs = 40,
+    consumer_warpgroups = 2,
+    consumer_regs = 232,
+    barriers = [epi = per_consumer(128), both = 256],
 }
 
 fn gemm_built() -> ValidPipeline {
@@ -220,6 +239,51 @@ fn the_warp_roles_constants_are_the_run_time_builders() {
         (TwoBlocks::THREADS, TwoBlocks::LAUNCH_REGS),
         (384, two.launch_regs())
     );
+}
+
+#[test]
+fn warp_granular_roles_and_per_consumer_barriers_are_the_builders() {
+    let built = WarpRoles::warps("epi_roles", 1, 4)
+        .barrier("all", 128)
+        .per_consumer_barrier("rows", 32)
+        .validate()
+        .unwrap();
+    assert_eq!(EpiRoles::valid(), &built);
+    assert_eq!(
+        (
+            EpiRoles::PRODUCERS,
+            EpiRoles::CONSUMERS,
+            EpiRoles::SETMAXNREG
+        ),
+        (RoleWarps::Warps(1), RoleWarps::Warps(4), None)
+    );
+    assert_eq!(EpiRoles::THREADS, 160);
+    let ids: Vec<(&str, u32, u32, bool)> = EpiRoles::BARRIERS
+        .iter()
+        .map(|b| (b.name, b.id, b.last, b.per_consumer))
+        .collect();
+    assert_eq!(ids, vec![("all", 1, 1, false), ("rows", 2, 5, true)]);
+    let src = EpiRoles::kernel_source().build().unwrap();
+    assert!(src.contains("static __device__ __forceinline__ void sync_rows(unsigned consumer)"));
+
+    let gemm = WarpRoles::new("gemm_epi", 40, 2, 232)
+        .per_consumer_barrier("epi", 128)
+        .barrier("both", 256)
+        .validate()
+        .unwrap();
+    assert_eq!(GemmEpi::valid(), &gemm);
+    assert_eq!(
+        GemmEpi::SETMAXNREG,
+        Some(RegisterSplit {
+            producer_regs: 40,
+            consumer_regs: 232
+        })
+    );
+    let ids: Vec<(&str, u32, u32)> = GemmEpi::BARRIERS
+        .iter()
+        .map(|b| (b.name, b.id, b.last))
+        .collect();
+    assert_eq!(ids, vec![("epi", 1, 2), ("both", 3, 3)]);
 }
 
 /// The stage tiles are ordinary tiles: bound and encoded as any other.

@@ -21,5 +21,6 @@ fn main() {
     let _bytes = Ring::STAGE_TX_BYTES + RingA::TX_BYTES;
     let _valid = Ring::valid();
     let _src = Ring::kernel_source();
-    let _regs = <Roles as tma::Roles>::CONSUMER_REGS;
+    let _regs = <Roles as tma::Roles>::SETMAXNREG;
+    let _consumers = <Roles as tma::Roles>::CONSUMERS.count();
 }

@@ -154,8 +154,8 @@ pub enum Rule {
     /// A multicast tile's boxes per call (the product of its repeats) split evenly over the
     /// CTAs along its axis: each CTA issues its share and multicasts it to all of them.
     MulticastSlices,
-    /// Warp roles count at least one producer warpgroup, one consumer warpgroup and one
-    /// block per SM, and at most a block's 1024 threads (8 warpgroups of 128).
+    /// Warp roles count at least one producer (warp or warpgroup), one consumer and one
+    /// block per SM, and at most a block's 1024 threads (32 warps, 8 warpgroups).
     WarpgroupCounts,
     /// `setmaxnreg` takes a register count that is a multiple of 8 in [24, 256] (PTX ISA,
     /// "setmaxnreg").
@@ -169,9 +169,19 @@ pub enum Rule {
     /// (64K registers per SM over the block's threads and blocks per SM, rounded down to 8)
     /// times the block's threads.
     RegisterBudget,
-    /// Named barriers: ids 1 to 15 (0 is `__syncthreads`), one per name, each synchronising
-    /// a multiple of 32 threads, no more than the block has.
+    /// Named barriers: ids 1 to 15 (0 is `__syncthreads`), one per name (a per-consumer
+    /// barrier one per consumer, every one counted), each synchronising a multiple of 32
+    /// threads, no more than the block has. On the device in debug mode: a per-consumer
+    /// barrier's `sync_<name>(consumer)` / `arrive_<name>(consumer)` names one of its
+    /// consumers (another index would be another barrier's id).
     NamedBarrierIds,
+    /// Warp roles with `setmaxnreg` (`producer_regs`, `consumer_regs`) are whole warpgroups:
+    /// the same `setmaxnreg` is executed by all warps of a warpgroup (PTX ISA, "setmaxnreg"),
+    /// so producer and consumer warps are each a multiple of 4.
+    SetmaxnregWarpgroups,
+    /// Consumers counted in warpgroups start on a warpgroup of the block: the producer warps
+    /// before them are a multiple of 4 (wgmma and `setmaxnreg` act on warps `4k .. 4k + 3`).
+    WarpgroupAlignment,
     // ---- kernel plans (tma_core::plan) ----
     /// Every tile, tile set, pipeline and staging tile of a kernel plan is validated for the
     /// plan's target arch.
@@ -271,7 +281,7 @@ impl Rule {
     /// The rules the generated helpers check on the device in debug mode, with the code the
     /// device writes into the debug record (docs/CONTRACTS.md "Debug checks"). The one table:
     /// the renderer passes these codes to the templates and the runtime decodes with them.
-    pub const DEVICE_CHECKED: [(Rule, u32); 10] = [
+    pub const DEVICE_CHECKED: [(Rule, u32); 11] = [
         (Rule::CoordinateAlignment, 1),
         (Rule::StoreCoordinateNegative, 2),
         (Rule::CoordinateRange, 3),
@@ -282,6 +292,7 @@ impl Rule {
         (Rule::MbarrierAddress, 8),
         (Rule::PipelineLaunchShape, 9),
         (Rule::WgmmaSliceRange, 10),
+        (Rule::NamedBarrierIds, 11),
     ];
 
     /// The rule a debug record's code names.
@@ -314,11 +325,14 @@ pub enum Helper {
     /// An operand tile's wgmma descriptor `desc(smem, k_slice, m_block)`, checking the
     /// k-slice and 64-row block against the tile ([`Rule::WgmmaSliceRange`]).
     WgmmaDesc,
+    /// A per-consumer named barrier's `sync_<name>(consumer)` / `arrive_<name>(consumer)`,
+    /// checking the consumer against the barrier's ids ([`Rule::NamedBarrierIds`]).
+    NamedBarrier,
 }
 
 impl Helper {
     /// Every helper with its device code (the one table; see [`Rule::DEVICE_CHECKED`]).
-    pub const ALL: [(Helper, u32); 10] = [
+    pub const ALL: [(Helper, u32); 11] = [
         (Helper::Load, 1),
         (Helper::LoadMulticast, 2),
         (Helper::Store, 3),
@@ -329,6 +343,7 @@ impl Helper {
         (Helper::PipelineAcquire, 8),
         (Helper::PipelineInit, 9),
         (Helper::WgmmaDesc, 10),
+        (Helper::NamedBarrier, 11),
     ];
 
     /// The helper a debug record's code names.
@@ -352,6 +367,7 @@ impl Helper {
             Helper::PipelineAcquire => "acquire",
             Helper::PipelineInit => "init",
             Helper::WgmmaDesc => "desc",
+            Helper::NamedBarrier => "sync_<barrier>/arrive_<barrier>",
         }
     }
 }

@@ -455,6 +455,19 @@ fn pipeline_snapshots() {
         .validate()
         .unwrap();
     insta::assert_snapshot!("roles_gemm", WarpRolesCode::new(&roles).unwrap().source());
+    // Warp-granular: one producer warp, four consumer warps, a barrier per consumer, no
+    // setmaxnreg (so no setmaxnreg helpers to call).
+    let warps = WarpRoles::warps("epi", 1, 4)
+        .barrier("all", 128)
+        .per_consumer_barrier("slice", 32)
+        .validate()
+        .unwrap();
+    let code = WarpRolesCode::new(&warps).unwrap();
+    assert!(code.source().contains(
+        "sync_slice(unsigned consumer) { tma_named_barrier_sync_of<2u, CONSUMERS, 32u>(consumer); }"
+    ));
+    assert!(!code.source().contains("setmaxnreg()"));
+    insta::assert_snapshot!("roles_epi_warps", code.source());
     insta::assert_snapshot!("warp_support", warp_support().unwrap());
     // Deterministic, and the description carries each pipeline (ids in the order added).
     let src = KernelSource::new()
@@ -525,6 +538,28 @@ fn pipeline_consumers_agree_with_the_warp_roles() {
         }
         src.build()
     };
+    let warps = |c| WarpRoles::warps(format!("w{c}"), 1, c).validate().unwrap();
+    let build_warps = |c, roles_warps| {
+        KernelSource::new()
+            .pipeline(&pipe(c))
+            .warp_roles(&warps(roles_warps))
+            .build()
+    };
+    assert!(build_warps(Consumers::Warps(4), 4).is_ok());
+    assert!(build_warps(Consumers::Warpgroups(1), 4).is_ok());
+    assert!(build_warps(Consumers::Threads(100), 4).is_ok());
+    for (c, w, why) in [
+        (Consumers::Warps(3), 4, "each consumer warp"),
+        (Consumers::Warpgroups(1), 8, "released by all of them"),
+        (Consumers::Warps(5), 4, "never completes"),
+    ] {
+        match build_warps(c, w) {
+            Err(e @ render::RenderError::ConsumersDisagree { .. }) => {
+                assert!(e.to_string().contains(why), "{e}")
+            }
+            other => panic!("{c}: {other:?}"),
+        }
+    }
     assert!(build(Consumers::Warpgroups(2), &[2]).is_ok());
     assert!(build(Consumers::Warps(6), &[2]).is_ok());
     assert!(build(Consumers::Threads(128), &[1]).is_ok());
@@ -534,7 +569,7 @@ fn pipeline_consumers_agree_with_the_warp_roles() {
     match build(Consumers::Warpgroups(1), &[2]) {
         Err(e @ render::RenderError::ConsumersDisagree { .. }) => assert!(
             e.to_string().starts_with(
-                "pipeline `p` is released by warpgroups(1) (128 threads) but warp roles `r2` have 2 consumer warpgroup(s) (256 threads)"
+                "pipeline `p` is released by warpgroups(1) (128 threads) but warp roles `r2` have consumers warpgroups(2) (256 threads)"
             ),
             "{e}"
         ),

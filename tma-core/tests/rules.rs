@@ -858,7 +858,7 @@ fn a_single_box_ignores_its_smem_stride() {
 // ---- pipelines and warp roles: one row per rule, the same shape as above ----
 
 mod pipeline_rules {
-    use tma_core::pipeline::{ClusterAxis, Consumers, PipelineSpec, WarpRoles};
+    use tma_core::pipeline::{ClusterAxis, Consumers, PipelineSpec, RoleWarps, WarpRoles};
     use tma_core::{validate, Arch, DType, Field, Rule, SpecError, Swizzle, TileSpec, ValidSpec};
 
     fn tile(name: &str, rows: u32, repeat: u32, target: Arch) -> ValidSpec {
@@ -883,6 +883,14 @@ mod pipeline_rules {
 
     fn roles() -> WarpRoles {
         WarpRoles::new("gemm", 40, 2, 232).barrier("consumers", 256)
+    }
+
+    /// One producer warp, four consumer warps, an epilogue barrier per consumer: 160
+    /// threads, no setmaxnreg, ids 1 .. 5.
+    fn warps() -> WarpRoles {
+        WarpRoles::warps("epi", 1, 4)
+            .barrier("all", 128)
+            .per_consumer_barrier("epi", 32)
     }
 
     enum Broken {
@@ -1001,10 +1009,7 @@ mod pipeline_rules {
             ),
             (
                 "setmaxnreg 236",
-                Broken::Roles(|| WarpRoles {
-                    consumer_regs: 236,
-                    ..roles()
-                }),
+                Broken::Roles(|| roles().setmaxnreg(40, 236)),
                 Rule::SetmaxnregRange,
                 Field::WarpRoles("consumer_regs"),
             ),
@@ -1022,10 +1027,7 @@ mod pipeline_rules {
             ),
             (
                 "consumers raised to 160, below the launch's 168",
-                Broken::Roles(|| WarpRoles {
-                    consumer_regs: 160,
-                    ..roles()
-                }),
+                Broken::Roles(|| roles().setmaxnreg(40, 160)),
                 Rule::SetmaxnregDirection,
                 Field::WarpRoles("consumer_regs"),
             ),
@@ -1037,10 +1039,7 @@ mod pipeline_rules {
             ),
             (
                 "240 registers for 2 consumers",
-                Broken::Roles(|| WarpRoles {
-                    consumer_regs: 240,
-                    ..roles()
-                }),
+                Broken::Roles(|| roles().setmaxnreg(40, 240)),
                 Rule::RegisterBudget,
                 Field::WarpRoles("consumer_regs"),
             ),
@@ -1049,6 +1048,35 @@ mod pipeline_rules {
                 Broken::Roles(|| roles().barrier("odd", 100)),
                 Rule::NamedBarrierIds,
                 Field::NamedBarrier { name: "odd".into() },
+            ),
+            (
+                "ids 14 to 17 for a fourth per-consumer barrier over 4 consumer warps",
+                Broken::Roles(|| {
+                    warps()
+                        .per_consumer_barrier("p0", 32)
+                        .per_consumer_barrier("p1", 64)
+                        .per_consumer_barrier("p2", 32)
+                }),
+                Rule::NamedBarrierIds,
+                Field::NamedBarrier { name: "p2".into() },
+            ),
+            (
+                "setmaxnreg over one producer warp",
+                Broken::Roles(|| warps().setmaxnreg(40, 232)),
+                Rule::SetmaxnregWarpgroups,
+                Field::WarpRoles("producer_warps"),
+            ),
+            (
+                "consumer warpgroups after one producer warp",
+                Broken::Roles(|| warps().consumers(RoleWarps::Warpgroups(2))),
+                Rule::WarpgroupAlignment,
+                Field::WarpRoles("producer_warps"),
+            ),
+            (
+                "no consumer warps",
+                Broken::Roles(|| WarpRoles::warps("epi", 1, 0)),
+                Rule::WarpgroupCounts,
+                Field::WarpRoles("consumer_warps"),
             ),
             (
                 "33 blocks per SM",
@@ -1069,6 +1097,7 @@ mod pipeline_rules {
     fn every_pipeline_rule_has_a_row_that_breaks_only_it() {
         assert!(good().validate().is_ok(), "{:?}", good().validate().err());
         assert!(roles().validate().is_ok());
+        assert!(warps().validate().is_ok());
         let rows = rows();
         for (what, broken, rule, field) in &rows {
             let (found, ok) = findings(broken);
@@ -1096,6 +1125,8 @@ mod pipeline_rules {
             Rule::SetmaxnregDirection,
             Rule::RegisterBudget,
             Rule::NamedBarrierIds,
+            Rule::SetmaxnregWarpgroups,
+            Rule::WarpgroupAlignment,
             Rule::BlocksPerSm,
             Rule::ThreadsPerSm,
         ] {

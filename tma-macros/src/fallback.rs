@@ -166,10 +166,9 @@ pub fn roles(header: &Header, errors: syn::Error) -> TokenStream {
             const NAME: &'static str = #name;
             const CUDA_NAME: &'static str = "";
             const LAUNCH_BOUNDS_MACRO: &'static str = "";
-            const PRODUCER_WARPGROUPS: u32 = 0;
-            const PRODUCER_REGS: u32 = 0;
-            const CONSUMER_WARPGROUPS: u32 = 0;
-            const CONSUMER_REGS: u32 = 0;
+            const PRODUCERS: #p::RoleWarps = #p::RoleWarps::Warpgroups(0);
+            const CONSUMERS: #p::RoleWarps = #p::RoleWarps::Warpgroups(0);
+            const SETMAXNREG: #p::Option<#p::RegisterSplit> = #p::None;
             const BLOCKS_PER_SM: u32 = 0;
             const THREADS: u64 = 0;
             const LAUNCH_REGS: u64 = 0;

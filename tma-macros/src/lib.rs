@@ -158,20 +158,26 @@ pub fn tma_pipeline(input: TokenStream) -> TokenStream {
     expand::pipeline::pipeline(decl).into()
 }
 
-/// Warp roles: producer and consumer warpgroups, the registers each keeps after
-/// `setmaxnreg` (checked against the register file) and named barriers (ids 1, 2, ..),
-/// checked at compile time. Generates a unit struct implementing `tma::Roles`.
+/// Warp roles: producer and consumer warps (or warpgroups), optionally the registers each
+/// keeps after `setmaxnreg` (checked against the register file; whole warpgroups only) and
+/// named barriers (ids 1, 2, ..; a per-consumer barrier takes one id per consumer), checked at
+/// compile time. Generates a unit struct implementing `tma::Roles`.
 ///
 /// ```text
 /// tma_warp_roles! {
 ///     pub GemmRoles,
-///     producer_warpgroups = 1,            // optional, default 1
-///     producer_regs = 40,                 // after setmaxnreg.dec
-///     consumer_warpgroups = 2,
-///     consumer_regs = 232,                // after setmaxnreg.inc
+///     producer_warpgroups = 1,            // optional, default 1 (or producer_warps = n)
+///     producer_regs = 40,                 // optional: after setmaxnreg.dec
+///     consumer_warpgroups = 2,            // or consumer_warps = n
+///     consumer_regs = 232,                // with producer_regs: after setmaxnreg.inc
 ///     blocks_per_sm = 1,                  // optional, default 1 (__launch_bounds__)
-///     barriers = [epilogue = 256],        // optional: name = threads
+///     barriers = [epilogue = 256, epi = per_consumer(128)],  // optional: name = threads
 ///     name = "gemm",                      // optional: the CUDA name (default: snake case)
+/// }
+/// tma_warp_roles! {
+///     pub EpiRoles,
+///     producer_warps = 1, consumer_warps = 4,         // 160 threads, no setmaxnreg
+///     barriers = [slice = per_consumer(32)],          // sync_slice(consumer): ids 1 .. 4
 /// }
 /// ```
 #[proc_macro]

@@ -176,6 +176,16 @@ fn warp_roles() {
 }
 
 #[test]
+fn warp_granular_roles() {
+    insta::assert_snapshot!(roles(quote! {
+        pub EpiRoles,
+        producer_warps = 1,
+        consumer_warps = 4,
+        barriers = [all = 128, slice = per_consumer(32)],
+    }));
+}
+
+#[test]
 fn rejected_warp_roles_expand_to_errors_and_a_stub() {
     insta::assert_snapshot!(roles(quote! {
         Roles,

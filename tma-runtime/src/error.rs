@@ -619,6 +619,16 @@ fn device_check_detail(
                 "{dim}{what} {index} is past the tile's {name} = {count}: its descriptor would address shared memory past the tile"
             )
         }
+        Rule::NamedBarrierIds => {
+            // value: the barrier's first id (bits 40..), its consumers (32..39), the index.
+            let (first, count, index) = (value >> 40, (value >> 32) & 0xff, value & 0xffff_ffff);
+            format!(
+                "consumer {index} of a per-consumer named barrier with {count} consumer(s), ids {first} to {}: \
+                 it would synchronise on id {}, another barrier's or none",
+                first + count - 1,
+                first + index
+            )
+        }
         _ => format!("{dim}value {value}"),
     }
 }
@@ -649,6 +659,21 @@ mod tests {
         assert!(
             m.starts_with("dim 0 (M) 64-row block 2 is past the tile's M_BLOCKS = 2"),
             "{m}"
+        );
+    }
+
+    #[test]
+    fn a_consumer_past_its_barriers_is_named() {
+        // What tma_debug_check_barrier_index writes: first << 40 | count << 32 | index.
+        let d = device_check_detail(
+            tma_core::Rule::NamedBarrierIds,
+            None,
+            None,
+            (2 << 40) | (4 << 32) | 4,
+        );
+        assert_eq!(
+            d,
+            "consumer 4 of a per-consumer named barrier with 4 consumer(s), ids 2 to 5: it would synchronise on id 6, another barrier's or none"
         );
     }
 }

@@ -360,5 +360,6 @@ mod limits;
 mod pipeline;
 pub use limits::{check_tokens, parse_bounded, MAX_NESTING, MAX_TEXT_BYTES, MAX_TOKENS};
 pub use pipeline::{
-    Call, Header, PipeEntry, PipeValue, PipelineDecl, RolesDecl, StageMember, TilesBlock,
+    Call, Header, PipeEntry, PipeValue, PipelineDecl, RolesDecl, RolesEntry, RolesItem,
+    RolesItemValue, RolesList, RolesValue, StageMember, TilesBlock,
 };

@@ -45,7 +45,8 @@
 mod roles;
 
 pub use roles::{
-    NamedBarrier, ValidWarpRoles, WarpRoles, BLOCK_WARPGROUPS, MAX_NAMED_BARRIER_ID, REGISTER_FILE,
+    NamedBarrier, RegisterSplit, RoleWarps, ValidWarpRoles, WarpRoles, BLOCK_WARPGROUPS,
+    BLOCK_WARPS, MAX_NAMED_BARRIER_ID, REGISTER_FILE,
 };
 
 use std::fmt;

@@ -136,5 +136,106 @@ fn register_split_is_checked_against_the_register_file() {
     let e = many.validate().unwrap_err();
     assert_eq!(e.errors.len(), 1);
     assert_eq!(e.errors[0].rule, Rule::NamedBarrierIds);
-    assert_eq!(e.errors[0].value, "16");
+    assert_eq!(e.errors[0].value, "id 16");
+}
+
+#[test]
+fn warp_granular_roles_count_warps_and_give_per_consumer_ids() {
+    // One producer warp, four consumer warps: 160 threads, no setmaxnreg.
+    let r = WarpRoles::warps("epi", 1, 4)
+        .barrier("all", 128)
+        .per_consumer_barrier("slice", 32)
+        .barrier("last", 160)
+        .validate()
+        .unwrap();
+    assert_eq!(r.roles().threads(), 160);
+    assert_eq!(r.roles().consumer_count(), 4);
+    assert_eq!(r.launch_regs(), 256);
+    let ids: Vec<(String, u32, u32)> = r
+        .barrier_ids()
+        .map(|(b, ids)| (b.name.clone(), *ids.start(), *ids.end()))
+        .collect();
+    assert_eq!(
+        ids,
+        vec![
+            ("all".to_string(), 1, 1),
+            ("slice".to_string(), 2, 5),
+            ("last".to_string(), 6, 6),
+        ]
+    );
+    assert_eq!(r.ids_used(), 6);
+    // A per-consumer barrier over warpgroup consumers: one id per warpgroup.
+    let g = WarpRoles::new("gemm", 40, 2, 232)
+        .per_consumer_barrier("epi", 128)
+        .barrier("both", 256)
+        .validate()
+        .unwrap();
+    let firsts: Vec<u32> = g.barriers().map(|(_, id)| id).collect();
+    assert_eq!(firsts, vec![1, 3]);
+    // Warps of whole warpgroups take setmaxnreg: 4 producer warps, 8 consumer warps are the
+    // GEMM's warpgroups, with the same budget.
+    let same = WarpRoles::warps("gemm", 4, 8).setmaxnreg(40, 232);
+    assert_eq!(same.validate().unwrap().launch_regs(), 168);
+    let e = WarpRoles::warps("gemm", 4, 8)
+        .setmaxnreg(40, 240)
+        .validate()
+        .unwrap_err();
+    assert_eq!(e.errors[0].rule, Rule::RegisterBudget);
+    assert!(e.to_string().contains("64512"), "{e}");
+}
+
+#[test]
+fn setmaxnreg_and_consumer_warpgroups_need_whole_warpgroups() {
+    // setmaxnreg over 1 producer warp and 6 consumer warps: both roles split warpgroups.
+    let e = WarpRoles::warps("w", 1, 6)
+        .setmaxnreg(40, 232)
+        .validate()
+        .unwrap_err();
+    let found: Vec<_> = e
+        .errors
+        .iter()
+        .map(|f| (f.rule, f.field.to_string(), f.value.clone()))
+        .collect();
+    assert_eq!(
+        found,
+        vec![
+            (
+                Rule::SetmaxnregWarpgroups,
+                "producer_warps".to_string(),
+                "1".to_string()
+            ),
+            (
+                Rule::SetmaxnregWarpgroups,
+                "consumer_warps".to_string(),
+                "6".to_string()
+            ),
+        ],
+        "{e}"
+    );
+    assert!(e.to_string().contains("all warps of a warpgroup"), "{e}");
+    // Consumer warpgroups after 2 producer warps start mid-warpgroup.
+    let e = WarpRoles::warps("w", 2, 0)
+        .consumers(RoleWarps::Warpgroups(1))
+        .validate()
+        .unwrap_err();
+    assert_eq!(e.errors.len(), 1, "{e}");
+    assert_eq!(e.errors[0].rule, Rule::WarpgroupAlignment);
+    assert_eq!(e.errors[0].field, Field::WarpRoles("producer_warps"));
+    // 4 producer warps are a warpgroup: consumer warpgroups after them are fine.
+    assert!(WarpRoles::warps("w", 4, 0)
+        .consumers(RoleWarps::Warpgroups(1))
+        .validate()
+        .is_ok());
+    // Past a block in warps: the field names warps.
+    let e = WarpRoles::warps("w", 1, 32).validate().unwrap_err();
+    assert_eq!(e.errors[0].field, Field::WarpRoles(BLOCK_WARPS));
+    assert_eq!(e.errors[0].value, "33");
+    // Barrier constants that would clash (`BARRIER_a_THREADS` twice).
+    let e = WarpRoles::warps("w", 1, 1)
+        .barrier("a", 32)
+        .barrier("a_THREADS", 32)
+        .validate()
+        .unwrap_err();
+    assert_eq!(e.errors[0].rule, Rule::NamedBarrierIds);
+    assert!(e.to_string().contains("clash"), "{e}");
 }

@@ -141,3 +141,32 @@ fn a_staging_region_past_the_block_names_every_region() {
         .validate()
         .is_ok());
 }
+
+#[test]
+fn warp_granular_roles_give_the_block() {
+    // One producer warp and four consumer warps: 160 threads, the plan's block.
+    let t = tile("t", 64, Swizzle::B128);
+    let ring = PipelineSpec::new("ring", 2, Consumers::Warps(4))
+        .tile("a", &t)
+        .validate()
+        .unwrap();
+    let roles = WarpRoles::warps("epi", 1, 4)
+        .per_consumer_barrier("slice", 32)
+        .validate()
+        .unwrap();
+    let v = KernelPlan::new("epi")
+        .pipeline(&ring)
+        .roles(&roles)
+        .validate()
+        .unwrap();
+    assert_eq!(v.launch().block, [160, 1, 1]);
+    assert_eq!(v.blocks_per_sm(), Some(1), "the roles'");
+    // A declared block must be the roles'.
+    let e = KernelPlan::new("epi")
+        .roles(&roles)
+        .block_threads(128)
+        .validate()
+        .unwrap_err();
+    assert_eq!(e.errors[0].rule, Rule::PlanBlockThreads);
+    assert!(e.to_string().contains("160"), "{e}");
+}

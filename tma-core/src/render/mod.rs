@@ -140,13 +140,13 @@ pub enum RenderError {
     /// The tiles of a set up to `member` span more shared memory than 64 bits hold.
     #[error("the tiles of set `{set}` up to `{member}` span more shared memory than any GPU has")]
     TileSetOverflow { set: String, member: String },
-    /// A pipeline's consumers disagree with the source's warp roles: `Consumers::Warpgroups(n)`
-    /// beside one warp roles of another `consumer_warpgroups`, or more consumer threads than
-    /// any warp roles of the source has (the empty barriers would wait for arrivals no thread
-    /// makes).
+    /// A pipeline's consumers disagree with the source's warp roles: released in the roles'
+    /// consumer unit but with another count (beside one warp roles), or by more consumer
+    /// threads than any warp roles of the source has (the empty barriers would wait for
+    /// arrivals no thread makes).
     #[error(
-        "pipeline `{pipeline}` is released by {consumers} ({threads} threads) but warp roles `{roles}` have {consumer_warpgroups} consumer warpgroup(s) ({} threads): {why}",
-        128 * u64::from(*consumer_warpgroups)
+        "pipeline `{pipeline}` is released by {consumers} ({threads} threads) but warp roles `{roles}` have consumers {roles_consumers} ({} threads): {why}",
+        32 * roles_consumers.warps()
     )]
     ConsumersDisagree {
         pipeline: String,
@@ -154,7 +154,8 @@ pub enum RenderError {
         consumers: String,
         threads: u64,
         roles: String,
-        consumer_warpgroups: u32,
+        /// The roles' consumers: `warps(4)`.
+        roles_consumers: crate::pipeline::RoleWarps,
         why: &'static str,
     },
 }

@@ -2,7 +2,7 @@
 //! (`struct tma_roles_<name>`) and [`warp_support`], the helpers both use.
 
 use super::*;
-use crate::pipeline::{ValidPipeline, ValidWarpRoles};
+use crate::pipeline::{RoleWarps, ValidPipeline, ValidWarpRoles};
 use crate::rules::Helper;
 
 /// The helpers pipelines and warp roles use (include-guarded): `tma_setmaxnreg_inc<N>` /
@@ -194,29 +194,50 @@ impl WarpRolesCode {
     pub fn new(roles: &ValidWarpRoles) -> Result<WarpRolesCode, RenderError> {
         let r = roles.roles();
         let barriers: Vec<Value> = roles
-            .barriers()
-            .map(|(b, id)| {
+            .barrier_ids()
+            .map(|(b, ids)| {
                 map([
                     ("name", Value::from(b.name.clone())),
-                    ("id", Value::from(id)),
+                    ("id", Value::from(*ids.start())),
+                    ("last", Value::from(*ids.end())),
                     ("threads", Value::from(b.threads)),
+                    ("per_consumer", Value::from(b.per_consumer)),
                 ])
             })
             .collect();
+        let warpgroups = |w: RoleWarps| match w {
+            RoleWarps::Warpgroups(n) => Value::from(n),
+            RoleWarps::Warps(_) => Value::from(false),
+        };
         let mut ctx = Context::new();
         ctx.insert("name", &r.name);
         ctx.insert("cuda", &format!("tma_roles_{}", r.name));
         ctx.insert("launch_macro", &launch_macro(&r.name));
-        ctx.insert("producer_warpgroups", &r.producer_warpgroups);
-        ctx.insert("consumer_warpgroups", &r.consumer_warpgroups);
+        ctx.insert("producers", &r.producers.to_string());
+        ctx.insert("consumers", &r.consumers.to_string());
+        ctx.insert("producer_warps", &r.producer_warps());
+        ctx.insert("consumer_warps", &r.consumer_warps());
+        ctx.insert_value("producer_warpgroups", warpgroups(r.producers));
+        ctx.insert_value("consumer_warpgroups", warpgroups(r.consumers));
+        ctx.insert("consumer_count", &r.consumer_count());
         ctx.insert(
-            "warpgroups",
-            &(r.producer_warpgroups + r.consumer_warpgroups),
+            "consumer_unit",
+            match r.consumers {
+                RoleWarps::Warps(_) => "warp",
+                RoleWarps::Warpgroups(_) => "warpgroup",
+            },
         );
-        ctx.insert("producer_threads", &(128 * r.producer_warpgroups));
+        ctx.insert("warps_per_consumer", &r.consumers.warps_per_unit());
+        ctx.insert("producer_threads", &(32 * r.producer_warps()));
+        ctx.insert("warps", &(r.producer_warps() + r.consumer_warps()));
         ctx.insert("threads", &r.threads());
-        ctx.insert("producer_regs", &r.producer_regs);
-        ctx.insert("consumer_regs", &r.consumer_regs);
+        let split = r.setmaxnreg.map_or(Value::from(false), |s| {
+            map([
+                ("producer_regs", Value::from(s.producer_regs)),
+                ("consumer_regs", Value::from(s.consumer_regs)),
+            ])
+        });
+        ctx.insert_value("setmaxnreg", split);
         ctx.insert("launch_regs", &roles.launch_regs());
         ctx.insert("blocks_per_sm", &r.blocks_per_sm);
         ctx.insert_value("barriers", Value::from(barriers));

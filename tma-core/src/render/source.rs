@@ -488,41 +488,57 @@ pub fn exercise_body_checked(valid: &ValidSpec) -> Result<String, RenderError> {
 }
 
 /// The pipelines' consumers against the warp roles of the same source (which kernel pairs
-/// which is not known): beside one warp roles, `Consumers::Warpgroups(n)` is its
-/// `consumer_warpgroups` and no pipeline has more consumer threads than it; beside several,
-/// no pipeline has more consumer threads than the largest. (`Warps(n)` / `Threads(n)` may be a
-/// subset of the consumer warpgroups.) The roles' `is_producer()` / `consumer_index()` assume
-/// a 1-D block (`threadIdx.x`).
+/// which is not known): beside one warp roles, a pipeline released in the roles' consumer unit
+/// (`Consumers::Warps(n)` beside consumer warps, `Warpgroups(n)` beside consumer warpgroups)
+/// has the roles' consumer count, `Warpgroups(n)` beside consumer warps is all of them, and no
+/// pipeline has more consumer threads than the roles; beside several, no pipeline has more
+/// consumer threads than the largest. (`Warps(n)` beside warpgroups and `Threads(n)` may be a
+/// subset.) The roles' `is_producer()` / `consumer_index()` assume a 1-D block (`threadIdx.x`).
 fn check_consumers(
     pipelines: &[crate::pipeline::ValidPipeline],
     roles: &[crate::pipeline::ValidWarpRoles],
 ) -> Result<(), RenderError> {
-    let Some(widest) = roles.iter().max_by_key(|r| r.roles().consumer_warpgroups) else {
+    use crate::pipeline::{Consumers, RoleWarps};
+    let Some(widest) = roles.iter().max_by_key(|r| r.roles().consumer_warps()) else {
         return Ok(());
     };
+    let w = widest.roles();
     for p in pipelines {
         let consumers = p.spec().consumers;
         let threads = consumers.threads().get().unwrap_or(u64::MAX);
-        let cw = widest.roles().consumer_warpgroups;
         let error = |why| RenderError::ConsumersDisagree {
             pipeline: p.spec().name.clone(),
             consumers: consumers.to_string(),
             threads,
-            roles: widest.roles().name.clone(),
-            consumer_warpgroups: cw,
+            roles: w.name.clone(),
+            roles_consumers: w.consumers,
             why,
         };
-        if threads > 128 * u64::from(cw) {
+        if threads > w.consumer_threads() {
             return Err(error(
-                "more threads release each stage than the consumer warpgroups have, so its empty barrier never completes",
+                "more threads release each stage than the roles' consumers have, so its empty barrier never completes",
             ));
         }
-        if let (crate::pipeline::Consumers::Warpgroups(n), [_]) = (consumers, roles) {
-            if n != cw {
+        if roles.len() != 1 {
+            continue;
+        }
+        match (consumers, w.consumers) {
+            (Consumers::Warpgroups(n), RoleWarps::Warpgroups(c)) if n != c => {
                 return Err(error(
                     "each consumer warpgroup of the roles releases each stage: declare Consumers::Warpgroups of the same count (or Warps(n) for a subset)",
                 ));
             }
+            (Consumers::Warps(n), RoleWarps::Warps(c)) if n != c => {
+                return Err(error(
+                    "each consumer warp of the roles releases each stage: declare Consumers::Warps of the same count",
+                ));
+            }
+            (Consumers::Warpgroups(_), RoleWarps::Warps(_)) if threads != w.consumer_threads() => {
+                return Err(error(
+                    "the roles' consumers are warps: a pipeline released by warpgroups is released by all of them; declare Consumers::Warps of the roles' count",
+                ));
+            }
+            _ => {}
         }
     }
     Ok(())

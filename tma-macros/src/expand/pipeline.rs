@@ -9,7 +9,7 @@ use crate::parse::{Header, PipelineDecl, RolesDecl};
 use crate::paths::{private, unit_struct};
 use proc_macro2::TokenStream;
 use quote::quote;
-use tma_core::pipeline::Consumers;
+use tma_core::pipeline::{Consumers, RegisterSplit, RoleWarps};
 
 /// `tma_pipeline! { .. }`.
 pub fn pipeline(decl: PipelineDecl) -> TokenStream {
@@ -163,21 +163,34 @@ fn roles_impl(header: &Header, checked: &CheckedRoles) -> TokenStream {
     let name = &r.name;
     let cuda_name = format!("tma_roles_{name}");
     let launch = format!("TMA_ROLES_{}_LAUNCH_BOUNDS", name.to_ascii_uppercase());
-    let (pw, pr, cw, cr, bps) = (
-        r.producer_warpgroups,
-        r.producer_regs,
-        r.consumer_warpgroups,
-        r.consumer_regs,
-        r.blocks_per_sm,
-    );
+    let bps = r.blocks_per_sm;
+    let role_warps = |w: RoleWarps| {
+        let n = w.count();
+        match w {
+            RoleWarps::Warps(_) => quote!(#p::RoleWarps::Warps(#n)),
+            RoleWarps::Warpgroups(_) => quote!(#p::RoleWarps::Warpgroups(#n)),
+        }
+    };
+    let (producers, consumers) = (role_warps(r.producers), role_warps(r.consumers));
+    let setmaxnreg = match r.setmaxnreg {
+        Some(RegisterSplit {
+            producer_regs,
+            consumer_regs,
+        }) => quote!(#p::Some(#p::RegisterSplit {
+            producer_regs: #producer_regs,
+            consumer_regs: #consumer_regs,
+        })),
+        None => quote!(#p::None),
+    };
     let (threads, launch_regs) = (r.threads(), valid.launch_regs());
-    let infos = valid.barriers().map(|(b, id)| {
-        let (bname, threads) = (&b.name, b.threads);
-        quote!(#p::BarrierInfo { name: #bname, id: #id, threads: #threads })
+    let infos = valid.barrier_ids().map(|(b, ids)| {
+        let (bname, threads, per) = (&b.name, b.threads, b.per_consumer);
+        let (id, last) = (*ids.start(), *ids.end());
+        quote!(#p::BarrierInfo { name: #bname, id: #id, threads: #threads, per_consumer: #per, last: #last })
     });
     let barriers = r.barriers.iter().map(|b| {
-        let (bname, threads) = (&b.name, b.threads);
-        quote!(#p::NamedBarrier { name: #p::String::from(#bname), threads: #threads })
+        let (bname, threads, per) = (&b.name, b.threads, b.per_consumer);
+        quote!(#p::NamedBarrier { name: #p::String::from(#bname), threads: #threads, per_consumer: #per })
     });
     let unit = unit_struct(attrs, vis, ident);
     quote! {
@@ -187,10 +200,9 @@ fn roles_impl(header: &Header, checked: &CheckedRoles) -> TokenStream {
             const NAME: &'static str = #name;
             const CUDA_NAME: &'static str = #cuda_name;
             const LAUNCH_BOUNDS_MACRO: &'static str = #launch;
-            const PRODUCER_WARPGROUPS: u32 = #pw;
-            const PRODUCER_REGS: u32 = #pr;
-            const CONSUMER_WARPGROUPS: u32 = #cw;
-            const CONSUMER_REGS: u32 = #cr;
+            const PRODUCERS: #p::RoleWarps = #producers;
+            const CONSUMERS: #p::RoleWarps = #consumers;
+            const SETMAXNREG: #p::Option<#p::RegisterSplit> = #setmaxnreg;
             const BLOCKS_PER_SM: u32 = #bps;
             const THREADS: u64 = #threads;
             const LAUNCH_REGS: u64 = #launch_regs;
@@ -199,10 +211,9 @@ fn roles_impl(header: &Header, checked: &CheckedRoles) -> TokenStream {
             fn spec() -> #p::WarpRoles {
                 #p::WarpRoles {
                     name: #p::String::from(#name),
-                    producer_warpgroups: #pw,
-                    producer_regs: #pr,
-                    consumer_warpgroups: #cw,
-                    consumer_regs: #cr,
+                    producers: <Self as #p::Roles>::PRODUCERS,
+                    consumers: <Self as #p::Roles>::CONSUMERS,
+                    setmaxnreg: <Self as #p::Roles>::SETMAXNREG,
                     blocks_per_sm: #bps,
                     barriers: #p::Vec::from([#(#barriers),*]),
                 }

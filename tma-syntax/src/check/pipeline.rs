@@ -9,15 +9,16 @@ use super::{snake_case, tile, Checked};
 use crate::check::spans::ListSpans;
 use crate::errors::Errors;
 use crate::parse::{
-    Call, Entry, Header, PipeValue, PipelineDecl, RolesDecl, StageMember, TilesBlock, Value, Word,
+    Call, Entry, Header, PipeValue, PipelineDecl, RolesDecl, RolesItemValue, RolesList, RolesValue,
+    StageMember, TilesBlock, Value, Word,
 };
 use proc_macro2::Span;
 use std::collections::HashMap;
 use syn::ext::IdentExt;
 use tma_core::echo::shown;
 use tma_core::pipeline::{
-    validate_pipeline, ClusterAxis, Consumers, NamedBarrier, PipelineSpec, StageTile,
-    ValidPipeline, ValidWarpRoles, WarpRoles, BLOCK_WARPGROUPS, MAX_NAMED_BARRIER_ID,
+    validate_pipeline, ClusterAxis, Consumers, NamedBarrier, PipelineSpec, RegisterSplit,
+    RoleWarps, StageTile, ValidPipeline, ValidWarpRoles, WarpRoles, BLOCK_WARPGROUPS, BLOCK_WARPS,
 };
 use tma_core::render::KernelSource;
 use tma_core::{Arch, Field, Rule, SpecError};
@@ -409,15 +410,77 @@ fn pipe_span(e: &SpecError, s: &PipeSpans) -> Span {
     .unwrap_or(s.ident)
 }
 
-const ROLES_KEYS: [&str; 7] = [
+const ROLES_KEYS: [&str; 9] = [
     "producer_warpgroups",
+    "producer_warps",
     "producer_regs",
     "consumer_warpgroups",
+    "consumer_warps",
     "consumer_regs",
     "blocks_per_sm",
     "barriers",
     "name",
 ];
+
+/// One barrier as written: its name and token, threads and token, one per consumer or not.
+struct BarrierDecl {
+    name: String,
+    name_span: Span,
+    threads: u32,
+    threads_span: Span,
+    per_consumer: bool,
+}
+
+/// `barriers = [a = 256, b = per_consumer(128)]`: each item read, every error at its token.
+fn read_barriers(list: &RolesList, errs: &mut Errors) -> Vec<BarrierDecl> {
+    let mut out = Vec::new();
+    for item in &list.items {
+        let Some(n) = &item.name else {
+            errs.push(
+                item.value.span(),
+                "a named barrier is `name = threads` or `name = per_consumer(threads)`, e.g. `barriers = [epilogue = 256]`",
+            );
+            continue;
+        };
+        let (word, per_consumer) = match &item.value {
+            RolesItemValue::Word(w) => (w, false),
+            RolesItemValue::Call(call) => {
+                let func = call.func.unraw().to_string();
+                if func != "per_consumer" {
+                    errs.push(
+                        call.func.span(),
+                        format!(
+                            "unknown `{}(..)` for a named barrier; expected `per_consumer(threads)` (one barrier per consumer) or a thread count",
+                            shown(&func)
+                        ),
+                    );
+                    continue;
+                }
+                let [arg] = call.args.as_slice() else {
+                    errs.push(
+                        call.func.span(),
+                        format!(
+                            "`per_consumer(threads)` takes one thread count, not {}",
+                            call.args.len()
+                        ),
+                    );
+                    continue;
+                };
+                (arg, true)
+            }
+        };
+        if let Some(t) = int::<u32>(word, "barriers", errs) {
+            out.push(BarrierDecl {
+                name: n.unraw().to_string(),
+                name_span: n.span(),
+                threads: t,
+                threads_span: word.span(),
+                per_consumer,
+            });
+        }
+    }
+    out
+}
 
 /// `tma_warp_roles! { .. }`: the entries -> [`WarpRoles`] -> its rules, every error at once.
 pub fn roles(decl: &RolesDecl) -> syn::Result<CheckedRoles> {
@@ -427,8 +490,7 @@ pub fn roles(decl: &RolesDecl) -> syn::Result<CheckedRoles> {
     let mut seen: HashMap<String, Span> = HashMap::new();
     let mut counts: HashMap<&'static str, (u32, Span)> = HashMap::new();
     let mut name: Spanned<String> = None;
-    // Each barrier: name, its token, threads, its token.
-    let mut barriers: Vec<(String, Span, u32, Span)> = Vec::new();
+    let mut barriers: Vec<BarrierDecl> = Vec::new();
     for Entry { key, value } in &decl.entries {
         let k = key.unraw().to_string();
         let Some(slot) = ROLES_KEYS.iter().find(|s| **s == k).copied() else {
@@ -448,66 +510,82 @@ pub fn roles(decl: &RolesDecl) -> syn::Result<CheckedRoles> {
         }
         match (slot, value) {
             (_, None) => errs.push(key.span(), format!("expected a value: `{k} = ..`")),
-            ("barriers", Some(Value::List(list))) => {
-                for item in &list.items {
-                    let Some(n) = &item.name else {
-                        errs.push(
-                            item.value.span(),
-                            "a named barrier is `name = threads`, e.g. `barriers = [epilogue = 256]`",
-                        );
-                        continue;
-                    };
-                    if let Some(t) = int::<u32>(&item.value, "barriers", &mut errs) {
-                        barriers.push((n.unraw().to_string(), n.span(), t, item.value.span()));
-                    }
-                }
+            ("barriers", Some(RolesValue::List(list))) => {
+                barriers = read_barriers(list, &mut errs);
             }
             ("barriers", Some(other)) => errs.push(
                 other.span(),
-                "`barriers` lists named barriers: `barriers = [epilogue = 256, ..]`",
+                "`barriers` lists named barriers: `barriers = [epilogue = 256, epi = per_consumer(128), ..]`",
             ),
-            ("name", Some(Value::Word(w))) => name = Some((w.text(), w.span())),
-            (_, Some(Value::Word(w))) => {
+            ("name", Some(RolesValue::Word(w))) => name = Some((w.text(), w.span())),
+            (_, Some(RolesValue::Word(w))) => {
                 if let Some(v) = int::<u32>(w, slot, &mut errs) {
                     counts.insert(slot, (v, w.span()));
                 }
             }
-            (_, Some(Value::List(l))) => {
+            (_, Some(RolesValue::List(l))) => {
                 errs.push(l.span, format!("`{k}` takes one value, not a list"));
             }
         }
     }
-    for (key, ex) in [
-        ("producer_regs", "producer_regs = 40"),
-        ("consumer_warpgroups", "consumer_warpgroups = 2"),
-        ("consumer_regs", "consumer_regs = 232"),
-    ] {
-        if !seen.contains_key(key) {
+    // Each role counted once, in warps or in warpgroups.
+    for role in ["producer", "consumer"] {
+        let (warps, groups) = (format!("{role}_warps"), format!("{role}_warpgroups"));
+        if let (Some(_), Some(later)) = (seen.get(&warps), seen.get(&groups)) {
             errs.push(
-                ident,
-                format!("missing `{key}`: the warp roles need e.g. `{ex}`"),
+                *later,
+                format!("`{warps}` and `{groups}` both count the {role}s: write one"),
+            );
+        }
+    }
+    if !seen.contains_key("consumer_warpgroups") && !seen.contains_key("consumer_warps") {
+        errs.push(
+            ident,
+            "missing the consumers: the warp roles need e.g. `consumer_warpgroups = 2` or `consumer_warps = 4`",
+        );
+    }
+    // setmaxnreg: both register counts or neither.
+    for (given, missing) in [
+        ("producer_regs", "consumer_regs"),
+        ("consumer_regs", "producer_regs"),
+    ] {
+        if let (Some(at), None) = (seen.get(given), seen.get(missing)) {
+            errs.push(
+                *at,
+                format!("`{given}` without `{missing}`: setmaxnreg sets both roles' registers (write both, or neither for no setmaxnreg)"),
             );
         }
     }
     if !errs.is_empty() {
         return errs.finish(None, ident);
     }
-    let count = |k: &str, default: u32| counts.get(k).map_or(default, |c| c.0);
+    let count = |k: &str| counts.get(k).map(|c| c.0);
+    let role = |role: &str, default: RoleWarps| {
+        count(&format!("{role}_warps"))
+            .map(RoleWarps::Warps)
+            .or_else(|| count(&format!("{role}_warpgroups")).map(RoleWarps::Warpgroups))
+            .unwrap_or(default)
+    };
     let roles = WarpRoles {
         name: name.as_ref().map_or_else(
             || snake_case(&decl.header.ident.unraw().to_string()),
             |n| n.0.clone(),
         ),
-        producer_warpgroups: count("producer_warpgroups", 1),
-        producer_regs: count("producer_regs", 0),
-        consumer_warpgroups: count("consumer_warpgroups", 0),
-        consumer_regs: count("consumer_regs", 0),
-        blocks_per_sm: count("blocks_per_sm", 1),
+        producers: role("producer", RoleWarps::Warpgroups(1)),
+        consumers: role("consumer", RoleWarps::Warpgroups(0)),
+        setmaxnreg: count("producer_regs").zip(count("consumer_regs")).map(
+            |(producer_regs, consumer_regs)| RegisterSplit {
+                producer_regs,
+                consumer_regs,
+            },
+        ),
+        blocks_per_sm: count("blocks_per_sm").unwrap_or(1),
         barriers: barriers
             .iter()
             .map(|b| NamedBarrier {
-                name: b.0.clone(),
-                threads: b.2,
+                name: b.name.clone(),
+                threads: b.threads,
+                per_consumer: b.per_consumer,
             })
             .collect(),
     };
@@ -517,27 +595,29 @@ pub fn roles(decl: &RolesDecl) -> syn::Result<CheckedRoles> {
             for finding in &e.errors {
                 let span = match &finding.field {
                     Field::Name => name.as_ref().map(|n| n.1),
-                    // The warpgroups together past a block: at the consumers' count (the
+                    // The warps together past a block: at the consumers' count (the
                     // producers' when only they are written).
-                    Field::WarpRoles(k) if *k == BLOCK_WARPGROUPS => counts
-                        .get("consumer_warpgroups")
-                        .or_else(|| counts.get("producer_warpgroups"))
-                        .map(|c| c.1),
+                    Field::WarpRoles(k) if *k == BLOCK_WARPGROUPS || *k == BLOCK_WARPS => [
+                        "consumer_warpgroups",
+                        "consumer_warps",
+                        "producer_warpgroups",
+                        "producer_warps",
+                    ]
+                    .iter()
+                    .find_map(|k| counts.get(k))
+                    .map(|c| c.1),
                     Field::WarpRoles(k) => counts.get(k).map(|c| c.1),
-                    // A barrier's name, an id past the last (the barrier one too many) or a
-                    // thread count: the order `WarpRoles::validate` checks them in.
-                    Field::NamedBarrier { name } => barriers
-                        .iter()
-                        .enumerate()
-                        .find(|(_, b)| b.0 == *name)
-                        .map(|(i, b)| {
-                            let id = u32::try_from(i + 1).unwrap_or(u32::MAX);
-                            if finding.value == b.0 || id > MAX_NAMED_BARRIER_ID {
-                                b.1
-                            } else {
-                                b.3
-                            }
-                        }),
+                    // A barrier's thread count (the finding's value is the count) at the
+                    // count; its name, a clash or its ids at its name (a second of one
+                    // name: the later).
+                    Field::NamedBarrier { name } => {
+                        let mut named = barriers.iter().filter(|b| b.name == *name);
+                        if finding.value.parse::<u32>().is_ok() {
+                            named.next().map(|b| b.threads_span)
+                        } else {
+                            named.next_back().map(|b| b.name_span)
+                        }
+                    }
                     _ => None,
                 }
                 .unwrap_or(ident);

@@ -17,21 +17,27 @@
 //! tma_warp_roles! {
 //!     pub GemmRoles,
 //!     producer_regs = 40, consumer_warpgroups = 2, consumer_regs = 232,
-//!     barriers = [epilogue = 256],
+//!     barriers = [epilogue = 256, epi = per_consumer(128)],
+//! }
+//! tma_warp_roles! {
+//!     pub EpiRoles,
+//!     producer_warps = 1, consumer_warps = 4,     // no setmaxnreg
+//!     barriers = [slice = per_consumer(32)],
 //! }
 //! ```
 //!
 //! A pipeline's entries are `key = value` where a value is a word, a list, a call
 //! `f(args)` or a block of stage tiles; each stage tile's body is a [`TileDecl`], the tile
-//! macros' own syntax. Warp roles take the tile macros' [`Entry`] shapes.
-//! [`crate::check::pipeline`] gives them meaning.
+//! macros' own syntax. Warp roles' entries are a word or a list of `name = value` items, a
+//! value a word or a call (`per_consumer(128)`). [`crate::check::pipeline`] gives them
+//! meaning.
 
 use super::{after_header, Entry, TileDecl, Value, Word};
 use proc_macro2::Span;
 use syn::ext::IdentExt;
 use syn::parse::{Parse, ParseStream};
 use syn::punctuated::Punctuated;
-use syn::{braced, parenthesized, Attribute, Ident, Token, Visibility};
+use syn::{braced, bracketed, parenthesized, Attribute, Ident, Token, Visibility};
 
 /// The header both macros share: attributes, visibility, the type's name.
 pub struct Header {
@@ -171,7 +177,87 @@ impl Parse for PipelineDecl {
 /// A `tma_warp_roles!` invocation.
 pub struct RolesDecl {
     pub header: Header,
-    pub entries: Vec<Entry>,
+    pub entries: Vec<RolesEntry>,
+}
+
+/// `key = value` or a bare `key` (always an error, reported with the key's span).
+pub type RolesEntry = Entry<RolesValue>;
+
+/// A warp-roles value: a word, or a list (`barriers = [epilogue = 256, ..]`).
+pub enum RolesValue {
+    Word(Word),
+    List(RolesList),
+}
+
+impl RolesValue {
+    pub fn span(&self) -> Span {
+        match self {
+            RolesValue::Word(w) => w.span(),
+            RolesValue::List(l) => l.span,
+        }
+    }
+}
+
+/// `[a = 256, b = per_consumer(128)]`.
+pub struct RolesList {
+    /// The whole bracketed list.
+    pub span: Span,
+    pub items: Vec<RolesItem>,
+}
+
+/// One list item: an optional name and a word or a call.
+pub struct RolesItem {
+    pub name: Option<Ident>,
+    pub value: RolesItemValue,
+}
+
+pub enum RolesItemValue {
+    Word(Word),
+    /// `per_consumer(128)`.
+    Call(Call),
+}
+
+impl RolesItemValue {
+    pub fn span(&self) -> Span {
+        match self {
+            RolesItemValue::Word(w) => w.span(),
+            RolesItemValue::Call(c) => c.span,
+        }
+    }
+}
+
+impl Parse for RolesItem {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        let name = if input.peek(Ident::peek_any) && input.peek2(Token![=]) {
+            let name = Ident::parse_any(input)?;
+            input.parse::<Token![=]>()?;
+            Some(name)
+        } else {
+            None
+        };
+        let value = if input.peek(Ident::peek_any) && input.peek2(syn::token::Paren) {
+            RolesItemValue::Call(input.parse()?)
+        } else {
+            RolesItemValue::Word(input.parse()?)
+        };
+        Ok(RolesItem { name, value })
+    }
+}
+
+impl Parse for RolesValue {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        if input.peek(syn::token::Bracket) {
+            let content;
+            let bracket = bracketed!(content in input);
+            let items = Punctuated::<RolesItem, Token![,]>::parse_terminated(&content)?;
+            Ok(RolesValue::List(RolesList {
+                span: bracket.span.join(),
+                items: items.into_iter().collect(),
+            }))
+        } else {
+            Ok(RolesValue::Word(input.parse()?))
+        }
+    }
 }
 
 impl Parse for RolesDecl {
