@@ -57,12 +57,9 @@ fn main() -> Result<(), Box<dyn Error>> {
 
     // 3. Render the helpers and a kernel that uses them; compile with NVRTC for sm_90a.
     // The kernel names the tile `MpkTile` (a `using` alias): nothing is pasted into its text.
-    let source = Source::new(
-        KernelSource::new()
-            .tile_as(valid, "MpkTile")
-            .body(BODY)
-            .build()?,
-    );
+    // `Source::kernel` carries what the source declares to the runtime: a hang names the tile,
+    // and the launch's dynamic shared memory is checked against it.
+    let source = Source::kernel(&KernelSource::new().tile_as(valid, "MpkTile").body(BODY))?;
     let compiler = match Compiler::global() {
         Ok(c) => c,
         Err(e) => {

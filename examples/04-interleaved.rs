@@ -130,12 +130,9 @@ fn main() -> Result<(), Box<dyn Error>> {
     }
 
     // The kernel names the tile `Act` (a `using` alias): nothing is pasted into its text.
-    let source = Source::new(
-        KernelSource::new()
-            .tile_as(valid, "Act")
-            .body(BODY)
-            .build()?,
-    );
+    // `Source::kernel` carries what the source declares to the runtime: a hang names the tile,
+    // and the launch's dynamic shared memory is checked against it.
+    let source = Source::kernel(&KernelSource::new().tile_as(valid, "Act").body(BODY))?;
     let compiler = Compiler::global()?;
     let options = CompileOptions::new(Arch::Sm90a);
     // The helpers take coordinates as C++20 designated initializers. Until tma-runtime

@@ -24,10 +24,9 @@ pub mod spec {
     pub use tma_core::spec::{Extent, Interleave, L2Promotion, OobFill, MAX_RANK};
 }
 
-/// The tile lines a kernel source carries (`// tma-tile <id> <name> smem=..`): written by the
-/// renderer, read by the runtime. Plumbing between them, off the front page.
-#[doc(hidden)]
-pub use tma_core::manifest;
+/// What a kernel source declares, typed (`SourceFacts`: tiles, pipelines, plans' launches):
+/// made by `KernelSource::facts`, carried by `runtime::Source::kernel` to the runtime.
+pub use tma_core::facts;
 pub use tma_core::{launch, model, pipeline, plan, render, smem, wgmma};
 pub use tma_runtime as runtime;
 

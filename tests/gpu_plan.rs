@@ -127,12 +127,14 @@ fn the_plan_kernel_compiles_and_its_module_carries_the_plan() {
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(compiled.plan("plan_copy"), Some(plan().launch()));
         assert_eq!(compiled.plan("other"), None);
-        // The same text without the plan is another compile (its key covers the plans).
+        // The same text without its description is another compile (its key covers the
+        // description), with no plan: nothing is read back out of the text.
         let bare = compiler
             .compile_source(&Source::new(source.text()), &options(debug))
             .unwrap();
         assert_ne!(bare.key, compiled.key);
-        assert!(bare.plans.is_empty());
+        assert!(bare.plans().is_empty() && bare.facts.is_none());
+        assert_eq!(bare.plan("plan_copy"), None);
     }
     let launch = plan().launch().clone();
     println!("{launch}");

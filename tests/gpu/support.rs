@@ -73,10 +73,16 @@ pub fn debug_waits() -> CompileOptions {
     CompileOptions::new(Arch::Sm90a).debug_waits(true)
 }
 
+/// The bound of [`short_debug_waits`]: 200 ms.
+pub const SHORT_DEBUG_TIMEOUT_NS: u64 = 200_000_000;
+
 /// Debug waits that give up after 200 ms instead of the default second: a hang test stays
 /// short (a debug option, not a tile fact).
 pub fn short_debug_waits() -> CompileOptions {
-    debug_waits().define("TMA_DEBUG_TIMEOUT_NS", "200000000ull")
+    debug_waits().define(
+        "TMA_DEBUG_TIMEOUT_NS",
+        format!("{SHORT_DEBUG_TIMEOUT_NS}ull"),
+    )
 }
 
 /// Runs a launch meant to hang until the debug waits give up, and prints how it ended and

@@ -14,7 +14,7 @@
 //! | launch | [`launch`] | a kernel launch's grid, block and cluster against the hardware's limits |
 //! | operands | [`wgmma`] | a wgmma operand tile's matrix descriptors (from its [`SmemPlan`]) and a CPU model of what wgmma reads |
 //! | outputs | [`encode_args`], [`model`] (and its `picture`), [`render`] | [`EncodeArgs`] in TMA order, the CPU model, generated CUDA |
-//! | | [`manifest`] | the tile lines a translation unit carries for the runtime (name, shared memory, target) |
+//! | | [`facts`] | what a kernel source declares, typed, carried beside its text for the runtime (tiles, pipelines, plans' launches) |
 //!
 //! Random valid specs for the property and GPU tests live in the `tma-test-support` crate
 //! (not published), not here.
@@ -24,10 +24,10 @@ pub mod dtype;
 pub mod echo;
 pub mod encode_args;
 pub mod error;
+pub mod facts;
 pub mod ident;
 pub mod launch;
 pub mod limits;
-pub mod manifest;
 pub mod model;
 pub mod operand;
 pub mod pipeline;

@@ -94,10 +94,14 @@
 //! # Ok(()) }
 //! ```
 //! Before the driver sees a launch, the arguments' sizes are checked against the kernel's
-//! parameters (`cuFuncGetParamInfo`: [`Error::ArgumentCount`], [`Error::ArgumentSize`]) and,
-//! for a kernel that uses dynamic shared memory, the dynamic shared memory against the largest
-//! tile its source declares ([`Kernel::min_dynamic_smem`], [`Error::DynamicSmemTooSmall`];
-//! [`LaunchConfig::unchecked_dynamic_smem`] for a kernel that keeps no tile there).
+//! parameters (`cuFuncGetParamInfo`: [`Error::ArgumentCount`], [`Error::ArgumentSize`]) and
+//! the shape against the hardware's limits. A source given with its typed description
+//! ([`Source::kernel`]; never read out of the text or PTX) adds: a plan kernel's launch must be
+//! its plan's ([`Kernel::plan_config`], [`Error::PlanLaunch`]); a kernel without a plan must
+//! give the largest tile the source holds outside its plans room with its alignment slack
+//! ([`Kernel::min_dynamic_smem`], [`Error::DynamicSmemTooSmall`];
+//! [`LaunchConfig::unchecked_dynamic_smem`] for a kernel that keeps no tile there) and fit
+//! one of those pipelines ([`Error::PipelineLaunch`]; [`LaunchConfig::unchecked_pipelines`]).
 //! [`TensorMap::new`] takes a buffer whose element type carries the map's data type
 //! ([`Error::ElementTypeMismatch`] otherwise; [`TensorMap::new_raw_bits`] for raw bits).
 //! [`Module::compile_and_load`] shares one loaded module per (context, compile) among the
@@ -116,8 +120,9 @@
 //! [`HangRecord`] whose address goes into its `tma_debug_record` global before any
 //! launch. A wait that gives up writes the record and traps; the failed launch or
 //! synchronisation ([`Launch::launch_and_sync`], [`Module::synchronize`]) then returns
-//! [`Error::BarrierTimeout`] naming the tile (from the source's tile lines,
-//! [`tma_core::manifest`]), block, thread, barrier, parity and expected bytes.
+//! [`Error::BarrierTimeout`] naming the tile (from the source's typed description,
+//! [`Source::kernel`]; its id for text alone), block, thread, barrier, parity, expected bytes
+//! and how long it waited.
 //! **After a trap the CUDA context is unusable** (every later call fails): report the error
 //! and start a fresh process. Run such tests alone (`#[ignore]` + `--ignored`).
 #![deny(unsafe_op_in_unsafe_fn)]

@@ -15,7 +15,6 @@ use tma_test_support::skip::require_gpu_or_skip;
 
 /// The test kernels; [`src`] puts the tma prelude (`CUtensorMap`, the hang record) first.
 const KERNELS: &str = r#"
-// tma-tile 0 probe
 extern "C" __global__ void copy_map(const __grid_constant__ CUtensorMap map, unsigned long long* out) {
     if (threadIdx.x < 16) out[threadIdx.x] = map.opaque[threadIdx.x];
 }
@@ -230,7 +229,8 @@ fn hang_becomes_barrier_timeout() -> Result<(), Error> {
         }) => {
             assert_eq!(
                 (tile.as_str(), block, thread, expected_tx),
-                ("probe", [1, 0, 0], 5, 4096)
+                // Text alone (no description): the record names the tile by its id.
+                ("<tile 0>", [1, 0, 0], 5, 4096)
             );
         }
         other => panic!("expected BarrierTimeout, got {other:?}"),

@@ -14,8 +14,9 @@
 //!   `load`, consumer `wait` / `release`, the stage/phase `state`); [`WarpRolesCode`]: warp
 //!   roles, `struct tma_roles_<name>` (setmaxnreg split, named barriers); [`warp_support`]:
 //!   the helpers both use.
-//! - [`KernelSource`]: prelude + tile lines ([`crate::manifest`]) + helpers + the kernel's names
-//!   for its tiles + a kernel body, the unit the runtime compiles.
+//! - [`KernelSource`]: prelude + helpers + the kernel's names for its tiles + a kernel body, the
+//!   unit the runtime compiles, and the typed description of what it declares
+//!   ([`KernelSource::facts`], [`crate::facts`]) the runtime carries beside it.
 //! - [`header`]: a standalone `.cuh` for C++ users, device helpers and host encode functions
 //!   (`tma_encode_<name>`); [`header_with`] adds Mirage MPK's contract; [`host_header`]: the
 //!   tiles' shapes (coordinates, extents, element offsets) for host C++20.
@@ -36,7 +37,7 @@
 //!     .body("// kernel here: A::load(&map, &bar, smem, {.d0 = m0, .d1 = k0});\n")
 //!     .build()?;
 //! assert!(src.contains("static constexpr unsigned TX_BYTES = 16384u;"));
-//! assert!(src.contains("// tma-tile 0 a smem=16384 align=1024 target=sm_90a\n"));
+//! assert!(src.contains("static constexpr unsigned TILE_ID = 0u;"));
 //! assert!(src.contains("using A = tma_a;\n"));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```

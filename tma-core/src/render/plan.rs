@@ -94,7 +94,8 @@ impl PlanCode {
             cuda: plan_cuda_name(&plan.name),
             launch_macro: plan_launch_macro(&plan.name),
             threads: launch.block[0],
-            blocks_per_sm: valid.blocks_per_sm(),
+            // 0: no second `__launch_bounds__` argument (none declared, no warp roles).
+            blocks_per_sm: valid.blocks_per_sm().unwrap_or(0),
             cluster: launch.cluster,
             total: layout.total_bytes,
             align: layout.align_bytes,
@@ -115,7 +116,8 @@ impl PlanCode {
     pub fn cuda_name(&self) -> String {
         plan_cuda_name(&self.name)
     }
-    /// `TMA_PLAN_<NAME>_LAUNCH_BOUNDS`: `__launch_bounds__(BLOCK_THREADS, BLOCKS_PER_SM)`.
+    /// `TMA_PLAN_<NAME>_LAUNCH_BOUNDS`: `__launch_bounds__(BLOCK_THREADS, BLOCKS_PER_SM)`, or
+    /// `__launch_bounds__(BLOCK_THREADS)` when the plan asks for no blocks per SM.
     pub fn launch_macro(&self) -> String {
         plan_launch_macro(&self.name)
     }

@@ -42,10 +42,11 @@ pub(super) fn operand_context(valid: &ValidSpec) -> Option<OperandContext> {
         Operand::A => "A",
         Operand::B => "B",
     };
-    // The user dims (outer -> inner) of MN and K: what a debug check of `desc()` names.
+    // The user dims (outer -> inner) of MN and K: what a debug check of `desc()` names. An
+    // operand tile has rank 2 or more, and MN and K are its two innermost dims (TMA dims 0, 1).
     let rank = valid.spec().rank();
     let (mn_inner, k_inner) = p.operand.dims_from_inner();
-    let user_dim = |from_inner: usize| rank.saturating_sub(1 + from_inner);
+    let user_dim = |from_inner: usize| crate::encode_args::user_dim_of_tma_dim(rank, from_inner);
     Some(OperandContext {
         mn_dim: user_dim(mn_inner),
         k_dim: user_dim(k_inner),
