@@ -21,7 +21,7 @@ const LATER: [&str; 10] = [
     "encode_args",
     "model",
     "render",
-    "manifest",
+    "facts",
     "plan",
     "testgen",
 ];
