@@ -31,6 +31,7 @@ use std::time::Instant;
 
 use cudarc::driver::CudaContext;
 use cudarc::nvrtc::{result as nv, sys as nvsys, Ptx};
+use tma::plan::KernelPlan;
 use tma::render::KernelSource;
 use tma::runtime::{CompileOptions, Compiler, JitConfig, Module, Source};
 use tma::{Arch, Tile};
@@ -64,11 +65,14 @@ tma::tma_2d! {
 /// The quickstart's kernel.
 const BODY: &str = include_str!("../examples/01-quickstart.cu");
 
+/// The quickstart's source: its plan (as in examples/01-quickstart.rs) and its kernel.
 fn kernel_source() -> Res<String> {
-    Ok(KernelSource::new()
-        .tile_as(MpkTile::valid(), "MpkTile")
-        .body(BODY)
-        .build()?)
+    let plan = KernelPlan::new("quickstart_roundtrip")
+        .tile("MpkTile", MpkTile::valid())
+        .staging("boxes", MpkTile::valid(), 1)
+        .block_threads(128)
+        .validate()?;
+    Ok(KernelSource::new().plan(&plan).body(BODY).build()?)
 }
 
 /// Default options (tma-runtime passes the `-std=c++20` the helpers need).

@@ -10,6 +10,7 @@
 use std::error::Error;
 
 use tma::model::{self, picture};
+use tma::plan::KernelPlan;
 use tma::render::KernelSource;
 use tma::runtime::{CompileOptions, Compiler, Module, Source};
 use tma::{Arch, EncodeArgs, Tile};
@@ -55,14 +56,24 @@ fn main() -> Result<(), Box<dyn Error>> {
     println!("\nshared-memory picture of one box (global (row, col) of each 16-byte chunk):");
     println!("{}", picture::smem_picture(&bound));
 
-    // 3. Render the helpers and a kernel that uses them; compile with NVRTC for sm_90a.
-    // The kernel names the tile `MpkTile` (a `using` alias): nothing is pasted into its text.
-    let source = Source::new(
-        KernelSource::new()
-            .tile_as(valid, "MpkTile")
-            .body(BODY)
-            .build()?,
+    // 3. The kernel's plan: the tile (named `MpkTile` for the kernel, a `using` alias), one
+    // staging copy of it in shared memory, 128 threads. The kernel takes its shared memory
+    // from the plan's struct and the launch comes from the plan: nobody adds offsets by hand.
+    let kernel_plan = KernelPlan::new("quickstart_roundtrip")
+        .tile("MpkTile", valid)
+        .staging("boxes", valid, 1)
+        .block_threads(128)
+        .validate()?;
+    println!(
+        "  kernel plan: {} threads, {} B of dynamic shared memory",
+        kernel_plan.launch().block[0],
+        kernel_plan.launch().dynamic_smem_bytes
     );
+
+    // 4. Render the helpers, the plan and the kernel; compile with NVRTC for sm_90a.
+    // `Source::kernel` carries what the source declares to the runtime: a hang names the tile,
+    // and a launch that disagrees with the plan is refused.
+    let source = Source::kernel(&KernelSource::new().plan(&kernel_plan).body(BODY))?;
     let compiler = match Compiler::global() {
         Ok(c) => c,
         Err(e) => {
@@ -84,7 +95,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         return Err("the compiled kernel lacks its CUBIN or its TMA instructions".into());
     }
 
-    // 4. On a GPU: run it and check every byte.
+    // 5. On a GPU: run it and check every byte.
     match tma::runtime::gpu_available() {
         Ok(gpu) => run_on_gpu(&gpu, &bound, compiler, &source, &options),
         Err(e) => {
@@ -103,7 +114,7 @@ fn run_on_gpu(
 ) -> Result<(), Box<dyn Error>> {
     use cudarc::driver::CudaContext;
     use half::bf16;
-    use tma::runtime::{LaunchConfig, TensorMap};
+    use tma::runtime::TensorMap;
 
     println!(
         "\nGPU: {} (compute capability {:?})",
@@ -132,11 +143,10 @@ fn run_on_gpu(
     let map_out = TensorMap::new(bound, &d_out)?;
     let module = Module::compile_and_load(&ctx, compiler, source, options)?;
     let kernel = module.kernel("quickstart_roundtrip")?;
-    let cfg = LaunchConfig::new(&stream, ((k / 128) as u32, (m / 64) as u32, 1), (128, 1, 1))
-        // The footprint plus the slack tma_align_smem may skip.
-        .dynamic_smem((MpkTile::SMEM_BYTES + MpkTile::SMEM_ALIGN) as u32);
-    // SAFETY: quickstart_roundtrip(CUtensorMap, CUtensorMap, unsigned char*), and the
-    // dynamic shared memory covers the aligned footprint.
+    // One block per call (64 x 128 elements); block and shared memory are the plan's.
+    let cfg = kernel.plan_config(&stream, ((k / 128) as u32, (m / 64) as u32, 1))?;
+    // SAFETY: quickstart_roundtrip(CUtensorMap, CUtensorMap, unsigned char*); the launch is
+    // the plan's, which covers the kernel's shared memory.
     unsafe {
         kernel
             .launch_builder(&cfg)

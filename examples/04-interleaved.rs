@@ -13,6 +13,7 @@ use std::error::Error;
 
 use half::f16;
 use tma::model;
+use tma::plan::KernelPlan;
 use tma::render::KernelSource;
 use tma::runtime::{CompileOptions, Compiler, Module, Source};
 use tma::smem::ElementOffsets;
@@ -129,13 +130,16 @@ fn main() -> Result<(), Box<dyn Error>> {
         return Err("the unpacking disagrees with the model of TMA".into());
     }
 
-    // The kernel names the tile `Act` (a `using` alias): nothing is pasted into its text.
-    let source = Source::new(
-        KernelSource::new()
-            .tile_as(valid, "Act")
-            .body(BODY)
-            .build()?,
-    );
+    // The kernel's plan: the tile (named `Act` for the kernel, a `using` alias), one staging
+    // copy of it, 128 threads. The kernel's shared memory and its launch are the plan's.
+    // `Source::kernel` carries the plan to the runtime: a hang names the tile, and a launch
+    // that disagrees with the plan is refused.
+    let kernel_plan = KernelPlan::new("nc8hwc8_to_nchw")
+        .tile("Act", valid)
+        .staging("act", valid, 1)
+        .block_threads(128)
+        .validate()?;
+    let source = Source::kernel(&KernelSource::new().plan(&kernel_plan).body(BODY))?;
     let compiler = Compiler::global()?;
     let options = CompileOptions::new(Arch::Sm90a);
     // The helpers take coordinates as C++20 designated initializers. Until tma-runtime
@@ -182,7 +186,7 @@ fn run_on_gpu(
     options: &CompileOptions,
 ) -> Result<(), Box<dyn Error>> {
     use cudarc::driver::CudaContext;
-    use tma::runtime::{LaunchConfig, TensorMap};
+    use tma::runtime::TensorMap;
 
     let ctx = CudaContext::new(0)?;
     let stream = ctx.default_stream();
@@ -193,11 +197,10 @@ fn run_on_gpu(
     let module = Module::compile_and_load(&ctx, compiler, source, options)?;
     let kernel = module.kernel("nc8hwc8_to_nchw")?;
     let grid = ((W / 16) as u32, (H / 8) as u32, (N * C / 16) as u32);
-    let cfg = LaunchConfig::new(&stream, grid, (128, 1, 1))
-        .dynamic_smem((Nc8hwc8::SMEM_BYTES + Nc8hwc8::SMEM_ALIGN) as u32);
+    let cfg = kernel.plan_config(&stream, grid)?; // block and shared memory: the plan's
     let (c, h, w) = (C as i32, H as i32, W as i32);
-    // SAFETY: nc8hwc8_to_nchw(CUtensorMap, unsigned short*, int, int, int); the dynamic
-    // shared memory covers the aligned footprint.
+    // SAFETY: nc8hwc8_to_nchw(CUtensorMap, unsigned short*, int, int, int); the launch is
+    // the plan's, which covers the kernel's shared memory.
     unsafe {
         kernel
             .launch_builder(&cfg)

@@ -15,9 +15,9 @@ pub use tma_runtime::{Compiler, LaunchConfig, TensorMap};
 /// What else a declaration can say, the rules it is checked against, and how its dims map
 /// to the driver's order.
 pub mod spec {
+    pub use tma_core::encode_args::to_tma_order;
     pub use tma_core::error::{Field, Severity, SpecError};
     pub use tma_core::ident::{check_name, NameProblem};
-    pub use tma_core::layout::to_tma_order;
     pub use tma_core::limits;
     pub use tma_core::operand::{Major, Operand, WgmmaOperand, WgmmaType};
     pub use tma_core::rules::Rule;
@@ -25,10 +25,9 @@ pub mod spec {
     pub use tma_core::spec::{Extent, Interleave, L2Promotion, OobFill, MAX_RANK};
 }
 
-/// The tile lines a kernel source carries (`// tma-tile <id> <name> smem=..`): written by the
-/// renderer, read by the runtime. Plumbing between them, off the front page.
-#[doc(hidden)]
-pub use tma_core::manifest;
+/// What a kernel source declares, typed (`SourceFacts`: tiles, pipelines, plans' launches):
+/// made by `KernelSource::facts`, carried by `runtime::Source::kernel` to the runtime.
+pub use tma_core::facts;
 pub use tma_core::{launch, model, pipeline, plan, render, smem, wgmma};
 // Inlined: a re-exported crate is otherwise one `pub use` line in rustdoc, and `cargo doc -p tma
 // --no-deps` would show none of the runtime's items (Compiler, Source, Module, LaunchConfig, ...).
@@ -45,13 +44,6 @@ pub use half;
 pub mod kernel;
 pub mod pipe;
 pub mod tile;
-
-/// Test scaffolding: random valid specs (`testgen`) and the runtime's skip helpers.
-#[doc(hidden)]
-pub mod testing {
-    pub use tma_core::testgen;
-    pub use tma_runtime::testing::*;
-}
 
 /// What the macros' expansions name: absolute paths that do not depend on the user's
 /// imports. Not a public API.

@@ -1,5 +1,5 @@
 //! Every accepted declaration compiles. Random translation units of accepted declarations
-//! (`tma_core::testgen::random_unit`: tiles of every rank with run-time dims and strides, tile
+//! (`tma_test_support::testgen::random_unit`: tiles of every rank with run-time dims and strides, tile
 //! sets, aliases, pipelines with multicast and every consumer kind, warp roles of warpgroups
 //! or warps with named barriers (per consumer too), kernel plans with staging and scratch
 //! regions, wgmma operand pairs), their names drawn near what the generated code already
@@ -18,10 +18,10 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use tma::render::{header_with, HeaderOptions};
-use tma::runtime::testing::require_nvrtc_or_skip;
+use tma_test_support::skip::require_nvrtc_or_skip;
 use tma::runtime::{CompileOptions, Compiler, Error};
 use tma::Arch;
-use tma_core::testgen::{name_pools, random_unit, RandomUnit, Taken, XorShift};
+use tma_test_support::testgen::{name_pools, random_unit, RandomUnit, Taken, XorShift};
 
 /// Seeds, and the parts of each unit: one translation unit per seed. `TMA_NAME_SEEDS=<n>` (and
 /// `TMA_NAME_SEED0=<first>`) runs more, for a soak.

@@ -100,16 +100,16 @@ struct Rig {
 }
 
 fn rig(test: &str) -> Option<Rig> {
-    tma::runtime::testing::require_gpu_or_skip(test)?;
+    tma_test_support::skip::require_gpu_or_skip(test)?;
     let ctx = cudarc::driver::CudaContext::new(0).unwrap();
     let stream = ctx.default_stream();
-    let source = Source::new(
-        KernelSource::new()
+    // With its description (`Source::kernel`): a check names the tile and the dim.
+    let source = Source::kernel(
+        &KernelSource::new()
             .tile_as(CheckTile::valid(), "T")
-            .body(BODY)
-            .build()
-            .unwrap(),
-    );
+            .body(BODY),
+    )
+    .unwrap();
     let options = CompileOptions::new(Arch::Sm90a).debug_waits(true);
     let module =
         Module::compile_and_load(&ctx, Compiler::global().unwrap(), &source, &options).unwrap();
@@ -176,7 +176,8 @@ fn run(test: &str, m: Misuse) -> Option<Result<(), Error>> {
     Some(result)
 }
 
-/// The error a check must give: its tile, helper, rule, dim and value.
+/// The error a check must give: its tile, helper, rule, dim (named as declared, `M` / `K`,
+/// as host errors name it) and value.
 fn expect_check(
     result: Option<Result<(), Error>>,
     want_helper: &str,
@@ -191,6 +192,7 @@ fn expect_check(
             helper,
             rule,
             dim,
+            dim_name,
             value,
             ..
         }) => {
@@ -198,6 +200,8 @@ fn expect_check(
             assert_eq!(helper, want_helper);
             assert_eq!(rule, want_rule);
             assert_eq!(dim, want_dim);
+            let want_name = want_dim.map(|d| ["M", "K"][d as usize]);
+            assert_eq!(dim_name.as_deref(), want_name);
             assert!(want_value(value), "value {value}");
         }
         other => panic!("expected a DeviceCheck {want_rule:?}, got {other:?}"),
@@ -386,17 +390,16 @@ fn gpu_an_unsynchronised_check_is_reported_by_the_next_launch() {
 #[test]
 fn debug_check_kernels_compile_without_gpu() {
     let Some(_) =
-        tma::runtime::testing::require_nvrtc_or_skip("debug_check_kernels_compile_without_gpu")
+        tma_test_support::skip::require_nvrtc_or_skip("debug_check_kernels_compile_without_gpu")
     else {
         return;
     };
-    let source = Source::new(
-        KernelSource::new()
+    let source = Source::kernel(
+        &KernelSource::new()
             .tile_as(CheckTile::valid(), "T")
-            .body(BODY)
-            .build()
-            .unwrap(),
-    );
+            .body(BODY),
+    )
+    .unwrap();
     for debug in [false, true] {
         let options = CompileOptions::new(Arch::Sm90a).debug_waits(debug);
         let c = Compiler::global()

@@ -3,16 +3,17 @@
 //! `tensor_maps` encodes the four maps over device buffers in that order, and a kernel that
 //! loads q, k and v on one barrier (`tma_group`) and stores q + k + v (16-bit values added as
 //! small integers, exact; each element read through `at`) through `o` produces the right
-//! tensor. Skips visibly without a GPU.
+//! tensor. The kernel's plan holds the set as its one region: shared memory and launch are
+//! the plan's. Skips visibly without a GPU.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 #[path = "gpu/support.rs"]
 mod support;
 
 use support::Device;
-use tma::runtime::LaunchConfig;
+use tma::plan::{KernelPlan, ValidKernelPlan};
 use tma::runtime::{CompileOptions, Source};
-use tma::{Arch, TmaTiles};
+use tma::{Arch, TmaTiles, ValidSpec};
 
 #[derive(TmaTiles)]
 struct Attention {
@@ -27,13 +28,15 @@ struct Attention {
 }
 
 /// The kernel names everything through the set struct `tma_attention` and its parameter
-/// macro: the tiles (`S::q`), their offsets, the group expect. Nothing is pasted into it.
+/// macro: the tiles (`S::q`), their offsets, the group expect; the set's place in shared
+/// memory is its plan's (`tma_plan_qkv_sum`). Nothing is pasted into it.
 const BODY: &str = r#"
-extern "C" __global__ void qkv_sum(TMA_ATTENTION_PARAMS) {
+extern "C" __global__ void TMA_PLAN_QKV_SUM_LAUNCH_BOUNDS qkv_sum(TMA_ATTENTION_PARAMS) {
   using S = tma_attention;
+  using P = tma_plan_qkv_sum;
   extern __shared__ unsigned char raw[];
   __shared__ __align__(8) tma_mbarrier bar;
-  unsigned char* smem = tma_align_smem<S>(raw);
+  unsigned char* smem = P::attention(P::base(raw));
   unsigned char* q = smem + S::OFFSET_q;
   unsigned char* k = smem + S::OFFSET_k;
   unsigned char* v = smem + S::OFFSET_v;
@@ -63,8 +66,22 @@ extern "C" __global__ void qkv_sum(TMA_ATTENTION_PARAMS) {
 }
 "#;
 
+/// The kernel's plan: the derived set (the same members `kernel_source` declares) as its one
+/// region, 256 threads.
+fn plan() -> ValidKernelPlan {
+    let members: Vec<(&str, &ValidSpec)> = ["q", "k", "v", "o"]
+        .into_iter()
+        .zip(Attention::valid_specs())
+        .collect();
+    KernelPlan::new("qkv_sum")
+        .tile_set("attention", &members)
+        .block_threads(256)
+        .validate()
+        .unwrap()
+}
+
 fn source() -> Source {
-    Source::new(Attention::kernel_source().body(BODY).build().unwrap())
+    Source::kernel(&Attention::kernel_source().plan(&plan()).body(BODY)).unwrap()
 }
 
 fn options() -> CompileOptions {
@@ -117,8 +134,7 @@ fn gpu_derived_tiles_encode_and_run() {
     );
     let module = dev.load(&source(), &options());
     let kernel = module.kernel("qkv_sum").unwrap();
-    let cfg = LaunchConfig::new(stream, ((s / 64) as u32, 1, 1), (256, 1, 1))
-        .dynamic_smem((Attention::SMEM_BYTES + Attention::SMEM_ALIGN) as u32);
+    let cfg = kernel.plan_config(stream, ((s / 64) as u32, 1, 1)).unwrap();
     let mut launch = kernel.launch_builder(&cfg);
     for map in &maps {
         launch.arg(map);

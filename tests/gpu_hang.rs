@@ -39,14 +39,14 @@ extern "C" __global__ void wrong_byte_count(const __grid_constant__ CUtensorMap 
 }
 "#;
 
+/// With its description (`Source::kernel`): the hang record names the tile.
 fn source() -> Source {
-    Source::new(
-        KernelSource::new()
+    Source::kernel(
+        &KernelSource::new()
             .tile_as(HangTile::valid(), "Hang")
-            .body(BODY)
-            .build()
-            .unwrap(),
+            .body(BODY),
     )
+    .unwrap()
 }
 
 /// Without a GPU the kernel still compiles (CI).
@@ -71,7 +71,8 @@ fn gpu_a_wrong_byte_count_becomes_a_barrier_timeout() {
     let input = stream.clone_htod(&vec![1.0f32; 64 * 64]).unwrap();
     let mut out = stream.alloc_zeros::<f32>(128).unwrap();
     let map = TensorMap::new(&HangTile::bind(&[64, 64]).unwrap(), &input).unwrap();
-    let cfg = LaunchConfig::new(stream, (2, 1, 1), (128, 1, 1));
+    // The tile lives in static shared memory: no dynamic shared memory to hold it.
+    let cfg = LaunchConfig::new(stream, (2, 1, 1), (128, 1, 1)).unchecked_dynamic_smem();
     // SAFETY: wrong_byte_count(CUtensorMap, float*) with 128 floats of output.
     let (result, elapsed) = support::timed(|| unsafe {
         kernel
@@ -85,9 +86,15 @@ fn gpu_a_wrong_byte_count_becomes_a_barrier_timeout() {
             tile,
             expected_tx,
             phase,
+            waited_ns,
             ..
         }) => {
             assert_eq!(tile, "hang_tile");
+            // The real wait: at least the debug bound, not the 0 a cut-short record said.
+            assert!(
+                waited_ns >= support::SHORT_DEBUG_TIMEOUT_NS,
+                "waited {waited_ns} ns"
+            );
             assert_eq!(u64::from(expected_tx), HangTile::TX_BYTES);
             assert_eq!(phase, 0);
         }

@@ -353,7 +353,7 @@ fn hex(bytes: &[u8]) -> String {
 
 #[test]
 fn probe_kernels_compile() {
-    if tma_runtime::testing::require_nvrtc_or_skip("probe_kernels_compile").is_none() {
+    if tma_test_support::skip::require_nvrtc_or_skip("probe_kernels_compile").is_none() {
         return;
     }
     let compiled = Compiler::global()

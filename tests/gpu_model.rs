@@ -11,8 +11,8 @@ mod support;
 
 use support::{Gpu, Mismatch};
 use tma_core::model::{self, ReduceOp};
-use tma_core::testgen::{random_valid_spec, XorShift};
 use tma_core::{Arch, BoundSpec, DType, Interleave, Swizzle};
+use tma_test_support::testgen::{random_valid_spec, XorShift};
 
 /// How many random specs each direction checks (override with `TMA_GPU_SPECS`).
 fn spec_count() -> usize {

@@ -1,8 +1,9 @@
 //! The multicast load on real clusters: in each cluster of 2 (and of 4) blocks, block rank 0
 //! issues `load_multicast` with a mask of every rank, and each block waits on its own
 //! mbarrier (armed for the tile's `TX_BYTES`) and copies its shared memory out. Every block
-//! must hold the same box, equal to the CPU model's load, bit for bit. Skips visibly without
-//! a GPU.
+//! must hold the same box, equal to the CPU model's load, bit for bit. One kernel per cluster
+//! size, each a plan (the tile, one staging copy, 128 threads, its cluster): shared memory and
+//! launch are the plan's. Skips visibly without a GPU.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 #[path = "gpu/support.rs"]
@@ -10,9 +11,10 @@ mod support;
 
 use support::Device;
 use tma::model;
+use tma::plan::{KernelPlan, ValidKernelPlan};
 use tma::render::KernelSource;
 use tma::runtime::Source;
-use tma::runtime::{LaunchConfig, TensorMap};
+use tma::runtime::TensorMap;
 use tma::Tile;
 
 tma::tma_2d! {
@@ -23,12 +25,16 @@ tma::tma_2d! {
     swizzle = 128,
 }
 
-/// `Cast` is the tile's name for this kernel (KernelSource::tile_as).
+/// The cluster sizes probed: kernel `multicast_probe_c<n>` for each.
+const CLUSTERS: [u32; 2] = [2, 4];
+
+/// `Cast` is the tile's name for these kernels, `tma_plan_multicast_probe_c<n>` their plans.
 const BODY: &str = r#"
-extern "C" __global__ void multicast_probe(const __grid_constant__ CUtensorMap map, unsigned char* out) {
+template <class Plan>
+static __device__ __forceinline__ void multicast_probe(const CUtensorMap& map, unsigned char* out) {
   extern __shared__ unsigned char raw[];
   __shared__ __align__(8) tma_mbarrier bar;
-  unsigned char* smem = tma_align_smem<Cast>(raw);
+  unsigned char* smem = Plan::box(Plan::base(raw), 0);
   unsigned rank, size;
   asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
   asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(size));
@@ -49,16 +55,32 @@ extern "C" __global__ void multicast_probe(const __grid_constant__ CUtensorMap m
   // No block leaves while a peer's copy may still target it.
   asm volatile("barrier.cluster.arrive.release.aligned; barrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
+extern "C" __global__ void TMA_PLAN_MULTICAST_PROBE_C2_LAUNCH_BOUNDS
+multicast_probe_c2(const __grid_constant__ CUtensorMap map, unsigned char* out) {
+  multicast_probe<tma_plan_multicast_probe_c2>(map, out);
+}
+extern "C" __global__ void TMA_PLAN_MULTICAST_PROBE_C4_LAUNCH_BOUNDS
+multicast_probe_c4(const __grid_constant__ CUtensorMap map, unsigned char* out) {
+  multicast_probe<tma_plan_multicast_probe_c4>(map, out);
+}
 "#;
 
+/// The plan of `multicast_probe_c<cluster>`.
+fn plan(cluster: u32) -> ValidKernelPlan {
+    KernelPlan::new(format!("multicast_probe_c{cluster}"))
+        .tile("Cast", CastTile::valid())
+        .staging("box", CastTile::valid(), 1)
+        .block_threads(128)
+        .cluster([cluster, 1, 1])
+        .validate()
+        .unwrap()
+}
+
 fn source() -> Source {
-    Source::new(
-        KernelSource::new()
-            .tile_as(CastTile::valid(), "Cast")
-            .body(BODY)
-            .build()
-            .unwrap(),
-    )
+    let source = CLUSTERS
+        .into_iter()
+        .fold(KernelSource::new(), |s, c| s.plan(&plan(c)));
+    Source::kernel(&source.body(BODY)).unwrap()
 }
 
 /// Without a GPU the kernel still compiles (CI).
@@ -68,7 +90,11 @@ fn the_multicast_kernel_compiles() {
     let Some(compiled) = support::compile_or_skip(test, &source(), &support::debug_waits()) else {
         return;
     };
-    assert!(compiled.ptx.contains(".entry multicast_probe"));
+    for cluster in CLUSTERS {
+        assert!(compiled
+            .ptx
+            .contains(&format!(".entry multicast_probe_c{cluster}(")));
+    }
 }
 
 #[test]
@@ -87,16 +113,16 @@ fn gpu_multicast_fills_every_block_of_the_cluster() {
     let d_in = stream.clone_htod(&values).unwrap();
     let map = TensorMap::new(&bound, &d_in).unwrap();
     let module = dev.load(&source(), &support::debug_waits());
-    let kernel = module.kernel("multicast_probe").unwrap();
     let per_block = CastTile::SMEM_BYTES as usize;
-    for cluster in [2u32, 4] {
+    for cluster in CLUSTERS {
+        let kernel = module
+            .kernel(&format!("multicast_probe_c{cluster}"))
+            .unwrap();
         let blocks = 4 * cluster;
         let mut out = stream
             .clone_htod(&vec![0xa5u8; blocks as usize * per_block])
             .unwrap();
-        let cfg = LaunchConfig::new(stream, (blocks, 1, 1), (128, 1, 1))
-            .dynamic_smem((CastTile::SMEM_BYTES + CastTile::SMEM_ALIGN) as u32)
-            .cluster((cluster, 1, 1));
+        let cfg = kernel.plan_config(stream, (blocks, 1, 1)).unwrap();
         // SAFETY: multicast_probe(CUtensorMap, unsigned char*) with one footprint per block.
         unsafe {
             kernel

@@ -11,9 +11,11 @@
 //! the union of two masks), and one released by 6 consumer warps (`Consumers::Warps`) rather
 //! than warpgroups. Fresh random data each run; outputs poisoned.
 //!
-//! A launch off a pipeline's cluster shape or below its DYNAMIC_SMEM_BYTES is refused on the
-//! host (`Error::PipelineLaunch`); past that check (`unchecked_pipelines`), a debug build's
-//! `init()` names it (`Rule::PipelineLaunchShape`).
+//! The source goes with its typed description (`Source::kernel`). `ring_mc_yx` is a kernel
+//! plan's: a launch off its plan (its pipeline's cluster shape and DYNAMIC_SMEM_BYTES) is
+//! refused on the host (`Error::PlanLaunch`). The other kernels have no plan: a launch that
+//! fits none of the source's pipelines is refused (`Error::PipelineLaunch`); past that check
+//! (`unchecked_pipelines`), a debug build's `init()` names it (`Rule::PipelineLaunchShape`).
 //!
 //! Without a GPU the kernels still compile to sm_90a, and their SASS is checked (no local
 //! memory; the producer's UTMALDG count, the multicast's).
@@ -21,6 +23,7 @@
 
 use tma::model;
 use tma::pipeline::{ClusterAxis, Consumers, PipelineSpec, ValidPipeline, WarpRoles};
+use tma::plan::KernelPlan;
 use tma::render::KernelSource;
 use tma::runtime::{CompileOptions, Compiler, LaunchConfig, Module, Source, TensorMap};
 use tma::{validate, Arch, DType, Swizzle, TileSpec, ValidSpec};
@@ -313,7 +316,19 @@ fn source() -> Source {
         ));
     }
     for r in mc_rings() {
-        src = src.pipeline(&r.pipe);
+        // `ring_mc_yx` launches from a plan (its pipeline and warp roles); the others hold
+        // their pipelines outside any plan.
+        src = if r.kernel == PLANNED {
+            let roles = if r.warpgroups == 1 { &w1 } else { &w2 };
+            let plan = KernelPlan::new(r.kernel)
+                .pipeline(&r.pipe)
+                .roles(roles)
+                .validate()
+                .unwrap();
+            src.plan(&plan)
+        } else {
+            src.pipeline(&r.pipe)
+        };
         body.push_str(&entry(
             r.kernel,
             &format!("tma_pipe_{}", r.pipe.spec().name),
@@ -322,7 +337,41 @@ fn source() -> Source {
             axis_arg(r.axis_b),
         ));
     }
-    Source::new(src.body(&body).build().unwrap())
+    Source::kernel(&src.body(&body)).unwrap()
+}
+
+/// The ring kernel that launches from a kernel plan.
+const PLANNED: &str = "ring_mc_yx";
+
+/// Without a GPU: the source's description carries `ring_mc_yx`'s plan, which is the launch
+/// the streaming test gives it (its pipeline's cluster and DYNAMIC_SMEM_BYTES, its roles'
+/// block), and the pipelines the other kernels are checked against, not the plan's.
+#[test]
+fn the_planned_ring_launches_as_its_pipeline() {
+    let source = source();
+    let facts = source.facts().unwrap();
+    let ring = mc_rings()
+        .into_iter()
+        .find(|r| r.kernel == PLANNED)
+        .unwrap();
+    let plan = facts.plan(PLANNED).unwrap();
+    assert_eq!(
+        (plan.block, plan.cluster, u64::from(plan.dynamic_smem_bytes)),
+        (
+            [128 * (1 + ring.warpgroups), 1, 1],
+            ring.pipe.spec().cluster,
+            ring.pipe.dynamic_smem_bytes()
+        )
+    );
+    assert_eq!(source.plans().len(), 1);
+    let unplanned: Vec<&str> = (facts.pipelines.iter())
+        .filter(|p| p.outside_plans)
+        .map(|p| p.name.as_str())
+        .collect();
+    assert_eq!(unplanned.len(), RINGS.len() + mc_rings().len() - 1);
+    assert!(!unplanned.contains(&"mc_yx") && unplanned.contains(&"mc"));
+    // Ids in the order added: `mc` is pipeline 8 (the debug test's record names it so).
+    assert_eq!(facts.pipeline(8).map(|p| p.name.as_str()), Some("mc"));
 }
 
 fn options(debug: bool) -> CompileOptions {
@@ -370,7 +419,7 @@ fn count(sass: &str, op: &str) -> usize {
 #[test]
 fn the_pipeline_kernels_compile_without_local_memory() {
     let test = "the_pipeline_kernels_compile_without_local_memory";
-    if tma::runtime::testing::require_nvrtc_or_skip(test).is_none() {
+    if tma_test_support::skip::require_nvrtc_or_skip(test).is_none() {
         return;
     }
     let compiler = Compiler::global().unwrap();
@@ -424,7 +473,8 @@ impl Rng {
 
 #[test]
 fn gpu_rings_stream_every_stage_intact() {
-    let Some(_) = tma::runtime::testing::require_gpu_or_skip("gpu_rings_stream_every_stage_intact")
+    let Some(_) =
+        tma_test_support::skip::require_gpu_or_skip("gpu_rings_stream_every_stage_intact")
     else {
         return;
     };
@@ -659,12 +709,14 @@ impl RingArgs {
     }
 }
 
-/// A launch off the pipeline's cluster shape, or below its DYNAMIC_SMEM_BYTES, is refused on
-/// the host before the driver (the context stays usable: the right launch then runs).
+/// A launch off a plan kernel's plan (`ring_mc_yx`: its pipeline's cluster shape and
+/// DYNAMIC_SMEM_BYTES, its roles' block) is refused on the host before the driver (the
+/// context stays usable: the right launch then runs); so is a launch of a kernel without a
+/// plan (`ring_mc`) that fits none of the pipelines its source holds outside plans.
 #[test]
 fn gpu_a_launch_off_the_pipelines_shape_is_refused_on_the_host() {
     use tma::runtime::Error;
-    let Some(_) = tma::runtime::testing::require_gpu_or_skip(
+    let Some(_) = tma_test_support::skip::require_gpu_or_skip(
         "gpu_a_launch_off_the_pipelines_shape_is_refused_on_the_host",
     ) else {
         return;
@@ -680,7 +732,7 @@ fn gpu_a_launch_off_the_pipelines_shape_is_refused_on_the_host() {
     .unwrap();
     let ring = mc_rings()
         .into_iter()
-        .find(|r| r.kernel == "ring_mc_yx")
+        .find(|r| r.kernel == PLANNED)
         .unwrap();
     let kernel = module.kernel(ring.kernel).unwrap();
     let mut args = RingArgs::new(&stream, &ring.pipe, true);
@@ -692,10 +744,14 @@ fn gpu_a_launch_off_the_pipelines_shape_is_refused_on_the_host() {
             None => c,
         }
     };
-    // The kernel's PTX names the one pipeline it initialises: its launches are held to it
-    // alone, though other pipelines of the source have 1x1x1, 2x1x1 and 1x2x1 clusters.
-    let names: Vec<&str> = kernel.pipelines().iter().map(|p| p.name.as_str()).collect();
-    assert_eq!(names, ["mc_yx"]);
+    // The kernel's plan is its pipeline's shape: its launches are held to it alone, though
+    // other pipelines of the source have 1x1x1, 2x1x1 and 1x2x1 clusters.
+    let plan = kernel.plan().expect("ring_mc_yx has a plan");
+    assert_eq!(
+        (plan.block, plan.cluster, plan.dynamic_smem_bytes),
+        ([256, 1, 1], [2, 2, 1], smem)
+    );
+    assert!(kernel.pipelines().is_empty() && kernel.min_dynamic_smem() == 0);
     // A cluster no pipeline of the source declares (4x1x1), clusters other pipelines of the
     // source declare, and no cluster.
     for (grid, cluster) in [
@@ -707,36 +763,81 @@ fn gpu_a_launch_off_the_pipelines_shape_is_refused_on_the_host() {
         // SAFETY: refused before the driver (checked below).
         match unsafe { args.launch(&kernel, &cfg(grid, cluster, smem)) } {
             Err(
-                e @ Error::PipelineLaunch {
-                    what: "cluster", ..
+                e @ Error::PlanLaunch {
+                    field: "cluster", ..
                 },
             ) => println!("refused: {e}"),
             other => panic!("cluster {cluster:?}: {other:?}"),
         }
     }
-    // The largest tile plus its slack passes the tiles' check, not the pipeline's.
-    let largest = kernel.min_dynamic_smem() as u32;
+    // The largest tile plus its slack (what a kernel without a plan is held to) is not the
+    // plan's shared memory, nor is less or more than it.
+    let ring_mc = module.kernel("ring_mc").unwrap();
+    let largest = ring_mc.min_dynamic_smem() as u32;
     assert!(largest < smem, "{largest} {smem}");
-    for given in [largest, smem - 16] {
+    for given in [largest, smem - 16, smem + 1024] {
         // SAFETY: refused before the driver.
         match unsafe { args.launch(&kernel, &cfg(ring.grid, Some(ring.cluster()), given)) } {
             Err(
-                e @ Error::PipelineLaunch {
-                    what: "dynamic shared memory",
+                e @ Error::PlanLaunch {
+                    field: "dynamic shared memory",
                     ..
                 },
             ) => println!("refused: {e}"),
             other => panic!("{given} B: {other:?}"),
         }
     }
-    // The declared shape runs, and streams intact (zeros in, zeros compared).
+    // The plan's shape runs, and streams intact (zeros in, zeros compared).
     // SAFETY: the ring's own shape.
     unsafe { args.launch(&kernel, &cfg(ring.grid, Some(ring.cluster()), smem)) }.unwrap();
     assert_eq!(stream.clone_dtoh(&args.bad).unwrap()[0], 0);
     println!(
-        "ring_mc_yx with cluster {:?} and {smem} B: ran",
+        "{PLANNED} with cluster {:?} and {smem} B: ran",
         ring.cluster()
     );
+    // A kernel without a plan may run any pipeline the source holds outside plans (not the
+    // plan's): a launch must fit one of them.
+    let names: Vec<&str> = ring_mc
+        .pipelines()
+        .iter()
+        .map(|p| p.name.as_str())
+        .collect();
+    assert!(
+        names.contains(&"mc") && !names.contains(&"mc_yx"),
+        "{names:?}"
+    );
+    let mc = multicast_ring();
+    let mut mc_args = RingArgs::new(&stream, &mc, false);
+    // No pipeline of the source has 4x1x1.
+    let c = cfg((4, 1, 1), Some((4, 1, 1)), mc.dynamic_smem_bytes() as u32);
+    // SAFETY: refused before the driver.
+    match unsafe { mc_args.launch(&ring_mc, &c) } {
+        Err(
+            e @ Error::PipelineLaunch {
+                what: "cluster", ..
+            },
+        ) => println!("refused: {e}"),
+        other => panic!("ring_mc, cluster 4x1x1: {other:?}"),
+    }
+    // 2x1x1 is `mc`'s and `mc_warps`'s: below the smaller of their DYNAMIC_SMEM_BYTES.
+    let least = ring_mc
+        .pipelines()
+        .iter()
+        .filter(|p| p.cluster == [2, 1, 1])
+        .map(|p| p.dynamic_smem_bytes)
+        .min()
+        .unwrap() as u32;
+    let c = cfg((4, 1, 1), Some((2, 1, 1)), least - 16);
+    // SAFETY: refused before the driver.
+    match unsafe { mc_args.launch(&ring_mc, &c) } {
+        Err(
+            e @ Error::PipelineLaunch {
+                what: "dynamic shared memory",
+                ..
+            },
+        ) => println!("refused: {e}"),
+        other => panic!("ring_mc, {} B: {other:?}", least - 16),
+    }
 }
 
 /// Past the host check (`unchecked_pipelines`), a debug build's `init()` names a launch off
@@ -745,7 +846,7 @@ fn gpu_a_launch_off_the_pipelines_shape_is_refused_on_the_host() {
 #[test]
 fn gpu_debug_init_names_a_launch_off_the_pipelines_cluster() {
     use tma::runtime::Error;
-    let Some(_) = tma::runtime::testing::require_gpu_or_skip(
+    let Some(_) = tma_test_support::skip::require_gpu_or_skip(
         "gpu_debug_init_names_a_launch_off_the_pipelines_cluster",
     ) else {
         return;
@@ -790,7 +891,7 @@ fn gpu_debug_init_names_a_launch_off_the_pipelines_cluster() {
 fn gpu_debug_init_names_too_little_dynamic_smem() {
     use tma::runtime::Error;
     let Some(_) =
-        tma::runtime::testing::require_gpu_or_skip("gpu_debug_init_names_too_little_dynamic_smem")
+        tma_test_support::skip::require_gpu_or_skip("gpu_debug_init_names_too_little_dynamic_smem")
     else {
         return;
     };

@@ -115,7 +115,7 @@ fn options(debug: bool) -> CompileOptions {
 #[test]
 fn the_plan_kernel_compiles_and_its_module_carries_the_plan() {
     let test = "the_plan_kernel_compiles_and_its_module_carries_the_plan";
-    if tma::runtime::testing::require_nvrtc_or_skip(test).is_none() {
+    if tma_test_support::skip::require_nvrtc_or_skip(test).is_none() {
         return;
     }
     let compiler = Compiler::global().unwrap();
@@ -127,12 +127,14 @@ fn the_plan_kernel_compiles_and_its_module_carries_the_plan() {
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(compiled.plan("plan_copy"), Some(plan().launch()));
         assert_eq!(compiled.plan("other"), None);
-        // The same text without the plan is another compile (its key covers the plans).
+        // The same text without its description is another compile (its key covers the
+        // description), with no plan: nothing is read back out of the text.
         let bare = compiler
             .compile_source(&Source::new(source.text()), &options(debug))
             .unwrap();
         assert_ne!(bare.key, compiled.key);
-        assert!(bare.plans.is_empty());
+        assert!(bare.plans().is_empty() && bare.facts.is_none());
+        assert_eq!(bare.plan("plan_copy"), None);
     }
     let launch = plan().launch().clone();
     println!("{launch}");
@@ -142,7 +144,7 @@ fn the_plan_kernel_compiles_and_its_module_carries_the_plan() {
 #[test]
 fn gpu_a_plan_kernel_launches_from_its_plan_and_only_so() {
     let test = "gpu_a_plan_kernel_launches_from_its_plan_and_only_so";
-    let Some(_) = tma::runtime::testing::require_gpu_or_skip(test) else {
+    let Some(_) = tma_test_support::skip::require_gpu_or_skip(test) else {
         return;
     };
     let ctx = cudarc::driver::CudaContext::new(0).unwrap();

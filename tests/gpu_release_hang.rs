@@ -75,14 +75,14 @@ extern "C" __global__ void right_byte_count(const __grid_constant__ CUtensorMap 
 }
 "#;
 
+/// With its description (`Source::kernel`): the hang record names the tile.
 fn tile_source() -> Source {
-    Source::new(
-        KernelSource::new()
+    Source::kernel(
+        &KernelSource::new()
             .tile_as(ReleaseTile::valid(), "Rel")
-            .body(BODY)
-            .build()
-            .unwrap(),
+            .body(BODY),
     )
+    .unwrap()
 }
 
 fn ring() -> ValidPipeline {
@@ -115,14 +115,9 @@ extern "C" __global__ void ring_hang(const __grid_constant__ CUtensorMap a, cons
 }
 "#;
 
+/// With its description: the hang record names the pipeline and its tiles.
 fn ring_source() -> Source {
-    Source::new(
-        KernelSource::new()
-            .pipeline(&ring())
-            .body(RING_BODY)
-            .build()
-            .unwrap(),
-    )
+    Source::kernel(&KernelSource::new().pipeline(&ring()).body(RING_BODY)).unwrap()
 }
 
 /// Release PTX has the bound (the timer, the trap and the record's global) only when asked
@@ -168,7 +163,8 @@ fn gpu_release_wrong_byte_count_becomes_a_barrier_timeout() {
     let input = stream.clone_htod(&vec![1.0f32; 64 * 64]).unwrap();
     let mut out = stream.alloc_zeros::<f32>(128).unwrap();
     let map = TensorMap::new(&ReleaseTile::bind(&[64, 64]).unwrap(), &input).unwrap();
-    let cfg = LaunchConfig::new(stream, (2, 1, 1), (128, 1, 1));
+    // The tile lives in static shared memory: no dynamic shared memory to hold it.
+    let cfg = LaunchConfig::new(stream, (2, 1, 1), (128, 1, 1)).unchecked_dynamic_smem();
     // SAFETY: wrong_byte_count(CUtensorMap, float*) with 128 floats of output.
     let (result, elapsed) = support::timed(|| unsafe {
         kernel
@@ -275,7 +271,8 @@ fn gpu_unbounded_module_loads_without_a_record_and_runs() {
         );
         let kernel = module.kernel("right_byte_count").unwrap();
         let mut out = stream.alloc_zeros::<f32>(256).unwrap();
-        let cfg = LaunchConfig::new(stream, (1, 1, 1), (128, 1, 1));
+        // The tile lives in static shared memory.
+        let cfg = LaunchConfig::new(stream, (1, 1, 1), (128, 1, 1)).unchecked_dynamic_smem();
         let start = Instant::now();
         // SAFETY: right_byte_count(CUtensorMap, float*) with 256 floats of output.
         unsafe {

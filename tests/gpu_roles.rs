@@ -142,7 +142,7 @@ fn the_roles_kernel_compiles_and_launches_as_its_roles() {
         plan().plan().roles.as_ref().unwrap().roles().consumers,
         RoleWarps::Warps(4)
     );
-    if tma::runtime::testing::require_nvrtc_or_skip(test).is_none() {
+    if tma_test_support::skip::require_nvrtc_or_skip(test).is_none() {
         return;
     }
     let compiler = Compiler::global().unwrap();
@@ -174,7 +174,7 @@ fn the_roles_kernel_compiles_and_launches_as_its_roles() {
 #[test]
 fn gpu_consumer_warps_store_from_their_stage_before_releasing_it() {
     let test = "gpu_consumer_warps_store_from_their_stage_before_releasing_it";
-    let Some(_) = tma::runtime::testing::require_gpu_or_skip(test) else {
+    let Some(_) = tma_test_support::skip::require_gpu_or_skip(test) else {
         return;
     };
     let ctx = cudarc::driver::CudaContext::new(0).unwrap();
@@ -260,7 +260,7 @@ fn gpu_consumer_warps_store_from_their_stage_before_releasing_it() {
 #[test]
 fn gpu_debug_a_consumer_past_its_barriers_is_named() {
     let test = "gpu_debug_a_consumer_past_its_barriers_is_named";
-    let Some(_) = tma::runtime::testing::require_gpu_or_skip(test) else {
+    let Some(_) = tma_test_support::skip::require_gpu_or_skip(test) else {
         return;
     };
     let ctx = cudarc::driver::CudaContext::new(0).unwrap();

@@ -12,12 +12,13 @@ mod support;
 
 use cudarc::driver::CudaSlice;
 use support::Gpu;
+use tma::plan::KernelPlan;
 use tma::render::KernelSource;
-use tma::runtime::{CompileOptions, Compiler, LaunchConfig, Module, Source};
+use tma::runtime::{CompileOptions, Compiler, Module, Source};
 use tma::smem::ElementOffsets;
 use tma_core::model::{self, ModelOptions};
-use tma_core::testgen::{random_valid_spec, XorShift};
 use tma_core::{Arch, BoundSpec, OobFill};
+use tma_test_support::testgen::{random_valid_spec, XorShift};
 
 /// Specs per run (one kernel each).
 const SPECS: usize = 64;
@@ -31,7 +32,8 @@ const COORDS: [&str; 5] = [
     "#define PROBE_COORDS {.d0 = c[0], .d1 = c[1], .d2 = c[2], .d3 = c[3], .d4 = c[4]}\n",
 ];
 
-/// `T` is the tile (KernelSource::tile_as). Element n (x CHUNK_ELEMENTS + k with interleave)
+/// `T` is the tile and `tma_plan_shape_probe` the kernel's plan (`probe_source`: shared memory
+/// and launch are the plan's). Element n (x CHUNK_ELEMENTS + k with interleave)
 /// of `out` is position n (element k of that chunk) read through T::at.
 const BODY: &str = r#"
 template <class Tile>
@@ -44,10 +46,12 @@ static __device__ void probe_dump(const unsigned char* smem, typename Tile::elem
   }
 }
 
-extern "C" __global__ void shape_probe(const __grid_constant__ CUtensorMap map, const int* c, T::elem* out) {
+extern "C" __global__ void TMA_PLAN_SHAPE_PROBE_LAUNCH_BOUNDS
+shape_probe(const __grid_constant__ CUtensorMap map, const int* c, T::elem* out) {
+  using P = tma_plan_shape_probe;
   extern __shared__ unsigned char raw[];
   __shared__ alignas(8) tma_mbarrier bar;
-  unsigned char* smem = tma_align_smem<T>(raw);
+  unsigned char* smem = P::box(P::base(raw), 0);
   if (threadIdx.x == 0) {
     tma_mbarrier_init(&bar, 1);
     tma_fence_mbarrier_init();
@@ -105,16 +109,20 @@ fn expected(bound: &BoundSpec, global: &[u8], coords: &[i64]) -> Vec<u8> {
     want
 }
 
-/// The probe kernel of every spec, compiled by NVRTC for sm_90a.
+/// The probe kernel of every spec, compiled by NVRTC for sm_90a: its plan (the tile as `T`,
+/// one staging copy of it, 128 threads) and the body.
 fn probe_source(bound: &BoundSpec) -> Source {
-    Source::new(
-        KernelSource::new()
-            .tile_as(bound.valid(), "T")
-            .body(COORDS[bound.spec().rank() - 1])
-            .body(BODY)
-            .build()
-            .unwrap(),
-    )
+    let plan = KernelPlan::new("shape_probe")
+        .tile("T", bound.valid())
+        .staging("box", bound.valid(), 1)
+        .block_threads(128)
+        .validate()
+        .unwrap();
+    let source = KernelSource::new()
+        .plan(&plan)
+        .body(COORDS[bound.spec().rank() - 1])
+        .body(BODY);
+    Source::kernel(&source).unwrap()
 }
 
 fn options() -> CompileOptions {
@@ -125,7 +133,7 @@ fn options() -> CompileOptions {
 #[test]
 fn the_probe_compiles_for_random_specs() {
     let test = "the_probe_compiles_for_random_specs";
-    if tma::runtime::testing::require_nvrtc_or_skip(test).is_none() {
+    if tma_test_support::skip::require_nvrtc_or_skip(test).is_none() {
         return;
     }
     let mut rng = XorShift::new(0x5a9e);
@@ -177,12 +185,9 @@ fn gpu_at_reads_every_element_where_tma_wrote_it() {
         let c: Vec<i32> = coords.iter().map(|&x| x as i32).collect();
         let d_coords = gpu.stream.clone_htod(&c).unwrap();
         let mut out: CudaSlice<u8> = gpu.stream.clone_htod(&vec![0xa5u8; want.len()]).unwrap();
-        let plan = bound.plan();
-        let cfg = LaunchConfig::new(&gpu.stream, (1, 1, 1), (128, 1, 1))
-            .dynamic_smem((plan.footprint_bytes + plan.align_bytes) as u32);
+        let cfg = kernel.plan_config(&gpu.stream, (1, 1, 1)).unwrap();
         // SAFETY: shape_probe(CUtensorMap, const int* (rank coordinates), T::elem* (one per
-        // position and chunk element: want.len() bytes)); the dynamic shared memory covers the
-        // aligned footprint.
+        // position and chunk element: want.len() bytes)); the launch is the plan's.
         let launched = unsafe {
             kernel
                 .launch_builder(&cfg)

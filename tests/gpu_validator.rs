@@ -10,10 +10,10 @@
 mod support;
 
 use std::collections::BTreeMap;
-use tma_core::testgen::{random_valid_spec, XorShift};
 use tma_core::{
     validate, Arch, DType, EncodeArgs, Extent, Interleave, OobFill, Rule, Swizzle, TileSpec,
 };
+use tma_test_support::testgen::{random_valid_spec, XorShift};
 
 /// One field pushed to (or just past) a documented boundary.
 fn mutate(

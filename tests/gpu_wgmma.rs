@@ -12,8 +12,8 @@ use tma::model;
 use tma::render::{wgmma_exercise_body, KernelSource};
 use tma::runtime::{CompileOptions, Compiler, LaunchConfig, Module, Source, TensorMap};
 use tma::spec::{Major, Operand, WgmmaOperand};
-use tma::testing::testgen::{operand_case, XorShift};
 use tma::{Arch, BoundSpec, DType, Swizzle};
+use tma_test_support::testgen::{operand_case, XorShift};
 
 /// The element bits of small integer `v` (|v| <= 3) in `dtype`, little-endian.
 fn encode(dtype: DType, v: i32) -> Vec<u8> {
@@ -207,7 +207,7 @@ fn source(case: &Case) -> Source {
 #[test]
 fn every_operand_combination_compiles() {
     let test = "every_operand_combination_compiles";
-    if tma::runtime::testing::require_nvrtc_or_skip(test).is_none() {
+    if tma_test_support::skip::require_nvrtc_or_skip(test).is_none() {
         return;
     }
     let mut rng = XorShift::new(0x0013_c0de);
@@ -226,7 +226,7 @@ fn every_operand_combination_compiles() {
 #[test]
 fn gpu_wgmma_through_generated_descriptors_matches_the_cpu_product() {
     let test = "gpu_wgmma_through_generated_descriptors_matches_the_cpu_product";
-    let Some(info) = tma::runtime::testing::require_gpu_or_skip(test) else {
+    let Some(info) = tma_test_support::skip::require_gpu_or_skip(test) else {
         return;
     };
     println!("device: {}", info.name);
@@ -322,7 +322,7 @@ fn mn_k(c: &[i64], major: Major) -> (i32, i32) {
 #[test]
 fn the_cpu_fragment_layout_is_the_generated_helpers() {
     let test = "the_cpu_fragment_layout_is_the_generated_helpers";
-    if tma::runtime::testing::require_nvrtc_or_skip(test).is_none() {
+    if tma_test_support::skip::require_nvrtc_or_skip(test).is_none() {
         return;
     }
     let mut rng = XorShift::new(0x0013_c0de);

@@ -13,8 +13,8 @@ use tma::model::{self, ReduceOp};
 use tma::render::TileCode;
 use tma::runtime::driver::check_buffer;
 use tma::spec::{Extent, Field, Interleave, L2Promotion, OobFill, Rule, Severity};
-use tma::testing::testgen::{random_valid_spec, XorShift};
 use tma::{validate, Arch, BoundSpec, DType, EncodeArgs, SpecErrors, Swizzle, TileSpec, ValidSpec};
+use tma_test_support::testgen::{random_valid_spec, XorShift};
 
 // ---- the generator ----------------------------------------------------------------------
 
@@ -487,7 +487,7 @@ fn one_case(rng: &mut XorShift, t: &mut Tally) {
     if rng.chance(1, 8) {
         let code = TileCode::new(&valid, 0).expect("a valid spec renders");
         // Nothing rendered wraps a 32-bit field.
-        let literals = tma::testing::testgen::unsigned_literals(code.source());
+        let literals = tma_test_support::testgen::unsigned_literals(code.source());
         assert!(
             literals.iter().all(|&v| v <= u128::from(u32::MAX)),
             "{literals:?}"

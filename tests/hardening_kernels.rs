@@ -24,10 +24,10 @@ use tma::spec::limits::{
     MAX_THREADS_PER_SM, MAX_TX_BYTES,
 };
 use tma::spec::{Major, Operand, Rule, Severity, WgmmaType};
-use tma::testing::testgen::{operand_case, operand_combinations, random_valid_spec, XorShift};
 use tma::wgmma::read::{element_address, read_operand, ReadError, ReadShape};
 use tma::wgmma::{LayoutType, MatrixDescriptor, OperandPlan, ADDRESS_LIMIT};
 use tma::{validate, Arch, DType, Swizzle, TileSpec, ValidSpec};
+use tma_test_support::testgen::{operand_case, operand_combinations, random_valid_spec, XorShift};
 
 // ---- boundary values --------------------------------------------------------------------
 

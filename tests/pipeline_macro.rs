@@ -341,7 +341,7 @@ extern "C" __global__ void TMA_ROLES_GEMM_ROLES_LAUNCH_BOUNDS gemm_ring_sum(
 #[test]
 fn the_declared_pipeline_compiles_to_sm90a() {
     let test = "the_declared_pipeline_compiles_to_sm90a";
-    if tma::runtime::testing::require_nvrtc_or_skip(test).is_none() {
+    if tma_test_support::skip::require_nvrtc_or_skip(test).is_none() {
         return;
     }
     let source = GemmRing::kernel_source()

@@ -38,7 +38,7 @@ pub fn compile_or_skip(
     source: &Source,
     options: &CompileOptions,
 ) -> Option<Arc<Compiled>> {
-    tma_runtime::testing::require_nvrtc_or_skip(test)?;
+    tma_test_support::skip::require_nvrtc_or_skip(test)?;
     Some(
         Compiler::global()
             .unwrap()
@@ -56,7 +56,7 @@ pub struct Device {
 impl Device {
     /// Opens device 0, or prints why not and returns None.
     pub fn open(test: &str) -> Option<Device> {
-        tma_runtime::testing::require_gpu_or_skip(test)?;
+        tma_test_support::skip::require_gpu_or_skip(test)?;
         let ctx = CudaContext::new(0).unwrap();
         let stream = ctx.default_stream();
         Some(Device { ctx, stream })
@@ -73,10 +73,16 @@ pub fn debug_waits() -> CompileOptions {
     CompileOptions::new(Arch::Sm90a).debug_waits(true)
 }
 
+/// The bound of [`short_debug_waits`]: 200 ms.
+pub const SHORT_DEBUG_TIMEOUT_NS: u64 = 200_000_000;
+
 /// Debug waits that give up after 200 ms instead of the default second: a hang test stays
 /// short (a debug option, not a tile fact).
 pub fn short_debug_waits() -> CompileOptions {
-    debug_waits().define("TMA_DEBUG_TIMEOUT_NS", "200000000ull")
+    debug_waits().define(
+        "TMA_DEBUG_TIMEOUT_NS",
+        format!("{SHORT_DEBUG_TIMEOUT_NS}ull"),
+    )
 }
 
 /// Runs a launch meant to hang until the debug waits give up, and prints how it ended and
@@ -122,7 +128,7 @@ pub fn harness_source() -> String {
 impl Gpu {
     /// Opens device 0 and compiles the harness, or prints why not and returns None.
     pub fn open(test: &str) -> Option<Gpu> {
-        let info = tma_runtime::testing::require_gpu_or_skip(test)?;
+        let info = tma_test_support::skip::require_gpu_or_skip(test)?;
         println!(
             "device: {} (cc {:?}, {:?})",
             info.name, info.compute_capability, info.arch

@@ -11,7 +11,7 @@ use std::process::Command;
 use tma_core::pipeline::ValidPipeline;
 use tma_core::render::{KernelSource, RenderError};
 use tma_core::Arch;
-use tma_runtime::{CompileOptions, Compiled, Compiler};
+use tma_runtime::{CompileOptions, Compiled, Compiler, Source};
 
 /// The SASS opcodes TMA issues, and what each is.
 pub const TMA_OPCODES: [(&str, &str); 6] = [
@@ -25,14 +25,15 @@ pub const TMA_OPCODES: [(&str, &str); 6] = [
 
 /// The translation unit: prelude, the tiles' helpers, the pipelines' structs, the kernel's
 /// names for both (each its declared type name: `using MpkA = tma_mpk_a;`, `using GemmRing =
-/// tma_pipe_gemm_ring;`), the kernel at its file's line 1. A pipeline's tiles are among
-/// `tiles` (a `tma_pipeline!` source's tiles are its stage tiles).
+/// tma_pipe_gemm_ring;`), the kernel at its file's line 1, with its typed description (the
+/// tiles' target for the compile's arch, their names for debug records). A pipeline's tiles
+/// are among `tiles` (a `tma_pipeline!` source's tiles are its stage tiles).
 pub fn assemble(
     tiles: &[&Tile],
     pipelines: &[&(String, ValidPipeline)],
     kernel_path: &str,
     kernel: &str,
-) -> Result<String, RenderError> {
+) -> Result<Source, RenderError> {
     let mut src = KernelSource::new();
     for t in tiles {
         src = src.tile_as(&t.checked.valid, &t.ident);
@@ -40,17 +41,17 @@ pub fn assemble(
     for (ident, p) in pipelines {
         src = src.pipeline_as(p, ident);
     }
-    src.body_at(kernel_path, 1, kernel).build()
+    Source::kernel(&src.body_at(kernel_path, 1, kernel))
 }
 
 /// NVRTC through the runtime's compiler (in-process and disk caches).
 pub fn nvrtc(
-    source: &str,
+    source: &Source,
     arch: Arch,
     debug: bool,
 ) -> Result<std::sync::Arc<Compiled>, tma_runtime::Error> {
     let options = CompileOptions::new(arch).debug_waits(debug);
-    Compiler::global()?.compile(source, &options)
+    Compiler::global()?.compile_source(source, &options)
 }
 
 /// A tool on PATH.

@@ -594,7 +594,7 @@ fn compile_cmd(
         }
     };
     if let Some(p) = source_out {
-        if !write_out(Some(p), &assembled, &mut out) {
+        if !write_out(Some(p), assembled.text(), &mut out) {
             return out;
         }
     }

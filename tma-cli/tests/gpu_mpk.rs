@@ -133,7 +133,7 @@ fn the_mpk_example_builds_with_nvcc_and_its_encode_refuses_bad_arguments() {
 #[test]
 fn the_mpk_example_compiles_with_nvrtc_to_tma_instructions() {
     let test = "the_mpk_example_compiles_with_nvrtc_to_tma_instructions";
-    if tma_runtime::testing::require_nvrtc_or_skip(test).is_none() {
+    if tma_test_support::skip::require_nvrtc_or_skip(test).is_none() {
         return;
     }
     let compiled = Compiler::global()
@@ -223,7 +223,7 @@ fn compare(what: &str, input: &[u8], out: &[u8], dump: &[u8]) {
 #[test]
 fn gpu_the_mpk_example_matches_the_model_through_nvrtc() {
     let test = "gpu_the_mpk_example_matches_the_model_through_nvrtc";
-    if tma_runtime::testing::require_gpu_or_skip(test).is_none() {
+    if tma_test_support::skip::require_gpu_or_skip(test).is_none() {
         return;
     }
     let bound = bound();
@@ -269,7 +269,7 @@ fn gpu_the_mpk_example_matches_the_model_through_nvrtc() {
 #[test]
 fn gpu_the_mpk_example_matches_the_model_through_nvcc_and_its_own_encode() {
     let test = "gpu_the_mpk_example_matches_the_model_through_nvcc_and_its_own_encode";
-    if tma_runtime::testing::require_gpu_or_skip(test).is_none() {
+    if tma_test_support::skip::require_gpu_or_skip(test).is_none() {
         return;
     }
     let Some(nvcc) = nvcc(test) else {

@@ -13,20 +13,21 @@
 //! | pipeline | [`pipeline`] | [`pipeline::PipelineSpec`] (stages of valid tiles) -> [`pipeline::ValidPipeline`]; warp roles |
 //! | launch | [`launch`] | a kernel launch's grid, block and cluster against the hardware's limits |
 //! | operands | [`wgmma`] | a wgmma operand tile's matrix descriptors (from its [`SmemPlan`]) and a CPU model of what wgmma reads |
-//! | outputs | [`layout`], [`model`] (and its `picture`), [`render`] | [`EncodeArgs`] in TMA order, the CPU model, generated CUDA |
-//! | | [`manifest`] | the tile lines a translation unit carries for the runtime (name, shared memory, target) |
+//! | outputs | [`encode_args`], [`model`] (and its `picture`), [`render`] | [`EncodeArgs`] in TMA order, the CPU model, generated CUDA |
+//! | | [`facts`] | what a kernel source declares, typed, carried beside its text for the runtime (tiles, pipelines, plans' launches) |
 //!
-//! `testgen` (hidden) makes random valid specs for the property and GPU tests.
+//! Random valid specs for the property and GPU tests live in the `tma-test-support` crate
+//! (not published), not here.
 #![forbid(unsafe_code)]
 
 pub mod dtype;
 pub mod echo;
+pub mod encode_args;
 pub mod error;
+pub mod facts;
 pub mod ident;
 pub mod launch;
-pub mod layout;
 pub mod limits;
-pub mod manifest;
 pub mod model;
 pub mod operand;
 pub mod pipeline;
@@ -38,14 +39,12 @@ pub mod smem;
 pub mod spec;
 pub mod swizzle;
 mod templates;
-#[doc(hidden)] // test scaffolding: random valid specs for the property and GPU tests
-pub mod testgen;
 pub mod validate;
 pub mod wgmma;
 
 pub use dtype::DType;
+pub use encode_args::{to_tma_order, EncodeArgs};
 pub use error::{Field, Severity, SpecError, SpecErrors};
-pub use layout::{to_tma_order, EncodeArgs};
 pub use operand::{Major, Operand, WgmmaOperand};
 pub use rules::Rule;
 pub use size::Size;

@@ -137,8 +137,8 @@ pub enum Rule {
     /// (`%dynamic_smem_size`; `DYNAMIC_SMEM_BYTES` when it starts the dynamic shared memory):
     /// another cluster makes the multicast slices and masks name the wrong CTAs, too little
     /// memory makes `init()` write mbarriers past its end. Checked on the host before the
-    /// driver (`Error::PipelineLaunch`, from the source's `// tma-pipeline` lines) and, in
-    /// debug mode, by `init()` on the device.
+    /// driver (`Error::PipelineLaunch`, from the source's typed description,
+    /// [`crate::facts::PipelineFacts`]) and, in debug mode, by `init()` on the device.
     PipelineLaunchShape,
 
     // ---- pipelines and warp specialization (tma_core::pipeline) ----

@@ -426,7 +426,7 @@ fn upper_cased_names_are_in_the_table() {
 /// (some draws are refused). `tests/generated_names_compile.rs` compiles such units.
 #[test]
 fn random_accepted_declarations_render_and_are_explained() {
-    use tma_core::testgen::{name_pools, random_unit, Taken, XorShift};
+    use tma_test_support::testgen::{name_pools, random_unit, Taken, XorShift};
     let pools = name_pools();
     let mut refused = 0;
     let mut kinds = BTreeSet::new();

@@ -15,8 +15,8 @@ use std::process::Command;
 use tma_core::model::{self, ModelOptions};
 use tma_core::render::{host_header, CXX_STANDARD};
 use tma_core::smem::ElementOffsets;
-use tma_core::testgen::{random_valid_spec, XorShift};
 use tma_core::{validate, Arch, BoundSpec, ValidSpec};
+use tma_test_support::testgen::{random_valid_spec, XorShift};
 
 /// Positions checked per spec at most (all of them for smaller calls).
 const SAMPLES: u64 = 192;

@@ -5,8 +5,8 @@
 use proptest::prelude::*;
 use tma_core::model::{self, ModelOptions, ReduceOp};
 use tma_core::smem::{ElementOffsets, InnerRowLayout};
-use tma_core::testgen::{random_valid_spec, XorShift};
 use tma_core::{validate, Arch, BoundSpec, DType, OobFill, Swizzle, TileSpec};
+use tma_test_support::testgen::{random_valid_spec, XorShift};
 
 fn bind(spec: &TileSpec) -> BoundSpec {
     let v = validate(spec).unwrap_or_else(|e| panic!("{e}"));

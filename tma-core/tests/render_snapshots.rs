@@ -103,35 +103,47 @@ fn prelude_polls_with_selp_and_no_branch_in_asm() {
 #[test]
 fn kernel_source_is_deterministic_and_lists_tiles() {
     let all = corpus::corpus();
-    let build = || {
+    let source = || {
         let mut k = KernelSource::new();
         for v in &all {
             k = k.tile(v);
         }
-        k.body("extern \"C\" __global__ void k() {}\n").build()
+        k.body("extern \"C\" __global__ void k() {}\n")
     };
+    let build = || source().build();
     let (a, b) = match (build(), build()) {
         (Ok(a), Ok(b)) => (a, b),
         (Err(e), _) | (_, Err(e)) => panic!("{e}"),
     };
     assert_eq!(a, b);
     assert!(a.starts_with(&render::prelude()));
-    // The tile lines carry what the runtime checks: footprint, alignment and target.
-    let listed = tma_core::manifest::declared_tiles(&a);
-    assert_eq!(listed.len(), all.len());
-    for (id, (v, t)) in all.iter().zip(&listed).enumerate() {
+    // The typed description carries what the runtime checks (footprint, alignment, target)
+    // under the ids the text gives the tiles; the text carries nothing for it to read back.
+    let facts = source().facts();
+    assert_eq!(facts, source().facts());
+    assert_eq!(facts.tiles.len(), all.len());
+    for (id, (v, t)) in all.iter().zip(&facts.tiles).enumerate() {
         assert_eq!(t.id as usize, id);
         assert_eq!(t.name, v.spec().name);
-        assert_eq!(t.smem_bytes, Some(v.plan().footprint_bytes), "{}", t.name);
-        assert_eq!(t.align_bytes, Some(v.plan().align_bytes), "{}", t.name);
-        assert_eq!(t.target, Some(v.spec().target), "{}", t.name);
+        assert_eq!(t.smem_bytes, v.plan().footprint_bytes, "{}", t.name);
+        assert_eq!(t.align_bytes, v.plan().align_bytes, "{}", t.name);
+        assert_eq!(t.target, v.spec().target, "{}", t.name);
+        assert_eq!(t.dim_names.len(), v.spec().rank(), "{}", t.name);
+        assert!(t.outside_plans, "{}", t.name);
+        let at = a
+            .find(&format!("struct tma_{} {{", v.spec().name))
+            .unwrap_or_else(|| panic!("no struct for {}", t.name));
+        let id_at = a[at..]
+            .find("static constexpr unsigned TILE_ID = ")
+            .map(|i| at + i)
+            .unwrap_or_else(|| panic!("no TILE_ID for {}", t.name));
+        assert!(
+            a[id_at..].starts_with(&format!("static constexpr unsigned TILE_ID = {id}u;")),
+            "{}",
+            t.name
+        );
     }
-    for (id, v) in all.iter().enumerate() {
-        let line = format!("// tma-tile {id} {} smem=", v.spec().name);
-        assert!(a.contains(&line), "missing {line:?}");
-        assert!(a.contains(&format!("struct tma_{} {{", v.spec().name)));
-        assert!(a.contains(&format!("static constexpr unsigned TILE_ID = {id}u;")));
-    }
+    assert!(!a.contains("tma-tile") && !a.contains("tma-pipeline"));
     assert!(a.ends_with("extern \"C\" __global__ void k() {}\n"));
     // Rendering each piece twice gives the same bytes too.
     assert_eq!(render::prelude(), render::prelude());
@@ -319,8 +331,14 @@ fn kernel_source_names_tiles_for_the_body() {
         .build()
         .unwrap_or_else(|e| panic!("{e}"));
     // Tile ids follow the order added, sets included; the set follows its tiles.
+    let facts = KernelSource::new()
+        .tile_set("attn", &[("q", &q), ("k", &k)])
+        .tile_as(&x, "X")
+        .facts();
     for (id, name) in [(0, "attn_q"), (1, "attn_k"), (2, "extra")] {
-        assert!(src.contains(&format!("// tma-tile {id} {name} ")));
+        assert_eq!(facts.tile(id).map(|t| t.name.as_str()), Some(name));
+        let at = src.find(&format!("struct tma_{name} {{")).unwrap();
+        assert!(src[at..].contains(&format!("TILE_ID = {id}u;")));
     }
     let set_at = src.find("struct tma_attn {").unwrap();
     assert!(src.find("struct tma_attn_k {").unwrap() < set_at);
@@ -492,7 +510,7 @@ fn pipeline_snapshots() {
     assert!(!code.source().contains("setmaxnreg()"));
     insta::assert_snapshot!("roles_epi_warps", code.source());
     insta::assert_snapshot!("warp_support", warp_support().unwrap());
-    // Deterministic, and the whole source carries the pipeline line.
+    // Deterministic, and the description carries each pipeline (ids in the order added).
     let src = KernelSource::new()
         .pipeline(&ring)
         .pipeline(&mc)
@@ -506,7 +524,32 @@ fn pipeline_snapshots() {
             .build()
             .unwrap()
     );
-    assert!(src.contains("// tma-pipeline 1 gemm_mc stages=3 cluster=1x2x1 smem=148528\n"));
+    let facts = KernelSource::new().pipeline(&ring).pipeline(&mc).facts();
+    let p = facts.pipeline(1).unwrap();
+    assert_eq!(
+        (p.name.as_str(), p.stages, p.cluster, p.dynamic_smem_bytes),
+        ("gemm_mc", 3, [1, 2, 1], mc.dynamic_smem_bytes())
+    );
+    assert_eq!(p.dynamic_smem_bytes, 148528);
+    assert!(p.outside_plans);
+    // Its stage tiles by id (each tile once: a tile equal to one held is shared).
+    for t in &facts.pipelines {
+        let p = if t.id == 0 { &ring } else { &mc };
+        let names: Vec<&str> = t
+            .tiles
+            .iter()
+            .map(|&id| facts.tile(id).unwrap().name.as_str())
+            .collect();
+        let want: Vec<&str> = p
+            .spec()
+            .tiles
+            .iter()
+            .map(|m| m.tile.spec().name.as_str())
+            .collect();
+        assert_eq!(names, want);
+    }
+    let mc_at = src.find("struct tma_pipe_gemm_mc {").unwrap();
+    assert!(src[mc_at..].contains("static constexpr unsigned PIPELINE_ID = 1u;"));
 }
 
 /// A pipeline's consumers against the source's warp roles: beside one warp roles,
@@ -646,4 +689,70 @@ fn plan_snapshots() {
     let launches = KernelSource::new().plan(&plan).plan(&other).launch_plans();
     assert_eq!(launches.len(), 2);
     assert_eq!(launches[0], *plan.launch());
+    // The description: the plans' launches, and what only plans own is marked so (a kernel
+    // without a plan is not checked against it); a tile also added outside them is not.
+    let facts = KernelSource::new().plan(&plan).plan(&other).facts();
+    assert_eq!(facts.plans, launches);
+    assert!(facts.tiles.iter().all(|t| !t.outside_plans));
+    assert!(facts.pipelines.iter().all(|p| !p.outside_plans));
+    let shared = KernelSource::new().tile(&tile("d", 64)).plan(&plan).facts();
+    let outside: Vec<(&str, bool)> = (shared.tiles.iter())
+        .map(|t| (t.name.as_str(), t.outside_plans))
+        .collect();
+    assert_eq!(outside, [("d", true), ("a", false), ("b", false)]);
+    // A pipeline added outside the plans makes its stage tiles the source's too, whoever added
+    // them first; the plan's pipeline stays the plan's.
+    let other_ring = PipelineSpec::new("other_ring", 2, Consumers::Warpgroups(2))
+        .tile("a", &tile("a", 128))
+        .validate()
+        .unwrap();
+    let mixed = KernelSource::new()
+        .plan(&plan)
+        .pipeline(&other_ring)
+        .facts();
+    let outside: Vec<(&str, bool)> = (mixed.tiles.iter())
+        .map(|t| (t.name.as_str(), t.outside_plans))
+        .collect();
+    assert_eq!(outside, [("a", true), ("b", false), ("d", false)]);
+    let outside: Vec<(&str, bool)> = (mixed.pipelines.iter())
+        .map(|p| (p.name.as_str(), p.outside_plans))
+        .collect();
+    assert_eq!(outside, [("ring", false), ("other_ring", true)]);
+    // The launch bounds: the roles' blocks per SM; without roles, only a declared one (a
+    // minimum of 1 block made ptxas use 70 registers where 32 did, examples/03 msda_ldg).
+    let bounds = |p: KernelPlan| {
+        let code = PlanCode::new(&p.validate().unwrap()).unwrap();
+        let line = code
+            .source()
+            .lines()
+            .find(|l| l.contains("_LAUNCH_BOUNDS __"))
+            .unwrap();
+        line.split_once(' ')
+            .unwrap()
+            .1
+            .split_once(' ')
+            .unwrap()
+            .1
+            .to_string()
+    };
+    assert_eq!(
+        bounds(KernelPlan::new("k").block_threads(128)),
+        "__launch_bounds__(128)"
+    );
+    assert_eq!(
+        bounds(KernelPlan::new("k").block_threads(128).blocks_per_sm(3)),
+        "__launch_bounds__(128, 3)"
+    );
+    assert_eq!(
+        bounds(KernelPlan::new("k").roles(&roles)),
+        "__launch_bounds__(384, 1)"
+    );
+    assert_eq!(
+        bounds(KernelPlan::new("k").roles(&roles).blocks_per_sm(2)),
+        "__launch_bounds__(384, 2)"
+    );
+    let code = PlanCode::new(&KernelPlan::new("k").block_threads(64).validate().unwrap()).unwrap();
+    assert!(code
+        .source()
+        .contains("static constexpr unsigned BLOCKS_PER_SM = 0u;"));
 }

@@ -791,6 +791,29 @@ fn runtime_dims_are_checked_when_bound() {
     assert_eq!(err.errors[0].rule, Rule::StrideAlignment);
     let err = valid.bind(&[94, 0, 32], None).expect_err("empty dim");
     assert_eq!(err.errors[0].rule, Rule::GlobalDimRange);
+    // Dense strides past 64 bits: a dim out of range is what to fix (the header's
+    // tma_encode_<tile> names it too; tests/encode_checks_agree.rs); in range, the shape.
+    let err = valid.bind(&[2, u64::MAX, 32], None).expect_err("huge dim");
+    let rules: Vec<_> = err
+        .errors
+        .iter()
+        .map(|e| (e.rule, e.field.clone()))
+        .collect();
+    assert_eq!(
+        rules,
+        [(Rule::GlobalDimRange, Field::Global { dim: 1, name: None })]
+    );
+    let wide = TileSpec::new("wide", DType::F16, [0, 0, 32], [2, 2, 32]).global_extents([
+        Extent::Runtime,
+        Extent::Runtime,
+        Extent::Runtime,
+    ]);
+    let err = validate(&wide)
+        .unwrap()
+        .bind(&[2, 1 << 32, 1 << 32], None)
+        .expect_err("2^64 elements");
+    assert_eq!(err.errors.len(), 1, "{err}");
+    assert_eq!(err.errors[0].rule, Rule::SizeOverflow);
 }
 
 #[test]
@@ -848,7 +871,7 @@ fn a_footprint_past_an_sm_is_refused_and_nothing_rendered_wraps() {
     assert_eq!(at_limit.plan().footprint_bytes, 228 * 1024);
     for valid in [at_limit, validate(&repeated()).unwrap()] {
         let code = tma_core::render::TileCode::new(&valid, 7).unwrap();
-        let literals = tma_core::testgen::unsigned_literals(code.source());
+        let literals = tma_test_support::testgen::unsigned_literals(code.source());
         assert!(literals.contains(&u128::from(valid.plan().footprint_bytes)));
         assert!(
             literals.iter().all(|&v| v <= u128::from(u32::MAX)),

@@ -13,10 +13,10 @@
 use proptest::prelude::*;
 use tma_core::model;
 use tma_core::operand::{Major, Operand, WgmmaOperand, WgmmaType};
-use tma_core::testgen::{operand_case, operand_combinations, XorShift};
 use tma_core::wgmma::read::{read_operand, ReadShape};
 use tma_core::wgmma::{MatrixDescriptor, OperandPlan};
 use tma_core::{BoundSpec, DType, Swizzle};
+use tma_test_support::testgen::{operand_case, operand_combinations, XorShift};
 
 /// One operand tile loaded by the TMA model at a random aligned shared-memory base.
 struct Loaded {

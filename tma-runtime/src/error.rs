@@ -274,8 +274,9 @@ pub enum Error {
         slack: u64,
     },
 
-    /// The launch does not fit a pipeline its source declares (`// tma-pipeline` lines,
-    /// [`tma_core::manifest::DeclaredPipeline`]): another cluster shape than the pipeline's
+    /// The launch of a kernel without a plan fits none of the pipelines its source holds
+    /// outside its plans (the source's description, [`tma_core::facts::PipelineFacts`]):
+    /// another cluster shape than the pipeline's
     /// (its multicast slices and CTA masks would name the wrong CTAs, or none), or less
     /// dynamic shared memory than its `DYNAMIC_SMEM_BYTES` (`init()` would write mbarriers
     /// past the end). Refused on the host before the driver; `LaunchConfig::unchecked_pipelines`
@@ -351,7 +352,7 @@ pub enum Error {
     #[error(
         "tile `{tile}`: {helper}() in block {block:?} thread {thread} breaks {rule:?}: {}; \
          the CUDA context is now unusable: start a fresh process",
-        device_check_detail(*rule, *dim, *value)
+        device_check_detail(*rule, *dim, dim_name.as_deref(), *value)
     )]
     DeviceCheck {
         tile: String,
@@ -360,6 +361,9 @@ pub enum Error {
         rule: tma_core::Rule,
         /// The dim (user order) the value belongs to, when it is a coordinate.
         dim: Option<u32>,
+        /// That dim's name in the tile's declaration (`K`), when it has one and the source was
+        /// given with its description: messages name it as host errors do (`dim 1 (K)`).
+        dim_name: Option<String>,
         /// The offending value: a coordinate, a shared-memory address, or the bytes a box
         /// needs from the start of dynamic shared memory.
         value: i64,
@@ -368,12 +372,15 @@ pub enum Error {
     },
 
     /// The debug record was written, but with a kind, rule or helper code this runtime does
-    /// not know (a prelude of another version, or memory overwritten): not a hang, and not a
-    /// check it can name. The raw codes are kept. The CUDA context is unusable all the same.
+    /// not know (a prelude of another version, or memory overwritten), or is still marked as
+    /// being written (kind `0xffffffff`: a fault elsewhere ended the context before the writer
+    /// finished): not a hang, and not a check it can name. The raw codes are kept. The CUDA
+    /// context is unusable all the same.
     #[error(
         "tile `{tile}`: block {block:?} thread {thread} wrote a debug record this runtime cannot \
          decode: kind {kind}, helper code {helper_code}, rule code {rule_code}, dim {dim:#x}, value \
-         {value} (known kinds: 1 hang, 2 check; codes: tma_core::Rule::DEVICE_CHECKED, \
+         {value} (known kinds: 1 hang, 2 check, 4294967295 still being written when a fault \
+         elsewhere ended the context; codes: tma_core::Rule::DEVICE_CHECKED, \
          tma_core::rules::Helper::ALL); is the source's prelude from this version of tma? The CUDA \
          context is now unusable: start a fresh process"
     )]
@@ -541,8 +548,14 @@ fn summarize_search(searched: &[String]) -> String {
     out
 }
 
-/// What a failed device check's value means, in words.
-fn device_check_detail(rule: tma_core::Rule, dim: Option<u32>, value: i64) -> String {
+/// What a failed device check's value means, in words; a tile's dim as `dim 1 (K)` when it
+/// has a name (`dim 1` else).
+fn device_check_detail(
+    rule: tma_core::Rule,
+    dim: Option<u32>,
+    dim_name: Option<&str>,
+    value: i64,
+) -> String {
     use tma_core::Rule;
     if rule == Rule::PipelineLaunchShape {
         // value: the pipeline id (bits 56..), what it needs (28..55), what the launch gave.
@@ -559,7 +572,11 @@ fn device_check_detail(rule: tma_core::Rule, dim: Option<u32>, value: i64) -> St
             ),
         };
     }
-    let dim = dim.map_or(String::new(), |d| format!("dim {d} "));
+    let dim = match (dim, dim_name) {
+        (Some(d), Some(name)) => format!("dim {d} ({name}) "),
+        (Some(d), None) => format!("dim {d} "),
+        (None, _) => String::new(),
+    };
     match rule {
         Rule::CoordinateAlignment => format!(
             "{dim}coordinate {value} is not a multiple of the tile's INNER_COORD_MULTIPLE (16 bytes)"
@@ -623,7 +640,12 @@ mod tests {
     #[test]
     fn a_descriptor_past_the_tile_is_named() {
         // What the generated `desc()` writes: dim, index | count << 32 (| 1 << 48 for a block).
-        let k = device_check_detail(tma_core::Rule::WgmmaSliceRange, Some(1), (4 << 32) | 5);
+        let k = device_check_detail(
+            tma_core::Rule::WgmmaSliceRange,
+            Some(1),
+            None,
+            (4 << 32) | 5,
+        );
         assert_eq!(
             k,
             "dim 1 k-slice 5 is past the tile's K_SLICES = 4: its descriptor would address shared memory past the tile"
@@ -631,10 +653,11 @@ mod tests {
         let m = device_check_detail(
             tma_core::Rule::WgmmaSliceRange,
             Some(0),
+            Some("M"),
             (1 << 48) | (2 << 32) | 2,
         );
         assert!(
-            m.starts_with("dim 0 64-row block 2 is past the tile's M_BLOCKS = 2"),
+            m.starts_with("dim 0 (M) 64-row block 2 is past the tile's M_BLOCKS = 2"),
             "{m}"
         );
     }
@@ -644,6 +667,7 @@ mod tests {
         // What tma_debug_check_barrier_index writes: first << 40 | count << 32 | index.
         let d = device_check_detail(
             tma_core::Rule::NamedBarrierIds,
+            None,
             None,
             (2 << 40) | (4 << 32) | 4,
         );

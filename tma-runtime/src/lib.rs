@@ -9,9 +9,8 @@
 //! | [`cuda_libs`], [`error`] | finding the libraries; the one error type | | nothing here |
 //!
 //! The compile layer imports nothing of the driver, so everything that only compiles (build
-//! scripts, CI without a GPU, cache warm-up) runs where there is no libcuda. [`testing`]
-//! (skip or fail GPU/NVRTC tests) uses only the leaves. The items users need are re-exported
-//! here: `tma_runtime::{Compiler, Module, ...}`.
+//! scripts, CI without a GPU, cache warm-up) runs where there is no libcuda. The items users
+//! need are re-exported here: `tma_runtime::{Compiler, Module, ...}`.
 //!
 //! # Finding CUDA ([`cuda_libs`])
 //! cudarc panics when it cannot `dlopen` libcuda or libnvrtc; this crate looks first and
@@ -64,8 +63,8 @@
 //! | `TMA_JIT_DEBUG=1` | print NVRTC options, compile time, disk hits |
 //! | `TMA_JIT_DUMP=dir` | write `.cu`, `.ptx`, `.cubin` (`cuobjdump -sass`), `.log`, `.args` |
 //! | `TMA_FULL_SOURCE=1` | a compile error shows the whole numbered source, not the lines around its errors |
-//! | `TMA_REQUIRE_GPU=1` | [`testing::require_gpu_or_skip`] fails instead of skipping |
-//! | `TMA_REQUIRE_NVRTC=1`, `CI=true` | [`testing::require_nvrtc_or_skip`] fails instead of skipping |
+//! | `TMA_REQUIRE_GPU=1` | the workspace's GPU tests fail instead of skipping (`tma-test-support`) |
+//! | `TMA_REQUIRE_NVRTC=1`, `CI=true` | its NVRTC tests fail instead of skipping |
 //!
 //! # Tensor maps and launch ([`driver`])
 //! ```no_run
@@ -95,10 +94,14 @@
 //! # Ok(()) }
 //! ```
 //! Before the driver sees a launch, the arguments' sizes are checked against the kernel's
-//! parameters (`cuFuncGetParamInfo`: [`Error::ArgumentCount`], [`Error::ArgumentSize`]) and,
-//! for a kernel that uses dynamic shared memory, the dynamic shared memory against the largest
-//! tile its source declares ([`Kernel::min_dynamic_smem`], [`Error::DynamicSmemTooSmall`];
-//! [`LaunchConfig::unchecked_dynamic_smem`] for a kernel that keeps no tile there).
+//! parameters (`cuFuncGetParamInfo`: [`Error::ArgumentCount`], [`Error::ArgumentSize`]) and
+//! the shape against the hardware's limits. A source given with its typed description
+//! ([`Source::kernel`]; never read out of the text or PTX) adds: a plan kernel's launch must be
+//! its plan's ([`Kernel::plan_config`], [`Error::PlanLaunch`]); a kernel without a plan must
+//! give the largest tile the source holds outside its plans room with its alignment slack
+//! ([`Kernel::min_dynamic_smem`], [`Error::DynamicSmemTooSmall`];
+//! [`LaunchConfig::unchecked_dynamic_smem`] for a kernel that keeps no tile there) and fit
+//! one of those pipelines ([`Error::PipelineLaunch`]; [`LaunchConfig::unchecked_pipelines`]).
 //! [`TensorMap::new`] takes a buffer whose element type carries the map's data type
 //! ([`Error::ElementTypeMismatch`] otherwise; [`TensorMap::new_raw_bits`] for raw bits).
 //! [`Module::compile_and_load`] shares one loaded module per (context, compile) among the
@@ -118,8 +121,8 @@
 //! goes into its `tma_debug_record` global before any launch. A wait that gives up writes
 //! the record and traps; the failed launch or synchronisation ([`Launch::launch_and_sync`],
 //! [`Module::synchronize`]) then returns [`Error::BarrierTimeout`] naming the tile (from the
-//! source's tile lines, [`tma_core::manifest`]), block, thread, barrier, parity and expected
-//! bytes.
+//! source's typed description, [`Source::kernel`]; its id for text alone), block, thread,
+//! barrier, parity, expected bytes and how long it waited.
 //! **After a trap the CUDA context is unusable** (every later call fails): report the error
 //! and start a fresh process. Run such tests alone (`#[ignore]` + `--ignored`).
 #![deny(unsafe_op_in_unsafe_fn)]
@@ -128,8 +131,6 @@ pub mod compile;
 pub mod cuda_libs;
 pub mod driver;
 pub mod error;
-#[doc(hidden)] // test scaffolding: skip-or-fail helpers for GPU and NVRTC tests
-pub mod testing;
 
 pub use compile::{
     parse_ptxas_report, CompileOptions, Compiled, Compiler, JitConfig, KernelResources, Source,

@@ -1,7 +1,9 @@
 //! Launches the runtime refuses on the host, before the driver (ISSUE 12, item 3): arguments
 //! whose number or sizes differ from the kernel's parameters (read with
 //! `cuFuncGetParamInfo`), and dynamic shared memory that cannot hold the tiles the source
-//! declares with their alignment slack. Each test also runs the right launch and checks its
+//! declares with their alignment slack (the source goes with its typed description,
+//! `Source::kernel`; which kernel keeps a tile where is not described without a plan, so a
+//! kernel that keeps none in dynamic shared memory says so: `unchecked_dynamic_smem`). Each test also runs the right launch and checks its
 //! output exactly, so a check that refused everything, or nothing, fails. The outputs start
 //! poisoned: a refused launch must leave them so. Skips visibly without a GPU (fails with
 //! TMA_REQUIRE_GPU=1).
@@ -13,10 +15,10 @@ use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
 use half::bf16;
 use tma_core::render::KernelSource;
 use tma_core::{validate, DType, Swizzle, TileSpec, ValidSpec};
-use tma_runtime::testing::require_gpu_or_skip;
 use tma_runtime::{
     CompileOptions, Compiler, Error, Kernel, LaunchConfig, Module, Source, TensorMap,
 };
+use tma_test_support::skip::require_gpu_or_skip;
 
 const POISON: u64 = 0xdead_beef_dead_beef;
 const POISON_BITS: u16 = 0xffff;
@@ -28,17 +30,15 @@ fn tile() -> ValidSpec {
     validate(&spec).expect("valid")
 }
 
-/// The kernels (`gpu_launch_checks.cu`), after the tile's helpers, numbered as their file.
-fn source(valid: &ValidSpec) -> String {
-    KernelSource::new()
-        .tile(valid)
-        .body_at(
-            concat!(env!("CARGO_MANIFEST_DIR"), "/tests/gpu_launch_checks.cu"),
-            1,
-            include_str!("gpu_launch_checks.cu"),
-        )
-        .build()
-        .expect("render")
+/// The kernels (`gpu_launch_checks.cu`), after the tile's helpers, numbered as their file,
+/// with the source's description.
+fn source(valid: &ValidSpec) -> Source {
+    Source::kernel(&KernelSource::new().tile(valid).body_at(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/gpu_launch_checks.cu"),
+        1,
+        include_str!("gpu_launch_checks.cu"),
+    ))
+    .expect("render")
 }
 
 struct Gpu {
@@ -52,11 +52,10 @@ fn setup(test: &str) -> Option<Gpu> {
     let arch = info.arch.expect("tma arch");
     let spec = tile().spec().clone().target(arch);
     let valid = validate(&spec).expect("valid");
-    let text = source(&valid);
     let module = Module::compile_and_load(
         &ctx,
         Compiler::global().expect("nvrtc"),
-        &Source::new(text),
+        &source(&valid),
         &CompileOptions::new(arch),
     )
     .expect("load");
@@ -100,7 +99,8 @@ fn gpu_a_map_pushed_where_the_kernel_takes_a_pointer_is_refused() {
     let mut out = s.clone_htod(&[POISON]).unwrap();
     let kernel = gpu.module.kernel("read_ptr").unwrap();
     assert_eq!(kernel.param_bytes(), [8, 8]);
-    let cfg = LaunchConfig::new(s, (1, 1, 1), (32, 1, 1));
+    // No shared memory at all: nothing of the source's tile to hold.
+    let cfg = LaunchConfig::new(s, (1, 1, 1), (32, 1, 1)).unchecked_dynamic_smem();
     // SAFETY: refused before the driver (a 128-byte map for an 8-byte pointer).
     let r = unsafe {
         kernel
@@ -155,7 +155,8 @@ fn gpu_a_pointer_pushed_where_the_kernel_takes_a_map_is_refused() {
     let mut out = s.clone_htod(&[POISON; 16]).unwrap();
     let kernel = gpu.module.kernel("copy_map").unwrap();
     assert_eq!(kernel.param_bytes(), [128, 8]);
-    let cfg = LaunchConfig::new(s, (1, 1, 1), (32, 1, 1));
+    // No shared memory at all: nothing of the source's tile to hold.
+    let cfg = LaunchConfig::new(s, (1, 1, 1), (32, 1, 1)).unchecked_dynamic_smem();
     // SAFETY: refused before the driver (an 8-byte pointer for a 128-byte map).
     let r = unsafe {
         kernel
@@ -199,7 +200,8 @@ fn gpu_a_missing_argument_is_refused() {
     let map = map_over(&data);
     let mut out = s.clone_htod(&[POISON; 16]).unwrap();
     let kernel = gpu.module.kernel("copy_map").unwrap();
-    let cfg = LaunchConfig::new(s, (1, 1, 1), (32, 1, 1));
+    // No shared memory at all: nothing of the source's tile to hold.
+    let cfg = LaunchConfig::new(s, (1, 1, 1), (32, 1, 1)).unchecked_dynamic_smem();
     // SAFETY: refused before the driver (the output pointer is missing).
     let r = unsafe { kernel.launch_builder(&cfg).arg(&map).launch_and_sync() };
     match r {
@@ -346,18 +348,34 @@ fn gpu_dynamic_smem_without_the_alignment_slack_is_refused() {
     rt.check_copied(s);
 }
 
-/// A kernel whose tiles live in static shared memory is not held to the tiles' dynamic
-/// shared memory, though its source declares them.
+/// A kernel whose tile lives in static shared memory is held to the tile's dynamic shared
+/// memory like any kernel of the source without a plan (nothing says where it keeps it: no
+/// PTX is read), refused without the memory, and says so with
+/// `LaunchConfig::unchecked_dynamic_smem`, which lets it run.
 #[test]
-fn gpu_a_kernel_without_dynamic_smem_is_not_held_to_the_tiles() {
-    let Some(gpu) = setup("gpu_a_kernel_without_dynamic_smem_is_not_held_to_the_tiles") else {
+fn gpu_a_kernel_without_dynamic_smem_opts_out_of_the_tiles() {
+    let Some(gpu) = setup("gpu_a_kernel_without_dynamic_smem_opts_out_of_the_tiles") else {
         return;
     };
     let s = &gpu.stream;
     let rt = Roundtrip::new(s);
     let kernel = gpu.module.kernel("static_roundtrip").unwrap();
-    assert_eq!(kernel.min_dynamic_smem(), 0);
-    rt.launch(&kernel, &LaunchConfig::new(s, (1, 1, 1), (128, 1, 1)), None)
+    assert_eq!(kernel.min_dynamic_smem(), 9200);
+    let cfg = LaunchConfig::new(s, (1, 1, 1), (128, 1, 1));
+    let r = rt.launch(&kernel, &cfg, None);
+    assert!(
+        matches!(
+            r,
+            Err(Error::DynamicSmemTooSmall {
+                needed: 9200,
+                given: 0,
+                ..
+            })
+        ),
+        "{r:?}"
+    );
+    rt.check_untouched(s);
+    rt.launch(&kernel, &cfg.unchecked_dynamic_smem(), None)
         .unwrap();
     rt.check_copied(s);
 }
@@ -396,28 +414,36 @@ fn gpu_a_launch_can_opt_out_of_the_dynamic_smem_check() {
     rt.check_copied(s);
 }
 
-/// The kernels above compile on any machine with NVRTC, and their PTX says which use
-/// dynamic shared memory.
+/// The kernels above compile on any machine with NVRTC; the module carries the source's
+/// description (the tile's name, footprint and alignment), and the text says nothing for the
+/// runtime to read back.
 #[test]
 fn launch_check_sources_compile_without_gpu() {
-    if tma_runtime::testing::require_nvrtc_or_skip("launch_check_sources_compile_without_gpu")
+    if tma_test_support::skip::require_nvrtc_or_skip("launch_check_sources_compile_without_gpu")
         .is_none()
     {
         return;
     }
-    let text = source(&tile());
+    let source = source(&tile());
+    assert!(!source.text().contains("tma-tile"));
     let c = Compiler::global()
         .unwrap()
-        .compile(&text, &CompileOptions::new(tma_core::Arch::Sm90a))
+        .compile_source(&source, &CompileOptions::new(tma_core::Arch::Sm90a))
         .unwrap();
     assert!(c.log.is_empty(), "{}", c.log);
-    for (kernel, uses) in [
-        ("read_ptr", false),
-        ("copy_map", false),
-        ("dynamic_roundtrip", true),
-        ("static_roundtrip", false),
-        ("static_tile_dynamic_scratch", true),
+    for kernel in [
+        "read_ptr",
+        "copy_map",
+        "dynamic_roundtrip",
+        "static_roundtrip",
+        "static_tile_dynamic_scratch",
     ] {
-        assert_eq!(c.uses_dynamic_smem(kernel), Some(uses), "{kernel}");
+        assert!(c.ptx.contains(&format!(".entry {kernel}")), "{kernel}");
     }
+    let t = c.tile(0).expect("tile 0");
+    assert_eq!(
+        (t.name.as_str(), t.smem_bytes, t.align_bytes),
+        ("swz", 8192, 1024)
+    );
+    assert!(c.plans().is_empty() && c.tile(1).is_none());
 }

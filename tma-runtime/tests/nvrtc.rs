@@ -6,12 +6,12 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use tma_core::Arch;
-use tma_runtime::testing::require_nvrtc_or_skip;
 use tma_runtime::Error;
 use tma_runtime::{CompileOptions, Compiler, JitConfig, Source};
+use tma_test_support::skip::require_nvrtc_or_skip;
 
 const KERNEL: &str = r#"
-// tma-tile 0 small
+// tma-tile 0 small (a comment: text declares nothing to the runtime)
 extern "C" __global__ void scale(float* out, const float* in, float k, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
 #ifdef TMA_DEBUG
@@ -46,7 +46,7 @@ fn compiles_to_cubin_for_sm90a() -> Result<(), Error> {
     assert!(c.ptx.contains(".target sm_90a"), "{}", c.ptx);
     assert!(c.ptx.contains(".entry scale"));
     assert!(c.cubin.starts_with(b"\x7fELF"), "CUBIN is an ELF image");
-    assert_eq!(c.tile_name(0), Some("small"));
+    assert_eq!((c.tile_name(0), c.facts.as_ref()), (None, None));
     // In-process hit: same Arc, fast.
     let src = Source::new(KERNEL);
     let again = compiler.compile_source(&src, &opts)?;
@@ -345,12 +345,13 @@ fn tiles_and_compile_options_must_agree_on_the_arch() -> Result<(), Error> {
         ..config("target")
     })?;
     let body = "extern \"C\" __global__ void k(int* p) { *p = 1; }\n";
-    let hopper = tma_core::render::KernelSource::new()
-        .tile(&user_tile())
-        .body(body)
-        .build()
-        .unwrap();
-    match compiler.compile(&hopper, &CompileOptions::new(Arch::Sm100a)) {
+    let hopper = Source::kernel(
+        &tma_core::render::KernelSource::new()
+            .tile(&user_tile())
+            .body(body),
+    )
+    .unwrap();
+    match compiler.compile_source(&hopper, &CompileOptions::new(Arch::Sm100a)) {
         Err(e @ Error::TargetMismatch { .. }) => assert_eq!(
             e.to_string(),
             "tile `user_tile` targets sm_90a but the source is compiled for sm_100a; state the arch once: \
@@ -359,16 +360,17 @@ fn tiles_and_compile_options_must_agree_on_the_arch() -> Result<(), Error> {
         ),
         other => panic!("expected TargetMismatch, got {other:?}"),
     }
-    compiler.compile(&hopper, &CompileOptions::new(Arch::Sm90a))?;
+    compiler.compile_source(&hopper, &CompileOptions::new(Arch::Sm90a))?;
     let blackwell = tma_core::validate(&user_tile().spec().clone().target(Arch::Sm100a)).unwrap();
-    let text = tma_core::render::KernelSource::new()
-        .tile(&blackwell)
-        .body(body)
-        .build()
-        .unwrap();
-    compiler.compile(&text, &CompileOptions::new(Arch::Sm100a))?;
+    let source = Source::kernel(
+        &tma_core::render::KernelSource::new()
+            .tile(&blackwell)
+            .body(body),
+    )
+    .unwrap();
+    compiler.compile_source(&source, &CompileOptions::new(Arch::Sm100a))?;
     assert!(matches!(
-        compiler.compile(&text, &CompileOptions::new(Arch::Sm90a)),
+        compiler.compile_source(&source, &CompileOptions::new(Arch::Sm90a)),
         Err(Error::TargetMismatch { .. })
     ));
     Ok(())

@@ -31,7 +31,7 @@
 //! demands of every destination.
 
 use crate::dtype::DType;
-use crate::smem::{self, InnerRowLayout, LayoutError, SmemLayout, DEFAULT_INNER_ROW_LAYOUT};
+use crate::smem::{self, CallRows, InnerRowLayout, LayoutError, DEFAULT_INNER_ROW_LAYOUT};
 use crate::spec::OobFill;
 use crate::validate::BoundSpec;
 
@@ -92,7 +92,7 @@ impl Default for ModelOptions {
 }
 
 /// The shared-memory layout of one call of `bound` under `opts` ([`crate::smem::layout`]).
-pub fn smem_layout(bound: &BoundSpec, opts: ModelOptions) -> Result<SmemLayout, ModelError> {
+pub fn smem_layout(bound: &BoundSpec, opts: ModelOptions) -> Result<CallRows, ModelError> {
     let spec = bound.spec();
     if spec.dtype.is_packed() {
         return Err(ModelError::PackedType { dtype: spec.dtype });
@@ -189,7 +189,7 @@ fn visit(
     opts: ModelOptions,
     access: Access,
     mut f: impl FnMut(ElementPlace) -> Result<(), ModelError>,
-) -> Result<SmemLayout, ModelError> {
+) -> Result<CallRows, ModelError> {
     let spec = bound.spec();
     let rank = spec.rank();
     let esize = spec

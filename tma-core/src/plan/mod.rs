@@ -98,7 +98,9 @@ pub struct KernelPlan {
     pub block_threads: Option<u32>,
     /// The cluster shape; from the pipelines when `None` (none without pipelines).
     pub cluster: Option<[u32; 3]>,
-    /// Blocks per SM the kernel's `__launch_bounds__` asks for; the roles' when `None`, else 1.
+    /// Blocks per SM the kernel's `__launch_bounds__` asks for at least (its second
+    /// argument); the roles' when `None`, and without roles none: the macro then gives only
+    /// the block's threads, and ptxas may use as many registers as one block allows.
     pub blocks_per_sm: Option<u32>,
 }
 
@@ -184,7 +186,8 @@ impl KernelPlan {
         self.cluster = Some(shape);
         self
     }
-    /// The blocks per SM of the generated `__launch_bounds__`.
+    /// The blocks per SM the generated `__launch_bounds__` asks for (its second argument,
+    /// which caps each thread's registers at 64K / (threads x n)).
     pub fn blocks_per_sm(mut self, n: u32) -> KernelPlan {
         self.blocks_per_sm = Some(n);
         self
@@ -287,7 +290,7 @@ pub struct ValidKernelPlan {
     plan: KernelPlan,
     layout: PlanLayout,
     launch: LaunchPlan,
-    blocks_per_sm: u32,
+    blocks_per_sm: Option<u32>,
 }
 
 impl ValidKernelPlan {
@@ -306,8 +309,9 @@ impl ValidKernelPlan {
     pub fn name(&self) -> &str {
         &self.plan.name
     }
-    /// Blocks per SM of the generated `__launch_bounds__`.
-    pub fn blocks_per_sm(&self) -> u32 {
+    /// Blocks per SM the generated `__launch_bounds__` asks for (declared, else the warp
+    /// roles'); `None`: no second argument.
+    pub fn blocks_per_sm(&self) -> Option<u32> {
         self.blocks_per_sm
     }
     /// The region `name`'s layout.
@@ -355,9 +359,8 @@ pub fn validate_plan(plan: &KernelPlan) -> Result<ValidKernelPlan, PipelineError
     let cluster = cluster(plan, &mut errors);
     let blocks_per_sm = plan
         .blocks_per_sm
-        .or_else(|| plan.roles.as_ref().map(|r| r.roles().blocks_per_sm))
-        .unwrap_or(1);
-    if blocks_per_sm == 0 {
+        .or_else(|| plan.roles.as_ref().map(|r| r.roles().blocks_per_sm));
+    if blocks_per_sm == Some(0) {
         errors.push(finding(
             Field::Plan("blocks_per_sm"),
             0,

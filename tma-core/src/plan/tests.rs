@@ -160,7 +160,7 @@ fn warp_granular_roles_give_the_block() {
         .validate()
         .unwrap();
     assert_eq!(v.launch().block, [160, 1, 1]);
-    assert_eq!(v.blocks_per_sm(), 1);
+    assert_eq!(v.blocks_per_sm(), Some(1), "the roles'");
     // A declared block must be the roles'.
     let e = KernelPlan::new("epi")
         .roles(&roles)

@@ -3,7 +3,7 @@
 //! MPK users, MPK's names and contract over the checked tiles.
 
 use super::*;
-use crate::layout::user_dim_of_tma_dim;
+use crate::encode_args::user_dim_of_tma_dim;
 use crate::limits::{MAX_GLOBAL_DIM, MAX_STRIDE_BYTES, PACKED_INNER_DIM_MULTIPLE};
 use crate::pipeline::ValidPipeline;
 use crate::rules::Rule;
@@ -22,24 +22,77 @@ fn rule(r: Rule) -> String {
     format!("{r:?}")
 }
 
+/// The rules the encode functions name, from their one home.
+#[derive(Serialize)]
+struct EncodeRules {
+    base_align: String,
+    global_dim: String,
+    overflow: String,
+    inner_stride: String,
+    whole_bytes: String,
+    stride_max: String,
+    packed: String,
+}
+
+/// The context of `encode.cuh.tera`.
+#[derive(Serialize)]
+struct EncodeCommonContext {
+    rules: EncodeRules,
+    max_global_dim: u64,
+    max_stride_bytes: u64,
+}
+
 /// The shared part of the encode functions: rule names and limits from their one home.
 fn encode_common() -> Result<String, RenderError> {
-    let mut ctx = Context::new();
-    ctx.insert_value(
-        "rules",
-        map([
-            ("base_align", Value::from(rule(Rule::BaseAddressAlignment))),
-            ("global_dim", Value::from(rule(Rule::GlobalDimRange))),
-            ("overflow", Value::from(rule(Rule::SizeOverflow))),
-            ("inner_stride", Value::from(rule(Rule::InnerStrideIsOne))),
-            ("whole_bytes", Value::from(rule(Rule::StrideWholeBytes))),
-            ("stride_max", Value::from(rule(Rule::StrideMax))),
-            ("packed", Value::from(rule(Rule::PackedTypeAlignment))),
-        ]),
-    );
-    ctx.insert("max_global_dim", &MAX_GLOBAL_DIM);
-    ctx.insert("max_stride_bytes", &MAX_STRIDE_BYTES);
+    let ctx = EncodeCommonContext {
+        rules: EncodeRules {
+            base_align: rule(Rule::BaseAddressAlignment),
+            global_dim: rule(Rule::GlobalDimRange),
+            overflow: rule(Rule::SizeOverflow),
+            inner_stride: rule(Rule::InnerStrideIsOne),
+            whole_bytes: rule(Rule::StrideWholeBytes),
+            stride_max: rule(Rule::StrideMax),
+            packed: rule(Rule::PackedTypeAlignment),
+        },
+        max_global_dim: MAX_GLOBAL_DIM,
+        max_stride_bytes: MAX_STRIDE_BYTES,
+    };
     render("encode.cuh.tera", &ctx)
+}
+
+/// A run-time parameter of `tma_encode_<name>`.
+#[derive(Serialize)]
+struct EncodeParam {
+    name: String,
+    what: String,
+}
+
+/// The context of `encode_tile.cuh.tera`: one tile's constant encode arguments (user order)
+/// and its run-time parameters.
+#[derive(Serialize)]
+struct EncodeTileContext<'a> {
+    name: &'a str,
+    rank: usize,
+    dtype_cu: &'static str,
+    elem_bits: u32,
+    inner_unit: u64,
+    chunk_bytes: u64,
+    base_align: u64,
+    stride_align: u64,
+    stride_align_rule: String,
+    packed_inner_multiple: u64,
+    #[serde(rename = "box")]
+    box_: Vec<u32>,
+    element_strides: Vec<u32>,
+    tma_order: Vec<usize>,
+    interleave_cu: &'static str,
+    swizzle_cu: &'static str,
+    l2_cu: &'static str,
+    oob_cu: &'static str,
+    params: Vec<EncodeParam>,
+    global: Vec<String>,
+    strides: Vec<String>,
+    strides_doc: String,
 }
 
 /// `tma_encode_<name>`: its constant arguments (user order, with the TMA order from
@@ -47,17 +100,17 @@ fn encode_common() -> Result<String, RenderError> {
 fn encode_tile(valid: &ValidSpec) -> Result<String, RenderError> {
     let spec = valid.spec();
     let rank = spec.rank();
-    let mut params: Vec<Value> = Vec::new();
+    let mut params: Vec<EncodeParam> = Vec::new();
     let mut global = Vec::with_capacity(rank);
     for d in 0..rank {
         match spec.global[d] {
             Extent::Static(v) => global.push(format!("{v}ull")),
             Extent::Runtime => {
                 let name = crate::ident::encode_param(&spec.dim_label(d));
-                params.push(map([
-                    ("name", Value::from(name.clone())),
-                    ("what", Value::from(format!("the extent of dim {d}"))),
-                ]));
+                params.push(EncodeParam {
+                    name: name.clone(),
+                    what: format!("the extent of dim {d}"),
+                });
                 global.push(name);
             }
         }
@@ -73,15 +126,11 @@ fn encode_tile(valid: &ValidSpec) -> Result<String, RenderError> {
                 match e {
                     Extent::Static(v) => out.push(format!("{v}ull")),
                     Extent::Runtime => {
-                        let name =
-                            crate::ident::encode_param(&format!("stride_{}", spec.dim_label(d)));
-                        params.push(map([
-                            ("name", Value::from(name.clone())),
-                            (
-                                "what",
-                                Value::from(format!("the stride of dim {d}, elements")),
-                            ),
-                        ]));
+                        let name = crate::ident::encode_param(&format!("stride_{}", spec.dim_label(d)));
+                        params.push(EncodeParam {
+                            name: name.clone(),
+                            what: format!("the stride of dim {d}, elements"),
+                        });
                         out.push(name);
                     }
                 }
@@ -107,28 +156,29 @@ fn encode_tile(valid: &ValidSpec) -> Result<String, RenderError> {
     } else {
         0
     };
-    let mut ctx = Context::new();
-    ctx.insert("name", &spec.name);
-    ctx.insert("rank", &rank);
-    ctx.insert("dtype_cu", spec.dtype.cu_name());
-    ctx.insert("elem_bits", &spec.dtype.global_bits());
-    ctx.insert("inner_unit", &spec.inner_unit_elements());
-    ctx.insert("chunk_bytes", &spec.interleave.chunk_bytes().unwrap_or(0));
-    ctx.insert("base_align", &valid.base_address_align());
-    ctx.insert("stride_align", &stride_align);
-    ctx.insert("stride_align_rule", &rule(stride_rule));
-    ctx.insert("packed_inner_multiple", &packed_multiple);
-    ctx.insert("box", &pad(&spec.boxed));
-    ctx.insert("element_strides", &pad(&spec.element_strides));
-    ctx.insert("tma_order", &tma_order);
-    ctx.insert("interleave_cu", spec.interleave.cu_name());
-    ctx.insert("swizzle_cu", spec.swizzle.cu_name());
-    ctx.insert("l2_cu", spec.l2_promotion.cu_name());
-    ctx.insert("oob_cu", spec.oob_fill.cu_name());
-    ctx.insert_value("params", Value::from(params));
-    ctx.insert("global", &global);
-    ctx.insert("strides", &strides);
-    ctx.insert("strides_doc", &strides_doc);
+    let ctx = EncodeTileContext {
+        name: &spec.name,
+        rank,
+        dtype_cu: spec.dtype.cu_name(),
+        elem_bits: spec.dtype.global_bits(),
+        inner_unit: spec.inner_unit_elements(),
+        chunk_bytes: spec.interleave.chunk_bytes().unwrap_or(0),
+        base_align: valid.base_address_align(),
+        stride_align,
+        stride_align_rule: rule(stride_rule),
+        packed_inner_multiple: packed_multiple,
+        box_: pad(&spec.boxed),
+        element_strides: pad(&spec.element_strides),
+        tma_order,
+        interleave_cu: spec.interleave.cu_name(),
+        swizzle_cu: spec.swizzle.cu_name(),
+        l2_cu: spec.l2_promotion.cu_name(),
+        oob_cu: spec.oob_fill.cu_name(),
+        params,
+        global,
+        strides,
+        strides_doc,
+    };
     render("encode_tile.cuh.tera", &ctx)
 }
 
@@ -139,6 +189,32 @@ pub fn mpk_dim_names(rank: usize) -> Vec<&'static str> {
     NAMES[NAMES.len() - rank.min(NAMES.len())..].to_vec()
 }
 
+/// A dim of an MPK tile: its label and its index in MPK's (innermost-first) array.
+#[derive(Serialize)]
+struct MpkDim {
+    label: String,
+    mpk_index: usize,
+}
+
+/// An MPK parameter known now.
+#[derive(Serialize)]
+struct MpkConst {
+    name: String,
+    value: u64,
+}
+
+/// The context of `mpk_tile.cuh.tera`.
+#[derive(Serialize)]
+struct MpkTileContext<'a> {
+    name: &'a str,
+    rank: usize,
+    mpk_b: i64,
+    dims: Vec<MpkDim>,
+    mpk_consts: Vec<MpkConst>,
+    mpk_params: Vec<String>,
+    mpk_order: Vec<String>,
+}
+
 /// `kernel::tma::tma_<name>`: MPK's parameters as constants and its coordinate array mapped
 /// to the tile's coordinates through [`to_tma_order`].
 fn mpk_tile(valid: &ValidSpec) -> Result<String, RenderError> {
@@ -147,16 +223,13 @@ fn mpk_tile(valid: &ValidSpec) -> Result<String, RenderError> {
     let names = mpk_dim_names(rank);
     let users: Vec<usize> = (0..rank).collect();
     let order = to_tma_order(&users);
-    let dims: Vec<Value> = (0..rank)
-        .map(|d| {
-            let index = order.iter().position(|&u| u == d).unwrap_or(d);
-            map([
-                ("label", Value::from(spec.dim_label(d))),
-                ("mpk_index", Value::from(index)),
-            ])
+    let dims: Vec<MpkDim> = (0..rank)
+        .map(|d| MpkDim {
+            label: spec.dim_label(d),
+            mpk_index: order.iter().position(|&u| u == d).unwrap_or(d),
         })
         .collect();
-    let mut consts: Vec<Value> = Vec::new();
+    let mut consts: Vec<MpkConst> = Vec::new();
     let mut params: Vec<String> = Vec::new();
     let mut push = |name: String, value: Option<u64>| {
         params.push(format!(
@@ -164,10 +237,7 @@ fn mpk_tile(valid: &ValidSpec) -> Result<String, RenderError> {
             value.map_or("_".to_string(), |v| v.to_string())
         ));
         if let Some(v) = value {
-            consts.push(map([
-                ("name", Value::from(name)),
-                ("value", Value::from(v)),
-            ]));
+            consts.push(MpkConst { name, value: v });
         }
     };
     for (d, n) in names.iter().enumerate() {
@@ -203,14 +273,15 @@ fn mpk_tile(valid: &ValidSpec) -> Result<String, RenderError> {
     });
     push("SMEM_STRIDE".to_string(), smem_stride);
     let mpk_order: Vec<String> = order.iter().map(|&d| names[d].to_lowercase()).collect();
-    let mut ctx = Context::new();
-    ctx.insert("name", &spec.name);
-    ctx.insert("rank", &rank);
-    ctx.insert("mpk_b", &spec.swizzle.mpk_class().map_or(-1, i64::from));
-    ctx.insert_value("dims", Value::from(dims));
-    ctx.insert_value("mpk_consts", Value::from(consts));
-    ctx.insert("mpk_params", &params);
-    ctx.insert("mpk_order", &mpk_order);
+    let ctx = MpkTileContext {
+        name: &spec.name,
+        rank,
+        mpk_b: spec.swizzle.mpk_class().map_or(-1, i64::from),
+        dims,
+        mpk_consts: consts,
+        mpk_params: params,
+        mpk_order,
+    };
     render("mpk_tile.cuh.tera", &ctx)
 }
 
@@ -264,7 +335,7 @@ pub fn header_with_pipelines(
     }
     if opts.mpk {
         out.push('\n');
-        out.push_str(&render("mpk.cuh.tera", &Context::new())?);
+        out.push_str(&render("mpk.cuh.tera", &NoContext {})?);
         for v in &tiles {
             out.push('\n');
             out.push_str(&mpk_tile(v)?);

@@ -36,18 +36,30 @@ pub(super) fn template_error(template: &str, e: &tera::Error) -> RenderError {
     }
 }
 
-pub(super) fn render(template: &str, ctx: &Context) -> Result<String, RenderError> {
+/// Renders `template` from its typed context: one `#[derive(Serialize)]` struct per template
+/// (its fields are the template's variables), so a misspelt or missing variable is a compile
+/// error here rather than a string key that silently renders nothing.
+pub(super) fn render<C: Serialize>(template: &str, ctx: &C) -> Result<String, RenderError> {
+    let ctx = Context::from_serialize(ctx).map_err(|e| template_error(template, &e))?;
     engine()?
-        .render(template, ctx)
+        .render(template, &ctx)
         .map_err(|e| template_error(template, &e))
 }
 
-pub(super) fn map(entries: impl IntoIterator<Item = (&'static str, Value)>) -> Value {
-    let m: BTreeMap<String, Value> = entries
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v))
-        .collect();
-    Value::from(m)
+/// The context of a template that takes no variables.
+#[derive(Serialize)]
+pub(super) struct NoContext {}
+
+/// Serializes `None` as `false`: what the templates test (`{% if wgmma %}`) for a part that
+/// may be absent.
+pub(super) fn or_false<T: Serialize, S: serde::Serializer>(
+    value: &Option<T>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match value {
+        Some(v) => v.serialize(s),
+        None => s.serialize_bool(false),
+    }
 }
 
 pub(super) fn list_text<T: std::fmt::Display>(items: &[T]) -> String {

@@ -18,7 +18,7 @@ use super::*;
 pub enum HangTiles {
     /// [`UNKNOWN_TILE_ID`]: the wait named no tile.
     Unknown,
-    /// One tile: its `// tma-tile` id.
+    /// One tile: its id (`TILE_ID`).
     Tile(u32),
     /// The tiles of a `tma_group` (ids below [`GROUP_LISTED_TILES`], ascending); `more`: it
     /// also holds tiles whose ids are not listed.

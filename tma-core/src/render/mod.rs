@@ -14,8 +14,9 @@
 //!   `load`, consumer `wait` / `release`, the stage/phase `state`); [`WarpRolesCode`]: warp
 //!   roles, `struct tma_roles_<name>` (setmaxnreg split, named barriers); [`warp_support`]:
 //!   the helpers both use.
-//! - [`KernelSource`]: prelude + tile lines ([`crate::manifest`]) + helpers + the kernel's names
-//!   for its tiles + a kernel body, the unit the runtime compiles.
+//! - [`KernelSource`]: prelude + helpers + the kernel's names for its tiles + a kernel body, the
+//!   unit the runtime compiles, and the typed description of what it declares
+//!   ([`KernelSource::facts`], [`crate::facts`]) the runtime carries beside it.
 //! - [`header`]: a standalone `.cuh` for C++ users, device helpers and host encode functions
 //!   (`tma_encode_<name>`); [`header_with`] adds Mirage MPK's contract; [`host_header`]: the
 //!   tiles' shapes (coordinates, extents, element offsets) for host C++20.
@@ -36,22 +37,23 @@
 //!     .body("// kernel here: A::load(&map, &bar, smem, {.d0 = m0, .d1 = k0});\n")
 //!     .build()?;
 //! assert!(src.contains("static constexpr unsigned TX_BYTES = 16384u;"));
-//! assert!(src.contains("// tma-tile 0 a smem=16384 align=1024 target=sm_90a\n"));
+//! assert!(src.contains("static constexpr unsigned TILE_ID = 0u;"));
 //! assert!(src.contains("using A = tma_a;\n"));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
 //! Output is deterministic: the same specs give the same bytes.
 
+use crate::encode_args::{to_tma_order, EncodeArgs};
 use crate::ident::{check_name, NameProblem};
-use crate::layout::{to_tma_order, EncodeArgs};
 use crate::limits::{MAX_TX_BYTES, TENSOR_MAP_ALIGN, TENSOR_MAP_BYTES};
 use crate::smem::{ElementOffsets, TileSet};
 use crate::spec::Extent;
 use crate::validate::ValidSpec;
 use crate::DType;
+use serde::Serialize;
 use std::collections::BTreeMap;
-use tera::{Context, Tera, Value};
+use tera::{Context, Tera};
 
 mod cpp;
 mod engine;
@@ -216,43 +218,59 @@ pub fn prelude() -> String {
     prelude_checked().unwrap_or_else(|e| format!("#error \"tma prelude: {e}\"\n"))
 }
 
+/// A rule's or helper's name and device code.
+#[derive(Serialize)]
+struct DeviceCode {
+    name: String,
+    code: u32,
+}
+
+/// The context of the prelude and the parts after it (`shapes`, `kernel`, `wgmma`).
+#[derive(Serialize)]
+struct PreludeContext {
+    debug_timeout_ns: u64,
+    wait_timeout_ns: u64,
+    device_rules: Vec<DeviceCode>,
+    device_helpers: Vec<DeviceCode>,
+    tensor_map_bytes: usize,
+    tensor_map_words: usize,
+    tensor_map_align: usize,
+    max_tx_bytes: u64,
+    group_flag: String,
+    group_listed: u32,
+    wgmma_types: Vec<&'static str>,
+}
+
 fn prelude_checked() -> Result<String, RenderError> {
-    let mut ctx = Context::new();
-    ctx.insert("debug_timeout_ns", &DEBUG_TIMEOUT_NS);
-    ctx.insert("wait_timeout_ns", &WAIT_TIMEOUT_NS);
-    let codes = |entries: Vec<(String, u32)>| -> Value {
-        Value::from(
-            entries
-                .into_iter()
-                .map(|(name, code)| map([("name", Value::from(name)), ("code", Value::from(code))]))
-                .collect::<Vec<Value>>(),
-        )
+    let codes = |entries: Vec<(String, u32)>| -> Vec<DeviceCode> {
+        entries
+            .into_iter()
+            .map(|(name, code)| DeviceCode { name, code })
+            .collect()
     };
-    ctx.insert_value(
-        "device_rules",
-        codes(
+    let ctx = PreludeContext {
+        debug_timeout_ns: DEBUG_TIMEOUT_NS,
+        wait_timeout_ns: WAIT_TIMEOUT_NS,
+        device_rules: codes(
             crate::rules::Rule::DEVICE_CHECKED
                 .iter()
                 .map(|(r, c)| (format!("{r:?}"), *c))
                 .collect(),
         ),
-    );
-    ctx.insert_value(
-        "device_helpers",
-        codes(
+        device_helpers: codes(
             crate::rules::Helper::ALL
                 .iter()
                 .map(|(h, c)| (format!("{h:?}"), *c))
                 .collect(),
         ),
-    );
-    ctx.insert("tensor_map_bytes", &TENSOR_MAP_BYTES);
-    ctx.insert("tensor_map_words", &(TENSOR_MAP_BYTES / 8));
-    ctx.insert("tensor_map_align", &TENSOR_MAP_ALIGN);
-    ctx.insert("max_tx_bytes", &MAX_TX_BYTES);
-    ctx.insert("group_flag", &format!("{GROUP_TILE_ID_FLAG:#x}"));
-    ctx.insert("group_listed", &GROUP_LISTED_TILES);
-    ctx.insert("wgmma_types", &wgmma_type_names());
+        tensor_map_bytes: TENSOR_MAP_BYTES,
+        tensor_map_words: TENSOR_MAP_BYTES / 8,
+        tensor_map_align: TENSOR_MAP_ALIGN,
+        max_tx_bytes: MAX_TX_BYTES,
+        group_flag: format!("{GROUP_TILE_ID_FLAG:#x}"),
+        group_listed: GROUP_LISTED_TILES,
+        wgmma_types: wgmma_type_names(),
+    };
     let mut out = render("prelude.cuh.tera", &ctx)?;
     for part in ["shapes.cuh.tera", "kernel.cuh.tera", "wgmma.cuh.tera"] {
         out.push('\n');

@@ -11,7 +11,7 @@ use crate::rules::Helper;
 /// `tma_mbarrier_arrive_remote`), `tma_pipe_state<STAGES>` and the debug-aware `tma_pipe_wait`.
 /// Goes after the prelude.
 pub fn warp_support() -> Result<String, RenderError> {
-    render("warp.cuh.tera", &Context::new())
+    render("warp.cuh.tera", &NoContext {})
 }
 
 fn helper_code(h: Helper) -> u32 {
@@ -19,6 +19,79 @@ fn helper_code(h: Helper) -> u32 {
         .iter()
         .find(|(x, _)| *x == h)
         .map_or(0, |(_, c)| *c)
+}
+
+/// A dim of a pipeline tile: the C++ local of its coordinate and its label.
+#[derive(Serialize)]
+struct PipeDim {
+    var: String,
+    label: String,
+}
+
+/// One box a CTA loads of a multicast tile: its index and its coordinates (TMA order).
+#[derive(Serialize)]
+struct MulticastBox {
+    j: u64,
+    coords: Vec<String>,
+}
+
+/// How a multicast tile is split over the cluster's CTAs.
+#[derive(Serialize)]
+struct Multicast {
+    axis: &'static str,
+    axis_index: usize,
+    ctas: u32,
+    per_cta: u64,
+    step: u32,
+    pattern: u32,
+    boxes: Vec<MulticastBox>,
+}
+
+/// A tile of a pipeline's stage.
+#[derive(Serialize)]
+struct PipeTile {
+    member: String,
+    cuda: String,
+    offset: u64,
+    tx: u64,
+    rank: usize,
+    dims: Vec<PipeDim>,
+    coord_example: String,
+    stride_bytes: u64,
+    tma_operands: Vec<usize>,
+    #[serde(serialize_with = "or_false")]
+    multicast: Option<Multicast>,
+}
+
+/// The context of `pipeline.cuh.tera`.
+#[derive(Serialize)]
+struct PipelineContext<'a> {
+    id: u32,
+    name: &'a str,
+    cuda: String,
+    stages: u32,
+    stage_bytes: u64,
+    stage_stride: u64,
+    stage_tx: u64,
+    full_offset: u64,
+    empty_offset: u64,
+    total: u64,
+    align: u64,
+    dynamic: u64,
+    max_stages: u64,
+    reserve: u64,
+    target: &'static str,
+    consumers: String,
+    unit: &'static str,
+    consumer_threads: u64,
+    consumer_arrivals: u32,
+    peers: u32,
+    empty_arrivals: u32,
+    cluster: [u32; 3],
+    cluster_ctas: u32,
+    helper_wait: u32,
+    helper_acquire: u32,
+    tiles: Vec<PipeTile>,
 }
 
 /// One pipeline's CUDA: `struct tma_pipe_<name>` (docs/CONTRACTS.md, "Pipelines"). Its tiles'
@@ -39,12 +112,10 @@ impl PipelineCode {
         for (i, t) in spec.tiles.iter().enumerate() {
             let tile = t.tile.spec();
             let rank = tile.rank();
-            let dims: Vec<Value> = (0..rank)
-                .map(|d| {
-                    map([
-                        ("var", Value::from(format!("c{d}"))),
-                        ("label", Value::from(tile.dim_label(d))),
-                    ])
+            let dims: Vec<PipeDim> = (0..rank)
+                .map(|d| PipeDim {
+                    var: format!("c{d}"),
+                    label: tile.dim_label(d),
                 })
                 .collect();
             let example = format!(
@@ -55,85 +126,69 @@ impl PipelineCode {
                     .join(", ")
             );
             let multicast = match pipeline.split(i) {
-                None => Value::from(false),
+                None => None,
                 Some(split) => {
                     let axis = split.axis.index();
                     let step: u32 = spec.cluster[..axis].iter().product();
                     let pattern: u32 = (0..split.ctas).map(|k| 1u32 << (k * step)).sum();
-                    let boxes: Vec<Value> = (0..split.boxes_per_cta)
-                        .map(|j| {
-                            let user = box_coords(tile);
-                            map([
-                                ("j", Value::from(j)),
-                                (
-                                    "coords",
-                                    Value::from(
-                                        to_tma_order(&user)
-                                            .into_iter()
-                                            .map(Value::from)
-                                            .collect::<Vec<_>>(),
-                                    ),
-                                ),
-                            ])
+                    let boxes: Vec<MulticastBox> = (0..split.boxes_per_cta)
+                        .map(|j| MulticastBox {
+                            j,
+                            coords: to_tma_order(&box_coords(tile)),
                         })
                         .collect();
-                    map([
-                        ("axis", Value::from(split.axis.name())),
-                        ("axis_index", Value::from(axis)),
-                        ("ctas", Value::from(split.ctas)),
-                        ("per_cta", Value::from(split.boxes_per_cta)),
-                        ("step", Value::from(step)),
-                        ("pattern", Value::from(pattern)),
-                        ("boxes", Value::from(boxes)),
-                    ])
+                    Some(Multicast {
+                        axis: split.axis.name(),
+                        axis_index: axis,
+                        ctas: split.ctas,
+                        per_cta: split.boxes_per_cta,
+                        step,
+                        pattern,
+                        boxes,
+                    })
                 }
             };
-            tiles.push(map([
-                ("member", Value::from(t.member.clone())),
-                ("cuda", Value::from(format!("tma_{}", tile.name))),
-                ("offset", Value::from(layout.tile_offsets[i])),
-                ("tx", Value::from(t.tile.tx_bytes())),
-                ("rank", Value::from(rank)),
-                ("dims", Value::from(dims)),
-                ("coord_example", Value::from(example)),
-                ("stride_bytes", Value::from(t.tile.plan().stride_bytes)),
-                (
-                    "tma_operands",
-                    Value::from((2..rank + 2).map(Value::from).collect::<Vec<_>>()),
-                ),
-                ("multicast", multicast),
-            ]));
+            tiles.push(PipeTile {
+                member: t.member.clone(),
+                cuda: format!("tma_{}", tile.name),
+                offset: layout.tile_offsets[i],
+                tx: t.tile.tx_bytes(),
+                rank,
+                dims,
+                coord_example: example,
+                stride_bytes: t.tile.plan().stride_bytes,
+                tma_operands: (2..rank + 2).collect(),
+                multicast,
+            });
         }
-        let mut ctx = Context::new();
-        ctx.insert("id", &id);
-        ctx.insert("name", &spec.name);
-        ctx.insert("cuda", &format!("tma_pipe_{}", spec.name));
-        ctx.insert("stages", &spec.stages);
-        ctx.insert("stage_bytes", &layout.stage_bytes);
-        ctx.insert("stage_stride", &layout.stage_stride);
-        ctx.insert("stage_tx", &pipeline.stage_tx_bytes());
-        ctx.insert("full_offset", &layout.full_offset);
-        ctx.insert("empty_offset", &layout.empty_offset);
-        ctx.insert("total", &layout.total_bytes);
-        ctx.insert("align", &layout.align_bytes);
-        ctx.insert("dynamic", &layout.dynamic_smem_bytes());
-        ctx.insert("max_stages", &pipeline.max_stages());
-        ctx.insert("reserve", &spec.reserve_smem);
-        ctx.insert("target", spec.target.nvrtc_name());
-        ctx.insert("consumers", &spec.consumers.to_string());
-        ctx.insert("unit", spec.consumers.unit());
-        ctx.insert(
-            "consumer_threads",
-            &spec.consumers.threads().get().unwrap_or(0),
-        );
-        ctx.insert("consumer_arrivals", &pipeline.consumer_arrivals());
-        ctx.insert("peers", &pipeline.peers());
-        ctx.insert("empty_arrivals", &pipeline.empty_arrivals());
-        ctx.insert("cluster", &spec.cluster.to_vec());
-        ctx.insert("cluster_ctas", &pipeline.cluster_ctas());
-        ctx.insert("helper_wait", &helper_code(Helper::PipelineWait));
-        ctx.insert("helper_acquire", &helper_code(Helper::PipelineAcquire));
-        ctx.insert_value("tiles", Value::from(tiles));
+        let ctx = PipelineContext {
+            id,
+            name: &spec.name,
+            cuda: format!("tma_pipe_{}", spec.name),
+            stages: spec.stages,
+            stage_bytes: layout.stage_bytes,
+            stage_stride: layout.stage_stride,
+            stage_tx: pipeline.stage_tx_bytes(),
+            full_offset: layout.full_offset,
+            empty_offset: layout.empty_offset,
+            total: layout.total_bytes,
+            align: layout.align_bytes,
+            dynamic: layout.dynamic_smem_bytes(),
+            max_stages: pipeline.max_stages(),
+            reserve: spec.reserve_smem,
+            target: spec.target.nvrtc_name(),
+            consumers: spec.consumers.to_string(),
+            unit: spec.consumers.unit(),
+            consumer_threads: spec.consumers.threads().get().unwrap_or(0),
+            consumer_arrivals: pipeline.consumer_arrivals(),
+            peers: pipeline.peers(),
+            empty_arrivals: pipeline.empty_arrivals(),
+            cluster: spec.cluster,
+            cluster_ctas: pipeline.cluster_ctas(),
+            helper_wait: helper_code(Helper::PipelineWait),
+            helper_acquire: helper_code(Helper::PipelineAcquire),
+            tiles,
+        };
         Ok(PipelineCode {
             name: spec.name.clone(),
             source: render("pipeline.cuh.tera", &ctx)?,
@@ -183,6 +238,51 @@ fn box_coords(tile: &crate::TileSpec) -> Vec<String> {
         .collect()
 }
 
+/// A named barrier of warp roles: its first and last id (one per consumer when
+/// `per_consumer`).
+#[derive(Serialize)]
+struct RolesBarrier {
+    name: String,
+    id: u32,
+    last: u32,
+    threads: u32,
+    per_consumer: bool,
+}
+
+/// The registers `setmaxnreg` gives each role.
+#[derive(Serialize)]
+struct RegisterSplitContext {
+    producer_regs: u32,
+    consumer_regs: u32,
+}
+
+/// The context of `roles.cuh.tera`.
+#[derive(Serialize)]
+struct RolesContext<'a> {
+    name: &'a str,
+    cuda: String,
+    launch_macro: String,
+    producers: String,
+    consumers: String,
+    producer_warps: u64,
+    consumer_warps: u64,
+    #[serde(serialize_with = "or_false")]
+    producer_warpgroups: Option<u32>,
+    #[serde(serialize_with = "or_false")]
+    consumer_warpgroups: Option<u32>,
+    consumer_count: u32,
+    consumer_unit: &'static str,
+    warps_per_consumer: u32,
+    producer_threads: u64,
+    warps: u64,
+    threads: u64,
+    #[serde(serialize_with = "or_false")]
+    setmaxnreg: Option<RegisterSplitContext>,
+    launch_regs: u64,
+    blocks_per_sm: u32,
+    barriers: Vec<RolesBarrier>,
+}
+
 /// Warp roles' CUDA: `struct tma_roles_<name>` and its `TMA_ROLES_<NAME>_LAUNCH_BOUNDS` macro.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WarpRolesCode {
@@ -193,54 +293,47 @@ pub struct WarpRolesCode {
 impl WarpRolesCode {
     pub fn new(roles: &ValidWarpRoles) -> Result<WarpRolesCode, RenderError> {
         let r = roles.roles();
-        let barriers: Vec<Value> = roles
+        let barriers: Vec<RolesBarrier> = roles
             .barrier_ids()
-            .map(|(b, ids)| {
-                map([
-                    ("name", Value::from(b.name.clone())),
-                    ("id", Value::from(*ids.start())),
-                    ("last", Value::from(*ids.end())),
-                    ("threads", Value::from(b.threads)),
-                    ("per_consumer", Value::from(b.per_consumer)),
-                ])
+            .map(|(b, ids)| RolesBarrier {
+                name: b.name.clone(),
+                id: *ids.start(),
+                last: *ids.end(),
+                threads: b.threads,
+                per_consumer: b.per_consumer,
             })
             .collect();
         let warpgroups = |w: RoleWarps| match w {
-            RoleWarps::Warpgroups(n) => Value::from(n),
-            RoleWarps::Warps(_) => Value::from(false),
+            RoleWarps::Warpgroups(n) => Some(n),
+            RoleWarps::Warps(_) => None,
         };
-        let mut ctx = Context::new();
-        ctx.insert("name", &r.name);
-        ctx.insert("cuda", &format!("tma_roles_{}", r.name));
-        ctx.insert("launch_macro", &launch_macro(&r.name));
-        ctx.insert("producers", &r.producers.to_string());
-        ctx.insert("consumers", &r.consumers.to_string());
-        ctx.insert("producer_warps", &r.producer_warps());
-        ctx.insert("consumer_warps", &r.consumer_warps());
-        ctx.insert_value("producer_warpgroups", warpgroups(r.producers));
-        ctx.insert_value("consumer_warpgroups", warpgroups(r.consumers));
-        ctx.insert("consumer_count", &r.consumer_count());
-        ctx.insert(
-            "consumer_unit",
-            match r.consumers {
+        let ctx = RolesContext {
+            name: &r.name,
+            cuda: format!("tma_roles_{}", r.name),
+            launch_macro: launch_macro(&r.name),
+            producers: r.producers.to_string(),
+            consumers: r.consumers.to_string(),
+            producer_warps: r.producer_warps(),
+            consumer_warps: r.consumer_warps(),
+            producer_warpgroups: warpgroups(r.producers),
+            consumer_warpgroups: warpgroups(r.consumers),
+            consumer_count: r.consumer_count(),
+            consumer_unit: match r.consumers {
                 RoleWarps::Warps(_) => "warp",
                 RoleWarps::Warpgroups(_) => "warpgroup",
             },
-        );
-        ctx.insert("warps_per_consumer", &r.consumers.warps_per_unit());
-        ctx.insert("producer_threads", &(32 * r.producer_warps()));
-        ctx.insert("warps", &(r.producer_warps() + r.consumer_warps()));
-        ctx.insert("threads", &r.threads());
-        let split = r.setmaxnreg.map_or(Value::from(false), |s| {
-            map([
-                ("producer_regs", Value::from(s.producer_regs)),
-                ("consumer_regs", Value::from(s.consumer_regs)),
-            ])
-        });
-        ctx.insert_value("setmaxnreg", split);
-        ctx.insert("launch_regs", &roles.launch_regs());
-        ctx.insert("blocks_per_sm", &r.blocks_per_sm);
-        ctx.insert_value("barriers", Value::from(barriers));
+            warps_per_consumer: r.consumers.warps_per_unit(),
+            producer_threads: 32 * r.producer_warps(),
+            warps: r.producer_warps() + r.consumer_warps(),
+            threads: r.threads(),
+            setmaxnreg: r.setmaxnreg.map(|s| RegisterSplitContext {
+                producer_regs: s.producer_regs,
+                consumer_regs: s.consumer_regs,
+            }),
+            launch_regs: roles.launch_regs(),
+            blocks_per_sm: r.blocks_per_sm,
+            barriers,
+        };
         Ok(WarpRolesCode {
             name: r.name.clone(),
             source: render("roles.cuh.tera", &ctx)?,

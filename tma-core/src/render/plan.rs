@@ -4,6 +4,36 @@
 use super::*;
 use crate::plan::{RegionRole, ValidKernelPlan};
 
+/// A region of a kernel plan's shared memory: what it holds (`kind`, the struct it names) and
+/// where.
+#[derive(Serialize)]
+struct PlanRegion {
+    name: String,
+    kind: &'static str,
+    cuda: String,
+    offset: u64,
+    bytes: u64,
+    align: u64,
+    stride: u64,
+    copies: u32,
+}
+
+/// The context of `plan.cuh.tera`.
+#[derive(Serialize)]
+struct PlanContext<'a> {
+    name: &'a str,
+    cuda: String,
+    launch_macro: String,
+    threads: u32,
+    blocks_per_sm: u32,
+    cluster: [u32; 3],
+    total: u64,
+    align: u64,
+    dynamic: u32,
+    opt_in: bool,
+    regions: Vec<PlanRegion>,
+}
+
 /// One kernel plan's CUDA: `struct tma_plan_<name>` with `BLOCK_THREADS`, `CLUSTER_X/Y/Z`,
 /// `SMEM_BYTES`, `SMEM_ALIGN`, `DYNAMIC_SMEM_BYTES`, per region `OFFSET_<r>`, `BYTES_<r>`,
 /// `ALIGN_<r>` and its accessor (a pipeline constructed on its region, a tile set's or
@@ -21,7 +51,7 @@ impl PlanCode {
         let plan = valid.plan();
         let layout = valid.layout();
         let launch = valid.launch();
-        let regions: Vec<Value> = layout
+        let regions: Vec<PlanRegion> = layout
             .regions
             .iter()
             .map(|r| {
@@ -47,30 +77,32 @@ impl PlanCode {
                     ),
                     RegionRole::Scratch(_) => ("scratch", None),
                 };
-                map([
-                    ("name", Value::from(r.name.clone())),
-                    ("kind", Value::from(kind)),
-                    ("cuda", Value::from(cuda.unwrap_or_default())),
-                    ("offset", Value::from(r.offset)),
-                    ("bytes", Value::from(r.bytes)),
-                    ("align", Value::from(r.align)),
-                    ("stride", Value::from(r.stride)),
-                    ("copies", Value::from(r.copies)),
-                ])
+                PlanRegion {
+                    name: r.name.clone(),
+                    kind,
+                    cuda: cuda.unwrap_or_default(),
+                    offset: r.offset,
+                    bytes: r.bytes,
+                    align: r.align,
+                    stride: r.stride,
+                    copies: r.copies,
+                }
             })
             .collect();
-        let mut ctx = Context::new();
-        ctx.insert("name", &plan.name);
-        ctx.insert("cuda", &plan_cuda_name(&plan.name));
-        ctx.insert("launch_macro", &plan_launch_macro(&plan.name));
-        ctx.insert("threads", &launch.block[0]);
-        ctx.insert("blocks_per_sm", &valid.blocks_per_sm());
-        ctx.insert("cluster", &launch.cluster.to_vec());
-        ctx.insert("total", &layout.total_bytes);
-        ctx.insert("align", &layout.align_bytes);
-        ctx.insert("dynamic", &launch.dynamic_smem_bytes);
-        ctx.insert("opt_in", &launch.smem_opt_in);
-        ctx.insert_value("regions", Value::from(regions));
+        let ctx = PlanContext {
+            name: &plan.name,
+            cuda: plan_cuda_name(&plan.name),
+            launch_macro: plan_launch_macro(&plan.name),
+            threads: launch.block[0],
+            // 0: no second `__launch_bounds__` argument (none declared, no warp roles).
+            blocks_per_sm: valid.blocks_per_sm().unwrap_or(0),
+            cluster: launch.cluster,
+            total: layout.total_bytes,
+            align: layout.align_bytes,
+            dynamic: launch.dynamic_smem_bytes,
+            opt_in: launch.smem_opt_in,
+            regions,
+        };
         Ok(PlanCode {
             name: plan.name.clone(),
             source: render("plan.cuh.tera", &ctx)?,
@@ -84,7 +116,8 @@ impl PlanCode {
     pub fn cuda_name(&self) -> String {
         plan_cuda_name(&self.name)
     }
-    /// `TMA_PLAN_<NAME>_LAUNCH_BOUNDS`: `__launch_bounds__(BLOCK_THREADS, BLOCKS_PER_SM)`.
+    /// `TMA_PLAN_<NAME>_LAUNCH_BOUNDS`: `__launch_bounds__(BLOCK_THREADS, BLOCKS_PER_SM)`, or
+    /// `__launch_bounds__(BLOCK_THREADS)` when the plan asks for no blocks per SM.
     pub fn launch_macro(&self) -> String {
         plan_launch_macro(&self.name)
     }

@@ -85,29 +85,30 @@ impl TileSetCode {
                     .map_or_else(String::new, |(m, _)| m.to_string()),
             }
         })?;
-        let rows: Vec<Value> = members
+        let rows: Vec<SetMember> = members
             .iter()
             .zip(&layout.offsets)
             .map(|((member, valid), offset)| {
                 let plan = valid.plan();
-                map([
-                    ("name", Value::from(member.to_string())),
-                    ("cuda", Value::from(format!("tma_{}", valid.spec().name))),
-                    ("offset", Value::from(*offset)),
-                    ("bytes", Value::from(plan.footprint_bytes)),
-                    ("align", Value::from(plan.align_bytes)),
-                    ("tx", Value::from(plan.tx_bytes)),
-                ])
+                SetMember {
+                    name: member.to_string(),
+                    cuda: format!("tma_{}", valid.spec().name),
+                    offset: *offset,
+                    bytes: plan.footprint_bytes,
+                    align: plan.align_bytes,
+                    tx: plan.tx_bytes,
+                }
             })
             .collect();
-        let mut ctx = Context::new();
-        ctx.insert("name", name);
-        ctx.insert("cuda", &format!("tma_{name}"));
-        ctx.insert("params_macro", &params_macro(name));
-        ctx.insert("total", &layout.total_bytes);
-        ctx.insert("align", &layout.align_bytes);
-        ctx.insert("dynamic", &layout.dynamic_smem_bytes());
-        ctx.insert_value("members", Value::from(rows));
+        let ctx = SetContext {
+            name,
+            cuda: format!("tma_{name}"),
+            params_macro: params_macro(name),
+            total: layout.total_bytes,
+            align: layout.align_bytes,
+            dynamic: layout.dynamic_smem_bytes(),
+            members: rows,
+        };
         let source = render("set.cuh.tera", &ctx)?;
         Ok(TileSetCode {
             name: name.to_string(),
@@ -135,6 +136,29 @@ impl TileSetCode {
     pub fn layout(&self) -> &TileSet {
         &self.layout
     }
+}
+
+/// A member of a tile set: its name, its tile's struct, where it sits and what it moves.
+#[derive(Serialize)]
+struct SetMember {
+    name: String,
+    cuda: String,
+    offset: u64,
+    bytes: u64,
+    align: u64,
+    tx: u64,
+}
+
+/// The context of `set.cuh.tera`.
+#[derive(Serialize)]
+struct SetContext<'a> {
+    name: &'a str,
+    cuda: String,
+    params_macro: String,
+    total: u64,
+    align: u64,
+    dynamic: u64,
+    members: Vec<SetMember>,
 }
 
 pub(super) fn params_macro(set: &str) -> String {

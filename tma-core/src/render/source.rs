@@ -3,9 +3,10 @@
 use super::*;
 use crate::ident::NameKind;
 
-/// Builds one translation unit: prelude, tile lines ([`crate::manifest`]), the tiles'
-/// helpers (ids in the order added), the tile sets, the kernel's names for its tiles
-/// (`using <alias> = tma_<name>;`) and a kernel body.
+/// Builds one translation unit: prelude, the tiles' helpers (ids in the order added), the
+/// tile sets, pipelines, warp roles and kernel plans, the kernel's names for its tiles
+/// (`using <alias> = tma_<name>;`) and a kernel body; and the typed description of what it
+/// declares ([`KernelSource::facts`]) that the runtime carries beside the text.
 ///
 /// A kernel body names a tile by the alias it chose ([`KernelSource::tile_as`]) or through its
 /// set (`tma_<set>::<member>`), so no CUDA name is pasted into it:
@@ -36,9 +37,13 @@ use crate::ident::NameKind;
 #[derive(Clone, Debug, Default)]
 pub struct KernelSource {
     tiles: Vec<ValidSpec>,
+    /// Per tile: the source holds it outside its plans ([`crate::facts::TileFacts::outside_plans`]).
+    tiles_outside: Vec<bool>,
     sets: Vec<SetDecl>,
     aliases: Vec<(String, usize)>,
     pipelines: Vec<crate::pipeline::ValidPipeline>,
+    /// Per pipeline: the source holds it outside its plans.
+    pipelines_outside: Vec<bool>,
     /// The kernel's names for pipelines: (alias, index into `pipelines`).
     pipeline_aliases: Vec<(String, usize)>,
     roles: Vec<crate::pipeline::ValidWarpRoles>,
@@ -54,6 +59,7 @@ impl KernelSource {
     /// Adds a tile; tiles get ids 0, 1, ... in the order added.
     pub fn tile(mut self, valid: &ValidSpec) -> KernelSource {
         self.tiles.push(valid.clone());
+        self.tiles_outside.push(true);
         self
     }
 
@@ -65,8 +71,7 @@ impl KernelSource {
     /// source takes; [`KernelSource::build`] refuses it otherwise.
     pub fn tile_as(mut self, valid: &ValidSpec, alias: &str) -> KernelSource {
         self.aliases.push((alias.to_string(), self.tiles.len()));
-        self.tiles.push(valid.clone());
-        self
+        self.tile(valid)
     }
 
     /// Adds the tiles of a set (as [`KernelSource::tile`], in order) and their layout in one
@@ -81,6 +86,7 @@ impl KernelSource {
         for (member, valid) in members {
             decl.members.push((member.to_string(), self.tiles.len()));
             self.tiles.push((*valid).clone());
+            self.tiles_outside.push(true);
         }
         self.sets.push(decl);
         self
@@ -88,16 +94,26 @@ impl KernelSource {
 
     /// Adds a pipeline (`struct tma_pipe_<name>`, [`PipelineCode`]) and the tiles it loads
     /// that the source does not hold yet (a tile equal to one already added is shared; ids as
-    /// for [`KernelSource::tile`]). Pipelines get ids 0, 1, ... in the order added; each has a
-    /// `// tma-pipeline <id> <name> stages=<n> cluster=<x>x<y>x<z> smem=<bytes>` line
-    /// ([`crate::manifest::DeclaredPipeline`]) the runtime names hangs and checks launches with.
-    pub fn pipeline(mut self, pipeline: &crate::pipeline::ValidPipeline) -> KernelSource {
+    /// for [`KernelSource::tile`]). Pipelines get ids 0, 1, ... in the order added (each
+    /// one's `PIPELINE_ID`; [`crate::facts::PipelineFacts`] describes it to the runtime).
+    pub fn pipeline(self, pipeline: &crate::pipeline::ValidPipeline) -> KernelSource {
+        self.add_pipeline(pipeline, true)
+    }
+
+    /// Adds `pipeline` and its stage tiles; `outside`: not for a plan only.
+    fn add_pipeline(
+        mut self,
+        pipeline: &crate::pipeline::ValidPipeline,
+        outside: bool,
+    ) -> KernelSource {
         for t in &pipeline.spec().tiles {
-            if !self.tiles.contains(&t.tile) {
-                self.tiles.push(t.tile.clone());
+            let i = self.tile_index(&t.tile, outside);
+            if outside {
+                self.tiles_outside[i] = true;
             }
         }
         self.pipelines.push(pipeline.clone());
+        self.pipelines_outside.push(outside);
         self
     }
 
@@ -125,11 +141,11 @@ impl KernelSource {
     /// source does not hold yet (a part equal to one already added is shared, so several
     /// plans of one source may own the same tiles, pipelines or roles): its aliased tiles,
     /// tile sets, pipelines, warp roles and staging tiles. [`KernelSource::launch_plans`]
-    /// gives the plans' launches, for the runtime's `Source::planned`.
+    /// gives the plans' launches ([`KernelSource::facts`] carries them to the runtime).
     pub fn plan(mut self, valid: &crate::plan::ValidKernelPlan) -> KernelSource {
         let p = valid.plan();
         for t in &p.tiles {
-            let index = self.tile_index(&t.tile);
+            let index = self.tile_index(&t.tile, false);
             if !self
                 .aliases
                 .iter()
@@ -142,7 +158,7 @@ impl KernelSource {
             let members = s
                 .members
                 .iter()
-                .map(|(m, v)| (m.clone(), self.tile_index(v)))
+                .map(|(m, v)| (m.clone(), self.tile_index(v, false)))
                 .collect();
             let decl = SetDecl {
                 name: s.name.clone(),
@@ -158,7 +174,7 @@ impl KernelSource {
         }
         for pipe in &p.pipelines {
             if !self.pipelines.contains(pipe) {
-                self = self.pipeline(pipe);
+                self = self.add_pipeline(pipe, false);
             }
         }
         if let Some(r) = &p.roles {
@@ -168,7 +184,7 @@ impl KernelSource {
         }
         for r in &p.regions {
             if let crate::plan::RegionKind::Staging { tile, .. } = &r.kind {
-                self.tile_index(tile);
+                self.tile_index(tile, false);
             }
         }
         if !self.plans.contains(valid) {
@@ -182,12 +198,42 @@ impl KernelSource {
         self.plans.iter().map(|p| p.launch().clone()).collect()
     }
 
-    /// The index of `tile`, added when the source does not hold it yet.
-    fn tile_index(&mut self, tile: &ValidSpec) -> usize {
+    /// What the source declares, typed, for the runtime (`tma_runtime::Source::kernel`
+    /// carries it with the text): its tiles (ids as [`KernelSource::tile`] gives them, names,
+    /// dim names, shared memory, target), its pipelines (ids, stages, cluster,
+    /// `DYNAMIC_SMEM_BYTES`, stage tiles) and its plans' launches. The runtime names hang and
+    /// check records and checks launches with it; nothing is read back out of the text.
+    pub fn facts(&self) -> crate::facts::SourceFacts {
+        use crate::facts::{PipelineFacts, SourceFacts, TileFacts};
+        let tiles = (0u32..)
+            .zip(self.tiles.iter().zip(&self.tiles_outside))
+            .map(|(id, (v, &outside))| TileFacts::of(v, id, outside))
+            .collect();
+        let pipelines = (0u32..)
+            .zip(self.pipelines.iter().zip(&self.pipelines_outside))
+            .map(|(id, (p, &outside))| {
+                let stage_tiles = (p.spec().tiles.iter())
+                    .filter_map(|t| self.tiles.iter().position(|x| *x == t.tile))
+                    .filter_map(|i| u32::try_from(i).ok())
+                    .collect();
+                PipelineFacts::of(p, id, stage_tiles, outside)
+            })
+            .collect();
+        SourceFacts {
+            tiles,
+            pipelines,
+            plans: self.launch_plans(),
+        }
+    }
+
+    /// The index of `tile`, added (`outside` its plans or not) when the source does not hold
+    /// it yet.
+    fn tile_index(&mut self, tile: &ValidSpec, outside: bool) -> usize {
         match self.tiles.iter().position(|t| t == tile) {
             Some(i) => i,
             None => {
                 self.tiles.push(tile.clone());
+                self.tiles_outside.push(outside);
                 self.tiles.len() - 1
             }
         }
@@ -333,12 +379,6 @@ impl KernelSource {
             plans.push(code);
         }
         let mut out = prelude_checked()?;
-        out.push('\n');
-        out.push_str(&tile_list(&self.tiles));
-        for (id, p) in (0u32..).zip(&self.pipelines) {
-            let line = crate::manifest::DeclaredPipeline::of(p, id);
-            out.push_str(&format!("{line}\n"));
-        }
         for t in &tiles {
             out.push('\n');
             out.push_str(t.source());
@@ -438,19 +478,6 @@ pub(super) fn render_tiles(
     Ok((tiles, globals))
 }
 
-/// The tile lines ([`crate::manifest`]) the runtime reads: names for hang records, shared
-/// memory for launch checks, the target for the compile's arch. Ids in slice order, as
-/// [`render_tiles`] gives them.
-pub(super) fn tile_list(specs: &[ValidSpec]) -> String {
-    let mut out = String::from(
-        "// tiles of this translation unit (id name smem align target), read by tma-runtime:\n",
-    );
-    for (id, v) in (0u32..).zip(specs) {
-        out.push_str(&format!("{}\n", crate::manifest::DeclaredTile::of(v, id)));
-    }
-    out
-}
-
 /// The tiles' shapes for host C++20 code (`g++ -std=c++20`): `#pragma once`, what the
 /// coordinate structs need, and per tile a `struct tma_<name>` holding its `coords`,
 /// `BOX_<dim>`, `EXTENT_<dim>`, `POSITIONS`, `position(n)` and `offset(p)`: the same text
@@ -460,7 +487,7 @@ pub fn host_header(specs: &[ValidSpec]) -> Result<String, RenderError> {
     let mut out = String::from(
         "// Generated by tma-core (tma::render::host_header); do not edit. Host C++20.\n#pragma once\n\n",
     );
-    out.push_str(&render("shapes.cuh.tera", &Context::new())?);
+    out.push_str(&render("shapes.cuh.tera", &NoContext {})?);
     let mut seen: BTreeMap<&str, ()> = BTreeMap::new();
     let mut globals = BTreeMap::new();
     for (id, v) in (0u32..).zip(specs) {

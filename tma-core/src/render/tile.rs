@@ -22,9 +22,102 @@ pub(super) struct DimOffsets {
     pub(super) pos: String,
 }
 
+/// A tile's `position` / `offset` arithmetic (absent for packed types).
+#[derive(Serialize)]
+pub(super) struct OffsetsContext {
+    positions: u64,
+    chunk_elems: u64,
+    sum: String,
+    swizzled: String,
+    describe: String,
+}
+
+/// One dim of a tile (user order); `extent`, `from_n` and `pos` only where the tile has
+/// element offsets.
+#[derive(Serialize)]
+pub(super) struct TileDim {
+    i: usize,
+    var: String,
+    label: String,
+    global: String,
+    stride: String,
+    #[serde(rename = "box")]
+    box_: u32,
+    estride: u32,
+    repeat: u32,
+    reach: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    extent: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    from_n: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pos: Option<String>,
+}
+
+/// One repeated box of a call: its index, its offset (user order), where it lands, its
+/// coordinates (TMA order).
+#[derive(Serialize)]
+pub(super) struct TilePlacement {
+    n: usize,
+    index: String,
+    offset: String,
+    smem_offset: u64,
+    coords: Vec<String>,
+}
+
+/// The encode arguments a tile's comment states (TMA order).
+#[derive(Serialize)]
+pub(super) struct TileEncode {
+    global_dim: String,
+    global_strides: String,
+    box_dim: String,
+    element_strides: String,
+}
+
+/// The context of a tile's templates (`tile.cuh.tera`, `host_tile.cuh.tera`,
+/// `exercise.cu.tera`).
+#[derive(Serialize)]
+pub(super) struct TileContext {
+    name: String,
+    cuda: String,
+    tile_id: u32,
+    rank: usize,
+    dtype: &'static str,
+    dtype_cu: &'static str,
+    storage: &'static str,
+    target: &'static str,
+    swizzle: &'static str,
+    swizzle_cu: &'static str,
+    interleave: &'static str,
+    interleave_cu: &'static str,
+    interleave_chunk: u64,
+    l2: &'static str,
+    l2_cu: &'static str,
+    oob: &'static str,
+    oob_cu: &'static str,
+    boxes: u64,
+    box_bytes: u64,
+    box_data_bytes: u64,
+    stride_bytes: u64,
+    tx_bytes: u64,
+    smem_bytes: u64,
+    align: u64,
+    inner_coord_multiple: u64,
+    outer_box: u32,
+    dims: Vec<TileDim>,
+    #[serde(serialize_with = "or_false")]
+    offsets: Option<OffsetsContext>,
+    placements: Vec<TilePlacement>,
+    encode: TileEncode,
+    tma_vars: Vec<String>,
+    reduce_ops: Vec<&'static str>,
+    #[serde(serialize_with = "or_false")]
+    wgmma: Option<OperandContext>,
+}
+
 /// What the tile's `position` / `offset` render from ([`ElementOffsets`]): per dim the
 /// extent, how position `n` splits, and the offset's terms. `None` for packed types.
-pub(super) fn offsets_context(valid: &ValidSpec) -> Option<(Value, Vec<DimOffsets>)> {
+pub(super) fn offsets_context(valid: &ValidSpec) -> Option<(OffsetsContext, Vec<DimOffsets>)> {
     let o = ElementOffsets::new(valid)?;
     let rank = o.extent.len();
     let mut per_dim = Vec::with_capacity(rank);
@@ -87,18 +180,18 @@ pub(super) fn offsets_context(valid: &ValidSpec) -> Option<(Value, Vec<DimOffset
         [] => "no swizzle".to_string(),
         _ => format!("then the {} swizzle", o.swizzle.name()),
     });
-    let value = map([
-        ("positions", Value::from(o.positions())),
-        ("chunk_elems", Value::from(o.chunk_elems)),
-        ("sum", Value::from(terms.join(" + "))),
-        ("swizzled", Value::from(swizzled)),
-        ("describe", Value::from(describe.join(", "))),
-    ]);
+    let value = OffsetsContext {
+        positions: o.positions(),
+        chunk_elems: o.chunk_elems,
+        sum: terms.join(" + "),
+        swizzled,
+        describe: describe.join(", "),
+    };
     Some((value, per_dim))
 }
 
 /// The template context of one tile. Every TMA-order list comes from [`to_tma_order`].
-pub(super) fn tile_context(valid: &ValidSpec, tile_id: u32) -> Context {
+pub(super) fn tile_context(valid: &ValidSpec, tile_id: u32) -> TileContext {
     let spec = valid.spec();
     let plan = valid.plan();
     let rank = spec.rank();
@@ -108,35 +201,27 @@ pub(super) fn tile_context(valid: &ValidSpec, tile_id: u32) -> Context {
         Some(s) => s.iter().map(Extent::to_string).collect(),
         None => vec!["dense".to_string(); rank],
     };
-    let dims: Vec<Value> = (0..rank)
+    let dims: Vec<TileDim> = (0..rank)
         .map(|d| {
-            let mut entries = vec![
-                ("i", Value::from(d)),
-                ("var", Value::from(vars[d].clone())),
-                ("label", Value::from(spec.dim_label(d))),
-                ("global", Value::from(spec.global[d].to_string())),
-                ("stride", Value::from(strides[d].clone())),
-                ("box", Value::from(spec.boxed[d])),
-                ("estride", Value::from(spec.element_strides[d])),
-                ("repeat", Value::from(spec.repeat[d])),
+            let per_dim = offsets.as_ref().map(|(_, per_dim)| &per_dim[d]);
+            TileDim {
+                i: d,
+                var: vars[d].clone(),
+                label: spec.dim_label(d),
+                global: spec.global[d].to_string(),
+                stride: strides[d].clone(),
+                box_: spec.boxed[d],
+                estride: spec.element_strides[d],
+                repeat: spec.repeat[d],
                 // How far past its coordinate the last repeated box starts along this dim.
-                (
-                    "reach",
-                    Value::from(
-                        u64::from(spec.repeat[d].saturating_sub(1)) * u64::from(spec.boxed[d]),
-                    ),
-                ),
-            ];
-            if let Some((_, per_dim)) = &offsets {
-                let dim = &per_dim[d];
-                entries.push(("extent", Value::from(dim.extent)));
-                entries.push(("from_n", Value::from(dim.from_n.clone())));
-                entries.push(("pos", Value::from(dim.pos.clone())));
+                reach: u64::from(spec.repeat[d].saturating_sub(1)) * u64::from(spec.boxed[d]),
+                extent: per_dim.map(|p| p.extent),
+                from_n: per_dim.map(|p| p.from_n.clone()),
+                pos: per_dim.map(|p| p.pos.clone()),
             }
-            map(entries)
         })
         .collect();
-    let placements: Vec<Value> = valid
+    let placements: Vec<TilePlacement> = valid
         .repeat_placements()
         .iter()
         .enumerate()
@@ -150,92 +235,65 @@ pub(super) fn tile_context(valid: &ValidSpec, tile_id: u32) -> Context {
                     o => format!("{v} - {}", o.unsigned_abs()),
                 })
                 .collect();
-            let coords: Vec<Value> = to_tma_order(&user).into_iter().map(Value::from).collect();
-            map([
-                ("n", Value::from(n)),
-                (
-                    "index",
-                    Value::from(list_text(&p.index).trim_matches(['[', ']']).to_string()),
-                ),
-                (
-                    "offset",
-                    Value::from(
-                        list_text(&p.global_offset)
-                            .trim_matches(['[', ']'])
-                            .to_string(),
-                    ),
-                ),
-                ("smem_offset", Value::from(p.smem_offset)),
-                ("coords", Value::from(coords)),
-            ])
+            TilePlacement {
+                n,
+                index: list_text(&p.index).trim_matches(['[', ']']).to_string(),
+                offset: list_text(&p.global_offset)
+                    .trim_matches(['[', ']'])
+                    .to_string(),
+                smem_offset: p.smem_offset,
+                coords: to_tma_order(&user),
+            }
         })
         .collect();
     let static_args = valid.bound().map(|b| EncodeArgs::new(&b));
-    let encode = map([
-        (
-            "global_dim",
-            Value::from(static_args.as_ref().map_or_else(
-                || "bound at run time".to_string(),
-                |a| list_text(&a.global_dim),
-            )),
+    let encode = TileEncode {
+        global_dim: static_args.as_ref().map_or_else(
+            || "bound at run time".to_string(),
+            |a| list_text(&a.global_dim),
         ),
-        (
-            "global_strides",
-            Value::from(static_args.as_ref().map_or_else(
-                || "bound at run time (bytes, dim 0 omitted)".to_string(),
-                |a| format!("{}  (bytes, dim 0 omitted)", list_text(&a.global_strides)),
-            )),
+        global_strides: static_args.as_ref().map_or_else(
+            || "bound at run time (bytes, dim 0 omitted)".to_string(),
+            |a| format!("{}  (bytes, dim 0 omitted)", list_text(&a.global_strides)),
         ),
-        (
-            "box_dim",
-            Value::from(list_text(&to_tma_order(&spec.boxed))),
-        ),
-        (
-            "element_strides",
-            Value::from(list_text(&to_tma_order(&spec.element_strides))),
-        ),
-    ]);
-    let mut ctx = Context::new();
-    ctx.insert("name", &spec.name);
-    ctx.insert("cuda", &format!("tma_{}", spec.name));
-    ctx.insert("tile_id", &tile_id);
-    ctx.insert("rank", &rank);
-    ctx.insert("dtype", spec.dtype.name());
-    ctx.insert("dtype_cu", spec.dtype.cu_name());
-    ctx.insert("storage", spec.dtype.cuda_storage());
-    ctx.insert("target", spec.target.nvrtc_name());
-    ctx.insert("swizzle", spec.swizzle.name());
-    ctx.insert("swizzle_cu", spec.swizzle.cu_name());
-    ctx.insert("interleave", spec.interleave.name());
-    ctx.insert("interleave_cu", spec.interleave.cu_name());
-    ctx.insert(
-        "interleave_chunk",
-        &spec.interleave.chunk_bytes().unwrap_or(0),
-    );
-    ctx.insert("l2", spec.l2_promotion.name());
-    ctx.insert("l2_cu", spec.l2_promotion.cu_name());
-    ctx.insert("oob", spec.oob_fill.name());
-    ctx.insert("oob_cu", spec.oob_fill.cu_name());
-    ctx.insert("boxes", &plan.boxes);
-    ctx.insert("box_bytes", &plan.box_bytes);
-    ctx.insert("box_data_bytes", &plan.box_data_bytes);
-    ctx.insert("stride_bytes", &plan.stride_bytes);
-    ctx.insert("tx_bytes", &plan.tx_bytes);
-    ctx.insert("smem_bytes", &plan.footprint_bytes);
-    ctx.insert("align", &plan.align_bytes);
-    ctx.insert("inner_coord_multiple", &valid.inner_coord_multiple());
-    ctx.insert("outer_box", &spec.boxed.first().copied().unwrap_or(1));
-    ctx.insert_value("dims", Value::from(dims));
-    ctx.insert_value(
-        "offsets",
-        offsets.map_or(Value::from(false), |(value, _)| value),
-    );
-    ctx.insert_value("placements", Value::from(placements));
-    ctx.insert_value("encode", encode);
-    ctx.insert("tma_vars", &to_tma_order(&vars));
-    ctx.insert("reduce_ops", &reduce_ops(spec.dtype));
-    ctx.insert_value("wgmma", operand_context(valid));
-    ctx
+        box_dim: list_text(&to_tma_order(&spec.boxed)),
+        element_strides: list_text(&to_tma_order(&spec.element_strides)),
+    };
+    TileContext {
+        name: spec.name.clone(),
+        cuda: format!("tma_{}", spec.name),
+        tile_id,
+        rank,
+        dtype: spec.dtype.name(),
+        dtype_cu: spec.dtype.cu_name(),
+        storage: spec.dtype.cuda_storage(),
+        target: spec.target.nvrtc_name(),
+        swizzle: spec.swizzle.name(),
+        swizzle_cu: spec.swizzle.cu_name(),
+        interleave: spec.interleave.name(),
+        interleave_cu: spec.interleave.cu_name(),
+        interleave_chunk: spec.interleave.chunk_bytes().unwrap_or(0),
+        l2: spec.l2_promotion.name(),
+        l2_cu: spec.l2_promotion.cu_name(),
+        oob: spec.oob_fill.name(),
+        oob_cu: spec.oob_fill.cu_name(),
+        boxes: plan.boxes,
+        box_bytes: plan.box_bytes,
+        box_data_bytes: plan.box_data_bytes,
+        stride_bytes: plan.stride_bytes,
+        tx_bytes: plan.tx_bytes,
+        smem_bytes: plan.footprint_bytes,
+        align: plan.align_bytes,
+        inner_coord_multiple: valid.inner_coord_multiple(),
+        outer_box: spec.boxed.first().copied().unwrap_or(1),
+        dims,
+        offsets: offsets.map(|(value, _)| value),
+        placements,
+        encode,
+        tma_vars: to_tma_order(&vars),
+        reduce_ops: reduce_ops(spec.dtype),
+        wgmma: operand_context(valid),
+    }
 }
 
 /// One tile's CUDA helpers (`struct tma_<name>`), without the prelude.

@@ -7,66 +7,81 @@ use crate::operand::{Operand, WgmmaType};
 use crate::wgmma::OperandPlan;
 use std::collections::BTreeSet;
 
-/// The `wgmma` entry of a tile's template context: `false` for a tile that is no operand.
-pub(super) fn operand_context(valid: &ValidSpec) -> Value {
-    let Some(p) = OperandPlan::new(valid) else {
-        return Value::from(false);
-    };
-    let Some(desc_base) = p.base_word() else {
-        return Value::from(false);
-    };
+/// The `wgmma` entry of a tile's template context: an operand tile's descriptor numbers.
+#[derive(Serialize)]
+pub(super) struct OperandContext {
+    mn_dim: usize,
+    k_dim: usize,
+    operand: &'static str,
+    major: &'static str,
+    kind: &'static str,
+    rows_name: &'static str,
+    mn: u64,
+    k: u64,
+    n_text: String,
+    inst_k: u64,
+    k_slices: u64,
+    slices_per_box: u64,
+    slice_step: u64,
+    box_step: u64,
+    m_blocks: u64,
+    m_block_step: u64,
+    lbo: u64,
+    sbo: u64,
+    layout: &'static str,
+    layout_bits: u64,
+    transpose: u32,
+    desc_base: String,
+}
+
+/// The `wgmma` entry of a tile's template context: `None` for a tile that is no operand.
+pub(super) fn operand_context(valid: &ValidSpec) -> Option<OperandContext> {
+    let p = OperandPlan::new(valid)?;
+    let desc_base = p.base_word()?;
     let operand = match p.operand.operand {
         Operand::A => "A",
         Operand::B => "B",
     };
-    // The user dims (outer -> inner) of MN and K: what a debug check of `desc()` names.
+    // The user dims (outer -> inner) of MN and K: what a debug check of `desc()` names. An
+    // operand tile has rank 2 or more, and MN and K are its two innermost dims (TMA dims 0, 1).
     let rank = valid.spec().rank();
     let (mn_inner, k_inner) = p.operand.dims_from_inner();
-    let user_dim = |from_inner: usize| rank.saturating_sub(1 + from_inner);
-    map([
-        ("mn_dim", Value::from(user_dim(mn_inner))),
-        ("k_dim", Value::from(user_dim(k_inner))),
-        ("operand", Value::from(operand)),
-        (
-            "major",
-            Value::from(match p.operand.major {
-                crate::operand::Major::K => "K",
-                crate::operand::Major::MN => "MN",
-            }),
-        ),
-        ("kind", Value::from(p.kind.ptx_name())),
-        (
-            "rows_name",
-            Value::from(if p.operand.operand == Operand::A {
-                "M"
-            } else {
-                "N"
-            }),
-        ),
-        ("mn", Value::from(p.mn)),
-        ("k", Value::from(p.k)),
-        (
-            "n_text",
-            Value::from(if p.operand.operand == Operand::A {
-                "N".to_string()
-            } else {
-                p.mn.to_string()
-            }),
-        ),
-        ("inst_k", Value::from(p.shape.k)),
-        ("k_slices", Value::from(p.k_slices)),
-        ("slices_per_box", Value::from(p.slices_per_box)),
-        ("slice_step", Value::from(p.slice_step)),
-        ("box_step", Value::from(p.box_step)),
-        ("m_blocks", Value::from(p.m_blocks)),
-        ("m_block_step", Value::from(p.m_block_step)),
-        ("lbo", Value::from(p.lbo)),
-        ("sbo", Value::from(p.sbo)),
-        ("layout", Value::from(p.layout.name())),
-        ("layout_bits", Value::from(p.layout.bits())),
-        ("transpose", Value::from(u32::from(p.transpose()))),
-        ("desc_base", Value::from(format!("{desc_base:#018x}"))),
-    ])
+    let user_dim = |from_inner: usize| crate::encode_args::user_dim_of_tma_dim(rank, from_inner);
+    Some(OperandContext {
+        mn_dim: user_dim(mn_inner),
+        k_dim: user_dim(k_inner),
+        operand,
+        major: match p.operand.major {
+            crate::operand::Major::K => "K",
+            crate::operand::Major::MN => "MN",
+        },
+        kind: p.kind.ptx_name(),
+        rows_name: if p.operand.operand == Operand::A {
+            "M"
+        } else {
+            "N"
+        },
+        mn: p.mn,
+        k: p.k,
+        n_text: if p.operand.operand == Operand::A {
+            "N".to_string()
+        } else {
+            p.mn.to_string()
+        },
+        inst_k: p.shape.k,
+        k_slices: p.k_slices,
+        slices_per_box: p.slices_per_box,
+        slice_step: p.slice_step,
+        box_step: p.box_step,
+        m_blocks: p.m_blocks,
+        m_block_step: p.m_block_step,
+        lbo: p.lbo,
+        sbo: p.sbo,
+        layout: p.layout.name(),
+        layout_bits: p.layout.bits(),
+        transpose: u32::from(p.transpose()),
+        desc_base: format!("{desc_base:#018x}"),
+    })
 }
 
 /// One `wgmma.mma_async` shape: (A type, B type, N).
@@ -89,37 +104,51 @@ pub fn wgmma_shapes(specs: &[ValidSpec]) -> Vec<(WgmmaType, WgmmaType, u64)> {
     shapes.into_iter().collect()
 }
 
+/// One `wgmma.mma_async` wrapper: the types, N, K, the accumulator registers in rows of 8.
+#[derive(Serialize)]
+struct WgmmaOp {
+    a: &'static str,
+    b: &'static str,
+    n: u64,
+    k: u64,
+    n_acc: u64,
+    rows: Vec<Vec<u64>>,
+    trans: bool,
+}
+
+/// The context of `wgmma_ops.cuh.tera`.
+#[derive(Serialize)]
+struct WgmmaOpsContext {
+    ops: Vec<WgmmaOp>,
+}
+
 /// The `wgmma.mma_async` wrappers of `specs`' operand tiles (empty when there are none),
 /// include-guarded per shape.
 pub(super) fn wgmma_ops(specs: &[ValidSpec]) -> Result<String, RenderError> {
-    let ops: Vec<Value> = wgmma_shapes(specs)
+    let ops: Vec<WgmmaOp> = wgmma_shapes(specs)
         .into_iter()
         .map(|(a, b, n)| {
             let n_acc = n / 2;
-            let rows: Vec<Value> = (0..n_acc)
+            let rows: Vec<Vec<u64>> = (0..n_acc)
                 .collect::<Vec<u64>>()
                 .chunks(8)
-                .map(|c| Value::from(c.to_vec()))
+                .map(<[u64]>::to_vec)
                 .collect();
-            map([
-                ("a", Value::from(a.ptx_name())),
-                ("b", Value::from(b.ptx_name())),
-                ("n", Value::from(n)),
-                ("k", Value::from(a.k())),
-                ("n_acc", Value::from(n_acc)),
-                ("rows", Value::from(rows)),
-                (
-                    "trans",
-                    Value::from(a.allows_mn_major() && b.allows_mn_major()),
-                ),
-            ])
+            WgmmaOp {
+                a: a.ptx_name(),
+                b: b.ptx_name(),
+                n,
+                k: a.k(),
+                n_acc,
+                rows,
+                trans: a.allows_mn_major() && b.allows_mn_major(),
+            }
         })
         .collect();
     if ops.is_empty() {
         return Ok(String::new());
     }
-    let mut ctx = Context::new();
-    ctx.insert_value("ops", Value::from(ops));
+    let ctx = WgmmaOpsContext { ops };
     let mut out = String::from(
         "\n// ---- wgmma.mma_async for the operand tiles of this source (tma_wgmma<A, B> picks one) ----",
     );
@@ -131,6 +160,16 @@ pub(super) fn wgmma_ops(specs: &[ValidSpec]) -> Result<String, RenderError> {
 /// The wgmma element types in the prelude's `tma_wgmma_type` order.
 pub(super) fn wgmma_type_names() -> Vec<&'static str> {
     WgmmaType::ALL.iter().map(|t| t.ptx_name()).collect()
+}
+
+/// The context of `wgmma_exercise.cu.tera`.
+#[derive(Serialize)]
+struct WgmmaExerciseContext<'a> {
+    set: &'a str,
+    a_init: String,
+    b_init: String,
+    a_desc: String,
+    b_desc: String,
 }
 
 /// A kernel `tma_wgmma_exercise(TMA_<SET>_PARAMS, float* d, int a_mn, int a_k, int b_mn, int
@@ -146,12 +185,13 @@ pub fn wgmma_exercise_body(set: &str, a: &ValidSpec, b: &ValidSpec) -> Result<St
             |w| format!("{} {}", v.spec().dtype, w),
         )
     };
-    let mut ctx = Context::new();
-    ctx.insert("set", set);
-    ctx.insert("a_init", &coord_init(a, "a_mn", "a_k"));
-    ctx.insert("b_init", &coord_init(b, "b_mn", "b_k"));
-    ctx.insert("a_desc", &describe(a));
-    ctx.insert("b_desc", &describe(b));
+    let ctx = WgmmaExerciseContext {
+        set,
+        a_init: coord_init(a, "a_mn", "a_k"),
+        b_init: coord_init(b, "b_mn", "b_k"),
+        a_desc: describe(a),
+        b_desc: describe(b),
+    };
     render("wgmma_exercise.cu.tera", &ctx)
 }
 

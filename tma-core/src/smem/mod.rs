@@ -1,8 +1,22 @@
 //! Shared memory: where one helper call's boxes land, where a set of tiles sits in one
-//! block's shared memory, and a pipeline's ring of stages ([`StageLayout`]). The one place
-//! that computes a shared-memory size or offset: validation checks these numbers ([`crate::validate()`]), the model writes bytes where they
-//! say ([`crate::model`]), the renderer prints them into CUDA, the derive lays its fields out
-//! with [`TileSet`].
+//! block's shared memory, and a pipeline's ring of stages ([`StageLayout`]).
+//!
+//! One family, from one call to a whole kernel; each level places the one below it from a
+//! base aligned to its `align_bytes` (and launches with `total_bytes + align_bytes` of
+//! dynamic shared memory, the slack that aligning the base may skip):
+//!
+//! | level | type | holds |
+//! | --- | --- | --- |
+//! | one helper call | [`SmemPlan`] (its rows: [`CallRows`]) | box bytes, repeats and their stride, footprint, alignment |
+//! | tiles in one block | [`TileSet`] ([`TileSet::place`]) | each tile's offset, `total_bytes`, `align_bytes`; a `#[derive(TmaTiles)]` struct's `tma::tile::SmemLayout` is one, with names |
+//! | a pipeline's ring | [`StageLayout`] | one stage's tiles (a [`TileSet`]), the stage stride, the full / empty barriers |
+//! | a kernel plan | `plan::PlanLayout` | named regions (rings, sets, staging, scratch) placed by [`TileSet::place`] |
+//!
+//! The one place
+//! that computes a shared-memory size or offset: validation (the stage after this one: this
+//! module names no proof type) checks these numbers, the model writes bytes where they say
+//! ([`crate::model`]), the renderer prints them into CUDA, the derive lays its fields out with
+//! [`TileSet`].
 //!
 //! # Rows narrower than the swizzle span
 //!
@@ -202,9 +216,9 @@ fn driver_box_bytes(spec: &TileSpec) -> Size {
     spec.dtype.smem_bytes(counted.product::<Size>())
 }
 
-/// Where each repeated box of a call of `spec` goes (see
-/// [`crate::ValidSpec::repeat_placements`]): `linear(i) * stride_bytes`, `linear` row-major
-/// over the repeat shape, last dim fastest.
+/// Where each repeated box of a call of `spec` goes (what the valid spec's
+/// `repeat_placements` returns): `linear(i) * stride_bytes`, `linear` row-major over the
+/// repeat shape, last dim fastest.
 pub(crate) fn placements(spec: &TileSpec, plan: &SmemPlan) -> Vec<RepeatPlacement> {
     let rank = spec.rank();
     let mut out = Vec::new();
@@ -257,9 +271,10 @@ pub fn row_pitch_bytes(spec: &TileSpec, layout: InnerRowLayout) -> Size {
     }
 }
 
-/// Where one call's boxes sit in shared memory under a row layout: what the model writes.
+/// The rows of one call's boxes in shared memory under a row layout: what the model writes.
+/// (Was `SmemLayout`: that name is the derive's block of tiles, `tma::tile::SmemLayout`.)
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct SmemLayout {
+pub struct CallRows {
     /// Bytes of data in one box row (innermost dim).
     pub row_bytes: u64,
     /// Bytes from one row to the next, before swizzling.
@@ -295,7 +310,7 @@ pub fn layout(
     spec: &TileSpec,
     plan: &SmemPlan,
     layout: InnerRowLayout,
-) -> Result<SmemLayout, LayoutError> {
+) -> Result<CallRows, LayoutError> {
     let rows = self::rows(&plan.box_elems);
     let row_pitch = row_pitch_bytes(spec, layout);
     let box_extent = box_span(spec, rows, layout);
@@ -318,7 +333,7 @@ pub fn layout(
             extent: box_extent,
         });
     }
-    Ok(SmemLayout {
+    Ok(CallRows {
         row_bytes: row_bytes(spec).get().unwrap_or(row_pitch),
         row_pitch,
         rows,
@@ -362,16 +377,12 @@ pub struct ElementOffsets {
 }
 
 impl ElementOffsets {
-    /// The offsets of one call of `valid` (its spec and the plan validation proved for it),
-    /// under the hardware's row layout ([`DEFAULT_INNER_ROW_LAYOUT`]). `None` for packed
-    /// sub-byte types (no whole bytes per element).
-    pub fn new(valid: &crate::ValidSpec) -> Option<ElementOffsets> {
-        ElementOffsets::of(valid.spec(), valid.plan())
-    }
-
-    /// [`ElementOffsets::new`] from the parts; `None` also when `plan` is not `spec`'s
-    /// (another rank) or a size passes 64 bits.
-    fn of(spec: &TileSpec, plan: &SmemPlan) -> Option<ElementOffsets> {
+    /// The offsets of one call of `spec` with its `plan`, under the hardware's row layout
+    /// ([`DEFAULT_INNER_ROW_LAYOUT`]): what `ElementOffsets::new` (beside the proof type, so
+    /// this module names none) gives for a valid spec. `None` for packed
+    /// sub-byte types (no whole bytes per element), when `plan` is not `spec`'s (another
+    /// rank) or a size passes 64 bits.
+    pub(crate) fn of(spec: &TileSpec, plan: &SmemPlan) -> Option<ElementOffsets> {
         let rank = spec.rank();
         if plan.box_elems.len() != rank || spec.repeat.len() != rank {
             return None;
@@ -450,18 +461,19 @@ impl ElementOffsets {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::{validate, DType};
+    use crate::DType;
 
-    /// `ElementOffsets::new` takes the validated spec, so its plan is the spec's; the parts
-    /// it is built from refuse a plan of another rank instead of indexing past it.
+    /// The parts the offsets are built from refuse a plan of another rank instead of indexing
+    /// past it (`ElementOffsets::new` takes a valid spec, whose plan is its own).
     #[test]
-    fn element_offsets_come_from_one_valid_spec() {
-        let rank2 = validate(&TileSpec::new("a", DType::F16, [64, 64], [8, 8])).unwrap();
-        let rank3 = validate(&TileSpec::new("b", DType::F16, [4, 64, 64], [2, 8, 8])).unwrap();
-        let o = ElementOffsets::new(&rank3).unwrap();
+    fn element_offsets_refuse_another_specs_plan() {
+        let rank2 = TileSpec::new("a", DType::F16, [64, 64], [8, 8]);
+        let rank3 = TileSpec::new("b", DType::F16, [4, 64, 64], [2, 8, 8]);
+        let (plan2, plan3) = (plan(&rank2).fit().unwrap(), plan(&rank3).fit().unwrap());
+        let o = ElementOffsets::of(&rank3, &plan3).unwrap();
         assert_eq!(o.extent, vec![2, 8, 8]);
         assert_eq!(o.offset(&[1, 0, 0], 0), Some(128));
-        assert_eq!(ElementOffsets::of(rank3.spec(), rank2.plan()), None);
-        assert_eq!(ElementOffsets::of(rank2.spec(), rank3.plan()), None);
+        assert_eq!(ElementOffsets::of(&rank3, &plan2), None);
+        assert_eq!(ElementOffsets::of(&rank2, &plan3), None);
     }
 }

@@ -37,8 +37,12 @@ pub(super) fn stride_align(spec: &TileSpec) -> (u64, Rule) {
     }
 }
 
-/// The finding for dense strides that overflow: the shape itself is too large.
+/// The findings for dense strides that overflow: the dims outside [1, 2^32] when there are
+/// any (the cause to fix, as [`check_global`] names them), else the shape itself is too large.
 pub(super) fn dense_overflow(spec: &TileSpec, global: &[u64], c: &mut Collector) {
+    if !check_dim_ranges(spec, global, c) {
+        return;
+    }
     c.error(
         Field::List("global"),
         format!("{global:?}"),
@@ -48,6 +52,23 @@ pub(super) fn dense_overflow(spec: &TileSpec, global: &[u64], c: &mut Collector)
             spec.dtype
         ),
     );
+}
+
+/// [`Rule::GlobalDimRange`] on every dim; true when all are in range.
+fn check_dim_ranges(spec: &TileSpec, global: &[u64], c: &mut Collector) -> bool {
+    let mut ok = true;
+    for (d, &g) in global.iter().enumerate() {
+        if g == 0 || g > MAX_GLOBAL_DIM {
+            ok = false;
+            c.error(
+                field_global(spec, d),
+                g,
+                Rule::GlobalDimRange,
+                "global dims must be in [1, 2^32] (cuTensorMapEncodeTiled: globalDim)".into(),
+            );
+        }
+    }
+    ok
 }
 
 /// Sizes of a bound shape, each proven to fit in 64 bits.
@@ -68,17 +89,10 @@ pub(super) fn check_global(
     let rank = spec.rank();
     let inner = rank - 1;
     let dtype = spec.dtype;
+    check_dim_ranges(spec, global, c);
     #[allow(clippy::needless_range_loop)] // d indexes global, boxed and the field names
     for d in 0..rank {
         let g = global[d];
-        if g == 0 || g > MAX_GLOBAL_DIM {
-            c.error(
-                field_global(spec, d),
-                g,
-                Rule::GlobalDimRange,
-                "global dims must be in [1, 2^32] (cuTensorMapEncodeTiled: globalDim)".into(),
-            );
-        }
         if u64::from(spec.boxed[d]) > g && g > 0 {
             c.warning(
                 field_box(spec, d),

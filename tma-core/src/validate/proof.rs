@@ -7,7 +7,7 @@ use super::global_rules::{check_global, dense_overflow, dense_strides, stride_al
 use crate::error::{Field, SpecError, SpecErrors};
 use crate::limits::*;
 use crate::rules::Rule;
-use crate::smem::{RepeatPlacement, SmemPlan};
+use crate::smem::{ElementOffsets, RepeatPlacement, SmemPlan};
 use crate::spec::{Extent, Interleave, TileSpec};
 
 /// A spec whose static parts break no rule. The proof every renderer requires.
@@ -31,6 +31,16 @@ pub struct BoundSpec {
     /// See [`BoundSpec::extent_bytes`]; proven to fit in 64 bits.
     extent_bytes: u64,
     warnings: Vec<SpecError>,
+}
+
+impl ElementOffsets {
+    /// The offsets of one call of `valid` (its spec and the plan validation proved for it),
+    /// under the hardware's row layout ([`crate::smem::DEFAULT_INNER_ROW_LAYOUT`]). `None`
+    /// for packed sub-byte types (no whole bytes per element). Here, beside the proof type,
+    /// so that `smem` (below `validate`) names none.
+    pub fn new(valid: &ValidSpec) -> Option<ElementOffsets> {
+        ElementOffsets::of(&valid.spec, &valid.plan)
+    }
 }
 
 impl ValidSpec {

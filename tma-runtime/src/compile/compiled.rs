@@ -1,7 +1,10 @@
 //! The artifact of one compile: PTX, CUBIN and what the driver layer needs to load and
-//! explain it. Plain data: it can be cached, written to disk and loaded into any context.
+//! explain it (the source's typed description, never anything read out of its text). Plain
+//! data: it can be cached, written to disk and loaded into any context.
 
-use tma_core::manifest::{DeclaredPipeline, DeclaredTile};
+use std::sync::Arc;
+
+use tma_core::facts::{PipelineFacts, SourceFacts, TileFacts};
 use tma_core::plan::LaunchPlan;
 use tma_core::Arch;
 
@@ -23,14 +26,11 @@ pub struct Compiled {
     pub arch: Arch,
     /// Compiled with `-DTMA_DEBUG` (the module has `tma_debug_record`).
     pub debug_waits: bool,
-    /// The tiles the source declares ([`tma_core::manifest`] lines): names for hang
-    /// reports, footprints and alignments for launch checks.
-    pub tiles: Vec<DeclaredTile>,
-    /// The pipelines the source declares (`// tma-pipeline` lines): names for hang reports.
-    pub pipelines: Vec<DeclaredPipeline>,
-    /// The launches of the source's kernel plans ([`super::Source::planned`]): a plan
-    /// kernel's launches are checked against its plan alone.
-    pub plans: Vec<LaunchPlan>,
+    /// What the source declares, when it was given with its description
+    /// ([`super::Source::kernel`]): names for hang and check records, what launches are
+    /// checked against. `None` for text alone (records then name ids; launches are checked
+    /// against the kernel's parameters and the hardware only).
+    pub facts: Option<Arc<SourceFacts>>,
     /// The NVRTC arguments used.
     pub args: Vec<String>,
     /// What ptxas allocated for each kernel of the CUBIN (its verbose report in NVRTC's
@@ -74,34 +74,28 @@ impl Compiled {
                     .collect(),
             })
     }
-    /// The name of tile `id`, if the source listed it.
+    /// Tile `id` of the source's description.
+    pub fn tile(&self, id: u32) -> Option<&TileFacts> {
+        self.facts.as_deref()?.tile(id)
+    }
+    /// The name of tile `id`, if the source's description has it.
     pub fn tile_name(&self, id: u32) -> Option<&str> {
-        self.tiles
-            .iter()
-            .find(|t| t.id == id)
-            .map(|t| t.name.as_str())
+        self.tile(id).map(|t| t.name.as_str())
     }
-    /// The plan of kernel `name`, if the source was given one ([`super::Source::planned`]).
-    pub fn plan(&self, name: &str) -> Option<&LaunchPlan> {
-        self.plans.iter().find(|p| p.kernel == name)
+    /// Pipeline `id` of the source's description.
+    pub fn pipeline(&self, id: u32) -> Option<&PipelineFacts> {
+        self.facts.as_deref()?.pipeline(id)
     }
-    /// The name of pipeline `id`, if the source listed it.
+    /// The name of pipeline `id`, if the source's description has it.
     pub fn pipeline_name(&self, id: u32) -> Option<&str> {
-        self.pipelines
-            .iter()
-            .find(|p| p.id == id)
-            .map(|p| p.name.as_str())
+        self.pipeline(id).map(|p| p.name.as_str())
     }
-    /// The ids of the pipelines kernel `name` initialises (the `%tma_pipeline_use_<id>`
-    /// register their `init()` declares in its PTX; comments never count); `None` when the
-    /// PTX has no such kernel.
-    pub fn pipelines_used(&self, name: &str) -> Option<Vec<u32>> {
-        super::ptx::pipelines_used(&self.ptx, name)
+    /// The plan of kernel `name`, if the source's description has one.
+    pub fn plan(&self, name: &str) -> Option<&LaunchPlan> {
+        self.facts.as_deref()?.plan(name)
     }
-    /// Whether kernel `name` uses dynamic shared memory (an `extern __shared__` array, in
-    /// its body or a function it calls; read from the PTX's code, not its comments); `None`
-    /// when the PTX has no such kernel.
-    pub fn uses_dynamic_smem(&self, name: &str) -> Option<bool> {
-        super::ptx::uses_dynamic_smem(&self.ptx, name)
+    /// The launches of the source's kernel plans (none without a description).
+    pub fn plans(&self) -> &[LaunchPlan] {
+        self.facts.as_deref().map_or(&[], |f| &f.plans)
     }
 }

@@ -15,23 +15,21 @@ use super::nvrtc::{dump, nvrtc_compile};
 use super::options::CompileOptions;
 use super::resources::split_log;
 use super::source::Source;
-use tma_core::manifest::{declared_pipelines, declared_tiles, DeclaredTile};
+use tma_core::facts::SourceFacts;
 use tma_core::Arch;
 
 /// Bump when the disk format, the fingerprint (compile/hash.rs) or anything else that changes
 /// cache keys or cached binaries changes. 2: XXH3-128 fingerprints (1: a hand-written hash).
 const CACHE_FORMAT: u32 = 2;
 
-/// Refuses a source whose tiles were validated for another arch than the compile's: the
-/// arch is stated once, and a tile line without a target states nothing.
-pub(super) fn check_targets(tiles: &[DeclaredTile], arch: Arch) -> Result<(), Error> {
-    match tiles
-        .iter()
-        .find(|t| t.target.is_some_and(|target| target != arch))
-    {
+/// Refuses a source whose tiles (its description's) were validated for another arch than the
+/// compile's: the arch is stated once. Text without a description states nothing.
+pub(super) fn check_targets(facts: Option<&SourceFacts>, arch: Arch) -> Result<(), Error> {
+    let tiles = facts.map_or(&[][..], |f| &f.tiles);
+    match tiles.iter().find(|t| t.target != arch) {
         Some(t) => Err(Error::TargetMismatch {
             tile: t.name.clone(),
-            tile_target: t.target.unwrap_or(arch),
+            tile_target: t.target,
             compile_arch: arch,
         }),
         None => Ok(()),
@@ -217,8 +215,8 @@ impl Compiler {
                 return Ok(hit);
             }
         }
-        let tiles = declared_tiles(source.text());
-        check_targets(&tiles, options.arch)?;
+        check_targets(source.facts(), options.arch)?;
+        let facts = source.facts().map(|f| Arc::new(f.clone()));
         let cubin = self.nvrtc.supports_cubin(options.arch);
         let args = options.nvrtc_args(cubin)?;
         let key = self.key(source, &args);
@@ -236,9 +234,7 @@ impl Compiler {
                     log,
                     arch: options.arch,
                     debug_waits: options.debug_waits,
-                    tiles: tiles.clone(),
-                    pipelines: declared_pipelines(source.text()),
-                    plans: source.plans().to_vec(),
+                    facts: facts.clone(),
                     args: args.clone(),
                     key: hex.clone(),
                     kernel_resources,
@@ -248,9 +244,8 @@ impl Compiler {
         let compiled = match compiled {
             Some(c) => c,
             None => {
-                let (mut c, raw_log) =
-                    self.run_nvrtc(source.text(), options, tiles, args, cubin, hex)?;
-                c.plans = source.plans().to_vec();
+                let (c, raw_log) =
+                    self.run_nvrtc(source.text(), options, facts, args, cubin, hex)?;
                 if let Some(disk) = &self.disk {
                     disk.store(&c.key, &c.ptx, &c.cubin, &raw_log);
                 }
@@ -285,8 +280,9 @@ impl Compiler {
             .map(|(_, c)| c.clone())
     }
 
-    /// The cache key: source, NVRTC args (options and arch), NVRTC version, crate version,
-    /// cache format.
+    /// The cache key: source (text and description: a module loaded from the compile is
+    /// shared per key, and carries the description), NVRTC args (options and arch), NVRTC
+    /// version, crate version, cache format.
     fn key(&self, source: &Source, args: &[String]) -> u128 {
         let mut s = format!(
             "tma-runtime {} format {CACHE_FORMAT} nvrtc {}.{} src {:032x}\n",
@@ -306,7 +302,7 @@ impl Compiler {
         &self,
         text: &str,
         options: &CompileOptions,
-        tiles: Vec<DeclaredTile>,
+        facts: Option<Arc<SourceFacts>>,
         args: Vec<String>,
         want_cubin: bool,
         key: String,
@@ -331,9 +327,7 @@ impl Compiler {
             log,
             arch: options.arch,
             debug_waits: options.debug_waits,
-            pipelines: declared_pipelines(text),
-            plans: Vec::new(),
-            tiles,
+            facts,
             args,
             key,
             kernel_resources,
@@ -349,13 +343,18 @@ impl Compiler {
 #[allow(clippy::panic)]
 mod tests {
     use super::*;
+    use tma_core::render::KernelSource;
+    use tma_core::{validate, DType, Swizzle, TileSpec};
 
     #[test]
     fn tiles_must_target_the_compile_arch() {
-        let src = "// tma-tile 0 a smem=8192 align=1024 target=sm_90a\n// tma-tile 1 b\n";
-        let tiles = declared_tiles(src);
-        assert!(check_targets(&tiles, Arch::Sm90a).is_ok());
-        match check_targets(&tiles, Arch::Sm100a) {
+        let a = validate(
+            &TileSpec::new("a", DType::BF16, [4096, 1024], [64, 64]).swizzle(Swizzle::B128),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let facts = KernelSource::new().tile(&a).facts();
+        assert!(check_targets(Some(&facts), Arch::Sm90a).is_ok());
+        match check_targets(Some(&facts), Arch::Sm100a) {
             Err(e @ Error::TargetMismatch { .. }) => assert_eq!(
                 e.to_string(),
                 "tile `a` targets sm_90a but the source is compiled for sm_100a; state the arch once: \
@@ -364,7 +363,7 @@ mod tests {
             ),
             other => panic!("{other:?}"),
         }
-        // A line without a target (hand-written) states nothing.
-        assert!(check_targets(&declared_tiles("// tma-tile 0 a\n"), Arch::Sm120a).is_ok());
+        // Text without a description states nothing, whatever its comments say.
+        assert!(check_targets(None, Arch::Sm120a).is_ok());
     }
 }

@@ -1,10 +1,11 @@
-//! The compile layer: CUDA source in, [`Compiled`] (PTX, CUBIN and what a hang report needs)
-//! out. Needs libnvrtc, never libcuda or a GPU: nothing here imports the driver, so a build
-//! machine, a test without a GPU, or a cache warm-up can use all of it. The driver layer
+//! The compile layer: CUDA source in (with its typed description when rendered,
+//! [`Source::kernel`]), [`Compiled`] (PTX, CUBIN and that description, for hang reports and
+//! launch checks) out. Needs libnvrtc, never libcuda or a GPU: nothing here imports the
+//! driver, so a build machine, a test without a GPU, or a cache warm-up can use all of it. The driver layer
 //! (`crate::driver`) loads what this layer produces; this layer knows nothing of it.
 //!
 //! - [`CompileOptions`]: how to compile; turned into NVRTC arguments in one place.
-//! - [`Source`]: the text, hashed once.
+//! - [`Source`]: the text, hashed once, and what it declares ([`tma_core::facts`]).
 //! - [`Compiler`]: NVRTC behind an in-process cache (source fingerprint + options) and a
 //!   content-addressed [`DiskCache`]; [`Compiler::global`] is the process-wide one.
 //!
@@ -24,7 +25,6 @@ mod disk;
 mod hash;
 mod nvrtc;
 mod options;
-mod ptx;
 mod resources;
 mod source;
 
@@ -34,4 +34,3 @@ pub use disk::DiskCache;
 pub use options::CompileOptions;
 pub use resources::{parse_ptxas_report, KernelResources};
 pub use source::{numbered_source, Source};
-pub use tma_core::manifest::declared_tiles;

@@ -1,62 +1,71 @@
-//! The CUDA source going in: hashed once ([`Source`]), and numbered for compile errors as
-//! NVRTC numbers it. (Its tile lines are read with [`tma_core::manifest::declared_tiles`].)
+//! The CUDA source going in: hashed once ([`Source`]), with the typed description of what it
+//! declares when it was rendered ([`Source::kernel`]), and numbered for compile errors as
+//! NVRTC numbers it.
 
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use tma_core::plan::LaunchPlan;
+use tma_core::facts::SourceFacts;
 
 use super::hash::{fingerprint, fingerprint_seeded};
 
 /// A CUDA source with its fingerprint computed once. Hold one for hot paths: a cached
 /// compile of a `Source` costs a hash-map lookup, not a pass over the text.
+///
+/// A source rendered by [`KernelSource`](tma_core::render::KernelSource) and given with
+/// [`Source::kernel`] carries what it declares ([`SourceFacts`]: tiles, pipelines, kernel
+/// plans); the compiled module carries it on ([`Compiled::facts`](super::Compiled::facts)) and
+/// the runtime names hang records and checks launches with it. Text alone ([`Source::new`],
+/// `&str`, `String`) carries none: its records name tiles and pipelines by id, and its launches
+/// are checked against the kernel's parameters and the hardware only. Nothing is read out of
+/// the text or its PTX.
 #[derive(Clone, Debug)]
 pub struct Source {
     text: Arc<str>,
+    /// The text's and the description's: the caches' key.
     fingerprint: u128,
-    plans: Arc<[LaunchPlan]>,
+    facts: Option<Arc<SourceFacts>>,
 }
 
 impl Source {
-    /// Takes `text` and hashes it, once.
+    /// Takes `text` and hashes it, once. No description: see [`Source::kernel`].
     pub fn new(text: impl Into<Arc<str>>) -> Source {
         let text = text.into();
         let fingerprint = fingerprint(text.as_bytes());
         Source {
             text,
             fingerprint,
-            plans: Arc::from(Vec::new()),
+            facts: None,
         }
     }
-    /// `text` with the launches of the kernel plans it renders
-    /// ([`KernelSource::launch_plans`](tma_core::render::KernelSource::launch_plans)): the
-    /// compiled module carries them ([`Compiled::plans`](super::Compiled::plans)), and each
-    /// plan kernel's launches are checked against its plan, not against facts read from the
-    /// source's comments or PTX. The fingerprint covers the plans.
-    pub fn planned(text: impl Into<Arc<str>>, plans: impl Into<Vec<LaunchPlan>>) -> Source {
+    /// `text` with the typed description of what it declares (as
+    /// [`KernelSource::facts`](tma_core::render::KernelSource::facts) gives it for the text
+    /// [`KernelSource::build`](tma_core::render::KernelSource::build) gives): the compiled
+    /// module carries it. [`Source::kernel`] makes both from one `KernelSource`.
+    pub fn described(text: impl Into<Arc<str>>, facts: SourceFacts) -> Source {
         let mut source = Source::new(text);
-        let plans: Vec<LaunchPlan> = plans.into();
-        if !plans.is_empty() {
-            let described = format!("{:032x} {plans:?}", source.fingerprint);
-            source.fingerprint = fingerprint_seeded(described.as_bytes(), 0x0074_6d61_706c_616e);
-            source.plans = Arc::from(plans);
-        }
+        let described = format!("{:032x} {facts:?}", source.fingerprint);
+        source.fingerprint = fingerprint_seeded(described.as_bytes(), 0x0074_6d61_6661_6374);
+        source.facts = Some(Arc::new(facts));
         source
     }
-    /// [`KernelSource::build`](tma_core::render::KernelSource::build) with its plans'
-    /// launches ([`Source::planned`]).
+    /// [`KernelSource::build`](tma_core::render::KernelSource::build) with its description
+    /// ([`KernelSource::facts`](tma_core::render::KernelSource::facts)): tile names, dim names
+    /// and pipeline names for hang and check records, the tiles' target for the compile's
+    /// arch, and what launches are checked against (its plans' launches; for a kernel without
+    /// a plan, the tiles and pipelines it holds outside its plans).
     pub fn kernel(
         source: &tma_core::render::KernelSource,
     ) -> Result<Source, tma_core::render::RenderError> {
         let text = source.build()?;
-        Ok(Source::planned(text, source.launch_plans()))
+        Ok(Source::described(text, source.facts()))
     }
     /// `text` whose fingerprint was computed already (by [`Compiler::compile`](super::Compiler::compile)).
     pub(super) fn with_fingerprint(text: &str, fingerprint: u128) -> Source {
         Source {
             text: text.into(),
             fingerprint,
-            plans: Arc::from(Vec::new()),
+            facts: None,
         }
     }
     /// The text, shared (the in-process cache keeps it to compare `&str` sources with).
@@ -67,11 +76,16 @@ impl Source {
     pub fn text(&self) -> &str {
         &self.text
     }
-    /// The kernel plans' launches given with it ([`Source::planned`]).
-    pub fn plans(&self) -> &[LaunchPlan] {
-        &self.plans
+    /// What the source declares, when it was given ([`Source::kernel`], [`Source::described`]).
+    pub fn facts(&self) -> Option<&SourceFacts> {
+        self.facts.as_deref()
     }
-    /// The cache's key for the text (computed once, in [`Source::new`]).
+    /// The kernel plans' launches it declares (none without a description).
+    pub fn plans(&self) -> &[tma_core::plan::LaunchPlan] {
+        self.facts.as_deref().map_or(&[], |f| &f.plans)
+    }
+    /// The caches' key: the text's fingerprint, and the description's (computed once, in
+    /// [`Source::new`] / [`Source::described`]).
     pub(super) fn fingerprint(&self) -> u128 {
         self.fingerprint
     }

@@ -1,19 +1,28 @@
 //! What a launch is checked against on the host, before the driver sees it: the pushed
 //! arguments against the kernel's parameters (their sizes, read once from the driver with
-//! `cuFuncGetParamInfo` when the kernel is looked up), and the dynamic shared memory against
-//! the tiles its source declares, and the cluster shape and dynamic shared memory against the
-//! pipelines it declares ([`tma_core::manifest`]). Without these, a map pushed by
-//! value where the kernel takes a pointer, a missing argument, or a tile without its
-//! alignment slack dies as an anonymous `ILLEGAL_ADDRESS` / `MISALIGNED_ADDRESS`, or worse,
-//! reads garbage. Pure: the comparisons are tested without a GPU.
+//! `cuFuncGetParamInfo` when the kernel is looked up); and, for a kernel without a plan of a
+//! source given with its typed description ([`tma_core::facts::SourceFacts`]), the dynamic
+//! shared memory against the tiles the source holds outside its plans and the cluster shape
+//! and dynamic shared memory against its pipelines (a plan kernel is checked against its plan,
+//! `super::plan`). Without these, a map pushed by value where the kernel takes a pointer, a
+//! missing argument, or a tile without its alignment slack dies as an anonymous
+//! `ILLEGAL_ADDRESS` / `MISALIGNED_ADDRESS`, or worse, reads garbage. Pure: the comparisons
+//! are tested without a GPU.
+//!
+//! Which of the source's tiles and pipelines a kernel without a plan uses is not described
+//! (a plan describes it), so these are necessary conditions for a kernel that keeps any one of
+//! them in its dynamic shared memory: the largest tile fits with its alignment slack, and the
+//! launch fits at least one pipeline. A kernel that keeps none there opts out
+//! (`LaunchConfig::unchecked_dynamic_smem` / `unchecked_pipelines`), or gets a plan.
 
-use tma_core::manifest::{DeclaredPipeline, DeclaredTile};
+use tma_core::facts::{PipelineFacts, SourceFacts, TileFacts};
+use tma_core::plan::LaunchPlan;
 use tma_core::smem::min_dynamic_smem;
 
 use crate::error::Error;
 
 /// The dynamic shared memory a kernel that keeps a tile in it must be given: enough for the
-/// largest single tile its source declares, with that tile's alignment slack
+/// largest single tile of those it may keep, with that tile's alignment slack
 /// ([`min_dynamic_smem`] of one tile). A necessary condition, not a sum: the kernel may keep
 /// other tiles in static shared memory, share one buffer between tiles, or be one of several
 /// kernels of the source that each use some of its tiles. (A kernel that keeps only scratch
@@ -29,24 +38,58 @@ pub(crate) struct SmemNeed {
 }
 
 impl SmemNeed {
-    /// The need of the largest of the tiles that state their footprint and alignment; `None`
-    /// when none do (a hand-written tile line checks nothing).
-    pub(crate) fn of(tiles: &[DeclaredTile]) -> Option<SmemNeed> {
+    /// The need of the largest of `tiles`; `None` when there are none.
+    pub(crate) fn of<'a>(tiles: impl IntoIterator<Item = &'a TileFacts>) -> Option<SmemNeed> {
         tiles
-            .iter()
-            .filter_map(|t| {
-                let (footprint, align) = (t.smem_bytes?, t.align_bytes?);
+            .into_iter()
+            .map(|t| {
+                let (footprint, align) = (t.smem_bytes, t.align_bytes);
                 let bytes = min_dynamic_smem(&[(footprint, align)])
                     .get()
                     .unwrap_or(u64::MAX);
-                Some(SmemNeed {
+                SmemNeed {
                     bytes,
                     tiles: format!("`{}` {footprint} B (align {align})", t.name),
                     slack: bytes.saturating_sub(footprint),
-                })
+                }
             })
             // The first of the largest, so the named tile does not depend on ties' order.
             .reduce(|best, n| if n.bytes > best.bytes { n } else { best })
+    }
+}
+
+/// What the launches of one kernel are checked against, from its source's description.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct KernelNeeds {
+    /// Its plan: the launch must be exactly that (`super::plan::check_plan_launch`).
+    pub(crate) plan: Option<LaunchPlan>,
+    /// Without a plan: the largest tile the source holds outside its plans.
+    pub(crate) smem: Option<SmemNeed>,
+    /// Without a plan: the pipelines the source holds outside its plans (fit one).
+    pub(crate) pipelines: Vec<PipelineFacts>,
+}
+
+/// What launches of kernel `name` of a source described by `facts` are checked against: a
+/// plan kernel, its plan alone; a kernel without a plan, the tiles and pipelines the source
+/// holds outside its plans (a plan's own are its kernel's); text without a description
+/// (`None`), nothing.
+pub(crate) fn kernel_needs(facts: Option<&SourceFacts>, name: &str) -> KernelNeeds {
+    let Some(facts) = facts else {
+        return KernelNeeds::default();
+    };
+    if let Some(plan) = facts.plan(name) {
+        return KernelNeeds {
+            plan: Some(plan.clone()),
+            ..KernelNeeds::default()
+        };
+    }
+    KernelNeeds {
+        plan: None,
+        smem: SmemNeed::of(facts.tiles.iter().filter(|t| t.outside_plans)),
+        pipelines: (facts.pipelines.iter())
+            .filter(|p| p.outside_plans)
+            .cloned()
+            .collect(),
     }
 }
 
@@ -68,75 +111,39 @@ pub(crate) fn check_dynamic_smem(
     }
 }
 
-/// The pipelines a kernel's launches are checked against, and how.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) struct PipelineNeed {
-    pub(crate) pipelines: Vec<DeclaredPipeline>,
-    /// The kernel initialises each of `pipelines` (its PTX declares `%tma_pipeline_use_<id>`),
-    /// rather than may use one of them.
-    pub(crate) exact: bool,
-}
-
-/// Refuses a launch of `kernel` that its pipelines cannot run under.
-///
-/// When the kernel's PTX names the pipelines it initialises (`need.exact`; every generated
-/// `init()` does), the launch's cluster shape (`None`: 1x1x1) is each one's declared shape and
-/// its dynamic shared memory (`smem`, `None`: unchecked) at least the largest of their
-/// `DYNAMIC_SMEM_BYTES`. Otherwise (a kernel that uses dynamic shared memory in a source whose
-/// pipelines it does not name: older PTX, a hand-written `init`), the necessary condition for
-/// a kernel that uses one of them: the shape of at least one, and at least the smallest
-/// `DYNAMIC_SMEM_BYTES` among those of that shape. Lines that state neither check nothing.
+/// Refuses a launch of `kernel` that none of `pipelines` (those it may run) can run under: the
+/// necessary condition for a kernel that runs one of them is the shape of at least one
+/// (`cluster`, `None`: 1x1x1) and dynamic shared memory (`smem`, `None`: unchecked) at least
+/// the smallest `DYNAMIC_SMEM_BYTES` among those of that shape. No pipelines, no check.
 pub(crate) fn check_pipelines(
     kernel: &str,
-    need: &PipelineNeed,
+    pipelines: &[PipelineFacts],
     cluster: Option<(u32, u32, u32)>,
     smem: Option<u32>,
 ) -> Result<(), Error> {
-    let pipelines = &need.pipelines[..];
+    if pipelines.is_empty() {
+        return Ok(());
+    }
     let launched = cluster.map_or([1, 1, 1], |(x, y, z)| [x, y, z]);
     let shape = |[x, y, z]: [u32; 3]| format!("{x}x{y}x{z}");
-    let names = |ps: &[&DeclaredPipeline]| {
+    let names = |ps: &[&PipelineFacts]| {
         let names: Vec<String> = ps.iter().map(|p| format!("`{}`", p.name)).collect();
         match names.len() {
             1 => format!("pipeline {}", names[0]),
             _ => format!("pipelines {}", names.join(", ")),
         }
     };
-    let shaped: Vec<&DeclaredPipeline> = pipelines.iter().filter(|p| p.cluster.is_some()).collect();
-    let (fits, misfits): (Vec<&DeclaredPipeline>, Vec<&DeclaredPipeline>) = shaped
-        .iter()
-        .copied()
-        .partition(|p| p.cluster == Some(launched));
-    if need.exact && !misfits.is_empty() {
-        let p = misfits[0];
+    let fits: Vec<&PipelineFacts> = pipelines.iter().filter(|p| p.cluster == launched).collect();
+    if fits.is_empty() {
+        let all: Vec<&PipelineFacts> = pipelines.iter().collect();
+        let declared: Vec<String> = all.iter().map(|p| shape(p.cluster)).collect();
         return Err(Error::PipelineLaunch {
             kernel: kernel.to_string(),
-            pipeline: names(&[p]),
-            what: "cluster",
-            declared: format!(
-                "was declared for cluster {}",
-                p.cluster.map_or_else(String::new, shape)
-            ),
-            launched: format!(
-                "{}{}",
-                shape(launched),
-                if cluster.is_none() {
-                    " (no cluster)"
-                } else {
-                    ""
-                }
-            ),
-        });
-    }
-    if !shaped.is_empty() && fits.is_empty() {
-        let declared: Vec<String> = shaped.iter().filter_map(|p| p.cluster.map(shape)).collect();
-        return Err(Error::PipelineLaunch {
-            kernel: kernel.to_string(),
-            pipeline: names(&shaped),
+            pipeline: names(&all),
             what: "cluster",
             declared: format!(
                 "{} declared for cluster {}",
-                if shaped.len() == 1 { "was" } else { "were" },
+                if all.len() == 1 { "was" } else { "were" },
                 declared.join(", ")
             ),
             launched: format!(
@@ -153,27 +160,20 @@ pub(crate) fn check_pipelines(
     let Some(given) = smem else {
         return Ok(());
     };
-    // The pipelines this launch may run: those of its shape, or all when none states one.
-    let candidates: Vec<&DeclaredPipeline> = if shaped.is_empty() {
-        pipelines.iter().collect()
-    } else {
-        fits
-    };
-    let sized = candidates
-        .iter()
-        .filter_map(|p| Some((p.dynamic_smem_bytes?, *p)));
-    // Exact: each pipeline it initialises must fit; else one of those it may use.
-    let least = if need.exact {
-        sized.reduce(|best, n| if n.0 > best.0 { n } else { best })
-    } else {
-        sized.min_by_key(|(b, _)| *b)
-    };
+    // The first of the smallest, so the named pipeline does not depend on ties' order.
+    let least = fits.iter().copied().reduce(|best, p| {
+        if p.dynamic_smem_bytes < best.dynamic_smem_bytes {
+            p
+        } else {
+            best
+        }
+    });
     match least {
-        Some((need, p)) if u64::from(given) < need => Err(Error::PipelineLaunch {
+        Some(p) if u64::from(given) < p.dynamic_smem_bytes => Err(Error::PipelineLaunch {
             kernel: kernel.to_string(),
             pipeline: names(&[p]),
             what: "dynamic shared memory",
-            declared: format!("needs DYNAMIC_SMEM_BYTES = {need} bytes"),
+            declared: format!("needs DYNAMIC_SMEM_BYTES = {} bytes", p.dynamic_smem_bytes),
             launched: format!("{given} bytes"),
         }),
         _ => Ok(()),
@@ -206,7 +206,6 @@ pub(crate) fn check_args(kernel: &str, expected: &[usize], given: &[usize]) -> R
 #[allow(clippy::panic)]
 mod tests {
     use super::*;
-    use tma_core::manifest::declared_tiles;
 
     #[test]
     fn arguments_must_match_the_parameters_in_count_and_size() {
@@ -284,11 +283,33 @@ mod tests {
         }
     }
 
+    fn tile(id: u32, name: &str, smem_bytes: u64, align_bytes: u64) -> TileFacts {
+        TileFacts {
+            id,
+            name: name.into(),
+            dim_names: vec![None, None],
+            smem_bytes,
+            align_bytes,
+            target: tma_core::Arch::Sm90a,
+            outside_plans: true,
+        }
+    }
+
+    fn pipe(id: u32, name: &str, cluster: [u32; 3], dynamic_smem_bytes: u64) -> PipelineFacts {
+        PipelineFacts {
+            id,
+            name: name.into(),
+            stages: 2,
+            cluster,
+            dynamic_smem_bytes,
+            tiles: vec![0],
+            outside_plans: true,
+        }
+    }
+
     #[test]
     fn dynamic_smem_must_hold_the_tiles_and_their_slack() {
-        let tiles = declared_tiles(
-            "// tma-tile 0 a smem=16384 align=1024 target=sm_90a\n// tma-tile 1 hand_written\n",
-        );
+        let tiles = [tile(0, "a", 16384, 1024)];
         let need = SmemNeed::of(&tiles);
         assert_eq!(
             need,
@@ -314,15 +335,16 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(check_dynamic_smem("k", need, 0).is_err());
-        // Nothing stated, nothing checked.
-        assert_eq!(SmemNeed::of(&declared_tiles("// tma-tile 0 a\n")), None);
+        // No tiles, nothing checked.
+        assert_eq!(SmemNeed::of(&[]), None);
         assert!(check_dynamic_smem("k", None, 0).is_ok());
         // Several tiles: the largest one alone sets the bound, not their sum (a kernel may
         // keep some in static shared memory, share a buffer, or use only some of them).
-        let tiles = declared_tiles(
-            "// tma-tile 0 a smem=8192 align=1024\n// tma-tile 1 b smem=16384 align=128\n\
-             // tma-tile 2 c smem=256 align=128\n",
-        );
+        let tiles = [
+            tile(0, "a", 8192, 1024),
+            tile(1, "b", 16384, 128),
+            tile(2, "c", 256, 128),
+        ];
         let need = SmemNeed::of(&tiles);
         assert_eq!(
             need,
@@ -335,20 +357,13 @@ mod tests {
         assert!(check_dynamic_smem("k", need.as_ref(), 16384 + 112).is_ok());
         assert!(check_dynamic_smem("k", need.as_ref(), 16384 + 111).is_err());
         // A tie names the first.
-        let tie = SmemNeed::of(&declared_tiles(
-            "// tma-tile 0 x smem=1024 align=128\n// tma-tile 1 y smem=1024 align=128\n",
-        ));
+        let tie = SmemNeed::of(&[tile(0, "x", 1024, 128), tile(1, "y", 1024, 128)]);
         assert_eq!(tie.map(|n| n.tiles), Some("`x` 1024 B (align 128)".into()));
     }
 
     #[test]
     fn a_pipeline_kernel_launches_with_its_cluster_and_dynamic_smem() {
-        use tma_core::manifest::declared_pipelines;
-        let any = |src: &str| PipelineNeed {
-            pipelines: declared_pipelines(src),
-            exact: false,
-        };
-        let one = any("// tma-pipeline 0 ring stages=4 cluster=2x1x1 smem=66640\n");
+        let one = [pipe(0, "ring", [2, 1, 1], 66640)];
         assert!(check_pipelines("k", &one, Some((2, 1, 1)), Some(66640)).is_ok());
         assert!(check_pipelines("k", &one, Some((2, 1, 1)), Some(70000)).is_ok());
         // Unchecked shared memory still checks the cluster.
@@ -394,23 +409,23 @@ mod tests {
             other => panic!("{other:?}"),
         }
         // No cluster declared is 1x1x1: a launch with a cluster is refused.
-        let flat = any("// tma-pipeline 0 flat stages=2 cluster=1x1x1 smem=4096\n");
+        let flat = [pipe(0, "flat", [1, 1, 1], 4096)];
         assert!(check_pipelines("k", &flat, None, Some(4096)).is_ok());
         assert!(check_pipelines("k", &flat, Some((1, 1, 1)), Some(4096)).is_ok());
         assert!(check_pipelines("k", &flat, Some((2, 1, 1)), Some(4096)).is_err());
         // Several pipelines: the launch fits at least one, and the smallest of those.
-        let three = "// tma-pipeline 0 a stages=2 cluster=2x1x1 smem=9000\n\
-             // tma-pipeline 1 b stages=2 cluster=1x2x1 smem=5000\n\
-             // tma-pipeline 2 c stages=2 cluster=2x1x1 smem=7000\n";
-        // Which of them the kernel uses is not known (its PTX names none): it may use any.
-        let two = any(three);
-        assert!(check_pipelines("k", &two, Some((2, 1, 1)), Some(7000)).is_ok());
-        assert!(check_pipelines("k", &two, Some((1, 2, 1)), Some(5000)).is_ok());
-        match check_pipelines("k", &two, Some((2, 1, 1)), Some(6999)) {
+        let three = [
+            pipe(0, "a", [2, 1, 1], 9000),
+            pipe(1, "b", [1, 2, 1], 5000),
+            pipe(2, "c", [2, 1, 1], 7000),
+        ];
+        assert!(check_pipelines("k", &three, Some((2, 1, 1)), Some(7000)).is_ok());
+        assert!(check_pipelines("k", &three, Some((1, 2, 1)), Some(5000)).is_ok());
+        match check_pipelines("k", &three, Some((2, 1, 1)), Some(6999)) {
             Err(Error::PipelineLaunch { pipeline, .. }) => assert_eq!(pipeline, "pipeline `c`"),
             other => panic!("{other:?}"),
         }
-        match check_pipelines("k", &two, Some((1, 1, 2)), None) {
+        match check_pipelines("k", &three, Some((1, 1, 2)), None) {
             Err(Error::PipelineLaunch {
                 pipeline, declared, ..
             }) => {
@@ -419,42 +434,79 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        // Old or hand-written lines check nothing they do not state.
-        let old = any("// tma-pipeline 0 ring stages=4\n");
-        assert!(check_pipelines("k", &old, Some((4, 1, 1)), Some(0)).is_ok());
-        let smem_only = any("// tma-pipeline 0 ring smem=100\n");
-        assert!(check_pipelines("k", &smem_only, None, Some(99)).is_err());
-        assert!(check_pipelines("k", &PipelineNeed::default(), None, Some(0)).is_ok());
-        // Its PTX names the pipelines it initialises: each must fit.
-        let used = |ids: &[u32]| PipelineNeed {
-            pipelines: declared_pipelines(three)
-                .into_iter()
-                .filter(|p| ids.contains(&p.id))
-                .collect(),
-            exact: true,
+        // A tie names the first.
+        let tie = [pipe(0, "x", [1, 1, 1], 100), pipe(1, "y", [1, 1, 1], 100)];
+        match check_pipelines("k", &tie, None, Some(99)) {
+            Err(Error::PipelineLaunch { pipeline, .. }) => assert_eq!(pipeline, "pipeline `x`"),
+            other => panic!("{other:?}"),
+        }
+        // No pipelines, nothing checked.
+        assert!(check_pipelines("k", &[], Some((4, 1, 1)), Some(0)).is_ok());
+    }
+
+    /// Which of a source's tiles and pipelines a kernel's launches are checked against: a plan
+    /// kernel, its plan alone; another kernel, what the source holds outside its plans.
+    #[test]
+    fn a_kernel_is_checked_against_its_plan_or_what_no_plan_owns() {
+        use tma_core::pipeline::{Consumers, PipelineSpec};
+        use tma_core::plan::KernelPlan;
+        use tma_core::render::KernelSource;
+        use tma_core::{validate, DType, Swizzle, TileSpec};
+        let valid = |name: &str, rows| {
+            validate(
+                &TileSpec::new(name, DType::BF16, [4096, 4096], [rows, 64]).swizzle(Swizzle::B128),
+            )
+            .unwrap_or_else(|e| panic!("{e}"))
         };
-        assert!(check_pipelines("k", &used(&[2]), Some((2, 1, 1)), Some(7000)).is_ok());
-        assert!(check_pipelines("k", &used(&[0, 2]), Some((2, 1, 1)), Some(9000)).is_ok());
-        match check_pipelines("k", &used(&[0, 2]), Some((2, 1, 1)), Some(8999)) {
-            Err(Error::PipelineLaunch {
-                pipeline,
-                what: "dynamic shared memory",
-                ..
-            }) => {
-                assert_eq!(pipeline, "pipeline `a`")
-            }
-            other => panic!("{other:?}"),
-        }
-        // `b` of the source has 1x2x1, but the kernel initialises `a`.
-        match check_pipelines("k", &used(&[0]), Some((1, 2, 1)), Some(9000)) {
-            Err(Error::PipelineLaunch {
-                pipeline, declared, ..
-            }) => {
-                assert_eq!(pipeline, "pipeline `a`");
-                assert_eq!(declared, "was declared for cluster 2x1x1");
-            }
-            other => panic!("{other:?}"),
-        }
-        assert!(check_pipelines("k", &used(&[0, 1]), Some((2, 1, 1)), None).is_err());
+        let (free, ring_tile, planned) = (
+            valid("free", 64),
+            valid("ring_tile", 128),
+            valid("planned", 256),
+        );
+        let ring = PipelineSpec::new("ring", 2, Consumers::Warpgroups(1))
+            .tile("t", &ring_tile)
+            .validate()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let planned_ring = PipelineSpec::new("planned_ring", 3, Consumers::Warpgroups(1))
+            .tile("t", &ring_tile)
+            .validate()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let plan = KernelPlan::new("planned_kernel")
+            .tile("P", &planned)
+            .pipeline(&planned_ring)
+            .staging("out", &planned, 1)
+            .block_threads(128)
+            .validate()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let facts = KernelSource::new()
+            .tile_as(&free, "Free")
+            .pipeline(&ring)
+            .plan(&plan)
+            .facts();
+        let need = kernel_needs(Some(&facts), "planned_kernel");
+        assert_eq!(need.plan.as_ref(), Some(plan.launch()));
+        assert_eq!(
+            (need.smem, need.pipelines.len()),
+            (None, 0),
+            "a plan kernel: its plan alone"
+        );
+        // Another kernel: the free tile and the ring's (the larger, 16 KB + slack), not the
+        // plan's 32 KB tile; the ring.
+        let other = kernel_needs(Some(&facts), "helper");
+        assert_eq!(other.plan, None);
+        assert_eq!(
+            other.smem.map(|n| n.tiles),
+            Some("`ring_tile` 16384 B (align 1024)".into())
+        );
+        let names: Vec<&str> = other.pipelines.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["ring"], "not the plan's `planned_ring`");
+        // A source whose tiles and pipelines are all its plans': nothing for other kernels.
+        let planned_only = KernelSource::new().plan(&plan).facts();
+        assert_eq!(
+            kernel_needs(Some(&planned_only), "helper"),
+            KernelNeeds::default()
+        );
+        // Text without a description: nothing.
+        assert_eq!(kernel_needs(None, "planned_kernel"), KernelNeeds::default());
     }
 }

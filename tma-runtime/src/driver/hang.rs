@@ -22,13 +22,14 @@ pub const DEBUG_RECORD_SYMBOL: &str = "tma_debug_record";
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct HangRecord {
-    /// 0: nothing happened; 1: a wait hung; 2: a check failed (the first one claims it).
+    /// 0: nothing happened; 1: a wait hung; 2: a check failed (the first one claims it);
+    /// `u32::MAX`: claimed, still being written (the writer publishes its kind last).
     pub kind: u32,
     pub block_x: u32,
     pub block_y: u32,
     pub block_z: u32,
     pub thread: u32,
-    /// The `// tma-tile <id>` of the tile; `u32::MAX`: unknown.
+    /// The tile's id in its source (`TILE_ID`); `u32::MAX`: unknown.
     pub tile_id: u32,
     /// Hang: the mbarrier's shared-memory address.
     pub barrier: u32,
@@ -62,7 +63,8 @@ impl HangRecord {
         self.kind != 0
     }
 
-    /// The error this record describes, naming the tile from the source's tile lines.
+    /// The error this record describes, naming the tile, its dim and the pipeline from the
+    /// source's description ([`Compiled::facts`]; ids when the source was text alone).
     pub fn to_error(&self, compiled: &Compiled) -> Error {
         let name = |id: u32| match compiled.tile_name(id) {
             Some(n) => n.to_string(),
@@ -116,6 +118,15 @@ impl HangRecord {
                 waited_ns: self.waited_ns,
             },
             (KIND_CHECK, Some(rule), Some(helper)) => Error::DeviceCheck {
+                // A tile's dim (user order, as the record holds it) by its declared name; a
+                // pipeline's launch check uses `dim` for a cluster axis.
+                dim_name: match (rule, HangTiles::decode(self.tile_id)) {
+                    (Rule::PipelineLaunchShape, _) => None,
+                    (_, HangTiles::Tile(id)) => (compiled.tile(id))
+                        .and_then(|t| t.dim_name(self.dim))
+                        .map(str::to_string),
+                    _ => None,
+                },
                 // A pipeline's launch check names the pipeline (value bits 56 and up).
                 tile: if rule == Rule::PipelineLaunchShape {
                     let id = u32::try_from(self.value >> 56).unwrap_or(u32::MAX);
@@ -241,23 +252,12 @@ impl Drop for MappedRecord {
 #[allow(clippy::panic)]
 mod tests {
     use super::*;
+    use tma_core::facts::{PipelineFacts, SourceFacts, TileFacts};
     use tma_core::Arch;
 
     #[test]
     fn hang_record_becomes_a_named_error() {
-        let compiled = Compiled {
-            ptx: String::new(),
-            cubin: Vec::new(),
-            log: String::new(),
-            arch: Arch::Sm90a,
-            debug_waits: true,
-            tiles: crate::compile::declared_tiles("// tma-tile 0 q\n// tma-tile 1 kv_tile\n"),
-            pipelines: Vec::new(),
-            plans: Vec::new(),
-            args: Vec::new(),
-            key: "k".into(),
-            kernel_resources: Vec::new(),
-        };
+        let compiled = compiled_with(&[("q", &[]), ("kv_tile", &[])], &[]);
         let rec = HangRecord {
             kind: KIND_HANG,
             block_x: 3,
@@ -277,6 +277,7 @@ mod tests {
                 assert!(s.contains("tile `kv_tile`"), "{s}");
                 assert!(s.contains("block [3, 1, 0] thread 32"), "{s}");
                 assert!(s.contains("expecting 16384 tx bytes"), "{s}");
+                assert!(s.contains("waited 1000000123 ns"), "{s}");
                 assert!(s.contains("fresh process"), "{s}");
             }
             other => panic!("{other:?}"),
@@ -292,7 +293,7 @@ mod tests {
 
     #[test]
     fn a_failed_check_becomes_a_named_error() {
-        let compiled = compiled_with_tiles("// tma-tile 0 q\n");
+        let compiled = compiled_with(&[("q", &["M", "K"])], &[]);
         let rec = HangRecord {
             kind: KIND_CHECK,
             block_x: 2,
@@ -311,28 +312,76 @@ mod tests {
                 helper,
                 rule,
                 dim,
+                dim_name,
                 value,
                 ..
             } => {
                 assert_eq!(
-                    (tile.as_str(), *helper, *rule, *dim, *value),
-                    ("q", "store", Rule::StoreCoordinateNegative, Some(1), -8)
+                    (
+                        tile.as_str(),
+                        *helper,
+                        *rule,
+                        *dim,
+                        dim_name.as_deref(),
+                        *value
+                    ),
+                    (
+                        "q",
+                        "store",
+                        Rule::StoreCoordinateNegative,
+                        Some(1),
+                        Some("K"),
+                        -8
+                    )
                 );
             }
             other => panic!("{other:?}"),
         }
         let s = e.to_string();
         assert!(
-            s.contains("tile `q`: store() in block [2, 0, 0] thread 0 breaks StoreCoordinateNegative: dim 1 coordinate -8 is negative"),
+            s.contains("tile `q`: store() in block [2, 0, 0] thread 0 breaks StoreCoordinateNegative: dim 1 (K) coordinate -8 is negative"),
             "{s}"
         );
+        // The record's dim is in the user's order: dim 0 is the outer one, `M`.
+        let outer = HangRecord { dim: 0, ..rec };
+        assert!(outer
+            .to_error(&compiled)
+            .to_string()
+            .contains("dim 0 (M) coordinate -8"));
+        // A dim without a name, or text without a description: the index alone.
+        let unnamed = compiled_with(&[("q", &[])], &[]);
+        assert!(rec
+            .to_error(&unnamed)
+            .to_string()
+            .contains(": dim 1 coordinate -8 is negative"));
+        let s = rec.to_error(&text_only()).to_string();
+        assert!(
+            s.contains("tile `<tile 0>`: store() in block [2, 0, 0] thread 0 breaks StoreCoordinateNegative: dim 1 coordinate -8"),
+            "{s}"
+        );
+        // A pipeline's launch check uses `dim` for a cluster axis, not a tile dim.
+        let launch = HangRecord {
+            helper: 9, // Helper::PipelineInit
+            rule: 9,   // Rule::PipelineLaunchShape
+            dim: 1,
+            value: (2 << 28) | 1,
+            ..rec
+        };
+        match launch.to_error(&compiled) {
+            Error::DeviceCheck {
+                dim_name: None,
+                dim: Some(1),
+                ..
+            } => {}
+            other => panic!("{other:?}"),
+        }
     }
 
     /// A record with a rule or helper code (or kind) the runtime does not know is reported
     /// as what it is, with its raw codes, not as a hang.
     #[test]
     fn an_unknown_check_record_is_not_a_hang() {
-        let compiled = compiled_with_tiles("// tma-tile 0 q\n");
+        let compiled = compiled_with(&[("q", &[])], &[]);
         let check = HangRecord {
             kind: KIND_CHECK,
             block_x: 1,
@@ -391,7 +440,7 @@ mod tests {
 
     #[test]
     fn a_group_hang_names_every_tile() {
-        let compiled = compiled_with_tiles("// tma-tile 0 q\n// tma-tile 1 k\n// tma-tile 2 v\n");
+        let compiled = compiled_with(&[("q", &[]), ("k", &[]), ("v", &[])], &[]);
         let rec = HangRecord {
             kind: KIND_HANG,
             tile_id: 0x8000_0005,
@@ -405,9 +454,7 @@ mod tests {
 
     #[test]
     fn a_pipeline_hang_names_the_pipeline_stage_phase_and_tiles() {
-        let compiled = compiled_with_tiles(
-            "// tma-tile 0 a\n// tma-tile 1 b\n// tma-pipeline 0 other stages=2\n// tma-pipeline 1 ring stages=4\n",
-        );
+        let compiled = compiled_with(&[("a", &[]), ("b", &[])], &["other", "ring"]);
         let rec = HangRecord {
             kind: KIND_HANG,
             block_x: 5,
@@ -456,19 +503,78 @@ mod tests {
         ));
     }
 
-    fn compiled_with_tiles(list: &str) -> Compiled {
+    /// A compiled module of a source described with `tiles` (id order; dim names where
+    /// given) and `pipelines`.
+    fn compiled_with(tiles: &[(&str, &[&str])], pipelines: &[&str]) -> Compiled {
+        let facts = SourceFacts {
+            tiles: (0u32..)
+                .zip(tiles)
+                .map(|(id, (name, dims))| TileFacts {
+                    id,
+                    name: name.to_string(),
+                    dim_names: dims.iter().map(|d| Some(d.to_string())).collect(),
+                    smem_bytes: 8192,
+                    align_bytes: 1024,
+                    target: Arch::Sm90a,
+                    outside_plans: true,
+                })
+                .collect(),
+            pipelines: (0u32..)
+                .zip(pipelines)
+                .map(|(id, name)| PipelineFacts {
+                    id,
+                    name: name.to_string(),
+                    stages: 2,
+                    cluster: [1, 1, 1],
+                    dynamic_smem_bytes: 20000,
+                    tiles: vec![0, 1],
+                    outside_plans: true,
+                })
+                .collect(),
+            plans: Vec::new(),
+        };
+        Compiled {
+            facts: Some(Arc::new(facts)),
+            ..text_only()
+        }
+    }
+
+    /// A compiled module of text alone (no description).
+    fn text_only() -> Compiled {
         Compiled {
             ptx: String::new(),
             cubin: Vec::new(),
             log: String::new(),
             arch: Arch::Sm90a,
             debug_waits: true,
-            tiles: crate::compile::declared_tiles(list),
-            pipelines: tma_core::manifest::declared_pipelines(list),
-            plans: Vec::new(),
+            facts: None,
             args: Vec::new(),
             key: "k".into(),
             kernel_resources: Vec::new(),
+        }
+    }
+
+    /// A record another thread's fault cut short while it was written (kind still
+    /// `u32::MAX`: the writer publishes its kind last) is no hang that waited 0 ns: it is
+    /// reported as what it is, with the raw codes.
+    #[test]
+    fn a_record_still_being_written_is_no_hang() {
+        let compiled = compiled_with(&[("q", &[])], &[]);
+        let cut = HangRecord {
+            kind: u32::MAX,
+            tile_id: 0,
+            ..HangRecord::default()
+        };
+        assert!(cut.is_set());
+        match cut.to_error(&compiled) {
+            e @ Error::UnknownDebugRecord { kind: u32::MAX, .. } => {
+                let s = e.to_string();
+                assert!(
+                    s.contains("kind 4294967295") && s.contains("still being written"),
+                    "{s}"
+                );
+            }
+            other => panic!("{other:?}"),
         }
     }
 

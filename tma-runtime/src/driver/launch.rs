@@ -34,15 +34,16 @@ pub struct LaunchConfig {
     pub cluster: Option<(u32, u32, u32)>,
     /// The stream the launch is queued on, and the arguments' uses recorded on.
     pub stream: Arc<CudaStream>,
-    /// Whether a kernel that uses dynamic shared memory must be given at least
-    /// [`Kernel::min_dynamic_smem`] (true by default). Off for a kernel that keeps no tile
-    /// of its source there (only scratch): [`LaunchConfig::unchecked_dynamic_smem`].
+    /// Whether a kernel without a plan must be given at least [`Kernel::min_dynamic_smem`]
+    /// (true by default; 0 unless its source was given with its description). Off for a
+    /// kernel that keeps no tile of its source there (only scratch, or static shared memory):
+    /// [`LaunchConfig::unchecked_dynamic_smem`].
     pub check_dynamic_smem: bool,
-    /// Whether a kernel that uses dynamic shared memory is checked against the pipelines its
-    /// source declares (true by default): the cluster shape must be a pipeline's, the dynamic
-    /// shared memory at least its `DYNAMIC_SMEM_BYTES` (unless `check_dynamic_smem` is off).
-    /// Off for a kernel of the source that uses none of them:
-    /// [`LaunchConfig::unchecked_pipelines`].
+    /// Whether a kernel without a plan is checked against [`Kernel::pipelines`] (true by
+    /// default; none unless its source was given with its description): the cluster shape
+    /// must be one pipeline's, the dynamic shared memory at least its `DYNAMIC_SMEM_BYTES`
+    /// (unless `check_dynamic_smem` is off). Off for a kernel of the source that uses none of
+    /// them: [`LaunchConfig::unchecked_pipelines`].
     pub check_pipelines: bool,
 }
 
@@ -71,7 +72,8 @@ impl LaunchConfig {
     }
     /// Skips the host check of the dynamic shared memory against the source's largest tile
     /// ([`LaunchConfig::check_dynamic_smem`] off): for a kernel whose dynamic shared memory
-    /// holds no tile, only scratch. The debug mode still checks each copy on the device.
+    /// holds no tile of its source (only scratch, or none: tiles in static shared memory, a
+    /// helper kernel). The debug mode still checks each copy on the device.
     pub fn unchecked_dynamic_smem(mut self) -> Self {
         self.check_dynamic_smem = false;
         self
@@ -230,7 +232,7 @@ impl<'a> Launch<'a> {
     /// ([`Error::PlanLaunch`]; a plan kernel is checked against nothing else of its source),
     /// dynamic shared memory below [`Kernel::min_dynamic_smem`]
     /// ([`Error::DynamicSmemTooSmall`], unless [`LaunchConfig::unchecked_dynamic_smem`]), a
-    /// cluster shape or dynamic shared memory that no pipeline of the source can run under
+    /// cluster shape or dynamic shared memory that none of [`Kernel::pipelines`] can run under
     /// ([`Error::PipelineLaunch`], unless [`LaunchConfig::unchecked_pipelines`]), and
     /// any launch of a module whose debug record an earlier launch set (that record's error,
     /// [`Error::BarrierTimeout`] or [`Error::DeviceCheck`]: the context is lost). A failure

@@ -13,7 +13,7 @@ use crate::compile::{CompileOptions, Compiled, Compiler, Source};
 use crate::error::{CuResult, Error};
 
 use super::cache::WeakCache;
-use super::checks::{check_args, check_dynamic_smem, check_pipelines, PipelineNeed, SmemNeed};
+use super::checks::{check_args, check_dynamic_smem, check_pipelines, kernel_needs, SmemNeed};
 use super::hang::MappedRecord;
 
 /// Dynamic shared memory a kernel gets without opting in (48 KB).
@@ -77,14 +77,11 @@ impl Module {
         // debug builds always, in release with TMA_BOUNDED_WAITS. A module without it loads
         // and has no record (no cuMemHostAlloc): a release one with the bare loop, or a source
         // without the prelude (a raw kernel; nothing of tma's can hang or fail a check there).
-        // Debug on, a source with tiles must have it.
+        // Debug on, a source described with tiles must have it.
+        let has_tiles = compiled.facts.as_ref().is_some_and(|f| !f.tiles.is_empty());
         let record = match MappedRecord::attach(ctx, &module) {
             Ok(record) => Some(record),
-            Err(Error::DebugRecordMissing { .. })
-                if !compiled.debug_waits || compiled.tiles.is_empty() =>
-            {
-                None
-            }
+            Err(Error::DebugRecordMissing { .. }) if !compiled.debug_waits || !has_tiles => None,
             Err(e) => return Err(e),
         };
         Ok(Arc::new(Module {
@@ -138,37 +135,10 @@ impl Module {
             .map_err(Error::driver("cuFuncGetAttribute"))?;
         // After get_attribute, which bound the module's context to this thread.
         let param_bytes = param_bytes(&func)?;
-        // A plan kernel's launch facts are its plan's: nothing is read from its PTX.
-        let plan = self.compiled.plan(name).cloned();
-        // Only a kernel that uses dynamic shared memory keeps its tiles there.
-        let dynamic = plan.is_none() && self.compiled.uses_dynamic_smem(name) == Some(true);
-        let smem_need = if dynamic {
-            SmemNeed::of(&self.compiled.tiles)
-        } else {
-            None
-        };
-        // The pipelines its PTX says it initialises; else, when it keeps something in dynamic
-        // shared memory, any pipeline of the source may be its.
-        let used = match plan {
-            Some(_) => Vec::new(),
-            None => self.compiled.pipelines_used(name).unwrap_or_default(),
-        };
-        let pipelines = if !used.is_empty() {
-            PipelineNeed {
-                pipelines: (self.compiled.pipelines.iter())
-                    .filter(|p| used.contains(&p.id))
-                    .cloned()
-                    .collect(),
-                exact: true,
-            }
-        } else if dynamic {
-            PipelineNeed {
-                pipelines: self.compiled.pipelines.clone(),
-                exact: false,
-            }
-        } else {
-            PipelineNeed::default()
-        };
+        // Launch facts come from the source's typed description, never from its text or PTX:
+        // a plan kernel's are its plan's, exactly; a kernel without a plan may keep any tile
+        // and run any pipeline the source holds outside its plans. Text alone gives none.
+        let needs = kernel_needs(self.compiled.facts.as_deref(), name);
         Ok(Kernel {
             func,
             name: name.to_string(),
@@ -176,9 +146,9 @@ impl Module {
             static_smem: u32::try_from(static_smem).unwrap_or(0),
             dynamic_smem_opted: AtomicU32::new(DEFAULT_DYNAMIC_SMEM_LIMIT),
             param_bytes,
-            smem_need,
-            pipelines,
-            plan,
+            smem_need: needs.smem,
+            pipelines: needs.pipelines,
+            plan: needs.plan,
         })
     }
 
@@ -266,10 +236,9 @@ pub struct Kernel {
     dynamic_smem_opted: AtomicU32,
     param_bytes: Vec<usize>,
     smem_need: Option<SmemNeed>,
-    /// The pipelines a launch's cluster and dynamic shared memory are checked against: those
-    /// the kernel initialises, or, when its PTX names none and it uses dynamic shared memory
-    /// (where a pipeline lives), any of the source's.
-    pipelines: PipelineNeed,
+    /// The pipelines a launch's cluster and dynamic shared memory are checked against (it
+    /// must fit one): a kernel without a plan may run any the source holds outside its plans.
+    pipelines: Vec<tma_core::facts::PipelineFacts>,
     /// The kernel's plan, when its source was given one: its launches are checked against it.
     plan: Option<tma_core::plan::LaunchPlan>,
 }
@@ -279,8 +248,8 @@ impl Kernel {
     pub fn name(&self) -> &str {
         &self.name
     }
-    /// The kernel's plan ([`crate::Source::planned`]): a launch must have its block, cluster
-    /// and dynamic shared memory ([`crate::Error::PlanLaunch`]).
+    /// The kernel's plan (from its source's description, [`crate::Source::kernel`]): a launch
+    /// must have its block, cluster and dynamic shared memory ([`crate::Error::PlanLaunch`]).
     pub fn plan(&self) -> Option<&tma_core::plan::LaunchPlan> {
         self.plan.as_ref()
     }
@@ -299,27 +268,31 @@ impl Kernel {
         &self.param_bytes
     }
 
-    /// The least dynamic shared memory a launch must give: 0, or, when the kernel uses
-    /// dynamic shared memory (`extern __shared__`), what one call of the largest tile its
-    /// source declares needs, with the slack to align it ([`tma_core::smem::min_dynamic_smem`]
-    /// of that tile): a necessary condition for a kernel that keeps that tile there, whatever
-    /// else it keeps where. A kernel whose dynamic shared memory holds no tile launches with
+    /// The least dynamic shared memory a launch must give (unless
+    /// `LaunchConfig::unchecked_dynamic_smem`): for a kernel without a plan of a described
+    /// source ([`crate::Source::kernel`]), what one call of the largest tile the source holds
+    /// outside its plans needs, with the slack to align it
+    /// ([`tma_core::smem::min_dynamic_smem`] of that tile): a necessary condition for a kernel
+    /// that keeps that tile there, whatever else it keeps where. 0 for a plan kernel (its plan
+    /// gives the exact bytes, [`Kernel::plan`]) and for text without a description. A kernel
+    /// whose dynamic shared memory holds no tile launches with
     /// `LaunchConfig::unchecked_dynamic_smem`.
     pub fn min_dynamic_smem(&self) -> u64 {
         self.smem_need.as_ref().map_or(0, |n| n.bytes)
     }
 
-    /// The pipelines of the kernel's source a launch is checked against (`// tma-pipeline`
-    /// lines): those the kernel initialises (its PTX names them), or, when it names none and
-    /// uses dynamic shared memory, all of the source's (a launch must then fit one of them).
-    pub fn pipelines(&self) -> &[tma_core::manifest::DeclaredPipeline] {
-        &self.pipelines.pipelines
+    /// The pipelines a launch is checked against (unless
+    /// `LaunchConfig::unchecked_pipelines`): for a kernel without a plan of a described source,
+    /// those the source holds outside its plans (a launch must fit one of them); none for a
+    /// plan kernel (its plan is checked) and for text without a description.
+    pub fn pipelines(&self) -> &[tma_core::facts::PipelineFacts] {
+        &self.pipelines
     }
 
     /// Refuses, before any driver call, arguments of `arg_bytes` sizes that do not match the
     /// parameters, `dynamic_smem` below [`Kernel::min_dynamic_smem`] (`None`: unchecked),
-    /// and, when `pipelines`, a `cluster` or `dynamic_smem` no pipeline of the source can run
-    /// under ([`Error::PipelineLaunch`]).
+    /// and, when `pipelines`, a `cluster` or `dynamic_smem` none of [`Kernel::pipelines`] can
+    /// run under ([`Error::PipelineLaunch`]).
     pub(super) fn check_launch(
         &self,
         arg_bytes: &[usize],

@@ -4,7 +4,8 @@
 //! ([`Kernel::max_active_clusters`], [`Kernel::max_active_blocks_per_sm`]).
 //!
 //! A plan kernel's launch facts come from its typed [`LaunchPlan`] (carried with the
-//! compiled module, [`crate::Compiled::plans`]), never from the source's comments or its PTX.
+//! compiled module in the source's description, [`crate::Compiled::plans`]), never from the
+//! source's text or its PTX.
 
 use std::sync::Arc;
 
@@ -92,7 +93,7 @@ impl Kernel {
             None => Err(Error::PlanLaunch {
                 kernel: self.name().to_string(),
                 field: "plan",
-                plan: "none (the source was not given one: Source::planned / Source::kernel)"
+                plan: "none (the source was not given one: Source::kernel / Source::described)"
                     .into(),
                 launch: "built from a plan".into(),
             }),

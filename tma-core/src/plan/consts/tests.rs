@@ -3,7 +3,7 @@
 use super::*;
 use crate::pipeline::{PipelineSpec, ValidPipeline, WarpRoles};
 use crate::plan::{KernelPlan, RegionKind};
-use crate::testgen::XorShift;
+use tma_test_support::testgen::XorShift;
 use crate::{validate, DType, Rule, Swizzle, TileSpec, ValidSpec};
 
 fn leak(s: &str) -> &'static str {

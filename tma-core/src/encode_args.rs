@@ -1,5 +1,5 @@
-//! Layout: the one place dims are reversed to TMA order (innermost first) and element
-//! strides become byte strides.
+//! The driver's encode arguments ([`EncodeArgs`]): the one place dims are reversed to TMA
+//! order (innermost first) and element strides become byte strides.
 
 use crate::dtype::DType;
 use crate::spec::{Interleave, L2Promotion, OobFill, Swizzle, TileSpec};

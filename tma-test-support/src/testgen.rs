@@ -1,11 +1,11 @@
 //! Random valid specs for tests (CPU property tests and GPU comparisons), from a tiny
 //! deterministic RNG: the same seed gives the same specs on every machine.
 
-use crate::dtype::DType;
-use crate::model::{self, ModelOptions};
-use crate::smem::{self as swz, InnerRowLayout};
-use crate::spec::{Arch, Interleave, OobFill, Swizzle, TileSpec};
-use crate::validate::{validate, BoundSpec};
+use tma_core::dtype::DType;
+use tma_core::model::{self, ModelOptions};
+use tma_core::smem::{self as swz, InnerRowLayout};
+use tma_core::spec::{Arch, Extent, Interleave, OobFill, Swizzle, TileSpec};
+use tma_core::validate::{validate, BoundSpec, ValidSpec};
 
 mod units;
 pub use units::{name_pools, random_name, random_unit, NamePools, RandomUnit, Taken};
@@ -92,7 +92,7 @@ pub const MAX_TENSOR_BYTES: u64 = 256 * 1024;
 /// (16B or 32B chunks, the inner dim in chunks, any chunk coordinate); coordinates straddle
 /// every edge (negative, inside, past the end). Tensors stay below [`MAX_TENSOR_BYTES`]. Specs
 /// whose repeated boxes would overlap under either [`InnerRowLayout`] are not generated, so
-/// [`crate::model`] accepts every one.
+/// [`tma_core::model`] accepts every one.
 pub fn random_valid_spec(rng: &mut XorShift, arch: Arch) -> (BoundSpec, Vec<i64>) {
     loop {
         if let Some(found) = attempt(rng, arch) {
@@ -231,7 +231,7 @@ fn attempt(rng: &mut XorShift, arch: Arch) -> Option<(BoundSpec, Vec<i64>)> {
         swz::row_pitch_bytes(&spec, InnerRowLayout::PadToSpan) * rows
     };
     let boxes: u64 = repeat.iter().map(|&r| u64::from(r)).product();
-    let align_bytes = swizzle.period_bytes().max(crate::limits::SMEM_ALIGN);
+    let align_bytes = swizzle.period_bytes().max(tma_core::limits::SMEM_ALIGN);
     if let (true, Some(mut stride_bytes)) = (boxes > 1, padded.next_multiple_of(align_bytes).get())
     {
         if rng.chance(1, 3) {
@@ -270,10 +270,106 @@ fn attempt(rng: &mut XorShift, arch: Arch) -> Option<(BoundSpec, Vec<i64>)> {
     Some((bound, coords))
 }
 
+/// A valid spec with run-time dims, and run-time values that bind it (user order).
+#[derive(Clone, Debug)]
+pub struct RuntimeSpec {
+    /// Some global dims (at least one) are [`Extent::Runtime`]; declared strides too, at
+    /// random, or none declared (dense row-major).
+    pub valid: ValidSpec,
+    /// Every global dim, static ones as declared: a shape that binds.
+    pub global: Vec<u64>,
+    /// Every stride (elements), when the spec declares strides: ones that bind.
+    pub strides: Option<Vec<u64>>,
+}
+
+/// A random spec of [`random_valid_spec`]'s kinds (on Blackwell, one in four of a packed
+/// sub-byte type instead) with a random set of its global dims (at least one) and declared
+/// strides made run-time ones; one in three declares no strides (dense row-major). Named
+/// `name`; one spec in three names its dims.
+pub fn random_runtime_spec(rng: &mut XorShift, arch: Arch, name: &str) -> RuntimeSpec {
+    loop {
+        let spec = if arch.is_blackwell() && rng.chance(1, 4) {
+            match packed_spec(rng, arch) {
+                Some(s) => s,
+                None => continue,
+            }
+        } else {
+            random_valid_spec(rng, arch).0.spec().clone()
+        };
+        if let Some(found) = runtime_variant(rng, spec, name) {
+            return found;
+        }
+    }
+}
+
+/// A rank 1-3 spec of a packed sub-byte type (Blackwell only), or `None` when the random
+/// shape breaks a rule.
+fn packed_spec(rng: &mut XorShift, arch: Arch) -> Option<TileSpec> {
+    let dtype = *rng.pick(&[
+        DType::U4x16Align8B,
+        DType::U4x16Align16B,
+        DType::U6x16Align16B,
+    ])?;
+    let rank = rng.range(1, 3) as usize;
+    let inner = rank - 1;
+    let mut global: Vec<u64> = (0..rank).map(|_| rng.range(1, 12)).collect();
+    let mut boxed: Vec<u32> = global.iter().map(|&g| rng.range(1, g) as u32).collect();
+    boxed[inner] = 128 * rng.range(1, 2) as u32;
+    global[inner] = 128 * rng.range(1, 4);
+    let swizzle = *rng.pick(&[Swizzle::None, Swizzle::B64, Swizzle::B128])?;
+    let spec = TileSpec::new("packed", dtype, global, boxed)
+        .swizzle(swizzle)
+        .target(arch);
+    validate(&spec).ok().map(|v| v.spec().clone())
+}
+
+/// `spec` (valid and bound with static dims) with run-time dims and strides, or `None` when
+/// the variant does not validate.
+fn runtime_variant(rng: &mut XorShift, mut spec: TileSpec, name: &str) -> Option<RuntimeSpec> {
+    let rank = spec.rank();
+    let global: Vec<u64> = spec.global.iter().map(|e| e.get()).collect::<Option<_>>()?;
+    spec.name = name.to_string();
+    let first = rng.below(rank as u64) as usize;
+    for (d, e) in spec.global.iter_mut().enumerate() {
+        if d == first || rng.chance(1, 2) {
+            *e = Extent::Runtime;
+        }
+    }
+    let strides = if rng.chance(1, 3) {
+        spec.strides = None;
+        None
+    } else {
+        let inner_unit = spec.inner_unit_elements();
+        let declared = spec.strides.get_or_insert_with(Vec::new);
+        if declared.is_empty() {
+            let dense = tma_core::validate::dense_strides(&global, inner_unit)?;
+            *declared = dense.into_iter().map(Extent::Static).collect();
+        }
+        let values: Vec<u64> = declared.iter().map(|e| e.get()).collect::<Option<_>>()?;
+        for e in declared.iter_mut() {
+            if rng.chance(1, 2) {
+                *e = Extent::Runtime;
+            }
+        }
+        Some(values)
+    };
+    if rng.chance(1, 3) {
+        let labels = ["n", "c", "h", "w", "k"];
+        spec = spec.dim_names(labels[labels.len() - rank..].iter().copied());
+    }
+    let valid = validate(&spec).ok()?;
+    valid.bind(&global, strides.as_deref()).ok()?;
+    Some(RuntimeSpec {
+        valid,
+        global,
+        strides,
+    })
+}
+
 /// Every operand combination wgmma takes from shared memory: (dtype, operand, major,
-/// swizzle), MN-major only for the 16-bit types ([`crate::Rule::WgmmaMajor`]). 56 in all.
-pub fn operand_combinations() -> Vec<(DType, crate::WgmmaOperand, Swizzle)> {
-    use crate::operand::{Major, Operand, WgmmaOperand, WgmmaType};
+/// swizzle), MN-major only for the 16-bit types ([`tma_core::Rule::WgmmaMajor`]). 56 in all.
+pub fn operand_combinations() -> Vec<(DType, tma_core::WgmmaOperand, Swizzle)> {
+    use tma_core::operand::{Major, Operand, WgmmaOperand, WgmmaType};
     let mut out = Vec::new();
     for dtype in [
         DType::BF16,
@@ -333,12 +429,12 @@ pub fn unsigned_literals(source: &str) -> Vec<u128> {
 pub fn operand_case(
     rng: &mut XorShift,
     dtype: DType,
-    w: crate::WgmmaOperand,
+    w: tma_core::WgmmaOperand,
     swizzle: Swizzle,
     mn: u64,
     k_slices: u64,
 ) -> Option<(BoundSpec, Vec<i64>)> {
-    use crate::operand::{Major, WgmmaType, K_BYTES};
+    use tma_core::operand::{Major, WgmmaType, K_BYTES};
     let e = WgmmaType::of(dtype)?.bytes();
     // (box, repeat) per matrix dim: [outer, inner] user order.
     let (outer_box, inner_box, inner_repeat) = match (w.major, swizzle.span_bytes()) {

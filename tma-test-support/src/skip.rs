@@ -8,8 +8,8 @@
 //! Panicking is this module's job: a test that requires hardware must fail loudly.
 #![allow(clippy::panic)]
 
-use crate::cuda_libs::{gpu_available, nvrtc_available, GpuInfo, NvrtcInfo};
-use crate::error::Error;
+use tma_runtime::cuda_libs::{gpu_available, nvrtc_available, GpuInfo, NvrtcInfo};
+use tma_runtime::error::Error;
 
 /// Prints past the test harness's output capture, so skips show in a normal `cargo test`.
 fn say(line: &str) {

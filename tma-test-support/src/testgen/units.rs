@@ -13,16 +13,16 @@
 use std::collections::BTreeSet;
 
 use super::{operand_case, operand_combinations, random_valid_spec, XorShift};
-use crate::ident::{check_name, generated_names, NameKind};
-use crate::operand::Operand;
-use crate::pipeline::{
+use tma_core::ident::{check_name, generated_names, NameKind};
+use tma_core::operand::Operand;
+use tma_core::pipeline::{
     ClusterAxis, Consumers, PipelineSpec, RoleWarps, ValidPipeline, ValidWarpRoles, WarpRoles,
 };
-use crate::plan::{KernelPlan, ValidKernelPlan};
-use crate::render::KernelSource;
-use crate::spec::{Arch, Extent, Swizzle, TileSpec};
-use crate::validate::{validate, ValidSpec};
-use crate::DType;
+use tma_core::plan::{KernelPlan, ValidKernelPlan};
+use tma_core::render::KernelSource;
+use tma_core::spec::{Arch, Extent, Swizzle, TileSpec};
+use tma_core::validate::{validate, ValidSpec};
+use tma_core::DType;
 
 /// Everyday names.
 const COMMON: [&str; 24] = [
@@ -99,7 +99,7 @@ impl NamePools {
 /// The identifiers of `code`, and each with a generated affix taken off.
 fn pool_of(code: &str) -> BTreeSet<String> {
     let mut pool = BTreeSet::new();
-    for id in crate::ident::generated::identifiers_of(code) {
+    for id in tma_core::ident::generated::identifiers_of(code) {
         for affix in AFFIXES {
             let stripped = if affix.starts_with('_') {
                 id.strip_suffix(affix)
@@ -117,11 +117,11 @@ fn pool_of(code: &str) -> BTreeSet<String> {
 
 /// The pools ([`NamePools`]), rendered once.
 pub fn name_pools() -> NamePools {
-    use crate::render::{
+    use tma_core::render::{
         exercise_body_checked, header_with, HeaderOptions, PipelineCode, PlanCode, TileCode,
         TileSetCode, WarpRolesCode,
     };
-    let tiles = crate::render::corpus();
+    let tiles = tma_core::render::corpus();
     let mut tile_code = String::new();
     for t in &tiles {
         if let Ok(c) = TileCode::new(t, 0) {
@@ -190,7 +190,7 @@ pub fn name_pools() -> NamePools {
     let mut all = pool_of(&format!(
         "{header}{tile_code}{pipe_code}{roles_code}{set_code}{plan_code}"
     ));
-    all.extend(crate::ident::generated::template_identifiers());
+    all.extend(tma_core::ident::generated::template_identifiers());
     let all: Vec<String> = all.into_iter().collect();
     let of = |code: &str| pool_of(code).into_iter().collect::<Vec<String>>();
     NamePools {
@@ -427,7 +427,7 @@ impl Gen<'_> {
         for _ in 0..n {
             if let Some(v) = self.random_tile() {
                 self.unit.source = std::mem::take(&mut self.unit.source).tile(&v);
-                if let Ok(body) = crate::render::exercise_body_checked(&v) {
+                if let Ok(body) = tma_core::render::exercise_body_checked(&v) {
                     self.body.push_str(&body);
                 }
             }
@@ -442,7 +442,7 @@ impl Gen<'_> {
             let mut alias = None;
             for _ in 0..64 {
                 let a = self.name(NameKind::Alias);
-                if crate::ident::generated_clash(NameKind::Alias, &a).is_none()
+                if tma_core::ident::generated_clash(NameKind::Alias, &a).is_none()
                     && self.taken.take(NameKind::Alias, &a)
                 {
                     alias = Some(a);
@@ -482,7 +482,7 @@ impl Gen<'_> {
                 .map(String::as_str)
                 .zip(tiles.iter())
                 .collect();
-            let ok = crate::render::TileSetCode::new(&name, &pairs).is_ok()
+            let ok = tma_core::render::TileSetCode::new(&name, &pairs).is_ok()
                 && self.taken.take(NameKind::TileSet, &name);
             if !ok {
                 self.unit.refused += 1;
@@ -575,7 +575,7 @@ impl Gen<'_> {
                     Err(e)
                         if e.errors
                             .iter()
-                            .all(|f| f.rule == crate::Rule::PipelineStagesFit)
+                            .all(|f| f.rule == tma_core::Rule::PipelineStagesFit)
                             && p.stages > 1 =>
                     {
                         p.stages -= 1;
@@ -803,13 +803,13 @@ impl Gen<'_> {
         };
         for _ in 0..64 {
             let set = self.name(NameKind::TileSet);
-            let ok = crate::render::TileSetCode::new(&set, &[("a", &a), ("b", &b)]).is_ok()
+            let ok = tma_core::render::TileSetCode::new(&set, &[("a", &a), ("b", &b)]).is_ok()
                 && self.taken.take(NameKind::TileSet, &set);
             if !ok {
                 self.unit.refused += 1;
                 continue;
             }
-            let Ok(body) = crate::render::wgmma_exercise_body(&set, &a, &b) else {
+            let Ok(body) = tma_core::render::wgmma_exercise_body(&set, &a, &b) else {
                 return;
             };
             self.unit.names.push((NameKind::TileSet, set.clone()));
