@@ -18,9 +18,9 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use tma::render::{header_with, HeaderOptions};
-use tma_test_support::skip::require_nvrtc_or_skip;
 use tma::runtime::{CompileOptions, Compiler, Error};
 use tma::Arch;
+use tma_test_support::skip::require_nvrtc_or_skip;
 use tma_test_support::testgen::{name_pools, random_unit, RandomUnit, Taken, XorShift};
 
 /// Seeds, and the parts of each unit: one translation unit per seed. `TMA_NAME_SEEDS=<n>` (and

@@ -126,7 +126,8 @@ fn encode_tile(valid: &ValidSpec) -> Result<String, RenderError> {
                 match e {
                     Extent::Static(v) => out.push(format!("{v}ull")),
                     Extent::Runtime => {
-                        let name = crate::ident::encode_param(&format!("stride_{}", spec.dim_label(d)));
+                        let name =
+                            crate::ident::encode_param(&format!("stride_{}", spec.dim_label(d)));
                         params.push(EncodeParam {
                             name: name.clone(),
                             what: format!("the stride of dim {d}, elements"),

@@ -3,8 +3,8 @@
 use super::*;
 use crate::pipeline::{PipelineSpec, ValidPipeline, WarpRoles};
 use crate::plan::{KernelPlan, RegionKind};
-use tma_test_support::testgen::XorShift;
 use crate::{validate, DType, Rule, Swizzle, TileSpec, ValidSpec};
+use tma_test_support::testgen::XorShift;
 
 fn leak(s: &str) -> &'static str {
     Box::leak(s.to_string().into_boxed_str())
