@@ -155,7 +155,7 @@ pub mod support {
     /// passes.
     pub fn stub_plan() -> &'static ValidKernelPlan {
         static STUB: OnceLock<ValidKernelPlan> = OnceLock::new();
-        plan_once(&STUB, || KernelPlan::new("tma_stub").block_threads(32))
+        plan_once(&STUB, || KernelPlan::new("stub_plan").block_threads(32))
     }
 }
 
