@@ -163,6 +163,6 @@ pub mod support {
 mod tests {
     #[test]
     fn the_stub_is_valid() {
-        assert_eq!(super::support::stub_plan().name(), "tma_stub");
+        assert_eq!(super::support::stub_plan().name(), "stub_plan");
     }
 }
