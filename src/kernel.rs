@@ -66,7 +66,7 @@ pub trait Plan {
     const TARGET: Arch;
     /// Threads of the (1-D) block: the roles', else `block_threads`.
     const BLOCK_THREADS: u32;
-    /// Blocks per SM of the launch bounds: `blocks_per_sm`, else the roles', else 1.
+    /// Blocks per SM of the launch bounds: `blocks_per_sm`, else the roles', else 0 (no minimum).
     const BLOCKS_PER_SM: u32;
     /// The cluster shape: the pipelines', else `cluster`, else 1x1x1.
     const CLUSTER: [u32; 3];

@@ -214,7 +214,7 @@ fn kernel_impl(c: &CheckedKernel<'_>) -> TokenStream {
     let blocks_per_sm = match (c.blocks_per_sm, &roles) {
         (Some((n, _)), _) => quote!(#n),
         (None, Some(r)) => quote!(#r::BLOCKS_PER_SM),
-        (None, None) => quote!(1u32),
+        (None, None) => quote!(0u32),
     };
     let block_threads = opt(c.block_threads.map(|b| b.0));
     let cluster = opt(c.cluster.map(|([x, y, z], _)| quote!([#x, #y, #z])));
