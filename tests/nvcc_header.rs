@@ -96,3 +96,82 @@ fn a_generated_header_builds_with_nvcc_and_cuda_13_headers() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// What a generated header includes (`prelude.cuh.tera`, `encode.cuh.tera`; nvcc adds
+/// `cuda_runtime.h` itself, named here too).
+const INCLUDES: &str = "#include <cuda.h>\n#include <cuda_runtime.h>\n#include <cstdio>\n";
+
+/// The committed list of those headers' macros (`tma::ident::generated::HEADER_MACROS`).
+const MACROS_FILE: &str = "tma-core/src/ident/header_macros.txt";
+
+/// `tma-core/src/ident/header_macros.txt` holds every macro of the headers a generated header
+/// includes that could be a user name (no leading `_`, no `tma_`): regenerated here with nvcc,
+/// a missing macro fails. `TMA_UPDATE_MACROS=1` rewrites the file instead.
+#[test]
+fn header_macros_list_holds_every_macro_of_the_included_headers() {
+    let test = "header_macros_list_holds_every_macro_of_the_included_headers";
+    let Some(nvcc) = nvcc_with_headers(test) else {
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("tma-macros-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = dir.join("includes.cu");
+    std::fs::write(&src, INCLUDES).unwrap();
+    let out = Command::new(&nvcc)
+        .args([
+            "-E",
+            "-Xcompiler",
+            "-dM",
+            "-x",
+            "cu",
+            "-std=c++20",
+            "-arch=sm_90a",
+        ])
+        .arg(&src)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        out.status.success(),
+        "nvcc -E -dM failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let found: std::collections::BTreeSet<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.strip_prefix("#define "))
+        .filter_map(|l| l.split(|c: char| c == '(' || c.is_whitespace()).next())
+        .filter(|n| {
+            n.starts_with(|c: char| c.is_ascii_alphabetic())
+                && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                && !n.to_ascii_lowercase().starts_with("tma_")
+        })
+        .map(str::to_string)
+        .collect();
+    assert!(
+        found.contains("EOF") && found.contains("CUDA_VERSION"),
+        "{found:?}"
+    );
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(MACROS_FILE);
+    if std::env::var_os("TMA_UPDATE_MACROS").is_some() {
+        let text: String = found.iter().map(|n| format!("{n}\n")).collect();
+        std::fs::write(&path, text).unwrap();
+        println!("wrote {} macros to {MACROS_FILE}", found.len());
+        return;
+    }
+    let committed = tma_core::ident::generated::HEADER_MACROS;
+    assert_eq!(
+        committed,
+        std::fs::read_to_string(&path).unwrap(),
+        "the embedded list is the file"
+    );
+    let known: std::collections::BTreeSet<&str> = committed.lines().collect();
+    let missing: Vec<&String> = found
+        .iter()
+        .filter(|n| !known.contains(n.as_str()))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{MACROS_FILE} misses macros of the headers a generated header includes: {missing:?}\n\
+         refresh it: eval \"$(scripts/cuda-tools.sh --headers)\"; TMA_UPDATE_MACROS=1 cargo test --test nvcc_header header_macros"
+    );
+}

@@ -137,6 +137,13 @@ fn rows() -> Vec<Row> {
             Field::DimName { dim: 1 },
         ),
         row(
+            "a dim name is no macro of the headers the generated header includes (EOF)",
+            good,
+            || good().dim_names(["H", "EOF", "C"]),
+            Rule::GeneratedNameClash,
+            Field::DimName { dim: 1 },
+        ),
+        row(
             "two dims' generated names differ (W's stride parameter is stride_W)",
             good,
             || good().dim_names(["H", "W", "stride_W"]),

@@ -34,7 +34,9 @@
 //!    what a parameter would hide) and from every macro; a user name that becomes a macro
 //!    must differ from every identifier anywhere.
 //!
-//! And two rules that are policy, not derivation: a name emitted bare (a dim, a pipeline or
+//! And three rules that are policy, not derivation: no generated identifier may be a macro of
+//! the system and CUDA headers a generated header includes ([`HEADER_MACROS`], a committed
+//! list that `tests/nvcc_header.rs` checks against nvcc; `EOF`, `NULL`, `CUDA_VERSION`); a name emitted bare (a dim, a pipeline or
 //! set member, a plan region, an alias, a plan's kernel) must not start with `tma_` in any
 //! case, the prefix of every name the
 //! generated code defines at namespace scope and of every macro it defines; and an alias,
@@ -1210,6 +1212,42 @@ pub enum ClashHow {
     /// An alias, at namespace scope beside every name CUDA declares there (`min`, `j0`,
     /// `exp`, `float4`, `atomicAdd`: all lower-case), must start with an upper-case letter.
     CudaScope,
+    /// It is a macro of the system and CUDA headers a generated header includes
+    /// ([`HEADER_MACROS`]: `EOF`, `NULL`, `INT_MAX`, `CUDA_VERSION`, ...), which would
+    /// replace it.
+    HeaderMacro,
+}
+
+/// Where the macros of [`HEADER_MACROS`] come from, for messages.
+pub const HEADER_MACRO_SOURCE: &str = "cuda.h, cuda_runtime.h, <cstdio>";
+
+/// The macros the headers a generated header includes define (`cuda.h`, `cuda_runtime.h`
+/// (nvcc's implicit include) and `<cstdio>`, CUDA 13.0 and the host's C++ library), one
+/// name a line, sorted: those that could be a user name (a C identifier not starting with
+/// `_`, which is reserved anyway, nor with `tma_`, which the generated code's prefix rule
+/// already refuses). No generated identifier may be one of them, or nvcc's preprocessor
+/// replaces it in the host compile of the header (`tma header`); a dim `EOF` or `M_PI`.
+///
+/// The same list applies to NVRTC sources, which include none of these headers: one rule for
+/// every name, so a declaration accepted for the JIT also renders into a header that builds.
+///
+/// Not derived at run time (that needs nvcc and the headers): `tests/nvcc_header.rs`
+/// regenerates it with nvcc and fails when a macro is missing here; refresh it with
+/// `TMA_UPDATE_MACROS=1 cargo test --test nvcc_header` after
+/// `eval "$(scripts/cuda-tools.sh --headers)"`.
+pub const HEADER_MACROS: &str = include_str!("header_macros.txt");
+
+/// Whether `ident` is one of [`HEADER_MACROS`].
+pub fn is_header_macro(ident: &str) -> bool {
+    static SET: OnceLock<BTreeSet<&'static str>> = OnceLock::new();
+    SET.get_or_init(|| {
+        HEADER_MACROS
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect()
+    })
+    .contains(ident)
 }
 
 impl fmt::Display for GeneratedClash {
@@ -1245,6 +1283,11 @@ impl fmt::Display for GeneratedClash {
                 f,
                 "`{}` is an alias at namespace scope, where CUDA declares its functions and types (`j0`, `min`, `exp`, `float4`, ..., all lower-case): an alias starts with an upper-case letter",
                 self.becomes
+            ),
+            (ClashHow::HeaderMacro, _) => write!(
+                f,
+                "it becomes `{}`, a macro of the system and CUDA headers the generated header includes ({}), which would replace it",
+                self.becomes, self.template
             ),
             (ClashHow::IsMacro, _) => write!(
                 f,
@@ -1284,6 +1327,14 @@ impl Table {
         }
         for slot in self.slots.iter().filter(|s| s.kind == kind) {
             let ident = slot.apply(name);
+            if is_header_macro(&ident) {
+                return Some(GeneratedClash {
+                    meets: ident.clone(),
+                    becomes: ident,
+                    template: HEADER_MACRO_SOURCE,
+                    how: ClashHow::HeaderMacro,
+                });
+            }
             if let Some((meets, template)) = self.macros.find(&ident) {
                 return Some(GeneratedClash {
                     becomes: ident,
@@ -1522,6 +1573,33 @@ __device__ __forceinline__ unsigned tma_new_helper(const void* p, unsigned bytes
         // The coordinate struct's own name and the tile struct's members.
         assert!(t.clash(NameKind::Dim, "coords").is_some());
         assert_eq!(t.clash(NameKind::Tile, "x"), None);
+    }
+
+    #[test]
+    fn header_macros_are_refused_and_common_names_are_not() {
+        let lines: Vec<&str> = HEADER_MACROS.lines().collect();
+        let mut sorted = lines.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(
+            lines, sorted,
+            "header_macros.txt is sorted, one name a line"
+        );
+        for m in ["EOF", "NULL", "INT_MAX", "M_PI", "CUDA_VERSION", "stdout"] {
+            assert!(is_header_macro(m), "{m}");
+            let c = generated_clash(NameKind::Dim, m).unwrap();
+            assert_eq!((c.becomes.as_str(), c.how), (m, ClashHow::HeaderMacro));
+            assert!(c
+                .to_string()
+                .contains("headers the generated header includes"));
+        }
+        // Every kind that lands bare: a plan region `EOF` is its accessor `EOF(base ..)`.
+        assert!(generated_clash(NameKind::PlanRegion, "EOF").is_some());
+        for n in [
+            "M", "N", "K", "H", "W", "C", "B", "D", "X", "Y", "Z", "R", "S", "row", "col",
+        ] {
+            assert_eq!(generated_clash(NameKind::Dim, n), None, "dim {n}");
+        }
     }
 
     #[test]
