@@ -1521,6 +1521,44 @@ pub fn stale_uses() -> Vec<String> {
         .collect()
 }
 
+/// For the test holding [`crate::plan::consts`]'s copy to the table: each slot of a plan
+/// region's name (its prefix, whether it is a plain prefix, its scope and that scope's
+/// identifiers and patterns), and the templates' macros (plain, with template; patterns).
+#[cfg(test)]
+#[allow(clippy::type_complexity)]
+pub(crate) fn plan_region_slots() -> (
+    Vec<(
+        String,
+        bool,
+        usize,
+        BTreeMap<String, &'static str>,
+        Vec<String>,
+    )>,
+    BTreeMap<String, &'static str>,
+    Vec<String>,
+) {
+    let t = table();
+    let slots = t
+        .slots
+        .iter()
+        .filter(|s| s.kind == NameKind::PlanRegion)
+        .map(|s| {
+            let plain = s.outer_suf.is_empty() && s.form == Form::new("", "", Case::Same);
+            let scope = t.scopes.get(s.scope).cloned().unwrap_or_default();
+            let globs = scope.globs.iter().map(|(g, _)| glob_text(g)).collect();
+            (
+                s.outer_pre.clone(),
+                plain && !s.is_macro,
+                s.scope,
+                scope.fixed,
+                globs,
+            )
+        })
+        .collect();
+    let globs = t.macros.globs.iter().map(|(g, _)| glob_text(g)).collect();
+    (slots, t.macros.fixed.clone(), globs)
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod derived {

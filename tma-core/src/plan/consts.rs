@@ -15,10 +15,11 @@
 //! A part whose own declaration was rejected (its stub's `CUDA_NAME` is empty) turns every
 //! check off ([`PlanIn::any_stub`]): its own errors are already reported.
 //!
-//! Not here: what reads the derived generated-names table ([`crate::ident::generated`]: a
-//! region or plan name meeting `struct tma_plan_<name>`'s own, two regions giving one
-//! member), which is no `const fn`. The names a `tma_kernel!` writes are literals: the macro
-//! checks them with [`super::validate_plan`] at expansion.
+//! The derived generated-names table ([`crate::ident::generated`]) is no `const fn`: what
+//! [`region_name`] needs of it (`struct tma_plan_<name>`'s own names, where a region's name
+//! lands) is copied into [`REGION_SLOTS`] and [`TEMPLATE_MACROS`], held to the table by a
+//! test. The plan's own name is a literal: the macro checks it with
+//! [`super::validate_plan`] at expansion.
 
 use super::{RegionRole, DEFAULT_DYNAMIC_SMEM};
 use crate::limits::{DYNAMIC_SMEM_BASE_ALIGN, MAX_BLOCK_THREADS, MAX_CLUSTER_CTAS};
@@ -467,29 +468,268 @@ pub const fn pipeline_target(p: &PlanIn<'_>, j: usize) -> Msg {
         .str(p.target.nvrtc_name())
 }
 
-/// Region `i`'s name is no earlier region's ([`crate::Rule::PlanRegions`]): the one region
-/// name rule that can involve a part named by type (a pipeline's ring is named by its
-/// `Pipeline::NAME`).
+/// Where a region's name lands in `struct tma_plan_<kernel>` ([`crate::plan`]'s template):
+/// one identifier, `prefix` + the name, in the scope `scope` whose own identifiers are
+/// `names`. A copy of what the derived generated-names table ([`crate::ident::generated`],
+/// not `const`) says about the plan template, in the table's order; a tma-core test holds
+/// the two equal.
+#[derive(Clone, Copy, Debug)]
+pub struct RegionSlot {
+    pub prefix: &'static str,
+    /// Slots of one scope share it.
+    pub scope: u8,
+    /// The scope's identifiers (all from `plan.cuh.tera`).
+    pub names: &'static [&'static str],
+}
+
+/// `struct tma_plan_<kernel>`'s own identifiers (its members and what its code names).
+const PLAN_STRUCT: &[&str] = &[
+    "BLOCKS_PER_SM",
+    "BLOCK_THREADS",
+    "CLUSTER_X",
+    "CLUSTER_Y",
+    "CLUSTER_Z",
+    "DYNAMIC_SMEM_BYTES",
+    "SMEM_ALIGN",
+    "SMEM_BYTES",
+    "__device__",
+    "__forceinline__",
+    "base",
+    "char",
+    "constexpr",
+    "i",
+    "raw",
+    "return",
+    "static",
+    "static_assert",
+    "struct",
+    "tma_align_smem",
+    "typedef",
+    "unsigned",
+    "void",
+];
+/// A region accessor's body.
+const ACCESSOR: &[&str] = &["base", "char", "return", "unsigned"];
+/// A staging region's accessor's body (copy `i`).
+const ACCESSOR_I: &[&str] = &["base", "char", "i", "return", "unsigned"];
+
+const fn slot(prefix: &'static str, scope: u8, names: &'static [&'static str]) -> RegionSlot {
+    RegionSlot {
+        prefix,
+        scope,
+        names,
+    }
+}
+
+/// Every identifier a region's name becomes in `struct tma_plan_<kernel>`.
+pub const REGION_SLOTS: &[RegionSlot] = &[
+    slot("OFFSET_", 0, PLAN_STRUCT),
+    slot("BYTES_", 0, PLAN_STRUCT),
+    slot("ALIGN_", 0, PLAN_STRUCT),
+    slot("", 0, PLAN_STRUCT),
+    slot("tile_", 0, PLAN_STRUCT),
+    slot("COPIES_", 0, PLAN_STRUCT),
+    slot("STRIDE_", 0, PLAN_STRUCT),
+    slot("OFFSET_", 1, ACCESSOR),
+    slot("OFFSET_", 2, ACCESSOR),
+    slot("OFFSET_", 3, ACCESSOR_I),
+    slot("STRIDE_", 3, ACCESSOR_I),
+    slot("OFFSET_", 4, ACCESSOR),
+];
+
+/// The templates' macros (name, template). Their patterns (`TMA_RULE_*`, ..) all start with
+/// `TMA_`, which a region's name meets only bare, and then the `tma_` prefix rule refuses it
+/// first (the test holding [`REGION_SLOTS`] to the table checks that too).
+pub const TEMPLATE_MACROS: &[(&str, &str)] = &[
+    ("TMA_BOUNDED_WAITS", "prelude.cuh.tera"),
+    ("TMA_DEBUG", "pipeline.cuh.tera"),
+    ("TMA_DEBUG_TIMEOUT_NS", "prelude.cuh.tera"),
+    ("TMA_ENCODE_CUH_", "encode.cuh.tera"),
+    ("TMA_ENCODE_LINK_DRIVER", "encode.cuh.tera"),
+    ("TMA_HOST_DEVICE", "shapes.cuh.tera"),
+    ("TMA_KERNEL_CUH_", "kernel.cuh.tera"),
+    ("TMA_MPK_CUH_", "mpk.cuh.tera"),
+    ("TMA_MPK_NO_BARRIER", "mpk.cuh.tera"),
+    ("TMA_PRELUDE_CUH_", "prelude.cuh.tera"),
+    ("TMA_SHAPES_CUH_", "shapes.cuh.tera"),
+    ("TMA_WAIT_LIMIT_NS", "prelude.cuh.tera"),
+    ("TMA_WAIT_TIMEOUT_NS", "prelude.cuh.tera"),
+    ("TMA_WARP_CUH_", "warp.cuh.tera"),
+    ("TMA_WGMMA_CUH_", "wgmma.cuh.tera"),
+    ("__CUDACC_RTC__", "encode.cuh.tera"),
+    ("__CUDACC__", "encode.cuh.tera"),
+];
+
+/// Byte `k` of `pre` + `name`.
+const fn cat_byte(pre: &str, name: &str, k: usize) -> u8 {
+    let (p, n) = (pre.as_bytes(), name.as_bytes());
+    if k < p.len() {
+        p[k]
+    } else {
+        n[k - p.len()]
+    }
+}
+
+/// How `pre_a` + `a` compares with `pre_b` + `b` (byte order, as `str`'s `Ord`).
+const fn cat_cmp(pre_a: &str, a: &str, pre_b: &str, b: &str) -> core::cmp::Ordering {
+    use core::cmp::Ordering;
+    let (la, lb) = (pre_a.len() + a.len(), pre_b.len() + b.len());
+    let mut k = 0;
+    while k < la && k < lb {
+        let (x, y) = (cat_byte(pre_a, a, k), cat_byte(pre_b, b, k));
+        if x != y {
+            return if x < y {
+                Ordering::Less
+            } else {
+                Ordering::Greater
+            };
+        }
+        k += 1;
+    }
+    if la < lb {
+        Ordering::Less
+    } else if la > lb {
+        Ordering::Greater
+    } else {
+        Ordering::Equal
+    }
+}
+
+const fn cat_eq(pre_a: &str, a: &str, pre_b: &str, b: &str) -> bool {
+    matches!(cat_cmp(pre_a, a, pre_b, b), core::cmp::Ordering::Equal)
+}
+
+/// A region's name meeting the generated code ([`crate::ident::generated_clash`] for a plan
+/// region): what it becomes and the text of the [`crate::ident::GeneratedClash`].
+const fn region_clash(name: &str) -> Msg {
+    let b = name.as_bytes();
+    if b.len() >= 4
+        && (b[0] == b't' || b[0] == b'T')
+        && (b[1] == b'm' || b[1] == b'M')
+        && (b[2] == b'a' || b[2] == b'A')
+        && b[3] == b'_'
+    {
+        return Msg::NONE
+            .str("it lands in the generated CUDA as `")
+            .str(name)
+            .str("`, and names starting with `tma_` (in any case) belong to the generated code");
+    }
+    let mut s = 0;
+    while s < REGION_SLOTS.len() {
+        let slot = REGION_SLOTS[s];
+        let becomes = Msg::NONE
+            .str("it becomes `")
+            .str(slot.prefix)
+            .str(name)
+            .str("`, ");
+        let mut m = 0;
+        while m < TEMPLATE_MACROS.len() {
+            let (mac, template) = TEMPLATE_MACROS[m];
+            if cat_eq(slot.prefix, name, "", mac) {
+                return becomes
+                    .str("a macro of the generated code (")
+                    .str(template)
+                    .str("), which would replace it");
+            }
+            m += 1;
+        }
+        let mut k = 0;
+        while k < slot.names.len() {
+            if cat_eq(slot.prefix, name, "", slot.names[k]) {
+                return becomes
+                    .str("which the generated code (plan.cuh.tera) already names in that scope");
+            }
+            k += 1;
+        }
+        s += 1;
+    }
+    Msg::NONE
+}
+
+/// The first identifier (in `str` order) that region names `a` and `b` (different) both
+/// become in one scope of the plan struct, as [`crate::ident::shared_generated_name`]
+/// finds it: its slot of `b`, or `None`.
+const fn shared_slot(a: &str, b: &str) -> Option<usize> {
+    if str_eq(a, b) {
+        return None;
+    }
+    let mut best: Option<usize> = None;
+    let mut sb = 0;
+    while sb < REGION_SLOTS.len() {
+        let y = REGION_SLOTS[sb];
+        let mut sa = 0;
+        while sa < REGION_SLOTS.len() {
+            let x = REGION_SLOTS[sa];
+            if x.scope == y.scope && cat_eq(x.prefix, a, y.prefix, b) {
+                best = match best {
+                    Some(o)
+                        if !matches!(
+                            cat_cmp(y.prefix, b, REGION_SLOTS[o].prefix, b),
+                            core::cmp::Ordering::Less
+                        ) =>
+                    {
+                        Some(o)
+                    }
+                    _ => Some(sb),
+                };
+            }
+            sa += 1;
+        }
+        sb += 1;
+    }
+    best
+}
+
+/// Region `i`'s name meets none of `struct tma_plan_<kernel>`'s own names
+/// ([`crate::Rule::GeneratedNameClash`]: `base`, `raw`, `SMEM_BYTES`, a region `CLUSTER_X`
+/// ..), is no earlier region's, and gives the struct no member an earlier region's gives
+/// (`x` and `OFFSET_x`) ([`crate::Rule::PlanRegions`]): [`super::validate_plan`]'s region
+/// name rules, but that a name is a C identifier (a pipeline's is, and a name written in
+/// `tma_kernel!` is checked at expansion).
 ///
-/// The rest of [`super::validate_plan`]'s region name rules read the derived generated-names
-/// table ([`crate::ident::generated`], not `const`): `tma_kernel!` checks the names written
-/// in it with `validate_plan` itself at expansion (a region meeting `struct tma_plan_<name>`'s
-/// own names is [`crate::Rule::GeneratedNameClash`], two regions giving one name
-/// [`crate::Rule::PlanRegions`]), and expands these checks only once those pass. A pipeline
-/// named by type whose name meets the plan struct's own names is refused by
-/// [`super::validate_plan`] when the plan is first built (`Plan::valid()`), not here.
+/// These involve a part named by type (a pipeline's ring is named by its `Pipeline::NAME`).
+/// The generated names come from [`REGION_SLOTS`] and [`TEMPLATE_MACROS`], a copy of the
+/// derived table that a test holds equal to it.
 pub const fn region_name(p: &PlanIn<'_>, i: usize) -> Msg {
     if p.any_stub() || i >= p.regions.len() {
         return Msg::NONE;
     }
     let r = p.regions[i];
+    let head = part(r.what(), r.name).str(" = ").str(r.name).str(": ");
+    let why = region_clash(r.name);
+    if !why.is_empty() {
+        return head
+            .str("a region's name names members of struct tma_plan_")
+            .str(p.name)
+            .str(" (`")
+            .str(r.name)
+            .str("(base)`, `OFFSET_")
+            .str(r.name)
+            .str("`, `BYTES_")
+            .str(r.name)
+            .str("`, ...); this one clashes: ")
+            .str(why.as_str());
+    }
     let mut k = 0;
     while k < i {
         if str_eq(p.regions[k].name, r.name) {
-            return part(r.what(), r.name)
-                .str(" = ")
+            return head.str("two regions of the plan have this name");
+        }
+        k += 1;
+    }
+    let mut k = 0;
+    while k < i {
+        let o = p.regions[k].name;
+        if let Some(s) = shared_slot(o, r.name) {
+            return head
+                .str("this region and region `")
+                .str(o)
+                .str("` would both give struct tma_plan_")
+                .str(p.name)
+                .str(" a `")
+                .str(REGION_SLOTS[s].prefix)
                 .str(r.name)
-                .str(": two regions of the plan have this name");
+                .str("`");
         }
         k += 1;
     }

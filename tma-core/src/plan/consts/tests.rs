@@ -111,21 +111,25 @@ fn mirror(plan: &KernelPlan) -> (Vec<RegionInfo>, Placed, Vec<String>) {
 }
 
 /// The findings the const functions mirror: every plan rule that can involve a part named
-/// by type (the rest, a region's copies and a scratch's bytes, names against the derived
-/// table, are literals the macro checks with `validate_plan` itself).
+/// by type (the rest, a region's copies and a scratch's bytes, are literals the macro checks
+/// with `validate_plan` itself).
 fn mirrored(e: &crate::SpecError) -> bool {
+    let region = matches!(e.field, crate::Field::PlanPart { .. });
     match e.rule {
         Rule::PlanTarget | Rule::PlanCluster | Rule::ClusterShape | Rule::PlanSmemFits => true,
         Rule::PlanBlockThreads => e.field != crate::Field::Plan("blocks_per_sm"),
-        Rule::PlanRegions => e.message.contains("have this name"),
+        Rule::PlanRegions => {
+            e.message.contains("have this name") || e.message.contains("would both give")
+        }
+        Rule::GeneratedNameClash => region,
         _ => false,
     }
 }
 
-/// A finding `tma_kernel!` reports at expansion, before any const check is expanded: a name
-/// the derived table refuses (`base`, `raw`, the plan's own members).
+/// A finding `tma_kernel!` reports at expansion, before any const check is expanded: the
+/// plan's own name refused by the derived table.
 fn refused_at_expansion(e: &crate::SpecError) -> bool {
-    e.rule == Rule::GeneratedNameClash
+    e.rule == Rule::GeneratedNameClash && !matches!(e.field, crate::Field::PlanPart { .. })
 }
 
 fn tile(rng: &mut XorShift, name: &str, arch: Arch) -> ValidSpec {
@@ -183,9 +187,20 @@ fn pipeline(rng: &mut XorShift, name: &str) -> ValidPipeline {
 fn name(rng: &mut XorShift, fresh: &mut u32) -> String {
     *fresh += 1;
     if rng.chance(1, 12) {
-        rng.pick(&["ring", "base", "OFFSET_x", "x", "tile_y", "raw", "r1"])
-            .unwrap()
-            .to_string()
+        rng.pick(&[
+            "ring",
+            "base",
+            "OFFSET_x",
+            "x",
+            "tile_y",
+            "raw",
+            "r1",
+            "SMEM_BYTES",
+            "CLUSTER_X",
+            "STRIDE_ring",
+        ])
+        .unwrap()
+        .to_string()
     } else {
         format!("r{fresh}")
     }
@@ -193,7 +208,10 @@ fn name(rng: &mut XorShift, fresh: &mut u32) -> String {
 
 fn random_plan(rng: &mut XorShift) -> KernelPlan {
     let mut fresh = 0;
-    let mut plan = KernelPlan::new("k").target(if rng.chance(1, 20) {
+    // Now and then a plan name the derived table refuses (`tma_kernel!` reports it at
+    // expansion).
+    let kernel = if rng.chance(1, 40) { "tma_k" } else { "k" };
+    let mut plan = KernelPlan::new(kernel).target(if rng.chance(1, 20) {
         Arch::Sm100a
     } else {
         Arch::Sm90a
@@ -308,6 +326,7 @@ fn the_const_layout_and_rules_are_validate_plans() {
         Rule::PlanRegions,
         Rule::PlanBlockThreads,
         Rule::PlanCluster,
+        Rule::GeneratedNameClash,
         Rule::ClusterShape,
         Rule::PlanSmemFits,
     ];
@@ -361,4 +380,82 @@ fn a_rejected_part_turns_the_checks_off() {
     }
     l.regions[0].name = "x";
     assert!(place(&mut l.regions).dynamic_smem_bytes > (1 << 30));
+}
+
+/// [`REGION_SLOTS`] and [`TEMPLATE_MACROS`] are what the derived generated-names table says
+/// about a plan region's name: the same slots in the same order (a plain prefix each), the
+/// same scopes and their identifiers, the same macros; and the macro patterns start with
+/// `TMA_`, which only a bare region name meets (refused first by the `tma_` rule).
+#[test]
+fn the_const_region_slots_are_the_derived_tables() {
+    let (slots, macros, globs) = crate::ident::generated::plan_region_slots();
+    assert_eq!(slots.len(), REGION_SLOTS.len(), "{slots:?}");
+    let mut scopes: Vec<(usize, u8)> = Vec::new();
+    for ((prefix, plain, scope, names, scope_globs), c) in slots.iter().zip(REGION_SLOTS) {
+        assert!(*plain, "a slot that is no plain prefix: {prefix}");
+        assert_eq!(prefix, c.prefix);
+        assert!(scope_globs.is_empty(), "{scope_globs:?}");
+        let want: Vec<&str> = names.keys().map(|n| n.as_str()).collect();
+        let mut got = c.names.to_vec();
+        got.sort();
+        assert_eq!(got, want, "slot {prefix}");
+        assert!(names.values().all(|t| *t == "plan.cuh.tera"), "{names:?}");
+        // One table scope is one const scope, and back.
+        for &(s, cs) in &scopes {
+            assert_eq!(s == *scope, cs == c.scope, "slot {prefix}");
+        }
+        scopes.push((*scope, c.scope));
+    }
+    let got: std::collections::BTreeMap<String, &str> = TEMPLATE_MACROS
+        .iter()
+        .map(|(m, t)| (m.to_string(), *t))
+        .collect();
+    assert_eq!(got, macros);
+    for g in &globs {
+        assert!(g.starts_with("TMA_"), "{g}");
+    }
+    for c in REGION_SLOTS {
+        assert!(
+            !c.prefix.to_ascii_lowercase().starts_with("tma_"),
+            "{}",
+            c.prefix
+        );
+    }
+}
+
+/// A pipeline named by type whose name meets the plan struct's own (`base`, `SMEM_BYTES`),
+/// or gives a member another region gives (`x`, `OFFSET_x`): the const check says what
+/// `validate_plan` says.
+#[test]
+fn a_pipeline_name_meeting_the_plan_structs_is_refused_as_validate_plan_does() {
+    let mut rng = XorShift::new(7);
+    for names in [
+        &["base"][..],
+        &["SMEM_BYTES"],
+        &["raw"],
+        &["CLUSTER_X"],
+        &["x", "OFFSET_x"],
+        &["OFFSET_x", "x"],
+        &["STRIDE_y", "y"],
+        &["y", "tile_y"],
+    ] {
+        let mut plan = KernelPlan::new("gemm").block_threads(384);
+        for n in names {
+            plan = plan.pipeline(&pipeline(&mut rng, n));
+        }
+        let e = plan.validate().unwrap_err();
+        let want: Vec<String> = e
+            .errors
+            .iter()
+            .filter(|f| matches!(f.rule, Rule::GeneratedNameClash | Rule::PlanRegions))
+            .map(|f| f.to_string())
+            .collect();
+        assert!(!want.is_empty(), "{names:?}: {e}");
+        let (_, _, msgs) = mirror(&plan);
+        let got: Vec<String> = msgs
+            .into_iter()
+            .filter(|m| m.contains("clashes") || m.contains("would both give"))
+            .collect();
+        assert_eq!(got, want, "{names:?}");
+    }
 }
