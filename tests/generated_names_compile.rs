@@ -14,12 +14,12 @@
 //! installs both. About 8 NVRTC and 4 nvcc compiles (cached NVRTC results are reused).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::path::PathBuf;
 use std::process::Command;
 
 use tma::render::{header_with, HeaderOptions};
 use tma::runtime::{CompileOptions, Compiler, Error};
 use tma::Arch;
+use tma_test_support::nvcc::nvcc_with_headers;
 use tma_test_support::skip::require_nvrtc_or_skip;
 use tma_test_support::testgen::{name_pools, random_unit, RandomUnit, Taken, XorShift};
 
@@ -72,28 +72,6 @@ fn errors_at(log: &str, src: &str) -> String {
         })
         .collect::<Vec<_>>()
         .join("\n")
-}
-
-/// nvcc, when the CUDA headers sit beside it (`<bin>/../include/cuda_runtime.h`).
-fn nvcc_with_headers(test: &str) -> Option<PathBuf> {
-    let nvcc = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|dir| dir.join("nvcc"))
-            .find(|p| p.is_file())
-    });
-    let ready = nvcc.filter(|n| {
-        n.parent()
-            .and_then(|bin| bin.parent())
-            .is_some_and(|top| top.join("include").join("cuda_runtime.h").is_file())
-    });
-    if ready.is_none() {
-        let required = std::env::var("CI").is_ok_and(|v| v == "true")
-            || std::env::var_os("TMA_REQUIRE_NVCC").is_some();
-        let why = "no nvcc with cuda_runtime.h beside it on PATH (eval \"$(scripts/cuda-tools.sh --headers)\" installs them)";
-        assert!(!required, "{test}: {why}");
-        println!("SKIP {test}: {why}");
-    }
-    ready
 }
 
 #[test]

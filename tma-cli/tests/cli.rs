@@ -4,6 +4,7 @@
 
 use std::path::PathBuf;
 use std::process::Command;
+use tma_test_support::nvcc::nvcc_with_headers;
 
 struct Run {
     stdout: String,
@@ -521,29 +522,6 @@ const RING_KERNEL: &str = r#"extern "C" __global__ void ring_sum(const __grid_co
   pipe.finish();
 }
 "#;
-
-/// nvcc with the CUDA headers beside it (`eval "$(scripts/cuda-tools.sh --headers)"`); skips
-/// visibly without, fails instead with `CI=true` or `TMA_REQUIRE_NVCC=1`.
-fn nvcc_with_headers(test: &str) -> Option<PathBuf> {
-    let nvcc = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|dir| dir.join("nvcc"))
-            .find(|p| p.is_file())
-    });
-    let ready = nvcc.filter(|n| {
-        n.parent()
-            .and_then(|bin| bin.parent())
-            .is_some_and(|top| top.join("include").join("cuda_runtime.h").is_file())
-    });
-    if ready.is_none() {
-        let required = std::env::var("CI").is_ok_and(|v| v == "true")
-            || std::env::var_os("TMA_REQUIRE_NVCC").is_some();
-        let why = "no nvcc with cuda_runtime.h beside it on PATH (eval \"$(scripts/cuda-tools.sh --headers)\" installs them)";
-        assert!(!required, "{test}: {why}");
-        println!("SKIP {test}: {why}");
-    }
-    ready
-}
 
 /// `header` of a pipeline file holds the pipeline's struct and its tiles (helpers and encode
 /// functions) and compiles with nvcc, with and without TMA_DEBUG and --mpk.
