@@ -288,20 +288,7 @@ impl KernelSource {
         }
         let mut aliases = String::new();
         for (alias, index) in &self.aliases {
-            if let Err(problem) = check_name(alias) {
-                return Err(RenderError::InvalidName {
-                    what: "tile alias",
-                    name: alias.clone(),
-                    problem,
-                });
-            }
-            if let Some(clash) = crate::ident::generated_clash(NameKind::Alias, alias) {
-                return Err(RenderError::GeneratedName {
-                    what: "tile alias",
-                    name: alias.clone(),
-                    clash,
-                });
-            }
+            check_alias("tile alias", alias)?;
             let tile = &tiles[*index];
             take_global_names(
                 &mut globals,
@@ -326,21 +313,8 @@ impl KernelSource {
         }
         let mut pipeline_aliases = String::new();
         for (alias, index) in &self.pipeline_aliases {
-            if let Err(problem) = check_name(alias) {
-                return Err(RenderError::InvalidName {
-                    what: "pipeline alias",
-                    name: alias.clone(),
-                    problem,
-                });
-            }
             // `using <alias> = tma_pipe_<name>;` sits where a tile's alias does.
-            if let Some(clash) = crate::ident::generated_clash(NameKind::Alias, alias) {
-                return Err(RenderError::GeneratedName {
-                    what: "pipeline alias",
-                    name: alias.clone(),
-                    clash,
-                });
-            }
+            check_alias("pipeline alias", alias)?;
             let (Some(code), Some(p)) = (pipelines.get(*index), self.pipelines.get(*index)) else {
                 continue;
             };
@@ -595,4 +569,23 @@ fn check_consumers(
         }
     }
     Ok(())
+}
+
+/// An alias (`using <alias> = ...;`) is a C identifier that meets none of the generated names.
+fn check_alias(what: &'static str, alias: &str) -> Result<(), RenderError> {
+    if let Err(problem) = check_name(alias) {
+        return Err(RenderError::InvalidName {
+            what,
+            name: alias.to_string(),
+            problem,
+        });
+    }
+    match crate::ident::generated_clash(NameKind::Alias, alias) {
+        Some(clash) => Err(RenderError::GeneratedName {
+            what,
+            name: alias.to_string(),
+            clash,
+        }),
+        None => Ok(()),
+    }
 }
