@@ -1,6 +1,6 @@
 //! What the macros generate: [`Tile`] for each `tma_Nd!` declaration, and for each
-//! `#[derive(TmaTiles)]` struct its [`TileInfo`] table, [`SmemLayout`] and encode
-//! arguments from fields that implement [`TileArg`].
+//! `#[derive(TmaTiles)]` struct its [`TileInfo`] table, its [`SmemLayout`] (the one layout
+//! type of `tma::smem`) and encode arguments from fields that implement [`TileArg`].
 //!
 //! A kernel's operands described once (the full list of generated items is in the
 //! derive's documentation, [`crate::TmaTiles`]):
@@ -120,27 +120,17 @@ pub struct TileInfo {
     /// Shared memory one helper call spans.
     pub smem_bytes: u64,
     pub smem_align: u64,
-    /// Byte offset of this tile in the struct's shared-memory layout.
+    /// Byte offset of this tile in the struct's shared-memory layout (`smem_layout()`'s
+    /// `offsets`).
     pub smem_offset: u64,
 }
 
-/// Where each tile of a `#[derive(TmaTiles)]` struct lives in shared memory: fields in
-/// order, each at the next offset its swizzle's alignment allows.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct SmemLayout {
-    pub tiles: &'static [TileInfo],
-    /// Bytes from the base to the end of the last tile.
-    pub total_bytes: u64,
-    /// The base must be aligned to this (the largest tile alignment).
-    pub align_bytes: u64,
-}
-
-impl SmemLayout {
-    /// The tile of a field.
-    pub fn get(&self, field: &str) -> Option<&'static TileInfo> {
-        self.tiles.iter().find(|t| t.field == field)
-    }
-}
+/// Where each tile of a `#[derive(TmaTiles)]` struct lives in shared memory (its
+/// `smem_layout()`): fields in order, each at the next offset its swizzle's alignment allows.
+/// The same type as `tma::smem::SmemLayout`, which lays out tile sets, pipeline stages and
+/// kernel plans; the struct's `TILES` (`smem_offset`), `SMEM_BYTES` and `SMEM_ALIGN` are its
+/// numbers as constants.
+pub use tma_core::smem::SmemLayout;
 
 /// A `#[derive(TmaTiles)]` field's run-time shape: global dims (user order, elements)
 /// and optionally strides. Implemented for `[u64; N]`, `Vec<u64>`, `[u64]`, [`Strided`]

@@ -123,7 +123,8 @@ fn gpu_a_group_expect_completes_with_multicast() {
     ];
     let module = dev.load(&source(), &support::debug_waits());
     let kernel = module.kernel("group_probe").unwrap();
-    let layout = tma::smem::TileSet::new([GroupA::valid().plan(), GroupB::valid().plan()]).unwrap();
+    let layout =
+        tma::smem::SmemLayout::new([GroupA::valid().plan(), GroupB::valid().plan()]).unwrap();
     let per_block = layout.total_bytes as usize;
     for cluster in [1u32, 2, 4] {
         let blocks = 4 * cluster;

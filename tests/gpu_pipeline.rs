@@ -537,7 +537,7 @@ fn gpu_rings_stream_every_stage_intact() {
         };
         let cluster = ring.cluster();
         let kernel = module.kernel(&name).unwrap();
-        let stage_bytes = pipe.layout().stage_bytes as usize;
+        let stage_bytes = pipe.layout().stage.total_bytes as usize;
         let n = STAGES_STREAMED as usize;
         let mut out = stream
             .clone_htod(&vec![0xa5u8; BLOCKS as usize * n * stage_bytes])
@@ -575,7 +575,7 @@ fn gpu_rings_stream_every_stage_intact() {
         .unwrap_or_else(|e| panic!("{name}: {e}"));
         let got = stream.clone_dtoh(&out).unwrap();
         let device_bad = stream.clone_dtoh(&bad).unwrap()[0];
-        let offs = &pipe.layout().tile_offsets;
+        let offs = &pipe.layout().stage.offsets;
         let bound_a_used = if ring.axis_a.is_some() {
             &bound_a_mc
         } else {
@@ -672,7 +672,7 @@ impl RingArgs {
                 0u8;
                 BLOCKS as usize
                     * STAGES_STREAMED as usize
-                    * pipe.layout().stage_bytes as usize
+                    * pipe.layout().stage.total_bytes as usize
             ])
             .unwrap();
         let bad = stream.clone_htod(&[0u64]).unwrap();

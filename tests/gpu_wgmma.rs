@@ -256,7 +256,7 @@ fn gpu_wgmma_through_generated_descriptors_matches_the_cpu_product() {
             Module::compile_and_load(&ctx, Compiler::global().unwrap(), &source(&case), &options)
                 .unwrap_or_else(|e| panic!("{what}: {e}"));
         let kernel = module.kernel("tma_wgmma_exercise").unwrap();
-        let layout = tma::smem::TileSet::new([a.plan(), b.plan()]).unwrap();
+        let layout = tma::smem::SmemLayout::new([a.plan(), b.plan()]).unwrap();
         let mut d = stream
             .clone_htod(&vec![f32::NAN; (m * n) as usize])
             .unwrap();

@@ -169,10 +169,10 @@ fn check_consts<K: Plan>(built: &ValidKernelPlan) {
     assert_eq!([K::BLOCK_THREADS, 1, 1], launch.block);
     assert_eq!(K::BLOCKS_PER_SM, built.blocks_per_sm().unwrap_or(0));
     assert_eq!(K::CLUSTER, launch.cluster);
-    assert_eq!(K::SMEM_BYTES, l.total_bytes);
-    assert_eq!(K::SMEM_ALIGN, l.align_bytes);
+    assert_eq!(K::SMEM_BYTES, l.total_bytes());
+    assert_eq!(K::SMEM_ALIGN, l.align_bytes());
     assert_eq!(K::DYNAMIC_SMEM_BYTES, launch.dynamic_smem_bytes);
-    assert_eq!(u64::from(K::DYNAMIC_SMEM_BYTES), l.dynamic_smem_bytes);
+    assert_eq!(u64::from(K::DYNAMIC_SMEM_BYTES), l.dynamic_smem_bytes());
     assert_eq!(K::SMEM_OPT_IN, launch.smem_opt_in);
     assert_eq!(K::REGIONS.len(), l.regions.len());
     for (info, r) in K::REGIONS.iter().zip(&l.regions) {

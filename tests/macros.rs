@@ -157,15 +157,14 @@ struct Attention<'a> {
 }
 
 #[test]
-fn four_field_struct_parameters_and_smem_plan() {
+fn four_field_struct_parameters_and_smem_layout() {
     assert_eq!(
         Attention::cuda_params(),
         "const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap k_map, \
          const __grid_constant__ CUtensorMap v_map, const __grid_constant__ CUtensorMap o_map"
     );
-    let plan = Attention::smem_plan();
-    let offsets: Vec<(&str, u64)> = plan
-        .tiles
+    let layout = Attention::smem_layout();
+    let offsets: Vec<(&str, u64)> = Attention::TILES
         .iter()
         .map(|t| (t.field, t.smem_offset))
         .collect();
@@ -173,18 +172,31 @@ fn four_field_struct_parameters_and_smem_plan() {
         offsets,
         vec![("q", 0), ("k", 8192), ("v", 13312), ("o", 21504)]
     );
-    assert_eq!(plan.total_bytes, 21504 + 8192);
-    assert_eq!(plan.align_bytes, 1024);
-    let names: Vec<&str> = plan.tiles.iter().map(|t| t.name).collect();
+    assert_eq!(layout.offsets, [0, 8192, 13312, 21504]);
+    assert_eq!(layout.total_bytes, 21504 + 8192);
+    assert_eq!(layout.align_bytes, 1024);
+    assert_eq!(
+        (Attention::SMEM_BYTES, Attention::SMEM_ALIGN),
+        (layout.total_bytes, layout.align_bytes)
+    );
+    // The layout the core computes from the same specs: one type, one placement.
+    let core = tma::smem::SmemLayout::new(Attention::valid_specs().iter().map(|v| v.plan()));
+    assert_eq!(core.as_ref(), Ok(&layout));
+    let names: Vec<&str> = Attention::TILES.iter().map(|t| t.name).collect();
     assert_eq!(
         names,
         ["attention_q", "attention_k", "attention_v", "attention_o"]
     );
-    let roles: Vec<Role> = plan.tiles.iter().map(|t| t.role).collect();
+    let roles: Vec<Role> = Attention::TILES.iter().map(|t| t.role).collect();
     assert_eq!(roles, [Role::Load, Role::Load, Role::Load, Role::Store]);
-    assert_eq!(plan.get("o").map(|t| t.cuda_name), Some("tma_attention_o"));
+    let o = Attention::TILES.iter().find(|t| t.field == "o");
+    assert_eq!(o.map(|t| t.cuda_name), Some("tma_attention_o"));
     let mut helpers = Vec::new();
-    for (id, (t, valid)) in plan.tiles.iter().zip(Attention::valid_specs()).enumerate() {
+    for (id, (t, valid)) in Attention::TILES
+        .iter()
+        .zip(Attention::valid_specs())
+        .enumerate()
+    {
         assert_eq!(t.tx_bytes, valid.tx_bytes());
         assert_eq!(t.smem_offset % valid.plan().align_bytes, 0);
         let code = tma::render::TileCode::new(valid, id as u32).unwrap();
@@ -192,15 +204,13 @@ fn four_field_struct_parameters_and_smem_plan() {
         helpers.push(code.source().to_owned());
     }
     // Then the tile set: the same layout, rendered by the core from the same specs.
-    let members: Vec<(&str, &tma::ValidSpec)> = plan
-        .tiles
+    let members: Vec<(&str, &tma::ValidSpec)> = Attention::TILES
         .iter()
         .map(|t| t.field)
         .zip(Attention::valid_specs())
         .collect();
     let set = tma::render::TileSetCode::new("attention", &members).unwrap();
-    assert_eq!(set.layout().offsets, [0, 8192, 13312, 21504]);
-    assert_eq!(set.layout().total_bytes, plan.total_bytes);
+    assert_eq!(set.layout(), &layout);
     helpers.push(set.source().to_owned());
     assert_eq!(Attention::cuda_helpers(), helpers.join("\n"));
     assert_eq!(Attention::CUDA_NAME, "tma_attention");

@@ -118,10 +118,10 @@ fn check_consts<P: Pipeline>(built: &ValidPipeline) {
     assert_eq!(P::CUDA_NAME, format!("tma_pipe_{}", built.spec().name));
     assert_eq!(u64::from(P::STAGES), l.stages);
     assert_eq!(P::STAGE_TX_BYTES, built.stage_tx_bytes());
-    assert_eq!(P::STAGE_BYTES, l.stage_bytes);
+    assert_eq!(P::STAGE_BYTES, l.stage.total_bytes);
     assert_eq!(P::STAGE_STRIDE, l.stage_stride);
-    assert_eq!(P::SMEM_BYTES, l.total_bytes);
-    assert_eq!(P::SMEM_ALIGN, l.align_bytes);
+    assert_eq!(P::SMEM_BYTES, l.total_bytes());
+    assert_eq!(P::SMEM_ALIGN, l.align_bytes());
     assert_eq!(P::DYNAMIC_SMEM_BYTES, built.dynamic_smem_bytes());
     assert_eq!(P::MAX_STAGES, built.max_stages());
     assert_eq!(P::RESERVE_SMEM, built.spec().reserve_smem);
@@ -137,7 +137,7 @@ fn check_consts<P: Pipeline>(built: &ValidPipeline) {
         assert_eq!(info.tx_bytes, t.tile.tx_bytes());
         assert_eq!(info.smem_bytes, plan.footprint_bytes);
         assert_eq!(info.smem_align, plan.align_bytes);
-        assert_eq!(info.smem_offset, l.tile_offsets[i]);
+        assert_eq!(info.smem_offset, l.stage.offsets[i]);
         assert_eq!(info.multicast, t.multicast);
     }
     // The same CUDA, byte for byte.

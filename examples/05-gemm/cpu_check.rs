@@ -127,7 +127,7 @@ pub fn check(plan: &Plan, rng: &mut Rng) -> Res<String> {
         )
         .into());
     }
-    if layout.stage_stride % 1024 != 0 || layout.tile_offsets.iter().any(|o| o % 1024 != 0) {
+    if layout.stage_stride % 1024 != 0 || layout.stage.offsets.iter().any(|o| o % 1024 != 0) {
         return Err(format!("{c}: a stage's tile is not 1024-aligned").into());
     }
     let per_cta = if c.wg_release { 1 } else { 4 } * c.consumers();

@@ -256,7 +256,7 @@ pub fn explain_pipeline(ident: &str, pipe: &ValidPipeline) -> String {
     let _ = writeln!(
         out,
         "\nstage layout (from a base aligned to {} B):",
-        l.align_bytes
+        l.align_bytes()
     );
     let head = [
         "member",
@@ -285,7 +285,7 @@ pub fn explain_pipeline(ident: &str, pipe: &ValidPipeline) -> String {
             [
                 t.member.clone(),
                 t.tile.spec().name.clone(),
-                l.tile_offsets.get(i).copied().unwrap_or(0).to_string(),
+                l.stage.offsets.get(i).copied().unwrap_or(0).to_string(),
                 plan.footprint_bytes.to_string(),
                 plan.align_bytes.to_string(),
                 plan.tx_bytes.to_string(),
@@ -297,7 +297,13 @@ pub fn explain_pipeline(ident: &str, pipe: &ValidPipeline) -> String {
     let _ = writeln!(
         out,
         "  a stage spans {} B, one every {} B; {} full mbarriers at +{}, {} empty at +{}; {} B in all",
-        l.stage_bytes, l.stage_stride, l.stages, l.full_offset, l.stages, l.empty_offset, l.total_bytes
+        l.stage.total_bytes,
+        l.stage_stride,
+        l.stages,
+        l.full_offset(),
+        l.stages,
+        l.empty_offset(),
+        l.total_bytes()
     );
     let parts: Vec<String> = spec
         .tiles
@@ -320,7 +326,9 @@ pub fn explain_pipeline(ident: &str, pipe: &ValidPipeline) -> String {
     let _ = writeln!(
         out,
         "  {} stages x ({} + 16 B of mbarriers) + {} B alignment slack = {dynamic} B of dynamic shared memory (DYNAMIC_SMEM_BYTES)",
-        l.stages, l.stage_stride, l.align_bytes
+        l.stages,
+        l.stage_stride,
+        l.align_bytes()
     );
     let _ = writeln!(
         out,

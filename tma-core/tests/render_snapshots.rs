@@ -283,7 +283,7 @@ fn tile_set_snapshot_and_layout() {
     );
     let set = TileSetCode::new("attn", &[("q", &q), ("k", &k), ("o", &o)])
         .unwrap_or_else(|e| panic!("{e}"));
-    let layout = tma_core::smem::TileSet::new([q.plan(), k.plan(), o.plan()]).unwrap();
+    let layout = tma_core::smem::SmemLayout::new([q.plan(), k.plan(), o.plan()]).unwrap();
     assert_eq!(set.layout(), &layout);
     assert_eq!(layout.offsets, vec![0, 8192, 12288]);
     let src = set.source();

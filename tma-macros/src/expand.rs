@@ -240,10 +240,11 @@ fn derive_impl(input: &DeriveInput, checked: &CheckedStruct<'_>) -> TokenStream 
                 Self::CUDA_HELPERS
             }
 
-            /// Per-field shared-memory offsets and the total, computed at compile time.
-            pub fn smem_plan() -> #p::SmemLayout {
+            /// The tiles' shared-memory layout, computed at compile time: each field's offset
+            /// (`TILES`' `smem_offset`), `SMEM_BYTES` and `SMEM_ALIGN`.
+            pub fn smem_layout() -> #p::SmemLayout {
                 #p::SmemLayout {
-                    tiles: Self::TILES,
+                    offsets: Self::TILES.iter().map(|t| t.smem_offset).collect(),
                     total_bytes: Self::SMEM_BYTES,
                     align_bytes: Self::SMEM_ALIGN,
                 }

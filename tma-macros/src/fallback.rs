@@ -76,8 +76,8 @@ pub fn derive(input: &DeriveInput, errors: syn::Error) -> TokenStream {
             pub fn cuda_helpers() -> &'static str {
                 ""
             }
-            pub fn smem_plan() -> #p::SmemLayout {
-                #p::SmemLayout { tiles: &[], total_bytes: 0, align_bytes: 1 }
+            pub fn smem_layout() -> #p::SmemLayout {
+                #p::SmemLayout { offsets: #p::Vec::new(), total_bytes: 0, align_bytes: 1 }
             }
             pub fn tile_specs() -> #p::Vec<#p::TileSpec> {
                 #p::Vec::new()

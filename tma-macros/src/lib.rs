@@ -115,7 +115,7 @@ tile_macro! {
 /// | `fn kernel_source() -> KernelSource` | the prelude, the tiles' helpers and the set struct: add the kernel with `.body(..)` |
 /// | `fn cuda_params() -> &'static str` | `CUDA_PARAMS` |
 /// | `fn cuda_helpers() -> &'static str` | `CUDA_HELPERS` |
-/// | `fn smem_plan() -> SmemLayout` | `TILES`, `SMEM_BYTES` and `SMEM_ALIGN` together |
+/// | `fn smem_layout() -> SmemLayout` | the tiles' layout (`tma::smem::SmemLayout`): the offsets of `TILES`, `SMEM_BYTES` and `SMEM_ALIGN` together |
 /// | `fn tile_specs() -> Vec<TileSpec>` | the declared specs |
 /// | `fn valid_specs() -> &'static [ValidSpec]` | the validated specs (validated at compile time, computed once) |
 /// | `fn bound_specs(&self) -> Result<Vec<BoundSpec>, SpecErrors>` | each tile bound to its field's run-time shape |

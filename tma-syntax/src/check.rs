@@ -20,7 +20,7 @@ use syn::ext::IdentExt;
 use syn::Ident;
 use tma_core::echo::shown;
 use tma_core::render::{RenderError, TileCode, TileSetCode};
-use tma_core::smem::TileSet;
+use tma_core::smem::SmemLayout;
 use tma_core::{validate, Arch, ValidSpec};
 
 /// A tile that passed every rule, with its rendered CUDA helpers.
@@ -128,9 +128,9 @@ pub fn derive(s: TilesStruct<'_>) -> syn::Result<CheckedStruct<'_>> {
     if !errs.is_empty() {
         return errs.finish(None, s.ident.span());
     }
-    let layout = TileSet::new(fields.iter().map(|f| f.tile.valid.plan())).map_err(|o| {
+    let layout = SmemLayout::new(fields.iter().map(|f| f.tile.valid.plan())).map_err(|o| {
         let at = fields
-            .get(o.tile)
+            .get(o.index)
             .map_or(s.ident.span(), |f| f.ident.span());
         syn::Error::new(
             at,

@@ -407,7 +407,7 @@ pub fn validate_pipeline(spec: &PipelineSpec) -> Result<ValidPipeline, PipelineE
                         "{} stages of {} B (+ 16 B of mbarriers each, + {} B alignment slack) and reserve_smem = {} B need {need} B; a block on {} has {limit} B: at most {max_stages} stage{} fit",
                         spec.stages,
                         shape.stride,
-                        shape.tiles.align_bytes,
+                        shape.stage.align_bytes,
                         spec.reserve_smem,
                         spec.target,
                         if max_stages == 1 { "" } else { "s" }
@@ -420,9 +420,9 @@ pub fn validate_pipeline(spec: &PipelineSpec) -> Result<ValidPipeline, PipelineE
         // The tile at which the stage's running span left 64 bits, and that span.
         Err(overflow) => errors.push(finding(
             spec.tiles
-                .get(overflow.tile)
+                .get(overflow.index)
                 .map_or(Field::Tiles, |t| Field::StageTile {
-                    index: overflow.tile,
+                    index: overflow.index,
                     member: t.member.clone(),
                 }),
             overflow.span,

@@ -23,9 +23,9 @@ fn a_gemm_ring_lays_out_and_counts_its_bytes() {
         .validate()
         .unwrap();
     assert_eq!(p.stage_tx_bytes(), 16384 + 32768);
-    assert_eq!(p.layout().tile_offsets, vec![0, 16384]);
+    assert_eq!(p.layout().stage.offsets, vec![0, 16384]);
     assert_eq!(p.layout().stage_stride, 49152);
-    assert_eq!(p.layout().full_offset, 4 * 49152);
+    assert_eq!(p.layout().full_offset(), 4 * 49152);
     assert_eq!(p.empty_arrivals(), 8);
     assert_eq!(p.max_stages(), 4);
     let five = PipelineSpec::new("ring", 5, Consumers::Warpgroups(2))

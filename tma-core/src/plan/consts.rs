@@ -243,7 +243,7 @@ impl Placed {
 }
 
 /// Sets each region's offset, in order, each at the next multiple of its alignment after the
-/// previous one (as [`crate::smem::TileSet::place`] places them); the regions are built with
+/// previous one (as [`crate::smem::SmemLayout::place`] places them); the regions are built with
 /// [`RegionInfo::pipeline`], `staging` and `scratch` in the plan's order (pipelines, then
 /// staging and scratch as declared).
 pub const fn place(regions: &mut [RegionInfo]) -> Placed {

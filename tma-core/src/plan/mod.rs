@@ -4,11 +4,11 @@
 //! ([`LaunchPlan`]: block, cluster, dynamic shared memory, the opt-in attribute) come.
 //!
 //! A plan owns what a kernel keeps in its dynamic shared memory, each as a *region* at an
-//! offset computed once ([`PlanLayout`]), like CUTLASS 3's `SharedStorage`, the struct of its
-//! collectives' storages:
+//! offset computed once ([`PlanLayout`]: a [`SmemLayout`] of the regions), like CUTLASS 3's
+//! `SharedStorage`, the struct of its collectives' storages:
 //!
 //! - each pipeline's ring (stages, full and empty mbarriers: [`crate::smem::StageLayout`]);
-//! - each tile set ([`crate::smem::TileSet`]);
+//! - each tile set (its tiles' [`SmemLayout`]);
 //! - *staging* regions: `copies` calls of one tile side by side, each aligned for its swizzle
 //!   (an epilogue's D tile per consumer warpgroup, a ring of slots a kernel drives itself);
 //! - *scratch*: bytes at an alignment.
@@ -35,7 +35,7 @@ use crate::pipeline::{
 };
 use crate::rules::Rule;
 use crate::size::Size;
-use crate::smem::TileSet;
+use crate::smem::SmemLayout;
 use crate::spec::Arch;
 use crate::validate::ValidSpec;
 
@@ -229,17 +229,40 @@ pub struct RegionLayout {
 }
 
 /// The plan's one shared-memory layout: every region at its offset from a base aligned to
-/// `align_bytes` (placed in order by [`TileSet::place`], as a tile set places its tiles).
+/// `layout.align_bytes`, placed in order by [`SmemLayout::place`] (as a tile set places its
+/// tiles).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct PlanLayout {
+    /// The regions' spans placed in order: `layout.offsets[i]` is `regions[i].offset`,
+    /// `total_bytes` the bytes from the base to the end of the last region, `align_bytes` the
+    /// largest region alignment, at least 16 (a launch's dynamic shared memory has that much
+    /// anyway).
+    pub layout: SmemLayout,
+    /// Each region's name, role, offset, span and alignment.
     pub regions: Vec<RegionLayout>,
+}
+
+impl PlanLayout {
     /// Bytes from the base to the end of the last region.
-    pub total_bytes: u64,
+    pub fn total_bytes(&self) -> u64 {
+        self.layout.total_bytes
+    }
+
     /// The largest region alignment (at least 16): the base must have it.
-    pub align_bytes: u64,
-    /// What the launch gives: `total_bytes + align_bytes` (aligning the base skips up to
-    /// `align_bytes - 16`; 0 when the plan keeps nothing in dynamic shared memory).
-    pub dynamic_smem_bytes: u64,
+    pub fn align_bytes(&self) -> u64 {
+        self.layout.align_bytes
+    }
+
+    /// What the launch gives: [`SmemLayout::dynamic_smem_bytes`], `total_bytes + align_bytes`
+    /// (aligning the base skips up to `align_bytes - 16`); 0 when the plan keeps nothing in
+    /// dynamic shared memory.
+    pub fn dynamic_smem_bytes(&self) -> u64 {
+        if self.regions.is_empty() {
+            0
+        } else {
+            self.layout.dynamic_smem_bytes()
+        }
+    }
 }
 
 /// What a launch of a plan's kernel must be: the typed description the runtime checks a
@@ -371,14 +394,14 @@ pub fn validate_plan(plan: &KernelPlan) -> Result<ValidKernelPlan, PipelineError
     let layout = layout(plan, &mut errors);
     match (layout, threads, cluster) {
         (Some(layout), Some(threads), Some(cluster)) if errors.is_empty() => {
-            let dynamic = u32::try_from(layout.dynamic_smem_bytes).unwrap_or(u32::MAX);
+            let dynamic = u32::try_from(layout.dynamic_smem_bytes()).unwrap_or(u32::MAX);
             let launch = LaunchPlan {
                 kernel: plan.name.clone(),
                 target: plan.target,
                 block: [threads, 1, 1],
                 cluster,
                 dynamic_smem_bytes: dynamic,
-                smem_opt_in: layout.dynamic_smem_bytes > DEFAULT_DYNAMIC_SMEM,
+                smem_opt_in: layout.dynamic_smem_bytes() > DEFAULT_DYNAMIC_SMEM,
             };
             Ok(ValidKernelPlan {
                 plan: plan.clone(),
@@ -648,9 +671,9 @@ fn spans(plan: &KernelPlan) -> Vec<(String, RegionRole, Size, u64, Size, u32)> {
     let mut out = Vec::new();
     for (i, p) in plan.pipelines.iter().enumerate() {
         let l = p.layout();
-        // The ring's mbarriers need 8 bytes; its tiles at least 128.
-        let align = l.align_bytes.max(crate::smem::MBARRIER_BYTES);
-        let bytes = Size::new(l.total_bytes);
+        // The ring's alignment: its tiles' (at least 128) and its mbarriers' (8).
+        let align = l.align_bytes();
+        let bytes = Size::new(l.total_bytes());
         out.push((
             p.spec().name.clone(),
             RegionRole::Pipeline(i),
@@ -661,7 +684,7 @@ fn spans(plan: &KernelPlan) -> Vec<(String, RegionRole, Size, u64, Size, u32)> {
         ));
     }
     for (i, s) in plan.tile_sets.iter().enumerate() {
-        let (bytes, align) = match TileSet::new(s.members.iter().map(|(_, v)| v.plan())) {
+        let (bytes, align) = match SmemLayout::new(s.members.iter().map(|(_, v)| v.plan())) {
             Ok(set) => (Size::new(set.total_bytes), set.align_bytes),
             Err(_) => (Size::OVERFLOW, 1),
         };
@@ -677,14 +700,12 @@ fn spans(plan: &KernelPlan) -> Vec<(String, RegionRole, Size, u64, Size, u32)> {
     for (i, r) in plan.regions.iter().enumerate() {
         match &r.kind {
             RegionKind::Staging { tile, copies } => {
-                let p = tile.plan();
-                let stride = Size::new(p.footprint_bytes).next_multiple_of(p.align_bytes);
-                let bytes = stride * u64::from(copies.saturating_sub(1)) + p.footprint_bytes;
+                let (stride, bytes) = tile.plan().copies(*copies);
                 out.push((
                     r.name.clone(),
                     RegionRole::Staging(i),
                     bytes,
-                    p.align_bytes,
+                    tile.plan().align_bytes,
                     stride,
                     *copies,
                 ));
@@ -728,12 +749,12 @@ fn layout(plan: &KernelPlan, errors: &mut Vec<SpecError>) -> Option<PlanLayout> 
     if !fits {
         return None;
     }
-    let placed = TileSet::place(
+    let placed = SmemLayout::place(
         spans
             .iter()
             .map(|(_, _, bytes, align, _, _)| (bytes.get().unwrap_or(0), *align)),
     );
-    let set = match placed {
+    let mut set = match placed {
         Ok(set) => set,
         Err(o) => {
             errors.push(finding(
@@ -745,7 +766,10 @@ fn layout(plan: &KernelPlan, errors: &mut Vec<SpecError>) -> Option<PlanLayout> 
             return None;
         }
     };
-    let align_bytes = set.align_bytes.max(DYNAMIC_SMEM_BASE_ALIGN);
+    // The base comes from a launch's dynamic shared memory, 16-byte aligned: asking that much
+    // costs no slack.
+    set.align_bytes = set.align_bytes.max(DYNAMIC_SMEM_BASE_ALIGN);
+    let align_bytes = set.align_bytes;
     let dynamic = if spans.is_empty() {
         Size::ZERO
     } else {
@@ -789,9 +813,7 @@ fn layout(plan: &KernelPlan, errors: &mut Vec<SpecError>) -> Option<PlanLayout> 
         )
         .collect();
     Some(PlanLayout {
+        layout: set,
         regions,
-        total_bytes: set.total_bytes,
-        align_bytes,
-        dynamic_smem_bytes: dynamic.get().unwrap_or(u64::MAX),
     })
 }

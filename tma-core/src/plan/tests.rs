@@ -49,19 +49,27 @@ fn one_layout_for_every_region() {
         ]
     );
     assert_eq!(v.region("d").unwrap().stride, 8192);
-    assert_eq!(l.total_bytes, d_at + 16384 + 256);
-    assert_eq!(l.align_bytes, 1024);
-    assert_eq!(l.dynamic_smem_bytes, l.total_bytes + 1024);
+    assert_eq!(l.total_bytes(), d_at + 16384 + 256);
+    assert_eq!(l.align_bytes(), 1024);
+    assert_eq!(l.dynamic_smem_bytes(), l.total_bytes() + 1024);
     let launch = v.launch();
     assert_eq!(launch.block, [384, 1, 1]);
     assert_eq!(launch.cluster, [1, 1, 1]);
-    assert_eq!(u64::from(launch.dynamic_smem_bytes), l.dynamic_smem_bytes);
+    assert_eq!(u64::from(launch.dynamic_smem_bytes), l.dynamic_smem_bytes());
     assert!(launch.smem_opt_in);
     // Every region aligned, none overlapping.
     for w in l.regions.windows(2) {
         assert!(w[0].offset + w[0].bytes <= w[1].offset, "{w:?}");
     }
     assert!(l.regions.iter().all(|r| r.offset % r.align == 0));
+    // The regions' offsets are the layout's, and the ring is the pipeline's own layout.
+    let offsets: Vec<u64> = l.regions.iter().map(|r| r.offset).collect();
+    assert_eq!(l.layout.offsets, offsets);
+    let ring = v.plan().pipelines[0].layout();
+    assert_eq!(
+        (ring.total_bytes(), ring.align_bytes()),
+        (l.regions[0].bytes, 1024)
+    );
 }
 
 #[test]

@@ -47,7 +47,7 @@
 use crate::encode_args::{to_tma_order, EncodeArgs};
 use crate::ident::{check_name, NameProblem};
 use crate::limits::{MAX_TX_BYTES, TENSOR_MAP_ALIGN, TENSOR_MAP_BYTES};
-use crate::smem::{ElementOffsets, TileSet};
+use crate::smem::{ElementOffsets, SmemLayout};
 use crate::spec::Extent;
 use crate::validate::ValidSpec;
 use crate::DType;

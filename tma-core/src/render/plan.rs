@@ -97,8 +97,8 @@ impl PlanCode {
             // 0: no second `__launch_bounds__` argument (none declared, no warp roles).
             blocks_per_sm: valid.blocks_per_sm().unwrap_or(0),
             cluster: launch.cluster,
-            total: layout.total_bytes,
-            align: layout.align_bytes,
+            total: layout.total_bytes(),
+            align: layout.align_bytes(),
             dynamic: launch.dynamic_smem_bytes,
             opt_in: launch.smem_opt_in,
             regions,

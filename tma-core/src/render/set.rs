@@ -7,7 +7,8 @@ use crate::ident::{generated_clash, shared_generated_name, NameKind};
 /// tile struct (as a member type), its `OFFSET_<member>` from the aligned base, `SMEM_BYTES`,
 /// `SMEM_ALIGN`, `DYNAMIC_SMEM_BYTES`, and the macro `TMA_<SET>_PARAMS`, the kernel's
 /// parameter list (`const __grid_constant__ CUtensorMap <member>_map, ..`). The layout is
-/// [`TileSet`]'s. The tiles' own helpers are not included (see [`KernelSource::tile_set`]).
+/// the members' [`SmemLayout`]. The tiles' own helpers are not included (see
+/// [`KernelSource::tile_set`]).
 ///
 /// ```
 /// use tma_core::{render::TileSetCode, validate, DType, Swizzle, TileSpec};
@@ -21,7 +22,7 @@ use crate::ident::{generated_clash, shared_generated_name, NameKind};
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TileSetCode {
     name: String,
-    layout: TileSet,
+    layout: SmemLayout,
     source: String,
 }
 
@@ -77,11 +78,11 @@ impl TileSetCode {
                 });
             }
         }
-        let layout = TileSet::new(members.iter().map(|(_, v)| v.plan())).map_err(|o| {
+        let layout = SmemLayout::new(members.iter().map(|(_, v)| v.plan())).map_err(|o| {
             RenderError::TileSetOverflow {
                 set: name.to_string(),
                 member: members
-                    .get(o.tile)
+                    .get(o.index)
                     .map_or_else(String::new, |(m, _)| m.to_string()),
             }
         })?;
@@ -132,8 +133,8 @@ impl TileSetCode {
         params_macro(&self.name)
     }
 
-    /// The layout the struct states ([`TileSet`]).
-    pub fn layout(&self) -> &TileSet {
+    /// The layout the struct states.
+    pub fn layout(&self) -> &SmemLayout {
         &self.layout
     }
 }

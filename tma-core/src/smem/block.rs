@@ -1,31 +1,49 @@
-//! Several tiles in one block's shared memory: where each goes ([`TileSet`]) and the least
-//! dynamic shared memory a launch must give for them ([`min_dynamic_smem`]).
+//! Regions in one block's shared memory: where each goes ([`SmemLayout`]), the dynamic shared
+//! memory a launch gives for them ([`SmemLayout::dynamic_smem_bytes`]) and the least any
+//! placement needs ([`SmemLayout::min_dynamic_smem`]).
 
 use super::SmemPlan;
 use crate::limits::DYNAMIC_SMEM_BASE_ALIGN;
 use crate::size::Size;
 
-/// Several tiles in one block's shared memory, in order, each at its alignment: what a
-/// `#[derive(TmaTiles)]` struct (or a kernel's run-time list of tiles) needs.
+/// Regions in one block's shared memory, in order, each at the next multiple of its alignment
+/// after the previous one, from a base aligned to [`SmemLayout::align_bytes`]: the one layout
+/// every level uses. The regions are a tile set's tiles or a `#[derive(TmaTiles)]` struct's
+/// fields ([`SmemLayout::new`]), one pipeline stage's tiles and a ring's stages and barriers
+/// ([`super::StageLayout`]), a kernel plan's regions (`plan::PlanLayout`).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct TileSet {
-    /// Byte offset of each tile from a base aligned to [`TileSet::align_bytes`].
+pub struct SmemLayout {
+    /// Byte offset of each region from a base aligned to [`SmemLayout::align_bytes`].
     pub offsets: Vec<u64>,
-    /// Bytes from the base to the end of the last tile.
+    /// Bytes from the base to the end of the last region.
     pub total_bytes: u64,
-    /// The largest alignment any tile needs: the base must have it.
+    /// The largest alignment any region needs: the base must have it.
     pub align_bytes: u64,
 }
 
-/// The tiles up to index `tile` span `span` bytes: more than 64 bits hold.
+/// The regions up to index `index` span `span` bytes: more than 64 bits hold.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct TileSetOverflow {
-    pub tile: usize,
+pub struct SmemLayoutOverflow {
+    pub index: usize,
     pub span: Size,
 }
 
-impl TileSet {
-    /// Dynamic shared memory a kernel launches with to hold the set from a base it aligns
+/// The name [`SmemLayout`] had when it laid out tiles only.
+#[deprecated(note = "renamed `SmemLayout`")]
+pub type TileSet = SmemLayout;
+
+/// The name [`SmemLayoutOverflow`] had (its field `tile` is `index`).
+#[deprecated(note = "renamed `SmemLayoutOverflow`")]
+pub type TileSetOverflow = SmemLayoutOverflow;
+
+/// Moved: [`SmemLayout::min_dynamic_smem`].
+#[deprecated(note = "use `SmemLayout::min_dynamic_smem`")]
+pub fn min_dynamic_smem(tiles: &[(u64, u64)]) -> Size {
+    SmemLayout::min_dynamic_smem(tiles)
+}
+
+impl SmemLayout {
+    /// Dynamic shared memory a kernel launches with to hold the layout from a base it aligns
     /// itself (the generated `tma_align_smem`): `total_bytes + align_bytes`, the slack the
     /// rounding up may skip (up to `align_bytes - 16`: dynamic shared memory starts at least
     /// 16-byte aligned).
@@ -33,67 +51,69 @@ impl TileSet {
         self.total_bytes.saturating_add(self.align_bytes)
     }
 
-    /// Lays out `plans` in order: each tile at the next multiple of its alignment after the
-    /// previous one.
+    /// Lays out one call of each of `plans` in order (a tile set's tiles, a stage's): each
+    /// tile's footprint at the next multiple of its alignment after the previous one.
     pub fn new<'a>(
         plans: impl IntoIterator<Item = &'a SmemPlan>,
-    ) -> Result<TileSet, TileSetOverflow> {
-        TileSet::place(
+    ) -> Result<SmemLayout, SmemLayoutOverflow> {
+        SmemLayout::place(
             plans
                 .into_iter()
                 .map(|p| (p.footprint_bytes, p.align_bytes)),
         )
     }
 
-    /// Lays out spans of `(bytes, align)` in order, as [`TileSet::new`] lays out tiles: each
-    /// at the next multiple of its alignment after the previous one (a kernel plan's regions,
-    /// [`crate::plan::PlanLayout`]).
-    pub fn place(spans: impl IntoIterator<Item = (u64, u64)>) -> Result<TileSet, TileSetOverflow> {
+    /// Lays out spans of `(bytes, align)` in order, each at the next multiple of its alignment
+    /// after the previous one: what [`SmemLayout::new`] does with tiles, a ring with its
+    /// stages and barriers, a kernel plan with its regions.
+    pub fn place(
+        spans: impl IntoIterator<Item = (u64, u64)>,
+    ) -> Result<SmemLayout, SmemLayoutOverflow> {
         let mut end = Size::ZERO;
         let mut offsets = Vec::new();
         let mut align_bytes = 1u64;
-        for (tile, (footprint, align)) in spans.into_iter().enumerate() {
+        for (index, (footprint, align)) in spans.into_iter().enumerate() {
             let offset = end.next_multiple_of(align);
             end = offset + footprint;
             align_bytes = align_bytes.max(align);
             match (offset.get(), end.get()) {
                 (Some(offset), Some(_)) => offsets.push(offset),
-                _ => return Err(TileSetOverflow { tile, span: end }),
+                _ => return Err(SmemLayoutOverflow { index, span: end }),
             }
         }
-        Ok(TileSet {
+        Ok(SmemLayout {
             offsets,
             total_bytes: end.get().unwrap_or_default(),
             align_bytes,
         })
     }
-}
 
-/// The least dynamic shared memory a launch can give a kernel that holds one call of each
-/// tile, `(footprint_bytes, align_bytes)`, however the kernel places them: the sum of the
-/// footprints, plus the alignment slack no placement can avoid. A lower bound, so a launch
-/// below it is wrong whatever the kernel does with its shared memory:
-///
-/// The base is only [`DYNAMIC_SMEM_BASE_ALIGN`]-aligned, so for some launch it sits 16
-/// bytes past a multiple of the largest alignment `A`, and a tile `T` of alignment `A` starts
-/// at least `A - 16` bytes above it. Only other tiles can fill that gap, so the kernel needs
-/// at least `footprint(T) + max(A - 16, footprints of the others)`; the bound takes the `T`
-/// that makes this largest. One tile: `footprint + align - 16`.
-pub fn min_dynamic_smem(tiles: &[(u64, u64)]) -> Size {
-    let total: Size = tiles.iter().map(|&(f, _)| f).sum();
-    let Some(&(_, align)) = tiles.iter().max_by_key(|&&(_, a)| a) else {
-        return Size::ZERO;
-    };
-    let gap = align.saturating_sub(DYNAMIC_SMEM_BASE_ALIGN);
-    let widest = tiles
-        .iter()
-        .filter(|&&(_, a)| a == align)
-        .map(|&(f, _)| f)
-        .max()
-        .unwrap_or(0);
-    // Bytes of the other tiles that can sit in the gap below T.
-    let others = (total - widest).get().unwrap_or(u64::MAX);
-    total + gap.saturating_sub(others)
+    /// The least dynamic shared memory a launch can give a kernel that holds one call of each
+    /// tile, `(footprint_bytes, align_bytes)`, however the kernel places them: the sum of the
+    /// footprints, plus the alignment slack no placement can avoid. A lower bound, so a launch
+    /// below it is wrong whatever the kernel does with its shared memory:
+    ///
+    /// The base is only [`DYNAMIC_SMEM_BASE_ALIGN`]-aligned, so for some launch it sits 16
+    /// bytes past a multiple of the largest alignment `A`, and a tile `T` of alignment `A`
+    /// starts at least `A - 16` bytes above it. Only other tiles can fill that gap, so the
+    /// kernel needs at least `footprint(T) + max(A - 16, footprints of the others)`; the bound
+    /// takes the `T` that makes this largest. One tile: `footprint + align - 16`.
+    pub fn min_dynamic_smem(tiles: &[(u64, u64)]) -> Size {
+        let total: Size = tiles.iter().map(|&(f, _)| f).sum();
+        let Some(&(_, align)) = tiles.iter().max_by_key(|&&(_, a)| a) else {
+            return Size::ZERO;
+        };
+        let gap = align.saturating_sub(DYNAMIC_SMEM_BASE_ALIGN);
+        let widest = tiles
+            .iter()
+            .filter(|&&(_, a)| a == align)
+            .map(|&(f, _)| f)
+            .max()
+            .unwrap_or(0);
+        // Bytes of the other tiles that can sit in the gap below T.
+        let others = (total - widest).get().unwrap_or(u64::MAX);
+        total + gap.saturating_sub(others)
+    }
 }
 
 #[cfg(test)]
@@ -101,25 +121,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_tile_set_aligns_each_tile_and_refuses_overflow() {
-        let set = TileSet::new(&[
+    fn a_layout_aligns_each_tile_and_refuses_overflow() {
+        let set = SmemLayout::new(&[
             SmemPlan::one_box(100, 128),
             SmemPlan::one_box(4096, 1024),
             SmemPlan::one_box(8, 128),
         ]);
         assert_eq!(
             set,
-            Ok(TileSet {
+            Ok(SmemLayout {
                 offsets: vec![0, 1024, 5120],
                 total_bytes: 5128,
                 align_bytes: 1024,
             })
         );
-        let over = TileSet::new(&[
+        let over = SmemLayout::new(&[
             SmemPlan::one_box(u64::MAX - 64, 128),
             SmemPlan::one_box(1, 128),
         ]);
-        assert_eq!(over.map_err(|o| o.tile), Err(1));
+        assert_eq!(over.map_err(|o| o.index), Err(1));
     }
 
     /// Dynamic shared memory the best order of `tiles` needs when each is placed at the next
@@ -160,21 +180,24 @@ mod tests {
 
     #[test]
     fn min_dynamic_smem_is_a_lower_bound_and_exact_for_one_tile() {
-        assert_eq!(min_dynamic_smem(&[]), Size::ZERO);
+        assert_eq!(SmemLayout::min_dynamic_smem(&[]), Size::ZERO);
         // One 128B-swizzled 64 x 64 bf16 tile: 8 KB and up to 1008 bytes to align it.
-        assert_eq!(min_dynamic_smem(&[(8192, 1024)]), Size::new(8192 + 1008));
-        assert_eq!(min_dynamic_smem(&[(256, 16)]), Size::new(256));
+        assert_eq!(
+            SmemLayout::min_dynamic_smem(&[(8192, 1024)]),
+            Size::new(8192 + 1008)
+        );
+        assert_eq!(SmemLayout::min_dynamic_smem(&[(256, 16)]), Size::new(256));
         // Small tiles fill the gap below the 1024-aligned one.
         assert_eq!(
-            min_dynamic_smem(&[(8192, 1024), (512, 128), (128, 128)]),
+            SmemLayout::min_dynamic_smem(&[(8192, 1024), (512, 128), (128, 128)]),
             Size::new(8192 + 1008)
         );
         assert_eq!(
-            min_dynamic_smem(&[(8192, 1024), (2048, 128)]),
+            SmemLayout::min_dynamic_smem(&[(8192, 1024), (2048, 128)]),
             Size::new(8192 + 2048)
         );
         assert_eq!(
-            min_dynamic_smem(&[(u64::MAX, 128), (1, 128)]),
+            SmemLayout::min_dynamic_smem(&[(u64::MAX, 128), (1, 128)]),
             Size::OVERFLOW
         );
         // Never above what the best placement needs; equal for one tile.
@@ -195,7 +218,9 @@ mod tests {
                     )
                 })
                 .collect();
-            let bound = min_dynamic_smem(&tiles).get().unwrap_or(u64::MAX);
+            let bound = SmemLayout::min_dynamic_smem(&tiles)
+                .get()
+                .unwrap_or(u64::MAX);
             let best = best_greedy_layout(&tiles);
             assert!(bound <= best, "{tiles:?}: bound {bound} > {best}");
             if n == 1 {

@@ -1,22 +1,30 @@
-//! Shared memory: where one helper call's boxes land, where a set of tiles sits in one
-//! block's shared memory, and a pipeline's ring of stages ([`StageLayout`]).
+//! Shared memory: where one helper call's boxes land ([`SmemPlan`]), and where regions sit in
+//! one block's shared memory ([`SmemLayout`]): a tile set's tiles, a pipeline's stages and
+//! barriers ([`StageLayout`]), a kernel plan's regions.
 //!
-//! One family, from one call to a whole kernel; each level places the one below it from a
-//! base aligned to its `align_bytes` (and launches with `total_bytes + align_bytes` of
-//! dynamic shared memory, the slack that aligning the base may skip):
+//! One vocabulary. A *plan* ([`SmemPlan`]) is what one helper call needs: its boxes, their
+//! stride, the bytes it spans and the alignment it wants. A *layout* ([`SmemLayout`]) places
+//! spans of `(bytes, align)` in order, each at the next multiple of its alignment after the
+//! previous one, from a base aligned to the largest of them; a kernel launches with
+//! `total_bytes + align_bytes` of dynamic shared memory, the slack that aligning the base
+//! may skip ([`SmemLayout::dynamic_smem_bytes`]). Every level from a block's tiles up places
+//! its regions with a [`SmemLayout`]; none computes an offset of its own:
 //!
-//! | level | type | holds |
+//! | level | type | what it holds |
 //! | --- | --- | --- |
-//! | one helper call | [`SmemPlan`] (its rows: [`CallRows`]) | box bytes, repeats and their stride, footprint, alignment |
-//! | tiles in one block | [`TileSet`] ([`TileSet::place`]) | each tile's offset, `total_bytes`, `align_bytes`; a `#[derive(TmaTiles)]` struct's `tma::tile::SmemLayout` is one, with names |
-//! | a pipeline's ring | [`StageLayout`] | one stage's tiles (a [`TileSet`]), the stage stride, the full / empty barriers |
-//! | a kernel plan | `plan::PlanLayout` | named regions (rings, sets, staging, scratch) placed by [`TileSet::place`] |
+//! | one helper call | [`SmemPlan`] (its rows under a row layout: [`CallRows`]) | no layout: box bytes, repeats and their stride, the footprint and alignment a layout places; `copies(n)`, `n` calls side by side (a plan's staging region) |
+//! | tiles in one block | [`SmemLayout`] ([`SmemLayout::new`]) | one call of each tile: each tile's offset, `total_bytes`, `align_bytes`. A tile set's (`struct tma_<set>`, `render::TileSetCode::layout`) and a `#[derive(TmaTiles)]` struct's (`smem_layout()`; its `TILES`' `smem_offset`, `SMEM_BYTES` and `SMEM_ALIGN` are the same numbers as constants) |
+//! | a pipeline's ring | [`StageLayout`] ([`StageShape`] before the count of stages is known) | `stage`: one stage's tiles, a [`SmemLayout`]; `stage_stride`; `ring`: the stages, the full barriers and the empty barriers, a [`SmemLayout`] of three regions |
+//! | a kernel plan | `plan::PlanLayout` | `layout`: its regions (rings, tile sets, staging, scratch) placed by [`SmemLayout::place`] from a base aligned to at least 16, a [`SmemLayout`]; `regions`: each one's name, role, offset and size |
 //!
-//! The one place
-//! that computes a shared-memory size or offset: validation (the stage after this one: this
-//! module names no proof type) checks these numbers, the model writes bytes where they say
-//! ([`crate::model`]), the renderer prints them into CUDA, the derive lays its fields out with
-//! [`TileSet`].
+//! The least dynamic shared memory any placement of some tiles needs (what a launch of a
+//! kernel without a plan is checked against) is [`SmemLayout::min_dynamic_smem`].
+//!
+//! This module is the one place that computes a shared-memory size or offset: validation (the
+//! stage after this one: this module names no proof type) checks these numbers, the model
+//! writes bytes where they say ([`crate::model`]), the renderer prints them into CUDA, the
+//! derive lays its fields out with [`SmemLayout`]. (`plan::consts` is the `const fn` copy of
+//! the plan's placement that `tma_kernel!` evaluates at compile time; tests hold it to this.)
 //!
 //! # Rows narrower than the swizzle span
 //!
@@ -35,7 +43,9 @@ use crate::swizzle::Swizzle;
 
 mod block;
 mod stages;
+#[allow(deprecated)]
 pub use block::{min_dynamic_smem, TileSet, TileSetOverflow};
+pub use block::{SmemLayout, SmemLayoutOverflow};
 pub use stages::{StageLayout, StageShape, MBARRIER_BYTES};
 
 /// How rows of a box whose inner extent is narrower than the swizzle span are laid out.
@@ -76,6 +86,19 @@ pub struct SmemPlan {
     pub footprint_bytes: u64,
     /// Required alignment of the shared-memory destination.
     pub align_bytes: u64,
+}
+
+impl SmemPlan {
+    /// `copies` calls side by side, each at a multiple of the alignment (a kernel plan's
+    /// staging region): the bytes from one call to the next (the footprint rounded up to the
+    /// alignment) and the bytes all of them span (one call's footprint when `copies` is 0 or
+    /// 1). Where [`SmemLayout::new`] puts `copies` calls of this plan, before the sizes are
+    /// known to fit 64 bits.
+    pub fn copies(&self, copies: u32) -> (Size, Size) {
+        let stride = Size::new(self.footprint_bytes).next_multiple_of(self.align_bytes);
+        let bytes = stride * u64::from(copies.saturating_sub(1)) + self.footprint_bytes;
+        (stride, bytes)
+    }
 }
 
 #[cfg(test)]
@@ -272,7 +295,7 @@ pub fn row_pitch_bytes(spec: &TileSpec, layout: InnerRowLayout) -> Size {
 }
 
 /// The rows of one call's boxes in shared memory under a row layout: what the model writes.
-/// (Was `SmemLayout`: that name is the derive's block of tiles, `tma::tile::SmemLayout`.)
+/// (Once named `SmemLayout`: that name is the layout of a block's regions, [`SmemLayout`].)
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct CallRows {
     /// Bytes of data in one box row (innermost dim).
@@ -462,6 +485,24 @@ impl ElementOffsets {
 mod tests {
     use super::*;
     use crate::DType;
+
+    /// Copies of a call side by side are where the layout puts that many calls.
+    #[test]
+    fn copies_are_the_layout_of_that_many_calls() {
+        for (footprint, align) in [(4608, 1024), (8192, 1024), (100, 128), (16, 16)] {
+            let plan = SmemPlan::one_box(footprint, align);
+            for copies in 1..6u32 {
+                let (stride, bytes) = plan.copies(copies);
+                let layout = SmemLayout::new(vec![&plan; copies as usize]).unwrap();
+                let stride = stride.get().unwrap();
+                let at: Vec<u64> = (0..u64::from(copies)).map(|k| k * stride).collect();
+                assert_eq!(layout.offsets, at);
+                assert_eq!(bytes.get(), Some(layout.total_bytes));
+            }
+        }
+        let (_, bytes) = SmemPlan::one_box(u64::MAX / 2, 1024).copies(4);
+        assert_eq!(bytes.get(), None);
+    }
 
     /// The parts the offsets are built from refuse a plan of another rank instead of indexing
     /// past it (`ElementOffsets::new` takes a valid spec, whose plan is its own).

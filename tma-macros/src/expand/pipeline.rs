@@ -43,10 +43,10 @@ fn pipeline_impl(decl: &PipelineDecl, checked: &CheckedPipeline<'_>) -> TokenStr
     let stages = spec.stages;
     let (tx, stage_bytes, stride, total, align, dynamic) = (
         valid.stage_tx_bytes(),
-        layout.stage_bytes,
+        layout.stage.total_bytes,
         layout.stage_stride,
-        layout.total_bytes,
-        layout.align_bytes,
+        layout.total_bytes(),
+        layout.align_bytes(),
         layout.dynamic_smem_bytes(),
     );
     let (max_stages, reserve, peers, empty) = (
@@ -73,7 +73,7 @@ fn pipeline_impl(decl: &PipelineDecl, checked: &CheckedPipeline<'_>) -> TokenStr
             let (member, tile_name, tile_cuda) =
                 (&t.member, &t.tile.spec().name, &m.tile.cuda_name);
             let (ttx, smem, talign) = (plan.tx_bytes, plan.footprint_bytes, plan.align_bytes);
-            let offset = layout.tile_offsets.get(i).copied().unwrap_or(0);
+            let offset = layout.stage.offsets.get(i).copied().unwrap_or(0);
             let multicast = axis(t.multicast);
             quote! {
                 #p::StageTileInfo {

@@ -17,15 +17,15 @@
 
 use tma_core::facts::{PipelineFacts, SourceFacts, TileFacts};
 use tma_core::plan::LaunchPlan;
-use tma_core::smem::min_dynamic_smem;
+use tma_core::smem::SmemLayout;
 
 use crate::error::Error;
 
 /// The dynamic shared memory a kernel that keeps a tile in it must be given: enough for the
 /// largest single tile of those it may keep, with that tile's alignment slack
-/// ([`min_dynamic_smem`] of one tile). A necessary condition, not a sum: the kernel may keep
-/// other tiles in static shared memory, share one buffer between tiles, or be one of several
-/// kernels of the source that each use some of its tiles. (A kernel that keeps only scratch
+/// ([`SmemLayout::min_dynamic_smem`] of one tile). A necessary condition, not a sum: the
+/// kernel may keep other tiles in static shared memory, share one buffer between tiles, or be
+/// one of several kernels of the source that each use some of its tiles. (A kernel that keeps only scratch
 /// in dynamic shared memory opts out: `LaunchConfig::unchecked_dynamic_smem`.)
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct SmemNeed {
@@ -44,7 +44,7 @@ impl SmemNeed {
             .into_iter()
             .map(|t| {
                 let (footprint, align) = (t.smem_bytes, t.align_bytes);
-                let bytes = min_dynamic_smem(&[(footprint, align)])
+                let bytes = SmemLayout::min_dynamic_smem(&[(footprint, align)])
                     .get()
                     .unwrap_or(u64::MAX);
                 SmemNeed {

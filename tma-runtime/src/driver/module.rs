@@ -272,10 +272,10 @@ impl Kernel {
     /// `LaunchConfig::unchecked_dynamic_smem`): for a kernel without a plan of a described
     /// source ([`crate::Source::kernel`]), what one call of the largest tile the source holds
     /// outside its plans needs, with the slack to align it
-    /// ([`tma_core::smem::min_dynamic_smem`] of that tile): a necessary condition for a kernel
-    /// that keeps that tile there, whatever else it keeps where. 0 for a plan kernel (its plan
-    /// gives the exact bytes, [`Kernel::plan`]) and for text without a description. A kernel
-    /// whose dynamic shared memory holds no tile launches with
+    /// ([`tma_core::smem::SmemLayout::min_dynamic_smem`] of that tile): a necessary condition
+    /// for a kernel that keeps that tile there, whatever else it keeps where. 0 for a plan
+    /// kernel (its plan gives the exact bytes, [`Kernel::plan`]) and for text without a
+    /// description. A kernel whose dynamic shared memory holds no tile launches with
     /// `LaunchConfig::unchecked_dynamic_smem`.
     pub fn min_dynamic_smem(&self) -> u64 {
         self.smem_need.as_ref().map_or(0, |n| n.bytes)

@@ -672,7 +672,12 @@ impl Sites {
         let mut regions: Vec<RegionInfo> = Vec::new();
         for (i, p) in plan.pipelines.iter().enumerate() {
             let l = p.layout();
-            regions.push(RegionInfo::pipeline("", l.total_bytes, l.align_bytes, i));
+            regions.push(RegionInfo::pipeline(
+                "",
+                l.total_bytes(),
+                l.align_bytes(),
+                i,
+            ));
         }
         for (i, r) in plan.regions.iter().enumerate() {
             regions.push(match &r.kind {

@@ -18,8 +18,8 @@ fn mirror(plan: &KernelPlan) -> (Vec<RegionInfo>, Placed, Vec<String>) {
         let l = p.layout();
         regions.push(RegionInfo::pipeline(
             leak(&p.spec().name),
-            l.total_bytes,
-            l.align_bytes,
+            l.total_bytes(),
+            l.align_bytes(),
             i,
         ));
     }
@@ -289,7 +289,7 @@ fn the_const_layout_and_rules_are_validate_plans() {
                         placed.align_bytes,
                         placed.dynamic_smem_bytes
                     ),
-                    (l.total_bytes, l.align_bytes, l.dynamic_smem_bytes),
+                    (l.total_bytes(), l.align_bytes(), l.dynamic_smem_bytes()),
                     "case {case}"
                 );
                 assert!(!placed.overflow);
