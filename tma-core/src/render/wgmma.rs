@@ -222,9 +222,7 @@ pub fn wgmma_exercise_body(
         return Err(refuse("holds a set whose members are not `a` and `b`"));
     };
     if plan.launch().block != [WGMMA_EXERCISE_THREADS, 1, 1] {
-        return Err(refuse(
-            "has a block of other than one warpgroup (128 threads)",
-        ));
+        return Err(refuse("launches other than one warpgroup (128 threads)"));
     }
     let describe = |v: &ValidSpec| {
         v.spec().wgmma.map_or_else(
