@@ -295,13 +295,14 @@ impl Utils {
         })
     }
 
-    fn cfg(&self) -> LaunchConfig {
-        LaunchConfig::new(&self.stream, (self.grid, 1, 1), (256, 1, 1))
+    /// `kernel`'s launch over the helpers' grid: its plan's block.
+    fn cfg(&self, kernel: &Kernel) -> Res<LaunchConfig> {
+        Ok(kernel.plan_config(&self.stream, (self.grid, 1, 1))?)
     }
 
     fn fill(&self, p: &mut CudaSlice<u16>, v: u16) -> Res<()> {
         let n = p.len() as u64;
-        let cfg = self.cfg();
+        let cfg = self.cfg(&self.fill)?;
         // SAFETY: tile_fill_u16(unsigned short* p, unsigned long long n, unsigned short v)
         // writes p[0..n), and p holds n elements.
         unsafe {
@@ -317,7 +318,7 @@ impl Utils {
 
     fn random(&self, p: &mut CudaSlice<u16>, seed: u64) -> Res<()> {
         let n = p.len() as u64;
-        let cfg = self.cfg();
+        let cfg = self.cfg(&self.random)?;
         // SAFETY: tile_random_u16(unsigned short* p, unsigned long long n, unsigned long long
         // seed) writes p[0..n), and p holds n elements.
         unsafe {
@@ -336,7 +337,7 @@ impl Utils {
         let n = a.len().min(b.len()) as u64;
         let mut diff = self.diff.borrow_mut();
         self.stream.memset_zeros(&mut *diff)?;
-        let cfg = self.cfg();
+        let cfg = self.cfg(&self.count)?;
         // SAFETY: tile_count_diff_u16(const unsigned short* a, const unsigned short* b,
         // unsigned long long n, unsigned long long* diff) reads a[0..n), b[0..n) and adds to
         // *diff; both hold at least n elements, diff one.

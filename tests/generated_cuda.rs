@@ -182,11 +182,13 @@ fn wgmma_operand_pairs_compile_to_hgmma_without_local_memory() {
     for (a_name, b_name) in pairs {
         let (a, b) = (find(a_name), find(b_name));
         let plan = tma::wgmma::OperandPlan::new(a).unwrap();
-        let body = render::wgmma_exercise_body("operands", a, b).unwrap();
+        let exercise = render::wgmma_exercise_plan("mma", "operands", a, b)
+            .validate()
+            .unwrap();
         let source = Source::new(
             KernelSource::new()
-                .tile_set("operands", &[("a", a), ("b", b)])
-                .body(&body)
+                .plan(&exercise)
+                .body(&render::wgmma_exercise_body(&exercise, "operands").unwrap())
                 .build()
                 .unwrap(),
         );
@@ -387,9 +389,12 @@ fn debug_checks_compile_to_nothing_when_off() {
     let find = |name: &str| specs.iter().find(|v| v.spec().name == name).unwrap();
     for (a_name, b_name) in render::corpus::operand_pairs() {
         let (a, b) = (find(a_name), find(b_name));
+        let exercise = render::wgmma_exercise_plan("mma", "operands", a, b)
+            .validate()
+            .unwrap();
         let full = KernelSource::new()
-            .tile_set("operands", &[("a", a), ("b", b)])
-            .body(&render::wgmma_exercise_body("operands", a, b).unwrap())
+            .plan(&exercise)
+            .body(&render::wgmma_exercise_body(&exercise, "operands").unwrap())
             .build()
             .unwrap();
         let cut = without_debug_blocks(&full);

@@ -4,7 +4,9 @@
 //! time) and waits through `tma_group<S::a, S::b>`, with debug waits on: a wrong sum would end
 //! in a `BarrierTimeout`, not in data. Both tiles sit in one block's shared memory as the tile
 //! set `pair` lays them out, and each block's must equal the CPU model's loads, bit for bit.
-//! Skips visibly without a GPU.
+//! One kernel per cluster size, each a plan (the set, 128 threads, its cluster; a cluster of
+//! 1 is a launch without one): shared memory and launch are the plan's. Skips visibly without
+//! a GPU.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 #[path = "gpu/support.rs"]
@@ -12,8 +14,9 @@ mod support;
 
 use support::{random_bytes, Device};
 use tma::model;
+use tma::plan::{KernelPlan, ValidKernelPlan};
 use tma::render::KernelSource;
-use tma::runtime::{LaunchConfig, Source, TensorMap};
+use tma::runtime::{Source, TensorMap};
 use tma::Tile;
 
 tma::tma_2d! {
@@ -34,13 +37,22 @@ tma::tma_2d! {
     repeat = [1, 2],
 }
 
-/// `tma_pair` lays out both tiles; `TMA_PAIR_PARAMS` is `a_map, b_map`.
+/// The cluster sizes probed: kernel `group_probe_c<n>` for each.
+const CLUSTERS: [u32; 3] = [1, 2, 4];
+
+/// `tma_plan_group_probe_c<n>` holds the set `pair` (`tma_pair`: both tiles, its parameter
+/// list `TMA_PAIR_PARAMS` = `a_map, b_map`); each block copies the plan's shared memory out.
 const BODY: &str = r#"
-extern "C" __global__ void group_probe(TMA_PAIR_PARAMS, unsigned char* out) {
-  using S = tma_pair;
+template <class P>
+static __device__ __forceinline__ void group_probe(const CUtensorMap& a_map, const CUtensorMap& b_map,
+                                                   unsigned char* out) {
+  using S = typename P::tile_pair;
+  using A = typename S::a;
+  using B = typename S::b;
   extern __shared__ unsigned char raw[];
   __shared__ alignas(8) tma_mbarrier bar;
-  unsigned char* smem = tma_align_smem<S>(raw);
+  unsigned char* base = P::base(raw);
+  unsigned char* pair = P::pair(base);
   unsigned rank, size;
   asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
   asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(size));
@@ -48,32 +60,48 @@ extern "C" __global__ void group_probe(TMA_PAIR_PARAMS, unsigned char* out) {
     tma_mbarrier_init(&bar, 1);
     tma_fence_mbarrier_init();
     // This block receives a (multicast by rank 0) and loads b: its barrier counts both.
-    tma_expect<S::a, S::b>(&bar);
+    tma_expect<A, B>(&bar);
   }
   // Every block's barrier is armed before any copy may signal it.
   asm volatile("barrier.cluster.arrive.release.aligned; barrier.cluster.wait.acquire.aligned;" ::: "memory");
   const int cluster = blockIdx.x / size;
   if (threadIdx.x == 0) {
     if (rank == 0)
-      S::a::load_multicast(&a_map, &bar, smem + S::OFFSET_a, static_cast<unsigned short>((1u << size) - 1u),
-                           {.R = S::a::BOX_R * cluster, .C = 0});
-    S::b::load(&b_map, &bar, smem + S::OFFSET_b, {.M = S::b::BOX_M * static_cast<int>(blockIdx.x), .K = 0});
+      A::load_multicast(&a_map, &bar, pair + S::OFFSET_a, static_cast<unsigned short>((1u << size) - 1u),
+                        {.R = A::BOX_R * cluster, .C = 0});
+    B::load(&b_map, &bar, pair + S::OFFSET_b, {.M = B::BOX_M * static_cast<int>(blockIdx.x), .K = 0});
   }
-  tma_group<S::a, S::b>::wait(&bar, 0);
-  for (unsigned i = threadIdx.x; i < S::SMEM_BYTES; i += blockDim.x) out[blockIdx.x * S::SMEM_BYTES + i] = smem[i];
+  tma_group<A, B>::wait(&bar, 0);
+  for (unsigned i = threadIdx.x; i < P::SMEM_BYTES; i += blockDim.x) out[blockIdx.x * P::SMEM_BYTES + i] = base[i];
   // No block leaves while a peer's copy may still target it.
   asm volatile("barrier.cluster.arrive.release.aligned; barrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
+extern "C" __global__ void TMA_PLAN_GROUP_PROBE_C1_LAUNCH_BOUNDS group_probe_c1(TMA_PAIR_PARAMS, unsigned char* out) {
+  group_probe<tma_plan_group_probe_c1>(a_map, b_map, out);
+}
+extern "C" __global__ void TMA_PLAN_GROUP_PROBE_C2_LAUNCH_BOUNDS group_probe_c2(TMA_PAIR_PARAMS, unsigned char* out) {
+  group_probe<tma_plan_group_probe_c2>(a_map, b_map, out);
+}
+extern "C" __global__ void TMA_PLAN_GROUP_PROBE_C4_LAUNCH_BOUNDS group_probe_c4(TMA_PAIR_PARAMS, unsigned char* out) {
+  group_probe<tma_plan_group_probe_c4>(a_map, b_map, out);
+}
 "#;
 
+/// The plan of `group_probe_c<cluster>`.
+fn plan(cluster: u32) -> ValidKernelPlan {
+    KernelPlan::new(format!("group_probe_c{cluster}"))
+        .tile_set("pair", &[("a", GroupA::valid()), ("b", GroupB::valid())])
+        .block_threads(128)
+        .cluster([cluster, 1, 1])
+        .validate()
+        .unwrap()
+}
+
 fn source() -> Source {
-    Source::new(
-        KernelSource::new()
-            .tile_set("pair", &[("a", GroupA::valid()), ("b", GroupB::valid())])
-            .body(BODY)
-            .build()
-            .unwrap(),
-    )
+    let source = CLUSTERS
+        .into_iter()
+        .fold(KernelSource::new(), |s, c| s.plan(&plan(c)));
+    Source::kernel(&source.body(BODY)).unwrap()
 }
 
 #[test]
@@ -85,7 +113,11 @@ fn the_group_kernel_compiles() {
     ) else {
         return;
     };
-    assert!(compiled.ptx.contains(".entry group_probe"));
+    for cluster in CLUSTERS {
+        let name = format!("group_probe_c{cluster}");
+        assert!(compiled.ptx.contains(&format!(".entry {name}(")));
+        assert_eq!(compiled.plan(&name), Some(plan(cluster).launch()));
+    }
     // One expect for both tiles: 4096 + 2 x 1024 bytes.
     assert_eq!(GroupA::TX_BYTES + GroupB::TX_BYTES, 4096 + 2048);
     assert!(compiled.ptx.contains(", 6144;"), "{}", compiled.ptx);
@@ -122,26 +154,28 @@ fn gpu_a_group_expect_completes_with_multicast() {
         TensorMap::new(&b, &d_b).unwrap(),
     ];
     let module = dev.load(&source(), &support::debug_waits());
-    let kernel = module.kernel("group_probe").unwrap();
-    let layout =
-        tma::smem::SmemLayout::new([GroupA::valid().plan(), GroupB::valid().plan()]).unwrap();
-    let per_block = layout.total_bytes as usize;
-    for cluster in [1u32, 2, 4] {
+    for cluster in CLUSTERS {
+        let plan = plan(cluster);
+        let kernel = module.kernel(plan.name()).unwrap();
+        // Each block's copy of the plan's shared memory, and where in it the set has each tile.
+        let per_block = plan.layout().total_bytes() as usize;
+        let (at_a, at_b) = (
+            plan.set_member("pair", "a").unwrap(),
+            plan.set_member("pair", "b").unwrap(),
+        );
         let blocks = 4 * cluster;
         let mut out = stream
             .clone_htod(&vec![0xa5u8; blocks as usize * per_block])
             .unwrap();
-        let cfg = LaunchConfig::new(stream, (blocks, 1, 1), (128, 1, 1))
-            .dynamic_smem(layout.dynamic_smem_bytes() as u32)
-            .cluster((cluster, 1, 1));
+        let cfg = kernel.plan_config(stream, (blocks, 1, 1)).unwrap();
         {
             let mut launch = kernel.launch_builder(&cfg);
             for map in &maps {
                 launch.arg(map);
             }
             launch.arg(&mut out);
-            // SAFETY: group_probe(TMA_PAIR_PARAMS = two CUtensorMap, unsigned char*) with
-            // one set footprint per block.
+            // SAFETY: group_probe_c<n>(TMA_PAIR_PARAMS = two CUtensorMap, unsigned char*)
+            // with the plan's shared memory per block; the plan's launch.
             unsafe { launch.launch_and_sync() }
                 .unwrap_or_else(|e| panic!("cluster of {cluster}: {e}"));
         }
@@ -150,8 +184,8 @@ fn gpu_a_group_expect_completes_with_multicast() {
             let c = (blk / cluster as usize) as i64;
             let block = &got[blk * per_block..(blk + 1) * per_block];
             for (what, bound, global, coords, offset) in [
-                ("a", &a, &a_bytes, [32 * c, 0], layout.offsets[0]),
-                ("b", &b, &b_bytes, [16 * blk as i64, 0], layout.offsets[1]),
+                ("a", &a, &a_bytes, [32 * c, 0], at_a),
+                ("b", &b, &b_bytes, [16 * blk as i64, 0], at_b),
             ] {
                 let want = model::load(bound, global, &coords).unwrap();
                 let at = offset as usize;

@@ -13,8 +13,9 @@
 mod support;
 
 use support::Device;
+use tma::plan::{KernelPlan, ValidKernelPlan};
 use tma::render::KernelSource;
-use tma::runtime::{Error, LaunchConfig, Source, TensorMap};
+use tma::runtime::{Error, Source, TensorMap};
 use tma::Tile;
 
 tma::tma_2d! {
@@ -31,8 +32,20 @@ tma::tma_2d! {
     boxed = [8, 32],
 }
 
+/// The kernel's plan: both tiles (named `Left` and `Right` for the kernel, ids 0 and 1; it
+/// keeps them in static shared memory) on 128 threads; its launch comes from it.
+fn plan() -> ValidKernelPlan {
+    KernelPlan::new("half_a_group")
+        .tile("Left", HangLeft::valid())
+        .tile("Right", HangRight::valid())
+        .block_threads(128)
+        .validate()
+        .unwrap()
+}
+
 const BODY: &str = r#"
-extern "C" __global__ void half_a_group(const __grid_constant__ CUtensorMap left, float* out) {
+extern "C" __global__ void TMA_PLAN_HALF_A_GROUP_LAUNCH_BOUNDS
+half_a_group(const __grid_constant__ CUtensorMap left, float* out) {
   __shared__ __align__(128) unsigned char smem[Left::SMEM_BYTES];
   __shared__ __align__(8) tma_mbarrier bar;
   static_assert(tma_group<Left, Right>::TILE_ID == 0x80000003u, "tiles 0 and 1");
@@ -50,13 +63,7 @@ extern "C" __global__ void half_a_group(const __grid_constant__ CUtensorMap left
 
 /// With its description (`Source::kernel`): the hang record names the group's tiles.
 fn source() -> Source {
-    Source::kernel(
-        &KernelSource::new()
-            .tile_as(HangLeft::valid(), "Left")
-            .tile_as(HangRight::valid(), "Right")
-            .body(BODY),
-    )
-    .unwrap()
+    Source::kernel(&KernelSource::new().plan(&plan()).body(BODY)).unwrap()
 }
 
 /// Without a GPU the kernel still compiles (CI), its group id checked by a `static_assert`.
@@ -68,6 +75,7 @@ fn the_half_group_kernel_compiles() {
         return;
     };
     assert!(compiled.ptx.contains(".entry half_a_group"));
+    assert_eq!(compiled.plan("half_a_group"), Some(plan().launch()));
 }
 
 #[test]
@@ -81,8 +89,8 @@ fn gpu_a_group_missing_a_load_names_the_group() {
     let input = stream.clone_htod(&vec![1.0f32; 64 * 64]).unwrap();
     let mut out = stream.alloc_zeros::<f32>(128).unwrap();
     let map = TensorMap::new(&HangLeft::bind(&[64, 64]).unwrap(), &input).unwrap();
-    // The tiles live in static shared memory: no dynamic shared memory to hold them.
-    let cfg = LaunchConfig::new(stream, (1, 1, 1), (128, 1, 1)).unchecked_dynamic_smem();
+    // The plan's launch (the tiles live in static shared memory: none dynamic).
+    let cfg = kernel.plan_config(stream, (1, 1, 1)).unwrap();
     // SAFETY: half_a_group(CUtensorMap, float*) with 128 floats of output.
     let (result, elapsed) = support::timed(|| unsafe {
         kernel

@@ -11,8 +11,9 @@
 mod support;
 
 use support::Device;
+use tma::plan::{KernelPlan, ValidKernelPlan};
 use tma::render::KernelSource;
-use tma::runtime::{Error, LaunchConfig, Source, TensorMap};
+use tma::runtime::{Error, Source, TensorMap};
 use tma::Tile;
 
 tma::tma_2d! {
@@ -22,9 +23,19 @@ tma::tma_2d! {
     boxed = [16, 16],
 }
 
-/// `Hang` is the tile's name for this kernel (KernelSource::tile_as).
+/// The kernel's plan: the tile (named `Hang` for the kernel; it keeps it in static shared
+/// memory) on 128 threads; its launch comes from it.
+fn plan() -> ValidKernelPlan {
+    KernelPlan::new("wrong_byte_count")
+        .tile("Hang", HangTile::valid())
+        .block_threads(128)
+        .validate()
+        .unwrap()
+}
+
 const BODY: &str = r#"
-extern "C" __global__ void wrong_byte_count(const __grid_constant__ CUtensorMap map, float* out) {
+extern "C" __global__ void TMA_PLAN_WRONG_BYTE_COUNT_LAUNCH_BOUNDS
+wrong_byte_count(const __grid_constant__ CUtensorMap map, float* out) {
   __shared__ __align__(128) unsigned char smem[Hang::SMEM_BYTES];
   __shared__ __align__(8) tma_mbarrier bar;
   if (threadIdx.x == 0) { tma_mbarrier_init(&bar, 1); tma_fence_mbarrier_init(); }
@@ -41,12 +52,7 @@ extern "C" __global__ void wrong_byte_count(const __grid_constant__ CUtensorMap 
 
 /// With its description (`Source::kernel`): the hang record names the tile.
 fn source() -> Source {
-    Source::kernel(
-        &KernelSource::new()
-            .tile_as(HangTile::valid(), "Hang")
-            .body(BODY),
-    )
-    .unwrap()
+    Source::kernel(&KernelSource::new().plan(&plan()).body(BODY)).unwrap()
 }
 
 /// Without a GPU the kernel still compiles (CI).
@@ -58,6 +64,7 @@ fn the_hang_kernel_compiles() {
         return;
     };
     assert!(compiled.ptx.contains(".entry wrong_byte_count"));
+    assert_eq!(compiled.plan("wrong_byte_count"), Some(plan().launch()));
 }
 
 #[test]
@@ -71,8 +78,8 @@ fn gpu_a_wrong_byte_count_becomes_a_barrier_timeout() {
     let input = stream.clone_htod(&vec![1.0f32; 64 * 64]).unwrap();
     let mut out = stream.alloc_zeros::<f32>(128).unwrap();
     let map = TensorMap::new(&HangTile::bind(&[64, 64]).unwrap(), &input).unwrap();
-    // The tile lives in static shared memory: no dynamic shared memory to hold it.
-    let cfg = LaunchConfig::new(stream, (2, 1, 1), (128, 1, 1)).unchecked_dynamic_smem();
+    // The plan's launch (the tile lives in static shared memory: none dynamic).
+    let cfg = kernel.plan_config(stream, (2, 1, 1)).unwrap();
     // SAFETY: wrong_byte_count(CUtensorMap, float*) with 128 floats of output.
     let (result, elapsed) = support::timed(|| unsafe {
         kernel

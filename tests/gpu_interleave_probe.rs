@@ -19,17 +19,40 @@ mod support;
 use std::io::Write as _;
 
 use cudarc::driver::{CudaSlice, DevicePtr};
+use tma_core::plan::{KernelPlan, ValidKernelPlan, MAX_SCRATCH_ALIGN};
+use tma_core::render::KernelSource;
 use tma_core::{Arch, DType, EncodeArgs, Interleave, L2Promotion, OobFill, Swizzle};
 use tma_runtime::ByValue;
-use tma_runtime::LaunchConfig;
 use tma_runtime::{CompileOptions, Compiler, Module, Source};
 
-/// The probe kernels, after the harness whose copy functions they use.
-fn probe_source() -> String {
-    support::harness_source() + include_str!("gpu/interleave_probe.cu")
-}
 /// Bytes of poisoned shared memory each load writes into and returns.
-const WINDOW: u32 = 200 * 1024;
+const WINDOW: u64 = 200 * 1024;
+/// The probe kernels.
+const KERNELS: [&str; 2] = ["probe_load", "probe_store"];
+
+/// The plan of probe kernel `kernel`: the window (scratch, aligned to the 128B swizzle's
+/// period as the harness aligns its shared memory, so offsets are the model's) on 128 threads.
+fn plan(kernel: &str) -> ValidKernelPlan {
+    KernelPlan::new(kernel)
+        .scratch("window", WINDOW, MAX_SCRATCH_ALIGN)
+        .block_threads(128)
+        .validate()
+        .unwrap()
+}
+
+/// The probe kernels and their plans, after the harness whose copy functions they use.
+fn probe_source() -> Source {
+    let source = KERNELS
+        .into_iter()
+        .fold(KernelSource::new(), |s, k| s.plan(&plan(k)))
+        .body_at("tests/gpu/harness.cu", 1, include_str!("gpu/harness.cu"))
+        .body_at(
+            "tests/gpu/interleave_probe.cu",
+            1,
+            include_str!("gpu/interleave_probe.cu"),
+        );
+    Source::kernel(&source).unwrap()
+}
 /// Bytes of the global buffer, and where in it the tensor starts.
 const GLOBAL_BYTES: usize = 8 << 20;
 const BASE: u64 = 2 << 20;
@@ -358,9 +381,12 @@ fn probe_kernels_compile() {
     }
     let compiled = Compiler::global()
         .expect("NVRTC")
-        .compile(&probe_source(), &CompileOptions::new(Arch::Sm90a))
+        .compile_source(&probe_source(), &CompileOptions::new(Arch::Sm90a))
         .unwrap_or_else(|e| panic!("{e}"));
     assert!(compiled.ptx.contains("mbarrier.complete_tx"));
+    for k in KERNELS {
+        assert_eq!(compiled.plan(k), Some(plan(k).launch()));
+    }
     assert!(!all_cases().is_empty());
 }
 
@@ -391,12 +417,14 @@ fn probe_interleaved_layouts() {
     let module = Module::compile_and_load(
         &gpu.ctx,
         Compiler::global().expect("NVRTC"),
-        &Source::new(probe_source()),
+        &probe_source(),
         &CompileOptions::new(Arch::Sm90a),
     )
     .expect("probe kernels compile");
     let load = module.kernel("probe_load").expect("probe_load");
     let store = module.kernel("probe_store").expect("probe_store");
+    // The window each load returns: the plan's, as its kernel sees it.
+    let window = plan("probe_load").region("window").expect("window").bytes as usize;
     let out_dir = std::path::PathBuf::from(std::env::var_os("OUT").unwrap_or_else(|| ".".into()));
     let from: usize = std::env::var("PROBE_FROM")
         .ok()
@@ -429,20 +457,18 @@ fn probe_interleaved_layouts() {
         let mut coords = Coords { c: [0; 5] };
         coords.c[..c.coords.len()].copy_from_slice(&c.coords);
         let rank = c.dims.len() as i32;
-        let cfg =
-            LaunchConfig::new(&gpu.stream, (1, 1, 1), (128, 1, 1)).dynamic_smem(WINDOW + 1024);
         match c.op {
             Op::Load => {
-                let mut out: CudaSlice<u8> =
-                    gpu.stream.alloc_zeros(WINDOW as usize).expect("alloc");
+                let cfg = load.plan_config(&gpu.stream, (1, 1, 1)).expect("the plan");
+                let mut out: CudaSlice<u8> = gpu.stream.alloc_zeros(window).expect("alloc");
                 let mut info: CudaSlice<i64> = gpu.stream.alloc_zeros(1).expect("alloc");
-                // SAFETY: probe_load(CUtensorMap, int, Coords, unsigned, unsigned char*, long long*).
+                // SAFETY: probe_load(CUtensorMap, int, Coords, unsigned char* (the window's
+                // bytes), long long*); the plan's launch.
                 let r = unsafe {
                     load.launch_builder(&cfg)
                         .arg(&map)
                         .arg(&rank)
                         .arg(ByValue(&coords))
-                        .arg(&WINDOW)
                         .arg(&mut out)
                         .arg(&mut info)
                         .launch_and_sync()
@@ -460,14 +486,14 @@ fn probe_interleaved_layouts() {
                 writeln!(raw, "L {desc} {counted} {}", hex(&smem[..last])).unwrap();
             }
             Op::Store => {
-                // SAFETY: probe_store(CUtensorMap, int, Coords, unsigned).
+                let cfg = store.plan_config(&gpu.stream, (1, 1, 1)).expect("the plan");
+                // SAFETY: probe_store(CUtensorMap, int, Coords); the plan's launch.
                 let r = unsafe {
                     store
                         .launch_builder(&cfg)
                         .arg(&map)
                         .arg(&rank)
                         .arg(ByValue(&coords))
-                        .arg(&WINDOW)
                         .launch_and_sync()
                 };
                 if let Err(e) = r {

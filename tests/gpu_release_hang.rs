@@ -17,8 +17,9 @@ use std::time::{Duration, Instant};
 
 use support::Device;
 use tma::pipeline::{Consumers, PipelineSpec, ValidPipeline};
+use tma::plan::{KernelPlan, ValidKernelPlan};
 use tma::render::KernelSource;
-use tma::runtime::{CompileOptions, Error, LaunchConfig, Source, TensorMap};
+use tma::runtime::{CompileOptions, Error, Source, TensorMap};
 use tma::{Arch, Tile};
 
 tma::tma_2d! {
@@ -44,9 +45,19 @@ fn bounded() -> CompileOptions {
     release().bounded_waits(true)
 }
 
-/// `Rel` is the tile's name in these kernels.
+/// The kernels' (`wrong_byte_count`, `right_byte_count`) plans: the tile (named `Rel` for
+/// them; they keep it in static shared memory) on 128 threads; their launches come from them.
+fn tile_plan(kernel: &str) -> ValidKernelPlan {
+    KernelPlan::new(kernel)
+        .tile("Rel", ReleaseTile::valid())
+        .block_threads(128)
+        .validate()
+        .unwrap()
+}
+
 const BODY: &str = r#"
-extern "C" __global__ void wrong_byte_count(const __grid_constant__ CUtensorMap map, float* out) {
+extern "C" __global__ void TMA_PLAN_WRONG_BYTE_COUNT_LAUNCH_BOUNDS
+wrong_byte_count(const __grid_constant__ CUtensorMap map, float* out) {
   __shared__ __align__(128) unsigned char smem[Rel::SMEM_BYTES];
   __shared__ __align__(8) tma_mbarrier bar;
   if (threadIdx.x == 0) { tma_mbarrier_init(&bar, 1); tma_fence_mbarrier_init(); }
@@ -61,7 +72,8 @@ extern "C" __global__ void wrong_byte_count(const __grid_constant__ CUtensorMap 
 }
 
 // The correct kernel: one load of box (1, 2), every thread copies an element out.
-extern "C" __global__ void right_byte_count(const __grid_constant__ CUtensorMap map, float* out) {
+extern "C" __global__ void TMA_PLAN_RIGHT_BYTE_COUNT_LAUNCH_BOUNDS
+right_byte_count(const __grid_constant__ CUtensorMap map, float* out) {
   __shared__ __align__(128) unsigned char smem[Rel::SMEM_BYTES];
   __shared__ __align__(8) tma_mbarrier bar;
   if (threadIdx.x == 0) { tma_mbarrier_init(&bar, 1); tma_fence_mbarrier_init(); }
@@ -77,12 +89,10 @@ extern "C" __global__ void right_byte_count(const __grid_constant__ CUtensorMap 
 
 /// With its description (`Source::kernel`): the hang record names the tile.
 fn tile_source() -> Source {
-    Source::kernel(
-        &KernelSource::new()
-            .tile_as(ReleaseTile::valid(), "Rel")
-            .body(BODY),
-    )
-    .unwrap()
+    let source = ["wrong_byte_count", "right_byte_count"]
+        .into_iter()
+        .fold(KernelSource::new(), |s, k| s.plan(&tile_plan(k)));
+    Source::kernel(&source.body(BODY)).unwrap()
 }
 
 fn ring() -> ValidPipeline {
@@ -98,10 +108,21 @@ fn ring() -> ValidPipeline {
         .unwrap()
 }
 
+/// The ring kernel's plan: the ring in its shared memory, one warpgroup; its launch comes
+/// from it.
+fn ring_plan() -> ValidKernelPlan {
+    KernelPlan::new("ring_hang")
+        .pipeline(&ring())
+        .block_threads(128)
+        .validate()
+        .unwrap()
+}
+
 const RING_BODY: &str = r#"
-extern "C" __global__ void ring_hang(const __grid_constant__ CUtensorMap a, const __grid_constant__ CUtensorMap b) {
+typedef tma_plan_ring_hang P;
+extern "C" __global__ void TMA_PLAN_RING_HANG_LAUNCH_BOUNDS ring_hang(const __grid_constant__ CUtensorMap a, const __grid_constant__ CUtensorMap b) {
   extern __shared__ __align__(16) unsigned char raw[];
-  const tma_pipe_stalled pipe(raw);
+  const tma_pipe_stalled pipe = P::stalled(P::base(raw));
   pipe.init();
   tma_pipe_stalled::state s;
   if (threadIdx.x == 0) {
@@ -117,7 +138,7 @@ extern "C" __global__ void ring_hang(const __grid_constant__ CUtensorMap a, cons
 
 /// With its description: the hang record names the pipeline and its tiles.
 fn ring_source() -> Source {
-    Source::kernel(&KernelSource::new().pipeline(&ring()).body(RING_BODY)).unwrap()
+    Source::kernel(&KernelSource::new().plan(&ring_plan()).body(RING_BODY)).unwrap()
 }
 
 /// Release PTX has the bound (the timer, the trap and the record's global) only when asked
@@ -163,8 +184,8 @@ fn gpu_release_wrong_byte_count_becomes_a_barrier_timeout() {
     let input = stream.clone_htod(&vec![1.0f32; 64 * 64]).unwrap();
     let mut out = stream.alloc_zeros::<f32>(128).unwrap();
     let map = TensorMap::new(&ReleaseTile::bind(&[64, 64]).unwrap(), &input).unwrap();
-    // The tile lives in static shared memory: no dynamic shared memory to hold it.
-    let cfg = LaunchConfig::new(stream, (2, 1, 1), (128, 1, 1)).unchecked_dynamic_smem();
+    // The plan's launch (the tile lives in static shared memory: none dynamic).
+    let cfg = kernel.plan_config(stream, (2, 1, 1)).unwrap();
     // SAFETY: wrong_byte_count(CUtensorMap, float*) with 128 floats of output.
     let (result, elapsed) = support::timed(|| unsafe {
         kernel
@@ -214,8 +235,7 @@ fn gpu_release_stage_never_loaded_becomes_a_pipeline_timeout() {
     let mb = TensorMap::new(&b.bind(&[64, 64], None).unwrap(), &db).unwrap();
     let module = dev.load(&ring_source(), &bounded());
     let kernel = module.kernel("ring_hang").unwrap();
-    let cfg = LaunchConfig::new(stream, (1, 1, 1), (128, 1, 1))
-        .dynamic_smem(ring().dynamic_smem_bytes() as u32);
+    let cfg = kernel.plan_config(stream, (1, 1, 1)).unwrap();
     // SAFETY: ring_hang(CUtensorMap, CUtensorMap).
     let (r, elapsed) = support::timed(|| unsafe {
         kernel
@@ -271,8 +291,8 @@ fn gpu_unbounded_module_loads_without_a_record_and_runs() {
         );
         let kernel = module.kernel("right_byte_count").unwrap();
         let mut out = stream.alloc_zeros::<f32>(256).unwrap();
-        // The tile lives in static shared memory.
-        let cfg = LaunchConfig::new(stream, (1, 1, 1), (128, 1, 1)).unchecked_dynamic_smem();
+        // The plan's launch (the tile lives in static shared memory).
+        let cfg = kernel.plan_config(stream, (1, 1, 1)).unwrap();
         let start = Instant::now();
         // SAFETY: right_byte_count(CUtensorMap, float*) with 256 floats of output.
         unsafe {

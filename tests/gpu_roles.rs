@@ -17,10 +17,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use tma::model;
-use tma::pipeline::{Consumers, PipelineSpec, RoleWarps, WarpRoles};
+use tma::pipeline::{Consumers, PipelineSpec, RoleWarps, ValidWarpRoles, WarpRoles};
 use tma::plan::{KernelPlan, ValidKernelPlan};
 use tma::render::KernelSource;
-use tma::runtime::{CompileOptions, Compiler, Error, LaunchConfig, Module, Source, TensorMap};
+use tma::runtime::{CompileOptions, Compiler, Error, Module, Source, TensorMap};
 use tma::{validate, Arch, DType, TileSpec, ValidSpec};
 
 const ROWS: u64 = 32 * 23;
@@ -39,19 +39,31 @@ fn slice() -> ValidSpec {
     validate(&TileSpec::new("rs", DType::U32, [ROWS, COLS], [8, 32]).dim_names(["r", "c"])).unwrap()
 }
 
+/// One producer warp, four consumer warps (160 threads), a barrier per consumer.
+fn roles() -> ValidWarpRoles {
+    WarpRoles::warps("epi", 1, 4)
+        .per_consumer_barrier("rows", 32)
+        .validate()
+        .unwrap()
+}
+
 fn plan() -> ValidKernelPlan {
     let ring = PipelineSpec::new("ring", 2, Consumers::Warps(4))
         .tile("x", &tile())
         .validate()
         .unwrap();
-    let roles = WarpRoles::warps("epi", 1, 4)
-        .per_consumer_barrier("rows", 32)
-        .validate()
-        .unwrap();
     KernelPlan::new("roles_store")
         .tile("TS", &slice())
         .pipeline(&ring)
-        .roles(&roles)
+        .roles(&roles())
+        .validate()
+        .unwrap()
+}
+
+/// `roles_bad_barrier`'s plan: the roles alone (their block), no shared memory.
+fn bad_barrier_plan() -> ValidKernelPlan {
+    KernelPlan::new("roles_bad_barrier")
+        .roles(&roles())
         .validate()
         .unwrap()
 }
@@ -108,7 +120,7 @@ roles_store(const __grid_constant__ CUtensorMap in, const __grid_constant__ CUte
 
 // Consumer 0 names `consumer` as its barrier (the others their own): past CONSUMERS, a debug
 // build fails instead of synchronising on another barrier's id.
-extern "C" __global__ void TMA_ROLES_EPI_LAUNCH_BOUNDS roles_bad_barrier(unsigned consumer, int* out) {
+extern "C" __global__ void TMA_PLAN_ROLES_BAD_BARRIER_LAUNCH_BOUNDS roles_bad_barrier(unsigned consumer, int* out) {
   typedef tma_roles_epi R;
   if (R::is_consumer()) {
     const unsigned c = R::consumer_index();
@@ -126,6 +138,7 @@ fn kernel_source() -> KernelSource {
     };
     KernelSource::new()
         .plan(&plan())
+        .plan(&bad_barrier_plan())
         .body_at(file!(), BODY_LINE, &body)
 }
 
@@ -152,6 +165,10 @@ fn the_roles_kernel_compiles_and_launches_as_its_roles() {
             .compile_source(&source, &options(debug))
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(compiled.plan("roles_store"), Some(&launch));
+        assert_eq!(
+            compiled.plan("roles_bad_barrier"),
+            Some(bad_barrier_plan().launch())
+        );
         let ptx = &compiled.ptx;
         // The per-consumer barrier's id is a register; the stores read the stage and are
         // waited for their reads before the release.
@@ -271,7 +288,7 @@ fn gpu_debug_a_consumer_past_its_barriers_is_named() {
             .unwrap();
     let kernel = module.kernel("roles_bad_barrier").unwrap();
     let mut out = stream.clone_htod(&[0i32; 160]).unwrap();
-    let cfg = LaunchConfig::new(&stream, (1, 1, 1), (160, 1, 1));
+    let cfg = kernel.plan_config(&stream, (1, 1, 1)).unwrap();
     // Control: consumer 0's own barrier.
     // SAFETY: roles_bad_barrier(unsigned, int*): `out` holds the block's 160 ints.
     unsafe {

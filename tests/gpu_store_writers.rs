@@ -13,8 +13,9 @@
 mod support;
 
 use support::Device;
+use tma::plan::{KernelPlan, ValidKernelPlan};
 use tma::render::KernelSource;
-use tma::runtime::{CompileOptions, LaunchConfig, Source, TensorMap};
+use tma::runtime::{CompileOptions, Source, TensorMap};
 use tma::{Arch, Tile};
 
 const BLOCKS: usize = 16;
@@ -29,12 +30,26 @@ tma::tma_2d! {
     swizzle = 128,
 }
 
+/// The writer kernels and their blocks: `writers_block` (128 threads, every one writes) and
+/// `writers_named` (160: warps 0-3 write, warp 4 idles).
+const KERNELS: [(&str, u32); 2] = [("writers_block", 128), ("writers_named", 160)];
+
+/// The plan of writer kernel `kernel`: the tile (named `S` for the kernels), one staging copy
+/// of it, `threads` threads.
+fn plan(kernel: &str, threads: u32) -> ValidKernelPlan {
+    KernelPlan::new(kernel)
+        .tile("S", Staged::valid())
+        .staging("staging", Staged::valid(), 1)
+        .block_threads(threads)
+        .validate()
+        .unwrap()
+}
+
 const BODY: &str = r#"
 // Every writer writes its share of the staging tile (element n = r * 32 + c gets
 // seed + row * 32 + c), then the tile is stored by thread 0 of the writers.
 template <class SYNC, unsigned WRITERS>
-__device__ void write_rounds(const CUtensorMap* map, unsigned char* raw, int rounds, float seed) {
-  unsigned char* smem = tma_align_smem<S>(raw);
+__device__ void write_rounds(const CUtensorMap* map, unsigned char* smem, int rounds, float seed) {
   for (int k = 0; k < rounds; ++k) {
     const int row0 = (static_cast<int>(blockIdx.x) * rounds + k) * 32;
     // Warps 1.. write late (1 us a warp): without the writers' barrier, thread 0 would store
@@ -53,26 +68,29 @@ __device__ void write_rounds(const CUtensorMap* map, unsigned char* raw, int rou
   }
 }
 
-extern "C" __global__ void writers_block(const __grid_constant__ CUtensorMap map, int rounds, float seed) {
+extern "C" __global__ void TMA_PLAN_WRITERS_BLOCK_LAUNCH_BOUNDS
+writers_block(const __grid_constant__ CUtensorMap map, int rounds, float seed) {
+  typedef tma_plan_writers_block P;
   extern __shared__ __align__(16) unsigned char raw[];
-  write_rounds<tma_sync_block, 128u>(&map, raw, rounds, seed);
+  write_rounds<tma_sync_block, 128u>(&map, P::staging(P::base(raw), 0u), rounds, seed);
 }
 
 // 160 threads: warps 0-3 write and store (named barrier 1 over 128 threads), warp 4 idles.
-extern "C" __global__ void writers_named(const __grid_constant__ CUtensorMap map, int rounds, float seed) {
+extern "C" __global__ void TMA_PLAN_WRITERS_NAMED_LAUNCH_BOUNDS
+writers_named(const __grid_constant__ CUtensorMap map, int rounds, float seed) {
+  typedef tma_plan_writers_named P;
   extern __shared__ __align__(16) unsigned char raw[];
-  if (threadIdx.x < 128u) write_rounds<tma_sync_named<1u, 128u>, 128u>(&map, raw, rounds, seed);
+  if (threadIdx.x < 128u) write_rounds<tma_sync_named<1u, 128u>, 128u>(&map, P::staging(P::base(raw), 0u), rounds, seed);
 }
 "#;
 
 fn source() -> Source {
-    Source::new(
-        KernelSource::new()
-            .tile_as(Staged::valid(), "S")
-            .body(BODY)
-            .build()
-            .unwrap(),
-    )
+    let source = KERNELS
+        .into_iter()
+        .fold(KernelSource::new(), |s, (k, threads)| {
+            s.plan(&plan(k, threads))
+        });
+    Source::kernel(&source.body(BODY)).unwrap()
 }
 
 /// Release device code: what the helper costs where it is used.
@@ -88,6 +106,9 @@ fn the_writer_kernels_compile() {
             return;
         };
         assert!(c.ptx.contains(".entry writers_named") && c.ptx.contains("bar.sync"));
+        for (k, threads) in KERNELS {
+            assert_eq!(c.plan(k), Some(plan(k, threads).launch()));
+        }
         assert!(c.ptx.contains("fence.proxy.async.shared::cta"));
     }
 }
@@ -99,13 +120,11 @@ fn gpu_many_writers_one_store() {
     };
     let stream = &dev.stream;
     let module = dev.load(&source(), &options());
-    let dynamic = (Staged::SMEM_BYTES + Staged::SMEM_ALIGN) as u32;
-    for (name, threads, seed) in [("writers_block", 128, 0.5f32), ("writers_named", 160, 0.25)] {
+    for ((name, _), seed) in KERNELS.into_iter().zip([0.5f32, 0.25]) {
         let kernel = module.kernel(name).unwrap();
         let out = stream.clone_htod(&vec![f32::NAN; ROWS * 32]).unwrap();
         let map = TensorMap::new(&Staged::bind(&[ROWS as u64, 32]).unwrap(), &out).unwrap();
-        let cfg =
-            LaunchConfig::new(stream, (BLOCKS as u32, 1, 1), (threads, 1, 1)).dynamic_smem(dynamic);
+        let cfg = kernel.plan_config(stream, (BLOCKS as u32, 1, 1)).unwrap();
         // SAFETY: (CUtensorMap over `out`, int rounds, float seed); ROUNDS x BLOCKS tiles of
         // 32 rows fill the ROWS rows of `out`.
         unsafe {

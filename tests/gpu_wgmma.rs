@@ -1,16 +1,18 @@
 //! wgmma through the generated descriptors, on the GPU: for every supported operand
 //! combination (type pair x A major x B major x swizzle), TMA loads an A and a B operand tile
 //! of random shape on one barrier, one warpgroup issues `tma_wgmma<A, B>` over every k-slice
-//! (and 64-row block of A) with the tiles' descriptors (`render::wgmma_exercise_body`), and D
-//! must equal the CPU product exactly: small integers (|x| <= 3), so every product and sum is
+//! (and 64-row block of A) with the tiles' descriptors (`render::wgmma_exercise_body`, its
+//! shared memory and launch from the plan `render::wgmma_exercise_plan`), and D must equal
+//! the CPU product exactly: small integers (|x| <= 3), so every product and sum is
 //! exact in f32; fresh random data per run; D poisoned with NaN before the launch. Prints the
 //! combinations run and the mismatches (0). Skips visibly without a GPU.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use cudarc::driver::CudaSlice;
 use tma::model;
-use tma::render::{wgmma_exercise_body, KernelSource};
-use tma::runtime::{CompileOptions, Compiler, LaunchConfig, Module, Source, TensorMap};
+use tma::plan::ValidKernelPlan;
+use tma::render::{wgmma_exercise_body, wgmma_exercise_plan, KernelSource};
+use tma::runtime::{CompileOptions, Compiler, Module, Source, TensorMap};
 use tma::spec::{Major, Operand, WgmmaOperand};
 use tma::{Arch, BoundSpec, DType, Swizzle};
 use tma_test_support::testgen::{operand_case, XorShift};
@@ -192,15 +194,17 @@ fn cases(rng: &mut XorShift) -> Vec<Case> {
     out
 }
 
+/// The exercise's plan: tile set `operands` (`a`, `b`) on one warpgroup, kernel `mma`.
+fn plan(case: &Case) -> ValidKernelPlan {
+    wgmma_exercise_plan("mma", "operands", case.a.valid(), case.b.valid())
+        .validate()
+        .unwrap()
+}
+
 fn source(case: &Case) -> Source {
-    let body = wgmma_exercise_body("operands", case.a.valid(), case.b.valid()).unwrap();
-    Source::new(
-        KernelSource::new()
-            .tile_set("operands", &[("a", case.a.valid()), ("b", case.b.valid())])
-            .body(&body)
-            .build()
-            .unwrap(),
-    )
+    let plan = plan(case);
+    let body = wgmma_exercise_body(&plan, "operands").unwrap();
+    Source::kernel(&KernelSource::new().plan(&plan).body(&body)).unwrap()
 }
 
 /// Every combination's kernel compiles (NVRTC only: runs without a GPU).
@@ -219,6 +223,12 @@ fn every_operand_combination_compiles() {
             .compile_source(&source(case), &CompileOptions::new(Arch::Sm90a))
             .unwrap_or_else(|e| panic!("{}: {e}", case.what));
         assert!(compiled.ptx.contains("wgmma.mma_async"), "{}", case.what);
+        assert_eq!(
+            compiled.plan("mma"),
+            Some(plan(case).launch()),
+            "{}",
+            case.what
+        );
     }
     println!("{} combinations compile", all.len());
 }
@@ -255,15 +265,13 @@ fn gpu_wgmma_through_generated_descriptors_matches_the_cpu_product() {
         let module =
             Module::compile_and_load(&ctx, Compiler::global().unwrap(), &source(&case), &options)
                 .unwrap_or_else(|e| panic!("{what}: {e}"));
-        let kernel = module.kernel("tma_wgmma_exercise").unwrap();
-        let layout = tma::smem::SmemLayout::new([a.plan(), b.plan()]).unwrap();
+        let kernel = module.kernel("mma").unwrap();
         let mut d = stream
             .clone_htod(&vec![f32::NAN; (m * n) as usize])
             .unwrap();
         let (a_mn, a_k) = mn_k(ac, pa.operand.major);
         let (b_mn, b_k) = mn_k(bc, pb.operand.major);
-        let cfg = LaunchConfig::new(&stream, (1, 1, 1), (128, 1, 1))
-            .dynamic_smem(layout.dynamic_smem_bytes() as u32);
+        let cfg = kernel.plan_config(&stream, (1, 1, 1)).unwrap();
         {
             let mut launch = kernel.launch_builder(&cfg);
             launch.arg(&a_map);
@@ -273,8 +281,8 @@ fn gpu_wgmma_through_generated_descriptors_matches_the_cpu_product() {
             launch.arg(&a_k);
             launch.arg(&b_mn);
             launch.arg(&b_k);
-            // SAFETY: tma_wgmma_exercise(two CUtensorMap, float* of M x N floats, four ints),
-            // one block of 128 threads with the set's dynamic shared memory.
+            // SAFETY: mma(two CUtensorMap, float* of M x N floats, four ints), one block of
+            // the plan's launch (one warpgroup, the set's shared memory).
             unsafe { launch.launch_and_sync() }.unwrap_or_else(|e| panic!("{what}: {e}"));
         }
         let got = stream.clone_dtoh(&d).unwrap();

@@ -26,6 +26,10 @@ pub const STAGES: std::ops::RangeInclusive<u32> = 2..=6;
 /// Threads per copy block (thread 0 does the work) and per transpose block.
 pub const COPY_THREADS: u32 = 32;
 pub const TRANSPOSE_THREADS: u32 = 64;
+/// Threads per block of the helper kernels (grid-stride loops: any block works).
+pub const UTILS_THREADS: u32 = 256;
+/// The helper kernels (copy.cu's utility section).
+pub const UTILS_KERNELS: [&str; 3] = ["tile_fill_u16", "tile_random_u16", "tile_count_diff_u16"];
 
 /// The poison written to outputs before a kernel runs: never produced by the random inputs
 /// (bf16 bits masked with 0x7f7f; f32 bits masked with 0x7f7f_ffff).
@@ -234,14 +238,21 @@ pub fn transpose_source() -> Res<Source> {
     Ok(Source::kernel(&source)?)
 }
 
-/// The benchmark's helpers (fill, random fill, compare): no tile.
+/// The plan of helper kernel `kernel`: no shared memory, `UTILS_THREADS` threads.
+pub fn utils_plan(kernel: &str) -> Res<ValidKernelPlan> {
+    Ok(KernelPlan::new(kernel)
+        .block_threads(UTILS_THREADS)
+        .validate()?)
+}
+
+/// The benchmark's helpers (fill, random fill, compare): no tile; their plans' launches.
 pub fn utils_source() -> Res<Source> {
-    Ok(Source::new(
-        KernelSource::new()
-            .body("#define COPY_SECTION_UTILS\n")
-            .body(COPY_CU)
-            .build()?,
-    ))
+    let mut source = KernelSource::new();
+    for kernel in UTILS_KERNELS {
+        source = source.plan(&utils_plan(kernel)?);
+    }
+    let source = source.body("#define COPY_SECTION_UTILS\n").body(COPY_CU);
+    Ok(Source::kernel(&source)?)
 }
 
 /// Compile options for `arch`.

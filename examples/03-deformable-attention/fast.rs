@@ -190,12 +190,9 @@ pub fn check_problem(m: &Msda, ty: Ty) -> Res<()> {
     Ok(())
 }
 
-/// Dynamic shared memory one block may have on sm_90 (227 KB).
-pub const MAX_STAGE_BYTES: usize = 227 * 1024;
-
 /// The levels msda_stage stages: the smallest first while their planes fit the budget and
-/// each side is a TMA box dim (<= 256); if none fits, the smallest alone when one block can
-/// hold it.
+/// each side is a TMA box dim (<= 256); if none fits, the smallest alone (whether one block
+/// holds it is the kernel plan's to say: `Rule::PlanSmemFits`).
 pub fn staged_levels(m: &Msda, ty: Ty, budget: u32) -> Vec<usize> {
     let plane = |l: usize| m.levels[l].0 * m.levels[l].1 * m.channels * ty.bytes();
     let mut order: Vec<usize> = (0..m.levels.len()).collect();
@@ -209,13 +206,10 @@ pub fn staged_levels(m: &Msda, ty: Ty, budget: u32) -> Vec<usize> {
             staged.push(l);
         }
     }
-    // None fits the budget: the smallest level alone, if one block can hold it.
+    // None fits the budget: the smallest level alone (the plan refuses it if no block can
+    // hold it).
     if staged.is_empty() {
-        if let Some(&l) = order.iter().find(|&&l| boxable(l)) {
-            if plane(l) + 1024 <= MAX_STAGE_BYTES {
-                staged.push(l);
-            }
-        }
+        staged.extend(order.iter().find(|&&l| boxable(l)));
     }
     staged.sort_unstable();
     staged
@@ -302,11 +296,9 @@ pub fn build(compiler: &Compiler, m: &Msda, ty: Ty, config: Config, debug: bool)
             }
             let levels = staged_levels(m, ty, budget);
             if levels.is_empty() {
-                return Err(format!(
-                    "msda_stage: no level's plane ({} B per pixel) fits {budget} B of shared memory",
-                    m.channels * ty.bytes()
-                )
-                .into());
+                return Err(
+                    "msda_stage: no level's plane has sides a TMA box can span (<= 256)".into(),
+                );
             }
             for &l in &levels {
                 staged.push((l, level_tile(m, ty, l)?));

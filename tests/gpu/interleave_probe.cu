@@ -11,8 +11,10 @@
 // probe_store: shared memory holds self-describing words (word k = k | 0xA5000000), one box
 // is stored and waited for; the host reads global memory back.
 //
-// Compiled after harness.cu (the test prepends it): tma_load_box, tma_store_box, smem_addr
-// and aligned_smem come from there.
+// Each kernel's shared memory and launch are its plan's (tma_plan_probe_load,
+// tma_plan_probe_store: the scratch region `window`, the poisoned window, 1024-byte aligned
+// as the harness aligns, on 128 threads). Compiled after harness.cu (the test puts it
+// first): tma_load_box, tma_store_box and smem_addr come from there.
 
 #define PROBE_TX_MAX 1048575u  // 2^20 - 1: the largest mbarrier tx-count
 
@@ -25,11 +27,13 @@ __device__ __forceinline__ unsigned long long probe_now() {
 }
 
 // info[0]: bytes the copy counted on the mbarrier (-1: more than PROBE_TX_MAX).
-extern "C" __global__ void probe_load(const __grid_constant__ CUtensorMap map, int rank, Coords coords,
-                                      unsigned window, unsigned char* out, long long* info) {
+extern "C" __global__ void TMA_PLAN_PROBE_LOAD_LAUNCH_BOUNDS
+probe_load(const __grid_constant__ CUtensorMap map, int rank, Coords coords, unsigned char* out, long long* info) {
+  typedef tma_plan_probe_load P;
   extern __shared__ unsigned char smem_raw[];
   __shared__ alignas(8) unsigned long long bar;
-  unsigned char* smem = aligned_smem(smem_raw);
+  unsigned char* smem = P::window(P::base(smem_raw));
+  const unsigned window = P::BYTES_window;
   for (unsigned i = threadIdx.x; i < window; i += blockDim.x) smem[i] = 0xCD;
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
   const unsigned b = smem_addr(&bar);
@@ -63,10 +67,12 @@ extern "C" __global__ void probe_load(const __grid_constant__ CUtensorMap map, i
   for (unsigned i = threadIdx.x; i < window; i += blockDim.x) out[i] = smem[i];
 }
 
-extern "C" __global__ void probe_store(const __grid_constant__ CUtensorMap map, int rank, Coords coords,
-                                       unsigned window) {
+extern "C" __global__ void TMA_PLAN_PROBE_STORE_LAUNCH_BOUNDS
+probe_store(const __grid_constant__ CUtensorMap map, int rank, Coords coords) {
+  typedef tma_plan_probe_store P;
   extern __shared__ unsigned char smem_raw[];
-  unsigned char* smem = aligned_smem(smem_raw);
+  unsigned char* smem = P::window(P::base(smem_raw));
+  const unsigned window = P::BYTES_window;
   unsigned* words = reinterpret_cast<unsigned*>(smem);
   for (unsigned i = threadIdx.x; i < window / 4; i += blockDim.x) words[i] = i | 0xA5000000u;
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");

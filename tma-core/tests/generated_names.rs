@@ -14,8 +14,8 @@ use tma_core::ident::{
 use tma_core::pipeline::{ClusterAxis, Consumers, PipelineSpec, WarpRoles};
 use tma_core::plan::KernelPlan;
 use tma_core::render::{
-    corpus, exercise_body_checked, header_with, host_header, wgmma_exercise_body, HeaderOptions,
-    KernelSource,
+    corpus, exercise_body_checked, header_with, host_header, wgmma_exercise_body,
+    wgmma_exercise_plan, HeaderOptions, KernelSource,
 };
 use tma_core::{validate, DType, Extent, Swizzle, TileSpec};
 
@@ -53,8 +53,11 @@ fn everything() -> (String, Vec<(NameKind, String)>) {
     }
     let find = |n: &str| tiles.iter().find(|t| t.spec().name == n).unwrap();
     let (a, b) = (find("wg_a_bf16_k"), find("wg_b_bf16_mn"));
-    code.push_str(&wgmma_exercise_body("ops", a, b).unwrap());
+    let exercise = wgmma_exercise_plan("mma", "ops", a, b).validate().unwrap();
+    code.push_str(&wgmma_exercise_body(&exercise, "ops").unwrap());
+    names.push((NameKind::KernelPlan, "mma".into()));
     names.push((NameKind::TileSet, "ops".into()));
+    names.push((NameKind::PlanRegion, "ops".into()));
     names.push((NameKind::SetMember, "a".into()));
     names.push((NameKind::SetMember, "b".into()));
 

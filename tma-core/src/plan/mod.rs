@@ -226,6 +226,9 @@ pub struct RegionLayout {
     pub stride: u64,
     /// Staging: copies; else 1.
     pub copies: u32,
+    /// Tile set: each member's offset from the region's start (the set's
+    /// `OFFSET_<member>`), in the order declared; else empty.
+    pub members: Vec<u64>,
 }
 
 /// The plan's one shared-memory layout: every region at its offset from a base aligned to
@@ -340,6 +343,17 @@ impl ValidKernelPlan {
     /// The region `name`'s layout.
     pub fn region(&self, name: &str) -> Option<&RegionLayout> {
         self.layout.regions.iter().find(|r| r.name == name)
+    }
+    /// Where member `member` of tile set `set` sits, in bytes from the plan's base: the
+    /// set's `OFFSET_<set>` plus the member's `tma_<set>::OFFSET_<member>` (what a host reading
+    /// a block's shared memory back needs). `None` when the plan has no such set or member.
+    pub fn set_member(&self, set: &str, member: &str) -> Option<u64> {
+        let region = self.region(set)?;
+        let RegionRole::TileSet(i) = region.role else {
+            return None;
+        };
+        let index = (self.plan.tile_sets.get(i)?.members.iter()).position(|(m, _)| m == member)?;
+        Some(region.offset + region.members.get(index)?)
     }
 }
 
@@ -726,6 +740,13 @@ fn spans(plan: &KernelPlan) -> Vec<(String, RegionRole, Size, u64, Size, u32)> {
     out
 }
 
+/// A tile set's member offsets from its region's start, as `struct tma_<set>` states them
+/// (a set too large for 64 bits is refused by `layout` before this is asked).
+fn members(set: &PlanTileSet) -> Vec<u64> {
+    SmemLayout::new(set.members.iter().map(|(_, v)| v.plan()))
+        .map_or_else(|_| Vec::new(), |l| l.offsets)
+}
+
 fn layout(plan: &KernelPlan, errors: &mut Vec<SpecError>) -> Option<PlanLayout> {
     let spans = spans(plan);
     let mut fits = true;
@@ -809,6 +830,10 @@ fn layout(plan: &KernelPlan, errors: &mut Vec<SpecError>) -> Option<PlanLayout> 
                 align,
                 stride: stride.get().unwrap_or(0),
                 copies,
+                members: match role {
+                    RegionRole::TileSet(i) => plan.tile_sets.get(i).map_or_else(Vec::new, members),
+                    _ => Vec::new(),
+                },
             },
         )
         .collect();

@@ -178,3 +178,39 @@ fn warp_granular_roles_give_the_block() {
     assert_eq!(e.errors[0].rule, Rule::PlanBlockThreads);
     assert!(e.to_string().contains("160"), "{e}");
 }
+
+#[test]
+fn a_tile_set_member_sits_where_its_struct_says() {
+    // A ring first, so the set's region does not start at 0; members of different sizes and
+    // alignments, so the second one's offset within the set is not 0 either.
+    let small = validate(&TileSpec::new("small", DType::F32, [4096], [8])).unwrap(); // 32 B, align 128
+    let big = tile("big", 64, Swizzle::B128); // 8 KB, align 1024
+    let ring = PipelineSpec::new("ring", 2, Consumers::Threads(128))
+        .tile("a", &big)
+        .validate()
+        .unwrap();
+    let v = KernelPlan::new("setk")
+        .pipeline(&ring)
+        .tile_set("pair", &[("s", &small), ("b", &big)])
+        .scratch("flags", 48, 16)
+        .block_threads(128)
+        .validate()
+        .unwrap();
+    let set = v.region("pair").unwrap();
+    let code = crate::render::TileSetCode::new("pair", &[("s", &small), ("b", &big)]).unwrap();
+    assert_eq!(set.members.len(), 2);
+    for (m, &within) in ["s", "b"].iter().zip(&set.members) {
+        // The set's own struct states the same offset within it.
+        let line = format!("static constexpr unsigned OFFSET_{m} = {within}u;");
+        assert!(code.source().contains(&line), "{line}\n{}", code.source());
+        assert_eq!(v.set_member("pair", m), Some(set.offset + within));
+    }
+    // The ring: 2 x 8 KB + 32 B of mbarriers; the set at the next 1 KB, `b` 1 KB into it.
+    assert_eq!(set.offset, 17408);
+    assert_eq!(v.set_member("pair", "b"), Some(17408 + 1024));
+    // No such member, no such set, and a region that is no set.
+    assert_eq!(v.set_member("pair", "c"), None);
+    assert_eq!(v.set_member("other", "s"), None);
+    assert_eq!(v.set_member("flags", "s"), None);
+    assert!(v.region("flags").unwrap().members.is_empty());
+}

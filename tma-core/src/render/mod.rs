@@ -76,7 +76,7 @@ pub use source::{exercise_body, exercise_body_checked, header, host_header, Kern
 use tile::*;
 pub use tile::{reduce_ops, TileCode};
 use wgmma::*;
-pub use wgmma::{wgmma_exercise_body, wgmma_shapes};
+pub use wgmma::{wgmma_exercise_body, wgmma_exercise_plan, wgmma_shapes, WGMMA_EXERCISE_THREADS};
 
 /// The C++ standard the generated helpers need (`-std=c++20` for NVRTC, nvcc or a host
 /// compiler): their coordinates are designated initializers, which C++20 requires in
@@ -166,6 +166,14 @@ pub enum RenderError {
         /// The roles' consumers: `warps(4)`.
         roles_consumers: crate::pipeline::RoleWarps,
         why: &'static str,
+    },
+    /// The plan given to [`wgmma_exercise_body`] is not one it can run on
+    /// ([`wgmma_exercise_plan`] declares one that is).
+    #[error("kernel plan `{plan}` {problem}: the wgmma exercise needs tile set `{set}` of members `a` (an A operand tile) and `b` (a B operand tile) on one warpgroup (128 threads); render::wgmma_exercise_plan declares it")]
+    WgmmaExercisePlan {
+        plan: String,
+        set: String,
+        problem: &'static str,
     },
 }
 
@@ -383,7 +391,7 @@ pub mod corpus {
     }
 
     /// Pairs of the corpus's operand tiles (A name, B name) that one wgmma takes: the same
-    /// K, types that pair. The NVRTC test compiles `wgmma_exercise_body` for each.
+    /// K, types that pair. The NVRTC test compiles the wgmma exercise (`wgmma_exercise_body`) for each.
     pub fn operand_pairs() -> Vec<(&'static str, &'static str)> {
         vec![
             ("wg_a_bf16_k", "wg_b_bf16_mn"),

@@ -123,10 +123,10 @@ impl PlanCode {
     }
 }
 
-fn plan_cuda_name(name: &str) -> String {
+pub(super) fn plan_cuda_name(name: &str) -> String {
     format!("tma_plan_{name}")
 }
 
-fn plan_launch_macro(name: &str) -> String {
+pub(super) fn plan_launch_macro(name: &str) -> String {
     format!("TMA_PLAN_{}_LAUNCH_BOUNDS", name.to_ascii_uppercase())
 }

@@ -165,6 +165,10 @@ pub(super) fn wgmma_type_names() -> Vec<&'static str> {
 /// The context of `wgmma_exercise.cu.tera`.
 #[derive(Serialize)]
 struct WgmmaExerciseContext<'a> {
+    /// The plan's (and its kernel's) name, its struct and its launch-bounds macro.
+    plan: &'a str,
+    cuda: String,
+    launch_macro: String,
     set: &'a str,
     a_init: String,
     b_init: String,
@@ -172,13 +176,54 @@ struct WgmmaExerciseContext<'a> {
     b_desc: String,
 }
 
-/// A kernel `tma_wgmma_exercise(TMA_<SET>_PARAMS, float* d, int a_mn, int a_k, int b_mn, int
-/// b_k)` computing `D = A * B` on one warpgroup from two operand tiles loaded by TMA: the
-/// tile set `set` must hold members `a` (an A operand tile) and `b` (a B operand tile) of equal
-/// K. Coordinates are the tiles' MN and K (outer dims at 0). Build it with
-/// `KernelSource::new().tile_set(set, &[("a", a), ("b", b)]).body(&wgmma_exercise_body(..)?)`.
-/// Its SASS shows HGMMA (QGMMA for fp8); tests/gpu_wgmma.rs runs it.
-pub fn wgmma_exercise_body(set: &str, a: &ValidSpec, b: &ValidSpec) -> Result<String, RenderError> {
+/// Threads of the wgmma exercise's block: one warpgroup.
+pub const WGMMA_EXERCISE_THREADS: u32 = 128;
+
+/// The plan of a wgmma exercise kernel `name` ([`wgmma_exercise_body`]): tile set `set` of
+/// members `a` (an A operand tile) and `b` (a B operand tile), on one warpgroup. Validate it
+/// and give it to both the source ([`KernelSource::plan`]) and the body.
+pub fn wgmma_exercise_plan(
+    name: &str,
+    set: &str,
+    a: &ValidSpec,
+    b: &ValidSpec,
+) -> crate::plan::KernelPlan {
+    crate::plan::KernelPlan::new(name)
+        .tile_set(set, &[("a", a), ("b", b)])
+        .block_threads(WGMMA_EXERCISE_THREADS)
+}
+
+/// The kernel of `plan` (named by it: `<plan>(TMA_<SET>_PARAMS, float* d, int a_mn, int a_k,
+/// int b_mn, int b_k)`) computing `D = A * B` on one warpgroup from two operand tiles loaded
+/// by TMA into its tile set `set`, whose members `a` (an A operand tile) and `b` (a B operand
+/// tile) hold equal K ([`wgmma_exercise_plan`] declares such a plan). Coordinates are the
+/// tiles' MN and K (outer dims at 0). Shared memory and launch are the plan's: build it with
+/// `KernelSource::new().plan(&plan).body(&wgmma_exercise_body(&plan, set)?)` and launch it
+/// from the plan (one block). [`RenderError::WgmmaExercisePlan`] when the plan has no such
+/// set or another block. Its SASS shows HGMMA (QGMMA for fp8); tests/gpu_wgmma.rs runs it.
+pub fn wgmma_exercise_body(
+    plan: &crate::plan::ValidKernelPlan,
+    set: &str,
+) -> Result<String, RenderError> {
+    let refuse = |problem| RenderError::WgmmaExercisePlan {
+        plan: plan.name().to_string(),
+        set: set.to_string(),
+        problem,
+    };
+    let decl = (plan.plan().tile_sets.iter())
+        .find(|s| s.name == set)
+        .ok_or_else(|| refuse("has no tile set of that name"))?;
+    let member = |m: &str| {
+        (decl.members.iter())
+            .find(|(name, _)| name == m)
+            .map(|(_, v)| v)
+    };
+    let (Some(a), Some(b), 2) = (member("a"), member("b"), decl.members.len()) else {
+        return Err(refuse("holds a set whose members are not `a` and `b`"));
+    };
+    if plan.launch().block != [WGMMA_EXERCISE_THREADS, 1, 1] {
+        return Err(refuse("launches other than one warpgroup (128 threads)"));
+    }
     let describe = |v: &ValidSpec| {
         v.spec().wgmma.map_or_else(
             || "no operand".to_string(),
@@ -186,6 +231,9 @@ pub fn wgmma_exercise_body(set: &str, a: &ValidSpec, b: &ValidSpec) -> Result<St
         )
     };
     let ctx = WgmmaExerciseContext {
+        plan: plan.name(),
+        cuda: super::plan::plan_cuda_name(plan.name()),
+        launch_macro: super::plan::plan_launch_macro(plan.name()),
         set,
         a_init: coord_init(a, "a_mn", "a_k"),
         b_init: coord_init(b, "b_mn", "b_k"),
@@ -214,4 +262,60 @@ fn coord_init(v: &ValidSpec, mn: &str, k: &str) -> String {
         })
         .collect();
     format!("{{{}}}", fields.join(", "))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::panic)]
+mod tests {
+    use super::*;
+
+    fn operands() -> (ValidSpec, ValidSpec) {
+        let specs = corpus::corpus();
+        let find = |n: &str| specs.iter().find(|v| v.spec().name == n).unwrap().clone();
+        (find("wg_a_bf16_k"), find("wg_b_bf16_mn"))
+    }
+
+    #[test]
+    fn the_exercise_takes_its_shared_memory_and_name_from_its_plan() {
+        let (a, b) = operands();
+        let plan = wgmma_exercise_plan("mma", "ops", &a, &b)
+            .validate()
+            .unwrap();
+        assert_eq!(plan.launch().block, [WGMMA_EXERCISE_THREADS, 1, 1]);
+        let body = wgmma_exercise_body(&plan, "ops").unwrap();
+        for want in [
+            "void TMA_PLAN_MMA_LAUNCH_BOUNDS mma(TMA_OPS_PARAMS,",
+            "using P = tma_plan_mma;",
+            "using S = P::tile_ops;",
+            "unsigned char* smem = P::ops(P::base(raw));",
+        ] {
+            assert!(body.contains(want), "{want}\n{body}");
+        }
+        assert!(!body.contains("tma_align_smem"), "{body}");
+    }
+
+    #[test]
+    fn a_plan_the_exercise_cannot_run_on_is_refused_naming_what_it_lacks() {
+        let (a, b) = operands();
+        let problem = |plan: &crate::plan::KernelPlan, set: &str| match wgmma_exercise_body(
+            &plan.validate().unwrap(),
+            set,
+        ) {
+            Err(e @ RenderError::WgmmaExercisePlan { .. }) => e.to_string(),
+            other => panic!("{other:?}"),
+        };
+        let good = wgmma_exercise_plan("mma", "ops", &a, &b);
+        let text = problem(&good, "other");
+        assert!(
+            text.starts_with("kernel plan `mma` has no tile set of that name")
+                && text.contains("tile set `other`"),
+            "{text}"
+        );
+        let swapped = crate::plan::KernelPlan::new("mma")
+            .tile_set("ops", &[("b", &a), ("x", &b)])
+            .block_threads(128);
+        assert!(problem(&swapped, "ops").contains("not `a` and `b`"));
+        let wide = good.block_threads(256);
+        assert!(problem(&wide, "ops").contains("one warpgroup (128 threads)"));
+    }
 }

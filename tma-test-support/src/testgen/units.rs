@@ -764,17 +764,15 @@ impl Gen<'_> {
     }
 
     /// Two wgmma operand tiles that pair (A and B of one K), under random names, in a set
-    /// `a`, `b` for the wgmma exercise.
-    fn operands(&mut self) {
+    /// `a`, `b` of the wgmma exercise's plan (the plan and the set under random names too).
+    fn operands(&mut self) -> Option<ValidKernelPlan> {
         let pairs = [
             (DType::BF16, DType::BF16),
             (DType::F16, DType::F16),
             (DType::TF32, DType::TF32),
             (DType::E4M3, DType::E5M2),
         ];
-        let Some(&(da, db)) = self.rng.pick(&pairs) else {
-            return;
-        };
+        let &(da, db) = self.rng.pick(&pairs)?;
         let combos = operand_combinations();
         let k_slices = self.rng.range(1, 4);
         let pick = |rng: &mut XorShift, dtype: DType, operand: Operand, mn: u64| {
@@ -792,34 +790,38 @@ impl Gen<'_> {
         };
         let mn_a = 64 * self.rng.range(1, 2);
         let mn_b = 8 * self.rng.range(1, 32);
-        let (Some(a), Some(b)) = (
-            pick(self.rng, da, Operand::A, mn_a),
-            pick(self.rng, db, Operand::B, mn_b),
-        ) else {
-            return;
-        };
-        let (Some(a), Some(b)) = (self.named_tile(&a), self.named_tile(&b)) else {
-            return;
-        };
+        let a = pick(self.rng, da, Operand::A, mn_a)?;
+        let b = pick(self.rng, db, Operand::B, mn_b)?;
+        let (a, b) = (self.named_tile(&a)?, self.named_tile(&b)?);
         for _ in 0..64 {
-            let set = self.name(NameKind::TileSet);
-            let ok = tma_core::render::TileSetCode::new(&set, &[("a", &a), ("b", &b)]).is_ok()
-                && self.taken.take(NameKind::TileSet, &set);
-            if !ok {
-                self.unit.refused += 1;
-                continue;
-            }
-            let Ok(body) = tma_core::render::wgmma_exercise_body(&set, &a, &b) else {
-                return;
+            let (set, name) = (
+                self.name(NameKind::TileSet),
+                self.name(NameKind::KernelPlan),
+            );
+            let plan = match tma_core::render::wgmma_exercise_plan(&name, &set, &a, &b).validate() {
+                Ok(p)
+                    if tma_core::render::TileSetCode::new(&set, &[("a", &a), ("b", &b)])
+                        .is_ok()
+                        && self.taken.take(NameKind::TileSet, &set)
+                        && self.taken.take(NameKind::KernelPlan, &name) =>
+                {
+                    p
+                }
+                _ => {
+                    self.unit.refused += 1;
+                    continue;
+                }
             };
+            let body = tma_core::render::wgmma_exercise_body(&plan, &set).ok()?;
             self.unit.names.push((NameKind::TileSet, set.clone()));
             self.unit.names.push((NameKind::SetMember, "a".into()));
             self.unit.names.push((NameKind::SetMember, "b".into()));
-            self.unit.source =
-                std::mem::take(&mut self.unit.source).tile_set(&set, &[("a", &a), ("b", &b)]);
+            self.unit.names.push((NameKind::KernelPlan, name));
+            self.unit.names.push((NameKind::PlanRegion, set));
             self.body.push_str(&body);
-            return;
+            return Some(plan);
         }
+        None
     }
 }
 
@@ -828,7 +830,7 @@ impl Gen<'_> {
 /// some per consumer), one or two pipelines whose consumers the roles' can be, and (one time
 /// in two) a kernel plan over the part's first pipeline, roles and set with a staging and a
 /// scratch region; the first part may add (one time in two) a wgmma operand pair with its
-/// exercise, whose kernel name is fixed. Names are drawn from [`random_name`] over the
+/// exercise, a kernel plan of its own. Names are drawn from [`random_name`] over the
 /// `pools` of their kind; a name `taken` (by this unit or another sharing a header with it)
 /// is drawn again.
 pub fn random_unit(
@@ -869,7 +871,7 @@ pub fn random_unit(
         pipelines.extend(own);
         all_roles.extend(roles);
         if part == 0 && g.rng.chance(1, 2) {
-            g.operands();
+            plans.extend(g.operands());
         }
     }
     let mut source = std::mem::take(&mut g.unit.source);
