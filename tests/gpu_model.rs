@@ -43,12 +43,15 @@ fn wanted(b: &BoundSpec) -> bool {
     }
 }
 
-/// Shared memory the harness can give one call: a block's 227 KB less the alignment slack
-/// and the mbarrier. Larger specs (the validator warns about them) are counted and skipped.
-const HARNESS_SMEM: u64 = 227 * 1024 - 1024 - 16;
+/// Shared memory the harness can give one call on an H100 (`support::harness_max_window`: a
+/// block's 227 KB less the alignment slack and the mbarrier). Larger specs (the validator warns
+/// about them) are counted and skipped.
+fn harness_smem() -> u64 {
+    support::harness_max_window(tma_core::Arch::Sm90a)
+}
 
 fn too_big(b: &BoundSpec, skipped: &mut usize) -> bool {
-    let big = b.plan().footprint_bytes > HARNESS_SMEM;
+    let big = b.plan().footprint_bytes > harness_smem();
     *skipped += usize::from(big);
     big
 }
@@ -173,7 +176,7 @@ fn gpu_loads_match_the_model_bit_for_bit() {
         let footprint = bound.plan().footprint_bytes as usize;
         // (at most what a block may have: 227 KB less the 1 KB of alignment slack)
         let window = (2 * footprint as u64)
-            .min(HARNESS_SMEM)
+            .min(harness_smem())
             .max(footprint as u64) as u32;
         want.resize(window as usize, 0);
         let got = gpu.load_window(&bound, &global, &coords, window, 0);

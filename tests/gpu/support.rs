@@ -18,6 +18,33 @@ use tma_runtime::{Kernel, LaunchConfig, Module, TensorMap};
 /// Boxes per call the harness supports (MAX_BOXES in harness.cu).
 pub const MAX_BOXES: usize = 64;
 
+/// The harness kernels align their dynamic shared memory up to this (harness.cu's
+/// `aligned_smem`: the 128B swizzle's period), so their offsets are the CPU model's.
+pub const HARNESS_ALIGN: u64 = 1024;
+/// The harness's own static shared memory: one mbarrier (harness.cu's `bar`, 8 bytes), with
+/// the 16 bytes the model tests have always left it.
+const HARNESS_STATIC_SMEM: u64 = 16;
+
+/// The dynamic shared memory a harness launch gives a `window` of bytes from its aligned base:
+/// the window placed as one region, alignment slack included (`SmemLayout` computes both).
+pub fn harness_dynamic_smem(window: u32) -> u32 {
+    tma_core::smem::SmemLayout::place([(u64::from(window), HARNESS_ALIGN)])
+        .map(|l| l.dynamic_smem_bytes())
+        .ok()
+        .and_then(|b| u32::try_from(b).ok())
+        .unwrap_or(u32::MAX)
+}
+
+/// The largest window one harness launch holds on `arch`: what the block may use, less the
+/// harness's static mbarrier and the alignment slack of its dynamic base.
+pub fn harness_max_window(arch: Arch) -> u64 {
+    let room = arch.max_smem_per_block() - HARNESS_STATIC_SMEM;
+    // dynamic_smem_bytes(window) = window + HARNESS_ALIGN, so the window is the room less that.
+    let window = room - HARNESS_ALIGN;
+    debug_assert_eq!(u64::from(harness_dynamic_smem(window as u32)), room);
+    window
+}
+
 /// The `BoxPlan` struct of harness.cu: per box, TMA-order coordinates and a smem offset.
 #[repr(C)]
 #[derive(Clone, Copy)]
@@ -264,8 +291,8 @@ impl Gpu {
             .stream
             .clone_htod(&vec![0xA5u8; window as usize])
             .map_err(|e| e.to_string())?;
-        let cfg =
-            LaunchConfig::new(&self.stream, (1, 1, 1), (128, 1, 1)).dynamic_smem(window + 1024);
+        let cfg = LaunchConfig::new(&self.stream, (1, 1, 1), (128, 1, 1))
+            .dynamic_smem(harness_dynamic_smem(window));
         // SAFETY: harness_load(CUtensorMap, BoxPlan, int, unsigned x4, unsigned char*), both
         // structs by value with the CUDA layout.
         unsafe {
@@ -343,8 +370,8 @@ impl Gpu {
             Some(ReduceOp::Add) => 1,
             Some(other) => return Err(format!("harness has no {other:?}")),
         };
-        let cfg =
-            LaunchConfig::new(&self.stream, (1, 1, 1), (128, 1, 1)).dynamic_smem(footprint + 1024);
+        let cfg = LaunchConfig::new(&self.stream, (1, 1, 1), (128, 1, 1))
+            .dynamic_smem(harness_dynamic_smem(footprint));
         // SAFETY: harness_store(CUtensorMap, BoxPlan, int, unsigned x2, const unsigned char*, int).
         unsafe {
             self.store
