@@ -103,6 +103,15 @@ pub enum Error {
         expected: &'static str,
     },
 
+    /// The JIT disk cache's directory or one of its files could not be read or removed
+    /// (listing, clearing, pruning; a failed write while compiling is a warning, not this).
+    #[error("JIT cache: cannot {action} `{path}`: {reason}")]
+    CacheIo {
+        path: String,
+        action: &'static str,
+        reason: String,
+    },
+
     /// A CUDA driver call failed.
     #[error("CUDA driver call {call} failed: {result}")]
     Driver {

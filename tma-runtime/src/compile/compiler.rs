@@ -2,25 +2,23 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, OnceLock, RwLock};
-use std::time::Instant;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::time::{Instant, SystemTime};
 
 use crate::cuda_libs::{nvrtc_available, NvrtcInfo};
 use crate::error::Error;
 
 use super::compiled::Compiled;
-use super::disk::DiskCache;
-use super::hash::{fingerprint, fingerprint_seeded};
+use super::disk::{DiskCache, EntryInfo};
+use super::hash::fingerprint;
+use super::key::CacheKey;
 use super::nvrtc::{dump, nvrtc_compile};
 use super::options::CompileOptions;
 use super::resources::split_log;
 use super::source::Source;
 use tma_core::facts::SourceFacts;
 use tma_core::Arch;
-
-/// Bump when the disk format, the fingerprint (compile/hash.rs) or anything else that changes
-/// cache keys or cached binaries changes. 2: XXH3-128 fingerprints (1: a hand-written hash).
-const CACHE_FORMAT: u32 = 2;
 
 /// Refuses a source whose tiles (its description's) were validated for another arch than the
 /// compile's: the arch is stated once. Text without a description states nothing.
@@ -103,6 +101,37 @@ struct MemoryEntry {
 /// that formats a new `String` per call gets a fingerprint per call, as without them.
 const MAX_ADDRESSES: usize = 256;
 
+/// Where a compile's output came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Origin {
+    /// The in-process cache.
+    Memory,
+    /// The disk cache (no NVRTC compile).
+    Disk,
+    /// An NVRTC compile.
+    Nvrtc,
+}
+
+/// The slow paths a compiler took since it was made: a warm start shows
+/// `nvrtc_compiles == 0` ([`Compiler::stats`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CompileStats {
+    /// `nvrtcCompileProgram` calls (failed compiles included).
+    pub nvrtc_compiles: u64,
+    /// Outputs read from the disk cache.
+    pub disk_hits: u64,
+}
+
+/// One item of [`Compiler::precompile`] done.
+#[derive(Clone, Debug)]
+pub struct Precompiled {
+    pub compiled: Arc<Compiled>,
+    /// [`Origin::Nvrtc`]: compiled now; else it was cached already.
+    pub origin: Origin,
+    /// Seconds this item took (a cache hit: well under a millisecond).
+    pub seconds: f64,
+}
+
 /// NVRTC with caches. Cheap to share (`&Compiler` is `Sync`); [`Compiler::global`] gives a
 /// process-wide one.
 pub struct Compiler {
@@ -111,6 +140,8 @@ pub struct Compiler {
     disk: Option<DiskCache>,
     /// Source fingerprint -> (options, output) pairs, and `&str` addresses -> fingerprints.
     memory: RwLock<MemoryCache>,
+    nvrtc_compiles: AtomicU64,
+    disk_hits: AtomicU64,
 }
 
 impl std::fmt::Debug for Compiler {
@@ -141,6 +172,8 @@ impl Compiler {
             config,
             disk,
             memory: RwLock::new(MemoryCache::default()),
+            nvrtc_compiles: AtomicU64::new(0),
+            disk_hits: AtomicU64::new(0),
         })
     }
 
@@ -160,6 +193,84 @@ impl Compiler {
     /// The settings it was made with.
     pub fn config(&self) -> &JitConfig {
         &self.config
+    }
+    /// The disk cache it reads and writes (`None`: `TMA_JIT_NO_CACHE`, or no directory).
+    pub fn disk_cache(&self) -> Option<&DiskCache> {
+        self.disk.as_ref()
+    }
+    /// NVRTC compiles and disk hits so far.
+    pub fn stats(&self) -> CompileStats {
+        CompileStats {
+            nvrtc_compiles: self.nvrtc_compiles.load(Ordering::Relaxed),
+            disk_hits: self.disk_hits.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The cache key of compiling `source` with `options` with this compiler's NVRTC: what
+    /// names its disk entry ([`Compiled::key`] is its hex).
+    pub fn cache_key(&self, source: &Source, options: &CompileOptions) -> Result<CacheKey, Error> {
+        let args = options.nvrtc_args(self.nvrtc.supports_cubin(options.arch))?;
+        Ok(CacheKey::new(self.nvrtc.version, source.fingerprint(), args))
+    }
+
+    /// Compiles every item into the caches (in-process and disk), on as many threads as the
+    /// machine has cores: the warm-up before a program (or a graph capture) needs no NVRTC.
+    /// Results in the items' order, each with where it came from ([`Origin::Nvrtc`]: compiled
+    /// now) and its time; a failed item does not stop the others.
+    pub fn precompile(&self, items: &[(Source, CompileOptions)]) -> Vec<Result<Precompiled, Error>> {
+        self.precompile_with(items, 0, &|_, _| {})
+    }
+
+    /// [`Compiler::precompile`] on `threads` threads (0: one per core), calling `done(i,
+    /// result)` as item `i` finishes (from the thread that compiled it): a progress line.
+    pub fn precompile_with(
+        &self,
+        items: &[(Source, CompileOptions)],
+        threads: usize,
+        done: &(dyn Fn(usize, &Result<Precompiled, Error>) + Sync),
+    ) -> Vec<Result<Precompiled, Error>> {
+        let threads = match threads {
+            0 => std::thread::available_parallelism().map_or(1, |t| t.get()),
+            n => n,
+        }
+        .clamp(1, items.len().max(1));
+        let next = AtomicUsize::new(0);
+        let results: Vec<Mutex<Option<Result<Precompiled, Error>>>> =
+            items.iter().map(|_| Mutex::new(None)).collect();
+        std::thread::scope(|s| {
+            for _ in 0..threads {
+                s.spawn(|| loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some((source, options)) = items.get(i) else {
+                        break;
+                    };
+                    let start = Instant::now();
+                    let r = self
+                        .compile_traced(source, options)
+                        .map(|(compiled, origin)| Precompiled {
+                            compiled,
+                            origin,
+                            seconds: start.elapsed().as_secs_f64(),
+                        });
+                    done(i, &r);
+                    if let Ok(mut slot) = results[i].lock() {
+                        *slot = Some(r);
+                    }
+                });
+            }
+        });
+        results
+            .into_iter()
+            .map(|m| {
+                m.into_inner()
+                    .ok()
+                    .flatten()
+                    .unwrap_or(Err(Error::Nvrtc {
+                        call: "Compiler::precompile",
+                        result: "a compile thread panicked".into(),
+                    }))
+            })
+            .collect()
     }
 
     /// Compiles `source`. A cached compile of text given at the same address before is a
@@ -210,46 +321,61 @@ impl Compiler {
         source: &Source,
         options: &CompileOptions,
     ) -> Result<Arc<Compiled>, Error> {
+        self.compile_traced(source, options).map(|(c, _)| c)
+    }
+
+    /// The in-process cache's output for `source` and `options`, if it holds one (no disk,
+    /// no NVRTC): what a stream capture may use (`crate::driver::capture`).
+    pub(crate) fn cached(&self, source: &Source, options: &CompileOptions) -> Option<Arc<Compiled>> {
+        self.memory_get(source.fingerprint(), options)
+    }
+
+    /// [`Compiler::compile_source`], and where the output came from.
+    fn compile_traced(
+        &self,
+        source: &Source,
+        options: &CompileOptions,
+    ) -> Result<(Arc<Compiled>, Origin), Error> {
         if self.config.cache {
             if let Some(hit) = self.memory_get(source.fingerprint(), options) {
-                return Ok(hit);
+                return Ok((hit, Origin::Memory));
             }
         }
         check_targets(source.facts(), options.arch)?;
         let facts = source.facts().map(|f| Arc::new(f.clone()));
         let cubin = self.nvrtc.supports_cubin(options.arch);
-        let args = options.nvrtc_args(cubin)?;
-        let key = self.key(source, &args);
-        let hex = format!("{key:032x}");
+        let key = self.cache_key(source, options)?;
+        let hex = key.hex();
         let mut compiled = None;
         if let Some(disk) = &self.disk {
-            if let Some((ptx, cubin_bytes, raw_log)) = disk.load(&hex) {
+            if let Some(entry) = disk.load(&key) {
+                self.disk_hits.fetch_add(1, Ordering::Relaxed);
                 if self.config.debug {
                     eprintln!("tma jit: disk cache hit {}", disk.path(&hex).display());
                 }
-                let (log, kernel_resources) = split_log(&raw_log);
+                let (log, kernel_resources) = split_log(&entry.log);
                 compiled = Some(Compiled {
-                    ptx,
-                    cubin: cubin_bytes,
+                    ptx: entry.ptx,
+                    cubin: entry.cubin,
                     log,
                     arch: options.arch,
                     debug_waits: options.debug_waits,
                     facts: facts.clone(),
-                    args: args.clone(),
+                    args: key.args.clone(),
                     key: hex.clone(),
                     kernel_resources,
                 });
             }
         }
-        let compiled = match compiled {
-            Some(c) => c,
+        let (compiled, origin) = match compiled {
+            Some(c) => (c, Origin::Disk),
             None => {
                 let (c, raw_log) =
-                    self.run_nvrtc(source.text(), options, facts, args, cubin, hex)?;
+                    self.run_nvrtc(source.text(), options, facts, key.args.clone(), cubin, hex)?;
                 if let Some(disk) = &self.disk {
-                    disk.store(&c.key, &c.ptx, &c.cubin, &raw_log);
+                    disk.store(&key, &entry_info(&c), &c.ptx, &c.cubin, &raw_log);
                 }
-                c
+                (c, Origin::Nvrtc)
             }
         };
         let compiled = Arc::new(compiled);
@@ -267,7 +393,7 @@ impl Compiler {
                 }
             }
         }
-        Ok(compiled)
+        Ok((compiled, origin))
     }
 
     fn memory_get(&self, fp: u128, options: &CompileOptions) -> Option<Arc<Compiled>> {
@@ -278,24 +404,6 @@ impl Compiler {
             .iter()
             .find(|(o, _)| o == options)
             .map(|(_, c)| c.clone())
-    }
-
-    /// The cache key: source (text and description: a module loaded from the compile is
-    /// shared per key, and carries the description), NVRTC args (options and arch), NVRTC
-    /// version, crate version, cache format.
-    fn key(&self, source: &Source, args: &[String]) -> u128 {
-        let mut s = format!(
-            "tma-runtime {} format {CACHE_FORMAT} nvrtc {}.{} src {:032x}\n",
-            env!("CARGO_PKG_VERSION"),
-            self.nvrtc.version.0,
-            self.nvrtc.version.1,
-            source.fingerprint()
-        );
-        for a in args {
-            s.push_str(a);
-            s.push('\0');
-        }
-        fingerprint_seeded(s.as_bytes(), 0x0074_6d61_5f6a_6974)
     }
 
     fn run_nvrtc(
@@ -311,6 +419,7 @@ impl Compiler {
         if self.config.debug {
             eprintln!("tma jit: nvrtc {} {}", key, args.join(" "));
         }
+        self.nvrtc_compiles.fetch_add(1, Ordering::Relaxed);
         let (ptx, cubin, raw_log) = nvrtc_compile(text, &args, want_cubin)?;
         let (log, kernel_resources) = split_log(&raw_log);
         if self.config.debug {
@@ -336,6 +445,17 @@ impl Compiler {
             dump(dir, text, &compiled, &raw_log);
         }
         Ok((compiled, raw_log))
+    }
+}
+
+/// What a disk entry says it holds: the arch, the kernels (ptxas's report), when.
+fn entry_info(c: &Compiled) -> EntryInfo {
+    EntryInfo {
+        arch: c.arch.nvrtc_name().to_string(),
+        kernels: c.kernel_resources.iter().map(|k| k.kernel.clone()).collect(),
+        created: SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
     }
 }
 

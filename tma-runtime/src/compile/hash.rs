@@ -32,7 +32,7 @@ mod tests {
     fn pinned_values_of_the_reference_xxh3_128() {
         // From the reference C implementation (xxHash 0.8.x, `XXH3_128bits[_withSeed]`).
         // The disk cache names files by these: if they ever change, bump CACHE_FORMAT in
-        // compiler.rs and MAGIC in disk.rs so no old entry is read as a new one.
+        // key.rs and MAGIC in disk.rs so no old entry is read as a new one.
         assert_eq!(fingerprint(b""), 0x99aa_06d3_0147_98d8_6001_c324_468d_497f);
         assert_eq!(
             fingerprint(&sample()),

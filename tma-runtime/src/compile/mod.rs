@@ -23,14 +23,16 @@ mod compiler;
 mod diagnostics;
 mod disk;
 mod hash;
+mod key;
 mod nvrtc;
 mod options;
 mod resources;
 mod source;
 
 pub use compiled::Compiled;
-pub use compiler::{default_cache_dir, Compiler, JitConfig};
-pub use disk::DiskCache;
+pub use compiler::{default_cache_dir, CompileStats, Compiler, JitConfig, Origin, Precompiled};
+pub use disk::{CacheEntry, DiskCache, Entry, EntryInfo, EntryState, Removed};
+pub use key::{CacheKey, CACHE_FORMAT};
 pub use options::CompileOptions;
 pub use resources::{parse_ptxas_report, KernelResources};
 pub use source::{numbered_source, Source};

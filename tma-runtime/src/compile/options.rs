@@ -130,11 +130,11 @@ impl CompileOptions {
                     reason: "a macro name must be a C identifier",
                 });
             }
-            if value.contains('\n') {
+            if value.chars().any(char::is_control) {
                 return Err(Error::InvalidOption {
                     option: "defines",
                     value: value.clone(),
-                    reason: "a macro value must be one line",
+                    reason: "a macro value must be one line, without control characters",
                 });
             }
             a.push(if value.is_empty() {
@@ -155,7 +155,17 @@ impl CompileOptions {
         if self.device_debug {
             a.push("--device-debug".to_string());
         }
-        a.extend(self.extra.iter().cloned());
+        for x in &self.extra {
+            // The cache key holds one argument per line (compile/key.rs).
+            if x.chars().any(char::is_control) {
+                return Err(Error::InvalidOption {
+                    option: "extra",
+                    value: x.clone(),
+                    reason: "an NVRTC option holds no line break or other control character",
+                });
+            }
+            a.push(x.clone());
+        }
         Ok(a)
     }
 }
@@ -224,6 +234,12 @@ mod tests {
                 option: "defines",
                 ..
             })
+        ));
+        let mut newline = CompileOptions::new(Arch::Sm90a);
+        newline.extra.push("-DA\narg -DB".into());
+        assert!(matches!(
+            newline.nvrtc_args(true),
+            Err(Error::InvalidOption { option: "extra", .. })
         ));
     }
 }
