@@ -11,7 +11,7 @@ use std::process::Command;
 use tma_core::pipeline::ValidPipeline;
 use tma_core::render::{KernelSource, RenderError};
 use tma_core::Arch;
-use tma_runtime::{CompileOptions, Compiled, Compiler, Source};
+use tma_runtime::{Compiled, Compiler, Source};
 
 /// The SASS opcodes TMA issues, and what each is.
 pub const TMA_OPCODES: [(&str, &str); 6] = [
@@ -50,8 +50,7 @@ pub fn nvrtc(
     arch: Arch,
     debug: bool,
 ) -> Result<std::sync::Arc<Compiled>, tma_runtime::Error> {
-    let options = CompileOptions::new(arch).debug_waits(debug);
-    Compiler::global()?.compile_source(source, &options)
+    Compiler::global()?.compile_source(source, &crate::warm::options(arch, debug, false))
 }
 
 /// A tool on PATH.

@@ -13,6 +13,7 @@ pub mod decl;
 pub mod diag;
 pub mod explain;
 pub mod svg;
+pub mod warm;
 
 use clap::{Parser, Subcommand};
 use diag::{Diagnostic, Source};
@@ -41,6 +42,8 @@ Examples:
   tma header tiles.tma -o tiles.cuh            # device helpers + tma_encode_<tile>() host functions
   tma header tiles.tma --mpk -o tiles.cuh      # ... and Mirage MPK's names and contract
   tma compile kernel.cu --tile tiles.tma --arch sm_90a --sass -
+  tma precompile kernel.cu --tile tiles.tma     # into the JIT cache the runtime reads
+  tma cache list                               # what the JIT cache holds; also size, clear, prune
 
 A .tma file holds tma_1d! .. tma_5d! declarations, or one tma_pipeline!, exactly as in Rust
 (`//` comments allowed; at most 1 MiB, brackets nested at most 32 deep).
@@ -130,6 +133,72 @@ and a pipeline (a --tile holding tma_pipeline! {..}) by its declared type too (G
         #[arg(long, value_name = "FILE")]
         source: Option<PathBuf>,
     },
+    /// Compile kernels into the JIT disk cache ahead of time, under the keys the runtime looks them up by.
+    #[command(after_help = "Examples:
+  tma precompile kernel.cu --tile tiles.tma
+  tma precompile a.cu b.cu --tile tiles.tma --debug
+
+Each kernel is assembled as `tma compile` assembles it and compiled, all in parallel, into the
+cache a program's tma runtime reads (TMA_CACHE_DIR, else
+$XDG_CACHE_HOME/tma, else ~/.cache/tma). The runtime finds an entry when it compiles the same
+source (the same tiles, the kernel file by the same path) with the same options: --debug is
+what a debug build compiles with by default (CompileOptions::debug_waits). A program that
+builds its own sources warms them itself (tma_runtime::Compiler::precompile).")]
+    Precompile {
+        /// The kernel sources (CUDA C++), each compiled after the tiles' helpers.
+        #[arg(required = true, value_name = "KERNEL")]
+        kernels: Vec<PathBuf>,
+        /// A declaration or a file of declarations (repeatable; tile ids in order).
+        #[arg(long = "tile", value_name = "DECL|FILE", required = true)]
+        tiles: Vec<String>,
+        /// The arch to compile for (sm_90a, sm_100a, sm_120a): the tiles' target.
+        #[arg(long, default_value = "sm_90a")]
+        arch: String,
+        /// Compile with TMA_DEBUG (device checks and hang reports; a debug build's default).
+        #[arg(long)]
+        debug: bool,
+        /// Compile with TMA_BOUNDED_WAITS (CompileOptions::bounded_waits).
+        #[arg(long)]
+        bounded_waits: bool,
+        /// The cache directory (default: the runtime's).
+        #[arg(long, value_name = "DIR")]
+        cache_dir: Option<PathBuf>,
+    },
+    /// List, size, clear or prune the JIT disk cache.
+    #[command(after_help = "Examples:
+  tma cache list
+  tma cache size
+  tma cache prune --older-than 30d --max-size 500M
+  tma cache clear
+
+The cache is the runtime's: TMA_CACHE_DIR, else $XDG_CACHE_HOME/tma, else ~/.cache/tma.
+Only its entries (<key>.tmajit) and temp files are touched, never other files there.")]
+    Cache {
+        #[command(subcommand)]
+        action: CacheAction,
+        /// The cache directory (default: the runtime's).
+        #[arg(long, value_name = "DIR", global = true)]
+        cache_dir: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum CacheAction {
+    /// Every entry: key, size, age, arch, kernels, options, NVRTC and tma versions.
+    List,
+    /// The number of entries and their bytes.
+    Size,
+    /// Remove every entry.
+    Clear,
+    /// Remove corrupt entries, then those older than --older-than, then the oldest beyond --max-size.
+    Prune {
+        /// Age: a number with s, m, h or d (30d).
+        #[arg(long, value_name = "AGE")]
+        older_than: Option<String>,
+        /// Bytes: a number with K, M or G (binary units: 500M).
+        #[arg(long, value_name = "SIZE")]
+        max_size: Option<String>,
+    },
 }
 
 /// What a command prints: standard output and standard error, and the exit code.
@@ -203,6 +272,36 @@ where
             sass.as_deref(),
             source.as_deref(),
         ),
+        Command::Precompile {
+            kernels,
+            tiles,
+            arch,
+            debug,
+            bounded_waits,
+            cache_dir,
+        } => warm::precompile_cmd(&warm::PrecompileArgs {
+            kernels: &kernels,
+            tiles: &tiles,
+            arch: &arch,
+            debug,
+            bounded_waits,
+            cache_dir: cache_dir.as_deref(),
+        }),
+        Command::Cache { action, cache_dir } => {
+            let action = match action {
+                CacheAction::List => warm::CacheCmd::List,
+                CacheAction::Size => warm::CacheCmd::Size,
+                CacheAction::Clear => warm::CacheCmd::Clear,
+                CacheAction::Prune {
+                    older_than,
+                    max_size,
+                } => warm::CacheCmd::Prune {
+                    older_than,
+                    max_size,
+                },
+            };
+            warm::cache_cmd(&action, cache_dir.as_deref())
+        }
     }
 }
 
@@ -552,46 +651,13 @@ fn compile_cmd(
         Err(o) => return o,
     };
     let mut out = Outcome::default();
-    let mut sources = Vec::with_capacity(decls.len());
-    let mut reads = Vec::with_capacity(decls.len());
-    for (i, d) in decls.iter().enumerate() {
-        let src = match read_decl_arg(d, &format!("<--tile {}>", i + 1)) {
-            Ok(s) => s,
-            Err(o) => return o,
-        };
-        match read_tiles(&src) {
-            Ok(r) => {
-                out = out.diagnostics(&r.warnings);
-                reads.push(r);
-                sources.push(src);
-            }
-            Err(o) => return o,
-        }
-    }
-    // Tiles of different `--tile` sources share one translation unit: their names must differ.
-    let located: Vec<(&decl::Tile, &Source)> = reads
-        .iter()
-        .zip(&sources)
-        .flat_map(|(r, s)| r.tiles.iter().map(move |t| (t, s)))
-        .collect();
-    let same = decl::same_names(&located);
-    if !same.is_empty() {
-        out.code = EXIT_REJECTED;
-        return out.diagnostics(&same);
-    }
-    let tiles: Vec<&decl::Tile> = reads.iter().flat_map(|r| &r.tiles).collect();
-    let pipelines: Vec<&(String, ValidPipeline)> =
-        reads.iter().filter_map(|r| r.pipeline.as_ref()).collect();
-    let assembled = match compile::assemble(&tiles, &pipelines, &kernel_src.name, &kernel_src.text)
-    {
-        Ok(s) => s,
-        Err(e) => {
-            out.stderr.push_str(&format!(
-                "error: assembling the kernel source failed: {e}\n"
-            ));
-            out.code = EXIT_REJECTED;
-            return out;
-        }
+    let reads = match read_decl_args(decls, &mut out) {
+        Ok(r) => r,
+        Err(o) => return o,
+    };
+    let assembled = match assemble_kernel(&reads, &kernel_src, &mut out) {
+        Some(s) => s,
+        None => return out,
     };
     if let Some(p) = source_out {
         if !write_out(Some(p), assembled.text(), &mut out) {
@@ -651,6 +717,55 @@ fn compile_cmd(
         }
     }
     out
+}
+
+/// The `--tile` arguments, read and checked: each source's declarations, their warnings added
+/// to `out`. Tiles of different sources share one translation unit: their names must differ.
+fn read_decl_args(decls: &[String], out: &mut Outcome) -> Result<Vec<decl::Read>, Outcome> {
+    let mut sources = Vec::with_capacity(decls.len());
+    let mut reads = Vec::with_capacity(decls.len());
+    for (i, d) in decls.iter().enumerate() {
+        let src = read_decl_arg(d, &format!("<--tile {}>", i + 1))?;
+        let r = read_tiles(&src)?;
+        *out = std::mem::take(out).diagnostics(&r.warnings);
+        reads.push(r);
+        sources.push(src);
+    }
+    let located: Vec<(&decl::Tile, &Source)> = reads
+        .iter()
+        .zip(&sources)
+        .flat_map(|(r, s)| r.tiles.iter().map(move |t| (t, s)))
+        .collect();
+    let same = decl::same_names(&located);
+    if !same.is_empty() {
+        let mut o = std::mem::take(out).diagnostics(&same);
+        o.code = EXIT_REJECTED;
+        return Err(o);
+    }
+    Ok(reads)
+}
+
+/// The translation unit of `kernel` after the declarations of `reads` (`tma compile`'s and
+/// `tma precompile`'s, so both key the cache alike); `None` after writing the error to `out`.
+fn assemble_kernel(
+    reads: &[decl::Read],
+    kernel: &Source,
+    out: &mut Outcome,
+) -> Option<tma_runtime::Source> {
+    let tiles: Vec<&decl::Tile> = reads.iter().flat_map(|r| &r.tiles).collect();
+    let pipelines: Vec<&(String, ValidPipeline)> =
+        reads.iter().filter_map(|r| r.pipeline.as_ref()).collect();
+    match compile::assemble(&tiles, &pipelines, &kernel.name, &kernel.text) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            out.stderr.push_str(&format!(
+                "error: assembling the kernel source {} failed: {e}\n",
+                kernel.name
+            ));
+            out.code = EXIT_REJECTED;
+            None
+        }
+    }
 }
 
 /// Prints an outcome and returns its exit code (for `main`).

@@ -158,7 +158,7 @@ fn shell_conventions() {
     let help = tma(&["--help"]);
     assert_eq!(help.code, 0);
     assert!(help.stdout.contains("Examples:") && help.stdout.contains("Exit codes:"));
-    for sub in ["explain", "header", "compile"] {
+    for sub in ["explain", "header", "compile", "precompile", "cache"] {
         let h = tma(&[sub, "--help"]);
         assert_eq!(h.code, 0);
         assert!(h.stdout.contains("Examples:"), "{sub}: {}", h.stdout);

@@ -145,7 +145,10 @@ fn a_precompiled_cache_serves_a_fresh_compiler_without_nvrtc() {
         let next = compiler(&dir).precompile(&items[1..2]);
         assert_eq!(origins(&next), [Origin::Disk], "{what}: rewritten");
         let (a, b) = (next[0].as_ref().unwrap(), second[1].as_ref().unwrap());
-        assert!(a.compiled.cubin == b.compiled.cubin, "{what}: the same binary");
+        assert!(
+            a.compiled.cubin == b.compiled.cubin,
+            "{what}: the same binary"
+        );
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -172,7 +175,11 @@ fn a_failed_item_does_not_stop_the_others() {
     let r = c.precompile(&items);
     assert!(r[0].is_ok() && r[3].is_ok());
     assert!(matches!(r[1], Err(Error::Compile { .. })), "{:?}", r[1]);
-    assert!(matches!(r[2], Err(Error::InvalidOption { .. })), "{:?}", r[2]);
+    assert!(
+        matches!(r[2], Err(Error::InvalidOption { .. })),
+        "{:?}",
+        r[2]
+    );
     // No cache: every good item ran NVRTC, and so did the bad source.
     assert_eq!(c.stats().nvrtc_compiles, 3);
 }

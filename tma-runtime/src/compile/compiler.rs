@@ -210,14 +210,21 @@ impl Compiler {
     /// names its disk entry ([`Compiled::key`] is its hex).
     pub fn cache_key(&self, source: &Source, options: &CompileOptions) -> Result<CacheKey, Error> {
         let args = options.nvrtc_args(self.nvrtc.supports_cubin(options.arch))?;
-        Ok(CacheKey::new(self.nvrtc.version, source.fingerprint(), args))
+        Ok(CacheKey::new(
+            self.nvrtc.version,
+            source.fingerprint(),
+            args,
+        ))
     }
 
     /// Compiles every item into the caches (in-process and disk), on as many threads as the
     /// machine has cores: the warm-up before a program (or a graph capture) needs no NVRTC.
     /// Results in the items' order, each with where it came from ([`Origin::Nvrtc`]: compiled
     /// now) and its time; a failed item does not stop the others.
-    pub fn precompile(&self, items: &[(Source, CompileOptions)]) -> Vec<Result<Precompiled, Error>> {
+    pub fn precompile(
+        &self,
+        items: &[(Source, CompileOptions)],
+    ) -> Vec<Result<Precompiled, Error>> {
         self.precompile_with(items, 0, &|_, _| {})
     }
 
@@ -262,13 +269,10 @@ impl Compiler {
         results
             .into_iter()
             .map(|m| {
-                m.into_inner()
-                    .ok()
-                    .flatten()
-                    .unwrap_or(Err(Error::Nvrtc {
-                        call: "Compiler::precompile",
-                        result: "a compile thread panicked".into(),
-                    }))
+                m.into_inner().ok().flatten().unwrap_or(Err(Error::Nvrtc {
+                    call: "Compiler::precompile",
+                    result: "a compile thread panicked".into(),
+                }))
             })
             .collect()
     }
@@ -326,7 +330,11 @@ impl Compiler {
 
     /// The in-process cache's output for `source` and `options`, if it holds one (no disk,
     /// no NVRTC): what a stream capture may use (`crate::driver::capture`).
-    pub(crate) fn cached(&self, source: &Source, options: &CompileOptions) -> Option<Arc<Compiled>> {
+    pub(crate) fn cached(
+        &self,
+        source: &Source,
+        options: &CompileOptions,
+    ) -> Option<Arc<Compiled>> {
         self.memory_get(source.fingerprint(), options)
     }
 
@@ -452,7 +460,11 @@ impl Compiler {
 fn entry_info(c: &Compiled) -> EntryInfo {
     EntryInfo {
         arch: c.arch.nvrtc_name().to_string(),
-        kernels: c.kernel_resources.iter().map(|k| k.kernel.clone()).collect(),
+        kernels: c
+            .kernel_resources
+            .iter()
+            .map(|k| k.kernel.clone())
+            .collect(),
         created: SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs()),

@@ -293,7 +293,9 @@ enum FileKind {
 }
 
 fn is_key(s: &str) -> bool {
-    s.len() == 32 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    s.len() == 32
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 /// `<key>.tmajit` is an entry, `.<key>.<pid>.<n>.tmp` a writer's temp file; nothing else is
@@ -558,7 +560,11 @@ mod tests {
     fn entries_list_clear_and_prune() {
         let dir = temp_dir("manage");
         let cache = DiskCache::new(dir.clone());
-        assert_eq!(cache.entries().map(|e| e.len()).ok(), Some(0), "no directory: empty");
+        assert_eq!(
+            cache.entries().map(|e| e.len()).ok(),
+            Some(0),
+            "no directory: empty"
+        );
         for s in 1..=4u128 {
             cache.store(&key(s), &info(), "ptx", &vec![0u8; 1000 * s as usize], "");
         }
@@ -592,7 +598,10 @@ mod tests {
                 info: i,
                 cubin_bytes,
                 ptx_bytes,
-            }) => assert_eq!((k, i, *cubin_bytes, *ptx_bytes), (&key(2), &info(), 2000, 3)),
+            }) => assert_eq!(
+                (k, i, *cubin_bytes, *ptx_bytes),
+                (&key(2), &info(), 2000, 3)
+            ),
             other => panic!("{other:?}"),
         }
         let state = |p: &Path| listed.iter().find(|e| e.path == p).map(|e| e.state.clone());
@@ -606,7 +615,9 @@ mod tests {
         // Entries written 10 minutes ago are older than 5 minutes; the others are not.
         let ten_min_ago = SystemTime::now() - Duration::from_secs(600);
         for s in [1u128, 2] {
-            let f = std::fs::File::options().write(true).open(cache.path(&key(s).hex()));
+            let f = std::fs::File::options()
+                .write(true)
+                .open(cache.path(&key(s).hex()));
             assert!(f.and_then(|f| f.set_modified(ten_min_ago)).is_ok());
         }
         let r = cache.prune(Some(Duration::from_secs(300)), None);
@@ -623,12 +634,20 @@ mod tests {
             .and_then(|f| f.set_modified(SystemTime::now() - Duration::from_secs(60)))
             .is_ok());
         let r = cache.prune(None, Some(5000));
-        assert_eq!(r.map(|r| r.entries).ok(), Some(2), "the other-format entry, then key 3");
+        assert_eq!(
+            r.map(|r| r.entries).ok(),
+            Some(2),
+            "the other-format entry, then key 3"
+        );
         assert!(cache.load(&key(4)).is_some() && cache.load(&key(3)).is_none());
         assert!(!other.exists());
 
         let r = cache.clear();
-        assert_eq!(r.map(|r| r.entries).ok(), Some(2), "key 4 and the temp file");
+        assert_eq!(
+            r.map(|r| r.entries).ok(),
+            Some(2),
+            "key 4 and the temp file"
+        );
         assert_eq!(cache.entries().map(|e| e.len()).ok(), Some(0));
         for f in foreign {
             assert!(dir.join(f).exists(), "{f} is not the cache's");

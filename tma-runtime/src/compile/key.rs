@@ -179,7 +179,10 @@ mod tests {
         );
         let t = k.text();
         for bad in [
-            t.replace(&format!("format {CACHE_FORMAT}"), &format!("format 0{CACHE_FORMAT}")),
+            t.replace(
+                &format!("format {CACHE_FORMAT}"),
+                &format!("format 0{CACHE_FORMAT}"),
+            ),
             t.replace("arg -DTMA_DEBUG\n", "arg -DTMA_DEBUG\nextra\n"),
             t.replace("source 0123", "source 123"),
             t.trim_end().to_string(),

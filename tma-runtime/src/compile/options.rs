@@ -239,7 +239,10 @@ mod tests {
         newline.extra.push("-DA\narg -DB".into());
         assert!(matches!(
             newline.nvrtc_args(true),
-            Err(Error::InvalidOption { option: "extra", .. })
+            Err(Error::InvalidOption {
+                option: "extra",
+                ..
+            })
         ));
     }
 }
