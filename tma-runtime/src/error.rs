@@ -112,6 +112,16 @@ pub enum Error {
         reason: String,
     },
 
+    /// An operation a CUDA graph capture cannot take (or a capture that cannot begin), refused
+    /// on the host before the driver, whose error would come later and also invalidate the
+    /// capture: the operation, why, and what to do instead (`driver::capture::CaptureOp`).
+    #[error("{operation}: {problem}; {fix}")]
+    Capture {
+        operation: &'static str,
+        problem: &'static str,
+        fix: &'static str,
+    },
+
     /// A CUDA driver call failed.
     #[error("CUDA driver call {call} failed: {result}")]
     Driver {

@@ -133,11 +133,12 @@ pub mod driver;
 pub mod error;
 
 pub use compile::{
-    parse_ptxas_report, CompileOptions, Compiled, Compiler, JitConfig, KernelResources, Source,
+    parse_ptxas_report, CompileOptions, CompileStats, Compiled, Compiler, JitConfig,
+    KernelResources, Source,
 };
 pub use cuda_libs::{gpu_available, nvrtc_available, GpuInfo, NvrtcInfo};
 pub use driver::{
-    check_plan_launch, ByValue, HangRecord, Kernel, KernelArg, Launch, LaunchConfig, Module,
-    TensorMap, TensorMapArray, TmaElement,
+    check_plan_launch, ByValue, Capture, HangRecord, Kernel, KernelArg, Launch, LaunchConfig,
+    Module, TensorMap, TensorMapArray, TmaElement,
 };
 pub use error::{CuResult, Error};

@@ -112,6 +112,7 @@ impl Kernel {
             cfg,
             slots: Vec::new(),
             guards: Vec::new(),
+            tracked: None,
         }
     }
 }
@@ -139,6 +140,10 @@ pub struct Launch<'a> {
     cfg: &'a LaunchConfig,
     slots: Vec<Slot>,
     guards: Vec<SyncOnDrop<'a>>,
+    /// Whether a buffer argument may be pushed through cudarc's tracking (asked once, at the
+    /// first): `Err` when the stream is being captured with event tracking on, which
+    /// [`Launch::launch`] returns instead of launching.
+    tracked: Option<Result<(), Error>>,
 }
 
 /// Something that can be a kernel argument. By value: scalars, [`TensorMap`] (128 bytes,
@@ -191,6 +196,9 @@ by_value!(
 
 impl<'a, T> KernelArg<'a> for &'a CudaSlice<T> {
     fn push(self, l: &mut Launch<'a>) {
+        if !l.may_track() {
+            return l.slots.push(Slot::Ptr(0));
+        }
         let (ptr, guard) = self.device_ptr(&l.cfg.stream);
         l.slots.push(Slot::Ptr(ptr));
         l.guards.push(guard);
@@ -198,6 +206,9 @@ impl<'a, T> KernelArg<'a> for &'a CudaSlice<T> {
 }
 impl<'a, T> KernelArg<'a> for &'a mut CudaSlice<T> {
     fn push(self, l: &mut Launch<'a>) {
+        if !l.may_track() {
+            return l.slots.push(Slot::Ptr(0));
+        }
         let (ptr, guard) = self.device_ptr_mut(&l.cfg.stream);
         l.slots.push(Slot::Ptr(ptr));
         l.guards.push(guard);
@@ -205,6 +216,9 @@ impl<'a, T> KernelArg<'a> for &'a mut CudaSlice<T> {
 }
 impl<'a, 'b: 'a, T> KernelArg<'a> for &'a CudaView<'b, T> {
     fn push(self, l: &mut Launch<'a>) {
+        if !l.may_track() {
+            return l.slots.push(Slot::Ptr(0));
+        }
         let (ptr, guard) = self.device_ptr(&l.cfg.stream);
         l.slots.push(Slot::Ptr(ptr));
         l.guards.push(guard);
@@ -212,6 +226,9 @@ impl<'a, 'b: 'a, T> KernelArg<'a> for &'a CudaView<'b, T> {
 }
 impl<'a, 'b: 'a, T> KernelArg<'a> for &'a mut CudaViewMut<'b, T> {
     fn push(self, l: &mut Launch<'a>) {
+        if !l.may_track() {
+            return l.slots.push(Slot::Ptr(0));
+        }
         let (ptr, guard) = self.device_ptr_mut(&l.cfg.stream);
         l.slots.push(Slot::Ptr(ptr));
         l.guards.push(guard);
@@ -225,6 +242,17 @@ impl<'a> Launch<'a> {
         self
     }
 
+    /// Whether a buffer argument may take its address through cudarc (which, with event
+    /// tracking on, waits on the buffer's last events: refused on a stream being captured,
+    /// where those waits are illegal). Asked once per launch, and of the driver only when
+    /// tracking is on.
+    fn may_track(&mut self) -> bool {
+        let stream = &self.cfg.stream;
+        self.tracked
+            .get_or_insert_with(|| super::capture::refuse_tracked_use(stream))
+            .is_ok()
+    }
+
     /// Launches with `cuLaunchKernelEx`, consuming the pushed arguments (push them again
     /// for another launch). Refused before the driver: arguments whose number or sizes differ
     /// from the kernel's parameters ([`Error::ArgumentCount`], [`Error::ArgumentSize`]), a
@@ -235,7 +263,9 @@ impl<'a> Launch<'a> {
     /// cluster shape or dynamic shared memory that none of [`Kernel::pipelines`] can run under
     /// ([`Error::PipelineLaunch`], unless [`LaunchConfig::unchecked_pipelines`]), and
     /// any launch of a module whose debug record an earlier launch set (that record's error,
-    /// [`Error::BarrierTimeout`] or [`Error::DeviceCheck`]: the context is lost). A failure
+    /// [`Error::BarrierTimeout`] or [`Error::DeviceCheck`]: the context is lost), and buffer
+    /// arguments on a stream being captured with cudarc's event tracking on ([`Error::Capture`];
+    /// during a [`Capture`](super::Capture) the launch is recorded into its graph). A failure
     /// becomes the error of the debug record when one was written, else [`Error::Launch`].
     ///
     /// # Safety
@@ -246,6 +276,9 @@ impl<'a> Launch<'a> {
         let (kernel, cfg) = (self.kernel, self.cfg);
         let slots = std::mem::take(&mut self.slots);
         let guards = std::mem::take(&mut self.guards);
+        if let Some(Err(e)) = self.tracked.take() {
+            return Err(e);
+        }
         cfg.check(kernel.name())?;
         if let Some(plan) = kernel.plan() {
             let name = kernel.name();
@@ -309,12 +342,14 @@ impl<'a> Launch<'a> {
     }
 
     /// [`Launch::launch`], then synchronise the stream: the way to turn a hang in a
-    /// debug-wait build into [`Error::BarrierTimeout`].
+    /// debug-wait build into [`Error::BarrierTimeout`]. On a stream being captured it is
+    /// refused, and nothing is launched ([`CaptureOp::Synchronize`](super::CaptureOp)).
     ///
     /// # Safety
     /// As [`Launch::launch`].
     pub unsafe fn launch_and_sync(&mut self) -> Result<(), Error> {
         let (module, stream) = (self.kernel.module().clone(), self.cfg.stream.clone());
+        super::capture::refuse_if_capturing(&stream, super::CaptureOp::Synchronize)?;
         let name = self.kernel.name().to_string();
         // SAFETY: forwarded from the caller.
         unsafe { self.launch() }?;

@@ -11,8 +11,11 @@
 //!   and a device buffer, checked before the driver sees them.
 //! - [`HangRecord`]: what a debug wait that gave up wrote; it becomes
 //!   [`Error::BarrierTimeout`](crate::Error::BarrierTimeout).
+//! - [`Capture`]: launches recorded into a CUDA graph; what a capture cannot take (a module
+//!   load, a synchronisation) refused by name ([`capture`]).
 
 mod cache;
+pub mod capture;
 mod checks;
 mod cu_enums;
 mod hang;
@@ -21,6 +24,7 @@ mod module;
 mod plan;
 mod tensor_map;
 
+pub use capture::{is_capturing, Capture, CaptureOp};
 pub use hang::{HangRecord, DEBUG_RECORD_SYMBOL};
 pub use launch::{check_launch_shape, ByValue, KernelArg, Launch, LaunchConfig};
 pub use module::{Kernel, Module, DEFAULT_DYNAMIC_SMEM_LIMIT, MAX_PORTABLE_CLUSTER};

@@ -13,6 +13,7 @@ use crate::compile::{CompileOptions, Compiled, Compiler, Source};
 use crate::error::{CuResult, Error};
 
 use super::cache::WeakCache;
+use super::capture::{capturing_on_this_thread, refuse_if_capturing, CaptureOp};
 use super::checks::{check_args, check_dynamic_smem, check_pipelines, kernel_needs, SmemNeed};
 use super::hang::MappedRecord;
 
@@ -53,6 +54,9 @@ impl Module {
     /// `tma_debug_record` (bounded waits: debug, or release with `TMA_BOUNDED_WAITS`),
     /// allocates the hang record and points that global at it.
     pub fn load(ctx: &Arc<CudaContext>, compiled: Arc<Compiled>) -> Result<Arc<Module>, Error> {
+        if capturing_on_this_thread() {
+            return Err(CaptureOp::ModuleLoad.error());
+        }
         crate::cuda_libs::libcuda_available()?;
         let (major, minor) = ctx
             .compute_capability()
@@ -97,12 +101,20 @@ impl Module {
     /// handle to it ([`Module`], [`Kernel`]) is alive. The cache keeps nothing alive: once
     /// the last handle goes, the module is unloaded, its context can go, and the next call
     /// loads again (compiling is still a cache hit). Hold the module to keep the hit.
+    /// During a [`Capture`](super::Capture) on this thread only that hit is taken: a compile
+    /// or load is refused ([`CaptureOp::CompileAndLoad`]).
     pub fn compile_and_load(
         ctx: &Arc<CudaContext>,
         compiler: &Compiler,
         source: &Source,
         options: &CompileOptions,
     ) -> Result<Arc<Module>, Error> {
+        if capturing_on_this_thread() {
+            let loaded = compiler
+                .cached(source, options)
+                .and_then(|c| LOADED.get(&(ctx.cu_ctx() as usize, c.key.clone())));
+            return loaded.ok_or_else(|| CaptureOp::CompileAndLoad.error());
+        }
         let compiled = compiler.compile_source(source, options)?;
         let key = (ctx.cu_ctx() as usize, compiled.key.clone());
         LOADED.get_or_try_insert_with(key, || Module::load(ctx, compiled))
@@ -174,7 +186,9 @@ impl Module {
 
     /// Synchronises `stream`; a failure becomes [`Error::BarrierTimeout`] when a bounded wait
     /// recorded a hang. After any such error the context is unusable: start a fresh process.
+    /// A stream being captured is refused ([`CaptureOp::Synchronize`]).
     pub fn synchronize(&self, stream: &CudaStream) -> Result<(), Error> {
+        refuse_if_capturing(stream, CaptureOp::Synchronize)?;
         stream
             .synchronize()
             .map_err(|e| self.explain_failure("<stream>", e))

@@ -7,6 +7,7 @@ use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DeviceRepr};
 use tma_core::limits::{TENSOR_MAP_ALIGN, TENSOR_MAP_BYTES};
 use tma_core::{BoundSpec, DType, EncodeArgs};
 
+use super::capture::{refuse_if_capturing, CaptureOp};
 use super::cu_enums::{cu_dtype, cu_interleave, cu_l2, cu_oob, cu_swizzle};
 use crate::error::Error;
 
@@ -201,6 +202,9 @@ impl TensorMap {
     ) -> Result<TensorMap, Error> {
         crate::cuda_libs::libcuda_available()?;
         let stream: &Arc<CudaStream> = buffer.stream();
+        // The encode is host only (legal in a capture); taking the address is not, when it
+        // waits on an event recorded before a capture of the buffer's stream.
+        super::capture::refuse_tracked_use(stream)?;
         let (ptr, _record) = buffer.device_ptr(stream);
         check(bound, ptr, buffer.num_bytes() as u64)?;
         stream
@@ -313,11 +317,13 @@ pub struct TensorMapArray {
 unsafe impl cudarc::driver::ValidAsZeroBits for TensorMap {}
 
 impl TensorMapArray {
-    /// Uploads `maps` on `stream`. The device copy is aligned as `CUtensorMap` requires
+    /// Uploads `maps` on `stream` (not while it is being captured: [`CaptureOp::MapUpload`]).
+    /// The device copy is aligned as `CUtensorMap` requires
     /// (driver allocations are 256-byte aligned, checked here against [`TENSOR_MAP_ALIGN`];
     /// elements are `size_of::<CUtensorMap>()` apart).
     pub fn upload(stream: &Arc<CudaStream>, maps: Vec<TensorMap>) -> Result<TensorMapArray, Error> {
         crate::cuda_libs::libcuda_available()?;
+        refuse_if_capturing(stream, CaptureOp::MapUpload)?;
         let device = stream
             .clone_htod(&maps)
             .map_err(Error::driver("cuMemcpyHtoD"))?;
@@ -333,6 +339,7 @@ impl TensorMapArray {
                 reason: format!("index {i} out of {} maps", self.maps.len()),
             });
         };
+        refuse_if_capturing(stream, CaptureOp::MapUpload)?;
         *slot = map;
         let mut view = self.device.slice_mut(i..i + 1);
         stream
