@@ -1,12 +1,13 @@
-//! Compiling many configurations at once: each rendered and NVRTC-compiled by tma's runtime
-//! (`Compiler` is `Sync`: its caches sit behind locks and NVRTC programs are per call), on
-//! scoped threads over the CPU cores, with a progress line when stderr is a terminal.
+//! Compiling many configurations at once: each rendered here, then NVRTC-compiled by tma's
+//! runtime on the CPU cores (`Compiler::precompile_with`: in parallel, each from the in-process
+//! or disk cache when it is there), with a progress line when stderr is a terminal.
 
 use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
+use tma::runtime::compile::Origin;
 use tma::runtime::{Compiled, Compiler};
 
 use crate::kernel::{options, Plan, Res};
@@ -17,69 +18,57 @@ pub struct Built {
     pub compiled: Arc<Compiled>,
     /// Seconds its render + compile took (a cache hit takes milliseconds).
     pub seconds: f64,
+    /// Where the compile came from: NVRTC, or the in-process or disk cache.
+    pub origin: Origin,
 }
 
-/// Renders and compiles every plan on `threads` threads (0: the machine's cores). Results in
-/// the plans' order; the first error stops nothing but is returned for its plan.
+/// Renders every plan, then compiles them on `threads` threads (0: the machine's cores).
+/// Results in the plans' order; an error stops nothing but is returned for its plan.
 pub fn compile_all(compiler: &Compiler, plans: Vec<Plan>, threads: usize) -> Vec<Res<Built>> {
-    let n = plans.len();
-    let threads = if threads == 0 {
-        std::thread::available_parallelism().map_or(1, |t| t.get())
-    } else {
-        threads
+    let mut rendered = Vec::with_capacity(plans.len());
+    let mut items = Vec::new();
+    for plan in plans {
+        let t0 = Instant::now();
+        let source = plan.source();
+        let seconds = t0.elapsed().as_secs_f64();
+        if let Ok(s) = &source {
+            items.push((s.clone(), options()));
+        }
+        rendered.push((plan, source.map(|_| seconds)));
     }
-    .clamp(1, n.max(1));
-    let jobs: Vec<Mutex<Option<Plan>>> = plans.into_iter().map(|p| Mutex::new(Some(p))).collect();
-    let results: Vec<Mutex<Option<Res<Built>>>> = (0..n).map(|_| Mutex::new(None)).collect();
-    let next = AtomicUsize::new(0);
+    let n = items.len();
     let done = AtomicUsize::new(0);
     let tty = std::io::stderr().is_terminal();
     let start = Instant::now();
-    std::thread::scope(|s| {
-        for _ in 0..threads {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= n {
-                    break;
-                }
-                let Some(plan) = jobs[i].lock().ok().and_then(|mut j| j.take()) else {
-                    continue;
-                };
-                let t0 = Instant::now();
-                let r = plan.source().and_then(|src| {
-                    let compiled = compiler.compile_source(&src, &options())?;
-                    Ok(Built {
-                        plan,
-                        compiled,
-                        seconds: t0.elapsed().as_secs_f64(),
-                    })
-                });
-                if let Ok(mut slot) = results[i].lock() {
-                    *slot = Some(r);
-                }
-                let k = done.fetch_add(1, Ordering::Relaxed) + 1;
-                if tty {
-                    let mut e = std::io::stderr().lock();
-                    let _ = write!(
-                        e,
-                        "\r  compiling: {k}/{n} configurations, {:.1} s",
-                        start.elapsed().as_secs_f64()
-                    );
-                    let _ = e.flush();
-                }
-            });
+    let progress = |_: usize, _: &Result<_, _>| {
+        let k = done.fetch_add(1, Ordering::Relaxed) + 1;
+        if tty {
+            let mut e = std::io::stderr().lock();
+            let _ = write!(
+                e,
+                "\r  compiling: {k}/{n} configurations, {:.1} s",
+                start.elapsed().as_secs_f64()
+            );
+            let _ = e.flush();
         }
-    });
-    if tty {
+    };
+    let mut compiled = compiler
+        .precompile_with(&items, threads, &progress)
+        .into_iter();
+    if tty && n > 0 {
         eprintln!();
     }
-    results
+    rendered
         .into_iter()
-        .map(|m| {
-            m.into_inner()
-                .ok()
-                .flatten()
-                .unwrap_or_else(|| Err("not compiled".into()))
+        .map(|(plan, render)| {
+            let render_seconds = render?;
+            let p = compiled.next().ok_or("not compiled")??;
+            Ok(Built {
+                plan,
+                compiled: p.compiled,
+                seconds: render_seconds + p.seconds,
+                origin: p.origin,
+            })
         })
         .collect()
 }

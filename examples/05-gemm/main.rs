@@ -24,9 +24,13 @@
 //! once (median of `--reps` launches; 0: not timed). The paired timing against cuBLAS, the
 //! autotune and the tables are the benchmark's (`cargo bench --bench gemm`).
 //!
+//! Warm-up: `--precompile` (or `TMA_PRECOMPILE=1`) renders and compiles every configuration
+//! of every type into the disk cache (TMA_CACHE_DIR) and exits, GPU or not; a later run then
+//! compiles nothing (its "compiled" lines say "from the cache", and "0 NVRTC compiles").
+//!
 //! Run: `cargo run --release --example 05-gemm -- [--shapes 4096x4096x4096,...]
 //! [--dtype bf16|f16] [--out bf16|f16|f32] [--configs all|ladder|NAME,...] [--reps N]
-//! [--group G]`
+//! [--group G] [--precompile]`
 
 mod check;
 mod compile;
@@ -51,6 +55,8 @@ struct Args {
     configs: String,
     reps: usize,
     group: i32,
+    /// Compile every configuration into the disk cache and exit.
+    precompile: bool,
 }
 
 pub fn parse_shape(s: &str) -> Option<(usize, usize, usize)> {
@@ -79,10 +85,15 @@ fn args() -> Res<Args> {
         configs: "all".into(),
         reps: 20,
         group: 8,
+        precompile: std::env::var("TMA_PRECOMPILE").is_ok_and(|v| v == "1"),
     };
     let mut out_given = false;
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
+        if k == "--precompile" {
+            a.precompile = true;
+            continue;
+        }
         let v = it.next().ok_or(format!("{k} needs a value"))?;
         match k.as_str() {
             "--shapes" => {
@@ -178,6 +189,9 @@ fn main() -> ExitCode {
 
 fn run() -> Res<bool> {
     let mut a = args()?;
+    if a.precompile {
+        return precompile();
+    }
     let gpu_err = tma::runtime::gpu_available().err();
     let chosen = if gpu_err.is_some() {
         every_config()
@@ -218,18 +232,23 @@ fn run() -> Res<bool> {
     for b in built {
         let b = b?;
         println!(
-            "compiled {} in {:.2} s ({} B CUBIN)",
+            "compiled {} in {:.2} s ({} B CUBIN{})",
             b.plan.config,
             b.seconds,
-            b.compiled.cubin.len()
+            b.compiled.cubin.len(),
+            from_cache(b.origin)
         );
         ok.push(b);
     }
+    let compile_s = t0.elapsed().as_secs_f64();
+    let stats = compiler.stats();
     println!(
-        "{} configurations rendered and compiled in {:.2} s on {} threads",
+        "{} configurations rendered and compiled in {:.2} s on {} threads ({} NVRTC compiles, {} disk-cache hits)",
         ok.len(),
-        t0.elapsed().as_secs_f64(),
-        std::thread::available_parallelism().map_or(1, |t| t.get())
+        compile_s,
+        std::thread::available_parallelism().map_or(1, |t| t.get()),
+        stats.nvrtc_compiles,
+        stats.disk_hits
     );
     if let Some(e) = gpu_err {
         match cublas::Cublas::available() {
@@ -240,7 +259,9 @@ fn run() -> Res<bool> {
         return Ok(true);
     }
 
+    let t_ctx = Instant::now();
     let gpu = gpu::Gpu::new()?;
+    let ctx_s = t_ctx.elapsed().as_secs_f64();
     println!(
         "device {} ({} SMs); inputs {} uniform in [-1, 1] (never 0), output {}, fp32 accumulation",
         gpu.name,
@@ -256,10 +277,19 @@ fn run() -> Res<bool> {
         eval::SAMPLES,
         check::unit_roundoff(a.out)
     );
+    let t_load = Instant::now();
     let loaded: Vec<gpu::Loaded> = ok
         .iter()
         .map(|b| gpu::Loaded::new(&gpu, b))
         .collect::<Res<_>>()?;
+    println!(
+        "set-up: render + compile {:.1} ms ({} NVRTC compiles), CUDA context and cuBLAS {:.1} ms, {} modules loaded in {:.1} ms",
+        compile_s * 1e3,
+        stats.nvrtc_compiles,
+        ctx_s * 1e3,
+        loaded.len(),
+        t_load.elapsed().as_secs_f64() * 1e3
+    );
     let mut all_ok = true;
     for &shape in &a.shapes {
         let p = gpu::Problem::new(&gpu, shape, a.input, rng.next())?;
@@ -300,6 +330,58 @@ fn run() -> Res<bool> {
         }
     );
     Ok(all_ok)
+}
+
+/// ", from the cache" unless NVRTC compiled it now.
+fn from_cache(origin: tma::runtime::compile::Origin) -> &'static str {
+    match origin {
+        tma::runtime::compile::Origin::Nvrtc => "",
+        _ => ", from the cache",
+    }
+}
+
+/// `--precompile`: every configuration of every type rendered and compiled into the disk
+/// cache (no CPU-model checks, no GPU), one line each; a later run compiles none of them.
+fn precompile() -> Res<bool> {
+    let compiler = Compiler::global()?;
+    let dir = compiler
+        .disk_cache()
+        .ok_or("no disk cache (TMA_JIT_NO_CACHE is set, or no cache directory): nothing to warm")?
+        .dir()
+        .display()
+        .to_string();
+    let plans: Vec<Plan> = every_config()
+        .into_iter()
+        .map(Plan::new)
+        .collect::<Res<_>>()?;
+    let t0 = Instant::now();
+    let mut ok = true;
+    for b in compile::compile_all(compiler, plans, 0) {
+        match b {
+            Ok(b) => println!(
+                "{} {} in {:.2} s",
+                if from_cache(b.origin).is_empty() {
+                    "compiled"
+                } else {
+                    "cached  "
+                },
+                b.plan.config,
+                b.seconds
+            ),
+            Err(e) => {
+                ok = false;
+                println!("failed: {e}");
+            }
+        }
+    }
+    let stats = compiler.stats();
+    println!(
+        "precompiled every configuration in {:.2} s: {} NVRTC compiles, {} already in the cache {dir}",
+        t0.elapsed().as_secs_f64(),
+        stats.nvrtc_compiles,
+        stats.disk_hits
+    );
+    Ok(ok)
 }
 
 /// Median ms of `reps` event-timed launches of `f` after 3 warm-ups (NaN for 0 reps).
