@@ -1,7 +1,8 @@
 //! The `tma` command line, for C++ and Mirage MPK kernel authors: tile declarations in the
 //! macros' own syntax (read by the macros' own parser, `tma_syntax`) become an explanation,
-//! a C++ header (device helpers, host encode functions, optionally MPK's contract), or a
-//! compiled kernel's report. [`run`] is the whole program; `main` only calls it.
+//! a C++ header (device helpers, host encode functions, optionally MPK's contract), a
+//! compiled kernel's report, or kernels precompiled into the runtime's JIT cache (which `tma
+//! cache` lists, sizes, clears and prunes). [`run`] is the whole program; `main` only calls it.
 //!
 //! Exit codes: 0 success; 1 the input was rejected (a declaration's errors, a file too long or
 //! not UTF-8, `--dims` values a tile refuses, a kernel that does not compile); 2 a usage error

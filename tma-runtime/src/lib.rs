@@ -50,9 +50,13 @@
 //! other text is hashed (a few microseconds for a 50 KB source).
 //!
 //! Caches: in-process (source fingerprint + options), then on disk: one content-addressed
-//! file per (source, NVRTC args, arch, NVRTC version, crate version), written to a temp file
-//! and renamed (safe across processes), checksummed (a corrupt file is ignored and rebuilt);
-//! a failed write is a warning on stderr.
+//! file per [`compile::CacheKey`] (source, NVRTC args and arch, NVRTC version, crate version,
+//! cache format), written to a temp file and renamed (safe across processes), checksummed (a
+//! corrupt file is ignored and rebuilt), holding its key's text (a load compares it: a
+//! renamed or colliding file is a miss); a failed write is a warning on stderr.
+//! [`Compiler::precompile`] fills both ahead of time, in parallel (the `tma precompile`
+//! command does the same from a shell); [`Compiler::stats`] counts NVRTC compiles and disk
+//! hits (a warm start shows no compile); [`compile::DiskCache`] lists, clears and prunes.
 //!
 //! | variable | effect |
 //! | --- | --- |
@@ -125,6 +129,13 @@
 //! barrier, parity, expected bytes and how long it waited.
 //! **After a trap the CUDA context is unusable** (every later call fails): report the error
 //! and start a fresh process. Run such tests alone (`#[ignore]` + `--ignored`).
+//!
+//! # CUDA graphs
+//! Launches on a stream captured with [`Capture`] record into a graph (maps, by value, are
+//! copied into its nodes). What a capture cannot take is refused by name before the driver
+//! ([`Error::Capture`]): compiling and loading modules (do it before: warm first),
+//! synchronising, uploading map arrays; [`driver::capture`] has the reasoning, operation by
+//! operation.
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod compile;

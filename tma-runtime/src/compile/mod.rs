@@ -7,7 +7,10 @@
 //! - [`CompileOptions`]: how to compile; turned into NVRTC arguments in one place.
 //! - [`Source`]: the text, hashed once, and what it declares ([`tma_core::facts`]).
 //! - [`Compiler`]: NVRTC behind an in-process cache (source fingerprint + options) and a
-//!   content-addressed [`DiskCache`]; [`Compiler::global`] is the process-wide one.
+//!   content-addressed [`DiskCache`]; [`Compiler::global`] is the process-wide one;
+//!   [`Compiler::precompile`] warms both ahead of time.
+//! - [`CacheKey`]: everything a compile's output depends on, in one place: the in-process and
+//!   disk caches and `tma precompile` key by it.
 //!
 //! Environment (read once by [`JitConfig::from_env`], in the spirit of DeepGEMM's JIT):
 //! - `TMA_JIT_DEBUG=1`: print the NVRTC options, compile time and cache hits to stderr.
