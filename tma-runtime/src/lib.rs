@@ -131,6 +131,8 @@ pub mod compile;
 pub mod cuda_libs;
 pub mod driver;
 pub mod error;
+mod progress;
+pub mod tune;
 
 pub use compile::{
     parse_ptxas_report, CompileOptions, Compiled, Compiler, JitConfig, KernelResources, Source,

@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Instant;
 
@@ -268,6 +269,60 @@ impl Compiler {
             }
         }
         Ok(compiled)
+    }
+
+    /// Compiles every job on the machine's cores (one thread each, at most one per job),
+    /// with a progress bar when stderr is a terminal. Results in the jobs' order; a failed
+    /// job stops no other.
+    pub fn compile_all(&self, jobs: &[(Source, CompileOptions)]) -> Vec<Result<Arc<Compiled>, Error>> {
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |t| t.get())
+            .clamp(1, jobs.len().max(1));
+        let next = AtomicUsize::new(0);
+        let bar = crate::progress::bar(jobs.len() as u64, "compiling");
+        let mut results: Vec<Option<Result<Arc<Compiled>, Error>>> = vec![None; jobs.len()];
+        std::thread::scope(|s| {
+            let workers: Vec<_> = (0..threads)
+                .map(|_| {
+                    s.spawn(|| {
+                        let mut done = Vec::new();
+                        loop {
+                            let i = next.fetch_add(1, Ordering::Relaxed);
+                            let Some((source, options)) = jobs.get(i) else {
+                                break;
+                            };
+                            done.push((i, self.compile_source(source, options)));
+                            bar.inc(1);
+                        }
+                        done
+                    })
+                })
+                .collect();
+            for w in workers {
+                // A worker that panicked leaves its jobs `None`: reported below.
+                for (i, r) in w.join().unwrap_or_default() {
+                    results[i] = Some(r);
+                }
+            }
+        });
+        bar.finish_and_clear();
+        results
+            .into_iter()
+            .map(|r| {
+                r.unwrap_or(Err(Error::Nvrtc {
+                    call: "compile_all worker",
+                    result: "the compiling thread panicked".to_string(),
+                }))
+            })
+            .collect()
+    }
+
+    /// The key a compile of `source` with `options` is cached under ([`Compiled::key`]): it
+    /// changes with the source, the options, the arch, NVRTC's version and this crate's.
+    /// Computed without compiling (the tuner names candidates' builds with it).
+    pub fn cache_key(&self, source: &Source, options: &CompileOptions) -> Result<String, Error> {
+        let args = options.nvrtc_args(self.nvrtc.supports_cubin(options.arch))?;
+        Ok(format!("{:032x}", self.key(source, &args)))
     }
 
     fn memory_get(&self, fp: u128, options: &CompileOptions) -> Option<Arc<Compiled>> {
