@@ -21,12 +21,18 @@
 //! the wgmma read model; the pipeline's numbers; D's staging offsets), and says why it stops.
 //! With a GPU: every configuration's output is checked against cuBLAS (same buffers, inputs
 //! random in [-1, 1], never 0, outputs poisoned) and against exact f64 samples, then timed
-//! once (median of `--reps` launches; 0: not timed). The paired timing against cuBLAS, the
-//! autotune and the tables are the benchmark's (`cargo bench --bench gemm`).
+//! once (median of `--reps` launches; 0: not timed). The paired timing against cuBLAS and
+//! the tables are the benchmark's (`cargo bench --bench gemm`).
+//!
+//! `--tune use|again` instead picks the fastest configuration per shape with tma's tuning
+//! API (tune.rs; `tma::runtime::tune`): every configuration checked as above, then raced on
+//! the GPU; the table gives each one's median and spread. The pick is kept per (shape, types,
+//! group, device, driver, builds) in TMA_CACHE_DIR/tune: `use` takes a kept pick without
+//! timing, `again` times anyway and replaces it.
 //!
 //! Run: `cargo run --release --example 05-gemm -- [--shapes 4096x4096x4096,...]
 //! [--dtype bf16|f16] [--out bf16|f16|f32] [--configs all|ladder|NAME,...] [--reps N]
-//! [--group G]`
+//! [--group G] [--tune use|again]`
 
 mod check;
 mod compile;
@@ -36,8 +42,10 @@ mod eval;
 mod gpu;
 mod kernel;
 mod rng;
+mod tune;
 
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Instant;
 
 use kernel::{Config, In, Out, Plan, Res};
@@ -51,6 +59,8 @@ struct Args {
     configs: String,
     reps: usize,
     group: i32,
+    /// `--tune`: Some(retune).
+    tune: Option<bool>,
 }
 
 pub fn parse_shape(s: &str) -> Option<(usize, usize, usize)> {
@@ -79,6 +89,7 @@ fn args() -> Res<Args> {
         configs: "all".into(),
         reps: 20,
         group: 8,
+        tune: None,
     };
     let mut out_given = false;
     let mut it = std::env::args().skip(1);
@@ -104,6 +115,13 @@ fn args() -> Res<Args> {
             "--configs" => a.configs = v,
             "--reps" => a.reps = v.parse()?,
             "--group" => a.group = v.parse()?,
+            "--tune" => {
+                a.tune = Some(match v.as_str() {
+                    "use" => false,
+                    "again" => true,
+                    _ => return Err("--tune use|again".into()),
+                })
+            }
             _ => return Err(format!("unknown option {k}").into()),
         }
     }
@@ -213,14 +231,13 @@ fn run() -> Res<bool> {
     };
     // Compile all, in parallel.
     let t0 = Instant::now();
-    let built = compile::compile_all(compiler, plans, 0);
+    let built = compile::compile_all(compiler, plans.clone());
     let mut ok = Vec::new();
     for b in built {
         let b = b?;
         println!(
-            "compiled {} in {:.2} s ({} B CUBIN)",
+            "compiled {} ({} B CUBIN)",
             b.plan.config,
-            b.seconds,
             b.compiled.cubin.len()
         );
         ok.push(b);
@@ -256,7 +273,10 @@ fn run() -> Res<bool> {
         eval::SAMPLES,
         check::unit_roundoff(a.out)
     );
-    let loaded: Vec<gpu::Loaded> = ok
+    if let Some(retune) = a.tune {
+        return tune_shapes(&gpu, &a, &plans, retune, &mut rng);
+    }
+    let loaded: Vec<Arc<gpu::Loaded>> = ok
         .iter()
         .map(|b| gpu::Loaded::new(&gpu, b))
         .collect::<Res<_>>()?;
@@ -311,4 +331,52 @@ fn timed(gpu: &gpu::Gpu, reps: usize, f: &mut dyn FnMut() -> Res<()>) -> Res<f64
         f()?;
     }
     Ok(gpu::median(&mut gpu::time(gpu, reps, f)?))
+}
+
+/// `--tune`: per shape, the fastest configuration by tma's tuner (each one checked first),
+/// with every configuration's median and spread. True when none was wrong.
+fn tune_shapes(gpu: &gpu::Gpu, a: &Args, plans: &[Plan], retune: bool, rng: &mut Rng) -> Res<bool> {
+    let tuner = tma::runtime::tune::Tuner::new(&gpu.stream)?.retune(retune);
+    if let Some(dir) = tuner.tune_dir() {
+        println!("picks kept in {}", dir.display());
+    }
+    let mut all_ok = true;
+    for &shape in &a.shapes {
+        let p = gpu::Problem::new(gpu, shape, a.input, rng.next())?;
+        let r = eval::reference(gpu, &p, a.out, rng)?;
+        let mut d = gpu::OutBuf::new(gpu, p.m * p.n, a.out)?;
+        let key = tune::key(&p, a.out, a.group)?;
+        let mut bench = tune::GemmBench {
+            gpu,
+            p: &p,
+            r: &r,
+            d: &mut d,
+            group: a.group,
+        };
+        let tuned = tuner.best_or_tune(&key, plans, &mut bench)?;
+        let report = &tuned.report;
+        println!("\n{report}");
+        for (name, stage, why) in report.failures() {
+            println!("  {name}: {stage}: {why}");
+        }
+        all_ok &= report.failures().is_empty();
+        if let Some(t) = report.pick_timing() {
+            println!(
+                "PICK {}x{}x{}: {} {:.1} TFLOP/s (median of {} blocks, spread {:.2}%{})",
+                p.m,
+                p.n,
+                p.k,
+                report.pick_name(),
+                p.flops() / t.median_us / 1e6,
+                t.blocks,
+                t.spread_pct(),
+                if report.separated {
+                    String::new()
+                } else {
+                    format!("; within the spread: {}", report.ties().join(", "))
+                }
+            );
+        }
+    }
+    Ok(all_ok)
 }

@@ -274,7 +274,10 @@ impl Compiler {
     /// Compiles every job on the machine's cores (one thread each, at most one per job),
     /// with a progress bar when stderr is a terminal. Results in the jobs' order; a failed
     /// job stops no other.
-    pub fn compile_all(&self, jobs: &[(Source, CompileOptions)]) -> Vec<Result<Arc<Compiled>, Error>> {
+    pub fn compile_all(
+        &self,
+        jobs: &[(Source, CompileOptions)],
+    ) -> Vec<Result<Arc<Compiled>, Error>> {
         let threads = std::thread::available_parallelism()
             .map_or(1, |t| t.get())
             .clamp(1, jobs.len().max(1));

@@ -28,13 +28,7 @@ impl TuneKey {
     /// `kernel` (not empty), `shape` (at least one dim, none 0), `dtypes` (at least one, none
     /// empty: inputs and outputs, e.g. `["bf16", "bf16", "f32"]`).
     pub fn new(kernel: &str, shape: &[u64], dtypes: &[&str]) -> Result<TuneKey, Error> {
-        let bad = |field, value: String, rule| {
-            Err(Error::InvalidTuneKey {
-                field,
-                value,
-                rule,
-            })
-        };
+        let bad = |field, value: String, rule| Err(Error::InvalidTuneKey { field, value, rule });
         if kernel.trim().is_empty() {
             return bad("kernel", kernel.into(), "name the kernel being tuned");
         }
@@ -177,7 +171,12 @@ mod tests {
         assert_eq!(field(TuneKey::new("gemm", &[8], &["bf16", ""])), "dtypes");
         assert_eq!(field(k.clone().with("group", 4)), "extra");
         assert_eq!(field(k.with("", 4)), "extra");
-        let msg = TuneKey::new("gemm", &[], &["bf16"]).unwrap_err().to_string();
-        assert!(msg.starts_with("tune key field shape = \"[]\": give the problem's dims"), "{msg}");
+        let msg = TuneKey::new("gemm", &[], &["bf16"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.starts_with("tune key field shape = \"[]\": give the problem's dims"),
+            "{msg}"
+        );
     }
 }

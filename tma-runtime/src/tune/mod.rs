@@ -123,7 +123,9 @@ pub trait Bench<C> {
         Ok(())
     }
     /// Launches once, asynchronously. Kernels under ~20 us are captured into a CUDA graph
-    /// through this: launch only, no synchronisation, copies or allocations.
+    /// through this: launch only, no synchronisation, copies or allocations, and device
+    /// addresses taken in `setup` (`device_ptr`), not `&CudaSlice` arguments: cudarc records
+    /// an event per use, which under capture becomes a graph node and fails a later call.
     fn run(&mut self, trial: &mut Self::Trial, stream: &Arc<CudaStream>) -> Result<(), BoxError>;
 }
 
@@ -227,7 +229,11 @@ impl<'c> Tuner<'c> {
         }
         let rendered: Vec<Result<(Source, CompileOptions), String>> = candidates
             .iter()
-            .map(|c| c.source().map(|s| (s, c.options())).map_err(|e| e.to_string()))
+            .map(|c| {
+                c.source()
+                    .map(|s| (s, c.options()))
+                    .map_err(|e| e.to_string())
+            })
             .collect();
         let builds: Vec<Build> = names
             .iter()

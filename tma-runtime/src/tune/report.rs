@@ -164,7 +164,11 @@ impl fmt::Display for CacheUse {
             CacheUse::Hit { path } => write!(f, "from the tune cache {}", path.display()),
             CacheUse::Missing => f.write_str("tuned (not in the tune cache)"),
             CacheUse::Stale { changed } => {
-                write!(f, "tuned again (candidates changed: {})", changed.join(", "))
+                write!(
+                    f,
+                    "tuned again (candidates changed: {})",
+                    changed.join(", ")
+                )
             }
             CacheUse::Unreadable { reason } => {
                 write!(f, "tuned again (tune cache entry unreadable: {reason})")
@@ -186,7 +190,13 @@ impl fmt::Display for CacheUse {
 /// ```
 impl fmt::Display for TuneReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "tune {} on {}: pick {}", self.key, self.device, self.pick_name())?;
+        write!(
+            f,
+            "tune {} on {}: pick {}",
+            self.key,
+            self.device,
+            self.pick_name()
+        )?;
         if let Some(t) = self.pick_timing() {
             write!(f, ", {:.1} us, spread {:.1}%", t.median_us, t.spread_pct())?;
         }
@@ -200,7 +210,13 @@ impl fmt::Display for TuneReport {
             "; {} rounds in {:.2} s; {}",
             self.rounds, self.seconds, self.cache
         )?;
-        let w = self.rows.iter().map(|r| r.name.len()).max().unwrap_or(0).max(9);
+        let w = self
+            .rows
+            .iter()
+            .map(|r| r.name.len())
+            .max()
+            .unwrap_or(0)
+            .max(9);
         writeln!(
             f,
             "  {:<w$}  {:>10}   {:<28} blocks x reps x launches",
@@ -210,12 +226,8 @@ impl fmt::Display for TuneReport {
             let mark = if i == self.pick { '*' } else { ' ' };
             match &r.outcome {
                 Outcome::Timed(t) => {
-                    let spread = format!(
-                        "{:.1}..{:.1} ({:.1}%)",
-                        t.q25_us,
-                        t.q75_us,
-                        t.spread_pct()
-                    );
+                    let spread =
+                        format!("{:.1}..{:.1} ({:.1}%)", t.q25_us, t.q75_us, t.spread_pct());
                     write!(
                         f,
                         "{mark} {:<w$}  {:>10.1}   {spread:<28} {} x {} x {}",

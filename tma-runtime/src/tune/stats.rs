@@ -186,10 +186,7 @@ mod tests {
         assert_eq!(r.leader(), Some(1));
         assert!(r.separated());
         assert_eq!(r.rounds(), MIN_ROUNDS, "decided as soon as allowed");
-        assert_eq!(
-            (r.dropped_after(0), r.dropped_after(2)),
-            (Some(3), Some(3))
-        );
+        assert_eq!((r.dropped_after(0), r.dropped_after(2)), (Some(3), Some(3)));
         assert_eq!(r.blocks(1).len(), 3);
     }
 
@@ -197,7 +194,11 @@ mod tests {
     fn overlapping_candidates_race_to_the_limit_unseparated() {
         // Two candidates whose blocks interleave: neither clears the other.
         let r = race(
-            &[&[10.0, 10.3, 10.1, 10.4], &[10.2, 10.0, 10.35, 10.05], &[20.0]],
+            &[
+                &[10.0, 10.3, 10.1, 10.4],
+                &[10.2, 10.0, 10.35, 10.05],
+                &[20.0],
+            ],
             &[true; 3],
         );
         assert_eq!(r.rounds(), MAX_ROUNDS);
@@ -222,7 +223,10 @@ mod tests {
         assert_eq!(r.spread(1), None);
         // A lone candidate is decided after the minimum rounds, and separated from nobody.
         let r = race(&[&[1.0], &[2.0, 2.1]], &[false, true]);
-        assert_eq!((r.rounds(), r.leader(), r.separated()), (MIN_ROUNDS, Some(1), true));
+        assert_eq!(
+            (r.rounds(), r.leader(), r.separated()),
+            (MIN_ROUNDS, Some(1), true)
+        );
         assert_eq!(Race::new(&[false]).leader(), None);
     }
 }

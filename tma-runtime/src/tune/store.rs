@@ -55,7 +55,13 @@ impl TuneStore {
         let stem: String = key
             .kernel()
             .chars()
-            .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                    c
+                } else {
+                    '_'
+                }
+            })
             .take(40)
             .collect();
         self.dir
@@ -98,7 +104,11 @@ impl TuneStore {
         for b in builds {
             match report.rows.iter().find(|r| r.name == b.name) {
                 Some(r) => rows.push(r.clone()),
-                None => return Err(CacheUse::Stale { changed: vec![b.name.clone()] }),
+                None => {
+                    return Err(CacheUse::Stale {
+                        changed: vec![b.name.clone()],
+                    })
+                }
             }
         }
         report.rows = rows;
@@ -122,7 +132,8 @@ impl TuneStore {
         };
         let tmp = self.dir.join(format!(
             ".{}.{}.{}.tmp",
-            path.file_name().map_or("entry".into(), |n| n.to_string_lossy()),
+            path.file_name()
+                .map_or("entry".into(), |n| n.to_string_lossy()),
             std::process::id(),
             TMP_COUNTER.fetch_add(1, Ordering::Relaxed)
         ));
@@ -243,7 +254,10 @@ mod tests {
         let store = temp_store("roundtrip");
         let key = TuneKey::new("gemm", &[4096, 4096, 4096], &["bf16", "bf16"]).unwrap();
         let b = builds(&[("a", "k1"), ("b", "k2"), ("c", "k3")]);
-        assert_eq!(store.load(&key, &device(), &b).unwrap_err(), CacheUse::Missing);
+        assert_eq!(
+            store.load(&key, &device(), &b).unwrap_err(),
+            CacheUse::Missing
+        );
         let r = report(&key, &b, 1);
         store.save(&b, &r);
         // A new process: a new store over the same directory.
@@ -260,7 +274,10 @@ mod tests {
         // The same candidates listed in another order: the pick is found by name.
         let rev: Vec<Build> = b.iter().rev().cloned().collect();
         let (pick, got) = again.load(&key, &device(), &rev).unwrap();
-        assert_eq!((pick, got.pick_name(), got.rows[0].name.as_str()), (1, "b", "c"));
+        assert_eq!(
+            (pick, got.pick_name(), got.rows[0].name.as_str()),
+            (1, "b", "c")
+        );
         let _ = std::fs::remove_dir_all(store.dir());
     }
 
@@ -275,8 +292,19 @@ mod tests {
             other => unreachable!("{other:?}"),
         };
         // b's source (so its build key) changed.
-        assert_eq!(stale(&builds(&[("a", "k1"), ("b", "k2'"), ("c", "k3")])), ["b"]);
-        assert_eq!(stale(&builds(&[("a", "k1"), ("b", "k2"), ("c", "k3"), ("d", "k4")])), ["d"]);
+        assert_eq!(
+            stale(&builds(&[("a", "k1"), ("b", "k2'"), ("c", "k3")])),
+            ["b"]
+        );
+        assert_eq!(
+            stale(&builds(&[
+                ("a", "k1"),
+                ("b", "k2"),
+                ("c", "k3"),
+                ("d", "k4")
+            ])),
+            ["d"]
+        );
         assert_eq!(stale(&builds(&[("a", "k1"), ("b", "k2")])), ["c"]);
         assert!(store.load(&key, &device(), &b).is_ok());
         let _ = std::fs::remove_dir_all(store.dir());
@@ -293,7 +321,11 @@ mod tests {
         let other_extra = key.clone().with("group", 8).unwrap();
         for k in [&other_shape, &other_type, &other_extra] {
             assert_ne!(store.path(k, &device()), store.path(&key, &device()));
-            assert_eq!(store.load(k, &device(), &b).unwrap_err(), CacheUse::Missing, "{k}");
+            assert_eq!(
+                store.load(k, &device(), &b).unwrap_err(),
+                CacheUse::Missing,
+                "{k}"
+            );
         }
         let driver = TuneDevice {
             driver_version: 13010,
@@ -308,7 +340,10 @@ mod tests {
         }
         // An entry of another key found under this key's file (a hash collision, or a file
         // copied by hand) is not this key's.
-        let _ = std::fs::copy(store.path(&key, &device()), store.path(&other_shape, &device()));
+        let _ = std::fs::copy(
+            store.path(&key, &device()),
+            store.path(&other_shape, &device()),
+        );
         assert_eq!(
             store.load(&other_shape, &device(), &b).unwrap_err(),
             CacheUse::Missing
@@ -334,9 +369,14 @@ mod tests {
         let _ = std::fs::write(&file, b"x");
         let blocked = TuneStore::new(file.join("tune"));
         blocked.save(&b, &report(&key, &b, 0));
-        assert_eq!(blocked.load(&key, &device(), &b).unwrap_err(), CacheUse::Unreadable {
-            reason: std::fs::read_to_string(file.join("tune").join("x")).unwrap_err().to_string(),
-        });
+        assert_eq!(
+            blocked.load(&key, &device(), &b).unwrap_err(),
+            CacheUse::Unreadable {
+                reason: std::fs::read_to_string(file.join("tune").join("x"))
+                    .unwrap_err()
+                    .to_string(),
+            }
+        );
         let _ = std::fs::remove_dir_all(store.dir());
     }
 }

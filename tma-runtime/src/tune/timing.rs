@@ -97,7 +97,9 @@ impl Clock {
         run: &mut dyn FnMut() -> Result<(), BoxError>,
     ) -> Result<Unit, String> {
         if self.stream.cu_stream().is_null() {
-            return Err("the legacy default stream cannot be captured: tune on ctx.new_stream()".into());
+            return Err(
+                "the legacy default stream cannot be captured: tune on ctx.new_stream()".into(),
+            );
         }
         let launches = ((GRAPH_TARGET_US / us.max(0.1)).ceil() as u32).clamp(2, MAX_GRAPH_LAUNCHES);
         self.stream
