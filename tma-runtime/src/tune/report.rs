@@ -250,3 +250,83 @@ impl fmt::Display for TuneReport {
         Ok(())
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn timed(median_us: f64, half: f64, dropped_after: Option<u32>) -> Outcome {
+        Outcome::Timed(Timing {
+            median_us,
+            q25_us: median_us - half,
+            q75_us: median_us + half,
+            blocks: 3,
+            reps: 25,
+            launches: 100,
+            graph_refused: None,
+            dropped_after,
+        })
+    }
+
+    #[test]
+    fn the_table_marks_the_pick_and_prints_spreads_and_failures() {
+        let row = |name: &str, outcome| Row {
+            name: name.into(),
+            outcome,
+        };
+        let mut r = TuneReport {
+            key: TuneKey::new("scale", &[65536], &["f32"]).unwrap(),
+            device: TuneDevice {
+                name: "NVIDIA H100 80GB HBM3".into(),
+                compute_capability: (9, 0),
+                driver_version: 13000,
+            },
+            rows: vec![
+                row("block128", timed(2.5, 0.05, None)),
+                row("block256", timed(2.0, 0.01, None)),
+                row("block1024", timed(3.0, 0.02, Some(3))),
+                row(
+                    "triples",
+                    Outcome::Failed {
+                        stage: Stage::Check,
+                        message: "x[0] = 4.5 (want 3)\nmore".into(),
+                    },
+                ),
+            ],
+            pick: 1,
+            separated: true,
+            rounds: 5,
+            seconds: 0.25,
+            cache: CacheUse::Missing,
+        };
+        let text = r.to_string();
+        assert!(
+            text.starts_with(
+                "tune scale 65536 f32 on NVIDIA H100 80GB HBM3 (sm 9.0, driver 13000): pick block256, \
+                 2.0 us, spread 1.0%, separated from the rest; 5 rounds in 0.25 s; tuned (not in the tune cache)\n"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("\n* block256 "), "{text}");
+        assert!(
+            text.contains("2.5..2.5 (4.0%)") || text.contains("2.5..2.6 (4.0%)"),
+            "{text}"
+        );
+        assert!(text.contains("dropped after round 3"), "{text}");
+        assert!(
+            text.contains("  triples    FAILED check: x[0] = 4.5 (want 3)\n"),
+            "{text}"
+        );
+        assert_eq!(
+            r.failures(),
+            vec![("triples", Stage::Check, "x[0] = 4.5 (want 3)\nmore")]
+        );
+        assert!(r.ties().is_empty());
+        // Unseparated: the ties are named.
+        r.rows[0] = row("block128", timed(2.1, 0.2, None));
+        r.separated = false;
+        assert_eq!(r.ties(), vec!["block128"]);
+        assert!(r.to_string().contains("within the spread of block128;"));
+    }
+}
