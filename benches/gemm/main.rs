@@ -1,17 +1,18 @@
 //! The GEMM of examples/05-gemm against cuBLAS, in one process on the same buffers: the
-//! example's configurations, kernel plans and checks (its files, by path), with the timing and
-//! tuning harness that lives only here (timing.rs: paired medians; tune.rs: the tune cache).
+//! example's configurations, kernel plans, checks and tuning bench (its files, by path), with
+//! the paired timing that lives only here (timing.rs: paired medians).
 //!
 //! 1. Cold compile times (a compiler with no caches): one configuration; then 16 distinct
 //!    configurations in parallel on the machine's cores (goals: <= 1 s, <= 3 s on 16 cores).
-//! 2. Per shape (M x N x K, bf16 in and out, fp32 accumulation): every autotune candidate is
-//!    checked (every element vs cuBLAS, 1024 exact f64 samples; output poisoned) and timed
-//!    briefly paired with cuBLAS; the best (highest ratio) is kept in the tune cache
-//!    (TMA_CACHE_DIR/gemm-tune.txt) and timed again at length: TFLOP/s = 2MNK / median of
-//!    event-timed launches after warm-up, in 5 blocks alternating with cuBLAS (the card
-//!    throttles under sustained load), and the ratio to the paired cuBLAS median. With
-//!    GEMM_BENCH_TUNED=1 a shape whose best is in the tune cache skips the sweep (its best
-//!    is still checked and timed at length).
+//! 2. Per shape (M x N x K, bf16 in and out, fp32 accumulation): tma's tuner
+//!    (`tma::runtime::tune`, the example's tune.rs) checks every autotune candidate (every
+//!    element vs cuBLAS, 1024 exact f64 samples; output poisoned) and races them on the GPU,
+//!    printing each one's median and spread; the pick is kept in TMA_CACHE_DIR/tune and timed
+//!    again at length paired with cuBLAS: TFLOP/s = 2MNK / median of event-timed launches
+//!    after warm-up, in 5 blocks alternating with cuBLAS (the card throttles under sustained
+//!    load), and the ratio to the paired cuBLAS median. With GEMM_BENCH_TUNED=1 a shape whose
+//!    pick is in the tune cache (same candidates' builds, device, driver) skips the race (its
+//!    pick is still checked and timed at length).
 //! 3. The ladder of features, each a configuration of the same kernel, on every shape.
 //! 4. Other types: f16 in/out and bf16 in / f32 out with the large-tile configuration.
 //!
@@ -40,13 +41,17 @@ mod kernel;
 #[path = "../../examples/05-gemm/rng.rs"]
 mod rng;
 mod timing;
+#[allow(dead_code)]
+#[path = "../../examples/05-gemm/tune.rs"]
 mod tune;
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Instant;
 
 use kernel::{Config, In, Out, Plan, Res};
 use rng::Rng;
+use tma::runtime::tune::Tuner;
 use tma::runtime::{Compiler, JitConfig};
 
 const SHAPES: [(usize, usize, usize); 5] = [
@@ -68,7 +73,7 @@ fn compile_times() -> Res<()> {
     // Cold: a fresh compiler without caches; NVRTC itself is loaded by the first one.
     let warm_lib = uncached()?;
     let t = Instant::now();
-    let one = compile::compile_all(&warm_lib, vec![Plan::new(Config::L5)?], 1);
+    let one = compile::compile_all(&warm_lib, vec![Plan::new(Config::L5)?]);
     let first = t.elapsed().as_secs_f64();
     one.into_iter().next().ok_or("nothing compiled")??;
     let t = Instant::now();
@@ -79,7 +84,6 @@ fn compile_times() -> Res<()> {
             epi: kernel::Epi::Tma { nb: 4 },
             ..Config::L5
         })?],
-        1,
     );
     let second = t.elapsed().as_secs_f64();
     again.into_iter().next().ok_or("nothing compiled")??;
@@ -92,7 +96,7 @@ fn compile_times() -> Res<()> {
     let cores = std::thread::available_parallelism().map_or(1, |t| t.get());
     let plans: Vec<Plan> = sixteen.iter().map(|&c| Plan::new(c)).collect::<Res<_>>()?;
     let t = Instant::now();
-    let built = compile::compile_all(&uncached()?, plans, 0);
+    let built = compile::compile_all(&uncached()?, plans);
     let all = t.elapsed().as_secs_f64();
     let n = built.len();
     for b in built {
@@ -114,6 +118,8 @@ struct Row {
     tflops: f64,
     cublas: f64,
     ratio: f64,
+    /// The tuner's median (us) and spread (%) of the pick, and whether it was separated.
+    tuned: String,
 }
 
 fn main() -> Res<()> {
@@ -148,7 +154,7 @@ fn main() -> Res<()> {
         }
     }
     let plans: Vec<Plan> = configs.iter().map(|&c| Plan::new(c)).collect::<Res<_>>()?;
-    let built: Vec<compile::Built> = compile::compile_all(compiler, plans, 0)
+    let built: Vec<compile::Built> = compile::compile_all(compiler, plans)
         .into_iter()
         .collect::<Res<_>>()?;
     if let Err(e) = tma::runtime::gpu_available() {
@@ -159,13 +165,17 @@ fn main() -> Res<()> {
         return Ok(());
     }
     let gpu = gpu::Gpu::new()?;
-    let loaded: Vec<gpu::Loaded> = built
+    let loaded: Vec<Arc<gpu::Loaded>> = built
         .iter()
         .map(|b| gpu::Loaded::new(&gpu, b))
         .collect::<Res<_>>()?;
-    let by: HashMap<Config, &gpu::Loaded> = loaded.iter().map(|l| (l.config, l)).collect();
-    let mut tune = tune::TuneCache::open(compiler.config().cache_dir.clone());
+    let by: HashMap<Config, &Arc<gpu::Loaded>> = loaded.iter().map(|l| (l.config, l)).collect();
     let reuse = std::env::var("GEMM_BENCH_TUNED").is_ok_and(|v| v == "1");
+    let tuner = Tuner::new(&gpu.stream)?.retune(!reuse);
+    let candidates: Vec<Plan> = Config::candidates(In::BF16, Out::BF16)
+        .into_iter()
+        .map(Plan::new)
+        .collect::<Res<_>>()?;
     let mut rng = Rng::from_clock();
     let mut failures = 0;
     let mut best_rows = Vec::new();
@@ -188,55 +198,35 @@ fn main() -> Res<()> {
             eval::SAMPLES,
             r.own.1
         );
-        // Tune: every candidate, checked, 30 paired launches each (or the tune cache's best).
-        let mut best: Option<(Config, f64)> = None;
-        let cached = tune
-            .get(&gpu.name, shape, In::BF16, Out::BF16)
-            .filter(|(c, _, _)| reuse && by.contains_key(c));
-        if let Some((c, _, ratio)) = cached {
-            let file = tune.path().map(|p| p.display().to_string());
-            println!(
-                "  tuned best from {}: {c}",
-                file.as_deref().unwrap_or("the tune cache")
-            );
-            best = Some((c, ratio));
-        }
-        let sweep = if cached.is_some() {
-            Vec::new()
-        } else {
-            Config::candidates(In::BF16, Out::BF16)
+        // Tune: every candidate checked, then raced (or the tune cache's pick).
+        let key = tune::key(&p, Out::BF16, group)?;
+        let mut bench = tune::GemmBench {
+            gpu: &gpu,
+            p: &p,
+            r: &r,
+            d: &mut d,
+            group,
         };
-        for c in sweep {
-            let l = by[&c];
-            let o = timing::evaluate(&gpu, l, &p, &r, &mut d, group, 3, 30)?;
-            if !o.verdict.ok() {
+        let tuned = match tuner.best_or_tune(&key, &candidates, &mut bench) {
+            Ok(t) => t,
+            Err(e) => {
+                println!("  tune FAILED: {e}");
                 failures += 1;
+                continue;
             }
-            println!(
-                "  tune {:<40} {:>6.1} TFLOP/s {:.3}x | {}",
-                c.to_string(),
-                o.tflops(&p),
-                o.ratio(),
-                o.verdict.describe(p.m * p.n)
-            );
-            if o.verdict.ok() && best.is_none_or(|b| o.ratio() > b.1) {
-                best = Some((c, o.ratio()));
-            }
-        }
-        let Some((bc, _)) = best else {
-            continue;
         };
+        for line in tuned.report.to_string().lines() {
+            println!("  {line}");
+        }
+        for (name, stage, why) in tuned.report.failures() {
+            println!("  FAILED {name}: {stage}: {why}");
+            failures += 1;
+        }
+        let bc = candidates[tuned.index].config;
         let o = timing::evaluate(&gpu, by[&bc], &p, &r, &mut d, group, 5, reps)?;
         if !o.verdict.ok() {
             failures += 1;
         }
-        tune.put(
-            &gpu.name,
-            shape,
-            In::BF16,
-            Out::BF16,
-            (bc, o.tflops(&p), o.ratio()),
-        );
         println!(
             "  BEST {:<40} {:>6.1} TFLOP/s, cuBLAS {:>6.1}, {:.3}x | {}",
             bc.to_string(),
@@ -251,6 +241,14 @@ fn main() -> Res<()> {
             tflops: o.tflops(&p),
             cublas: o.cublas_tflops(&p),
             ratio: o.ratio(),
+            tuned: tuned.report.pick_timing().map_or("-".into(), |t| {
+                format!(
+                    "{:.1} us +- {:.2}%{}",
+                    t.median_us,
+                    t.spread_pct() / 2.0,
+                    if tuned.report.separated { "" } else { " (tie)" }
+                )
+            }),
         });
         for (i, (name, c)) in ladder.iter().enumerate() {
             let o = timing::evaluate(&gpu, by[c], &p, &r, &mut d, group, 3, reps / 2)?;
@@ -293,11 +291,11 @@ fn main() -> Res<()> {
     }
 
     println!("\n## best configuration per shape (bf16, paired with cuBLAS)\n");
-    println!("| shape (M x N x K) | configuration | TFLOP/s | cuBLAS TFLOP/s | ratio |\n| --- | --- | --- | --- | --- |");
+    println!("| shape (M x N x K) | configuration | tuner: median +- half IQR | TFLOP/s | cuBLAS TFLOP/s | ratio |\n| --- | --- | --- | --- | --- | --- |");
     for r in &best_rows {
         println!(
-            "| {}x{}x{} | {} | {:.1} | {:.1} | {:.3} |",
-            r.shape.0, r.shape.1, r.shape.2, r.config, r.tflops, r.cublas, r.ratio
+            "| {}x{}x{} | {} | {} | {:.1} | {:.1} | {:.3} |",
+            r.shape.0, r.shape.1, r.shape.2, r.config, r.tuned, r.tflops, r.cublas, r.ratio
         );
     }
     println!("\n## ladder (ratio to paired cuBLAS)\n");

@@ -3,6 +3,8 @@
 //! state, and compared by their medians. (The example checks and times once; this is the
 //! benchmark's.)
 
+use std::sync::Arc;
+
 use crate::eval::{check, Reference, Verdict};
 use crate::gpu::{cublas, median, time, Gpu, Launch, Loaded, OutBuf, Problem};
 use crate::kernel::Res;
@@ -55,7 +57,7 @@ impl Outcome {
 #[allow(clippy::too_many_arguments)]
 pub fn evaluate(
     gpu: &Gpu,
-    loaded: &Loaded,
+    loaded: &Arc<Loaded>,
     p: &Problem,
     r: &Reference,
     d: &mut OutBuf,

@@ -22,9 +22,9 @@ pub struct Built {
     pub origin: Origin,
 }
 
-/// Renders every plan, then compiles them on `threads` threads (0: the machine's cores).
+/// Renders every plan, then compiles them on the machine's cores.
 /// Results in the plans' order; an error stops nothing but is returned for its plan.
-pub fn compile_all(compiler: &Compiler, plans: Vec<Plan>, threads: usize) -> Vec<Res<Built>> {
+pub fn compile_all(compiler: &Compiler, plans: Vec<Plan>) -> Vec<Res<Built>> {
     let mut rendered = Vec::with_capacity(plans.len());
     let mut items = Vec::new();
     for plan in plans {
@@ -52,9 +52,7 @@ pub fn compile_all(compiler: &Compiler, plans: Vec<Plan>, threads: usize) -> Vec
             let _ = e.flush();
         }
     };
-    let mut compiled = compiler
-        .precompile_with(&items, threads, &progress)
-        .into_iter();
+    let mut compiled = compiler.precompile_with(&items, 0, &progress).into_iter();
     if tty && n > 0 {
         eprintln!();
     }

@@ -24,7 +24,9 @@ pub struct Gpu {
 impl Gpu {
     pub fn new() -> Res<Gpu> {
         let ctx = CudaContext::new(0)?;
-        let stream = ctx.default_stream();
+        // A stream of our own: the tuner captures short kernels into CUDA graphs, which the
+        // legacy default stream refuses.
+        let stream = ctx.new_stream()?;
         let name = ctx.name()?;
         let sms = ctx
             .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?
@@ -183,10 +185,14 @@ pub struct Loaded {
 }
 
 impl Loaded {
-    pub fn new(gpu: &Gpu, built: &Built) -> Res<Loaded> {
+    pub fn new(gpu: &Gpu, built: &Built) -> Res<Arc<Loaded>> {
         let module = Module::load(&gpu.ctx, built.compiled.clone())?;
+        Loaded::from_module(gpu, &built.plan, &module)
+    }
+
+    /// `plan`'s kernel in `module` (compiled from `plan.source()`).
+    pub fn from_module(gpu: &Gpu, plan: &Plan, module: &Arc<Module>) -> Res<Arc<Loaded>> {
         let kernel = module.kernel("gemm")?;
-        let plan: &Plan = &built.plan;
         let c = plan.config;
         // The most clusters of the plan's launch (block, cluster, dynamic shared memory: the
         // runtime opts the kernel in) that fit the GPU at once: a persistent grid.
@@ -195,14 +201,14 @@ impl Loaded {
         if max_clusters == 0 {
             return Err(format!("{c}: no cluster of this configuration fits the GPU").into());
         }
-        Ok(Loaded {
+        Ok(Arc::new(Loaded {
             config: c,
             kernel,
             max_clusters,
             plan_a: plan.a.clone(),
             plan_b: plan.b.clone(),
             plan_d: plan.d.clone(),
-        })
+        }))
     }
 
     /// Grid (blocks) for a problem.
@@ -220,23 +226,18 @@ impl Loaded {
     }
 }
 
-/// A launch of one configuration on one problem and output: the maps, encoded once.
-pub struct Launch<'a> {
-    loaded: &'a Loaded,
+/// A launch of one configuration on one problem and output: the maps, encoded once, and
+/// D's address (no `&CudaSlice` per launch: the tuner captures launches into CUDA graphs).
+pub struct Launch {
+    loaded: Arc<Loaded>,
     cfg: LaunchConfig,
     maps: [TensorMap; 3],
     d_addr: u64,
     dims: [i32; 3],
 }
 
-impl<'a> Launch<'a> {
-    pub fn new(
-        gpu: &Gpu,
-        loaded: &'a Loaded,
-        p: &Problem,
-        d: &OutBuf,
-        out: Out,
-    ) -> Res<Launch<'a>> {
+impl Launch {
+    pub fn new(gpu: &Gpu, loaded: &Arc<Loaded>, p: &Problem, d: &OutBuf, out: Out) -> Res<Launch> {
         let (m, n, k) = (p.m as u64, p.n as u64, p.k as u64);
         let ma = TensorMap::new_raw_bits(&loaded.plan_a.bind(&[m, k], None)?, &p.a)?;
         let mb = TensorMap::new_raw_bits(&loaded.plan_b.bind(&[n, k], None)?, &p.b)?;
@@ -254,7 +255,7 @@ impl<'a> Launch<'a> {
             .kernel
             .plan_config(&gpu.stream, (loaded.grid(p), 1, 1))?;
         Ok(Launch {
-            loaded,
+            loaded: loaded.clone(),
             cfg,
             maps: [ma, mb, md],
             d_addr: d.addr(&gpu.stream),

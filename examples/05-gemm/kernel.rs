@@ -323,6 +323,7 @@ impl fmt::Display for Config {
 /// A configuration's checked declarations: its tiles and its kernel plan (the pipeline, the
 /// warp roles, D's staging), from which both the source's shared-memory layout
 /// (`struct tma_plan_gemm`) and the launch (block, cluster, dynamic shared memory) come.
+#[derive(Clone)]
 pub struct Plan {
     pub config: Config,
     pub a: ValidSpec,

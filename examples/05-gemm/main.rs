@@ -21,8 +21,14 @@
 //! the wgmma read model; the pipeline's numbers; D's staging offsets), and says why it stops.
 //! With a GPU: every configuration's output is checked against cuBLAS (same buffers, inputs
 //! random in [-1, 1], never 0, outputs poisoned) and against exact f64 samples, then timed
-//! once (median of `--reps` launches; 0: not timed). The paired timing against cuBLAS, the
-//! autotune and the tables are the benchmark's (`cargo bench --bench gemm`).
+//! once (median of `--reps` launches; 0: not timed). The paired timing against cuBLAS and
+//! the tables are the benchmark's (`cargo bench --bench gemm`).
+//!
+//! `--tune use|again` instead picks the fastest configuration per shape with tma's tuning
+//! API (tune.rs; `tma::runtime::tune`): every configuration checked as above, then raced on
+//! the GPU; the table gives each one's median and spread. The pick is kept per (shape, types,
+//! group, device, driver, builds) in TMA_CACHE_DIR/tune: `use` takes a kept pick without
+//! timing, `again` times anyway and replaces it.
 //!
 //! Warm-up: `--precompile` (or `TMA_PRECOMPILE=1`) renders and compiles every configuration
 //! of every type into the disk cache (TMA_CACHE_DIR) and exits, GPU or not; a later run then
@@ -30,7 +36,7 @@
 //!
 //! Run: `cargo run --release --example 05-gemm -- [--shapes 4096x4096x4096,...]
 //! [--dtype bf16|f16] [--out bf16|f16|f32] [--configs all|ladder|NAME,...] [--reps N]
-//! [--group G] [--precompile]`
+//! [--group G] [--precompile] [--tune use|again]`
 
 mod check;
 mod compile;
@@ -40,8 +46,10 @@ mod eval;
 mod gpu;
 mod kernel;
 mod rng;
+mod tune;
 
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Instant;
 
 use kernel::{Config, In, Out, Plan, Res};
@@ -57,6 +65,8 @@ struct Args {
     group: i32,
     /// Compile every configuration into the disk cache and exit.
     precompile: bool,
+    /// `--tune`: Some(retune).
+    tune: Option<bool>,
 }
 
 pub fn parse_shape(s: &str) -> Option<(usize, usize, usize)> {
@@ -86,6 +96,7 @@ fn args() -> Res<Args> {
         reps: 20,
         group: 8,
         precompile: std::env::var("TMA_PRECOMPILE").is_ok_and(|v| v == "1"),
+        tune: None,
     };
     let mut out_given = false;
     let mut it = std::env::args().skip(1);
@@ -115,6 +126,13 @@ fn args() -> Res<Args> {
             "--configs" => a.configs = v,
             "--reps" => a.reps = v.parse()?,
             "--group" => a.group = v.parse()?,
+            "--tune" => {
+                a.tune = Some(match v.as_str() {
+                    "use" => false,
+                    "again" => true,
+                    _ => return Err("--tune use|again".into()),
+                })
+            }
             _ => return Err(format!("unknown option {k}").into()),
         }
     }
@@ -227,7 +245,7 @@ fn run() -> Res<bool> {
     };
     // Compile all, in parallel.
     let t0 = Instant::now();
-    let built = compile::compile_all(compiler, plans, 0);
+    let built = compile::compile_all(compiler, plans.clone());
     let mut ok = Vec::new();
     for b in built {
         let b = b?;
@@ -277,8 +295,11 @@ fn run() -> Res<bool> {
         eval::SAMPLES,
         check::unit_roundoff(a.out)
     );
+    if let Some(retune) = a.tune {
+        return tune_shapes(&gpu, &a, &plans, retune, &mut rng);
+    }
     let t_load = Instant::now();
-    let loaded: Vec<gpu::Loaded> = ok
+    let loaded: Vec<Arc<gpu::Loaded>> = ok
         .iter()
         .map(|b| gpu::Loaded::new(&gpu, b))
         .collect::<Res<_>>()?;
@@ -356,7 +377,7 @@ fn precompile() -> Res<bool> {
         .collect::<Res<_>>()?;
     let t0 = Instant::now();
     let mut ok = true;
-    for b in compile::compile_all(compiler, plans, 0) {
+    for b in compile::compile_all(compiler, plans) {
         match b {
             Ok(b) => println!(
                 "{} {} in {:.2} s",
@@ -393,4 +414,52 @@ fn timed(gpu: &gpu::Gpu, reps: usize, f: &mut dyn FnMut() -> Res<()>) -> Res<f64
         f()?;
     }
     Ok(gpu::median(&mut gpu::time(gpu, reps, f)?))
+}
+
+/// `--tune`: per shape, the fastest configuration by tma's tuner (each one checked first),
+/// with every configuration's median and spread. True when none was wrong.
+fn tune_shapes(gpu: &gpu::Gpu, a: &Args, plans: &[Plan], retune: bool, rng: &mut Rng) -> Res<bool> {
+    let tuner = tma::runtime::tune::Tuner::new(&gpu.stream)?.retune(retune);
+    if let Some(dir) = tuner.tune_dir() {
+        println!("picks kept in {}", dir.display());
+    }
+    let mut all_ok = true;
+    for &shape in &a.shapes {
+        let p = gpu::Problem::new(gpu, shape, a.input, rng.next())?;
+        let r = eval::reference(gpu, &p, a.out, rng)?;
+        let mut d = gpu::OutBuf::new(gpu, p.m * p.n, a.out)?;
+        let key = tune::key(&p, a.out, a.group)?;
+        let mut bench = tune::GemmBench {
+            gpu,
+            p: &p,
+            r: &r,
+            d: &mut d,
+            group: a.group,
+        };
+        let tuned = tuner.best_or_tune(&key, plans, &mut bench)?;
+        let report = &tuned.report;
+        println!("\n{report}");
+        for (name, stage, why) in report.failures() {
+            println!("  {name}: {stage}: {why}");
+        }
+        all_ok &= report.failures().is_empty();
+        if let Some(t) = report.pick_timing() {
+            println!(
+                "PICK {}x{}x{}: {} {:.1} TFLOP/s (median of {} blocks, spread {:.2}%{})",
+                p.m,
+                p.n,
+                p.k,
+                report.pick_name(),
+                p.flops() / t.median_us / 1e6,
+                t.blocks,
+                t.spread_pct(),
+                if report.separated {
+                    String::new()
+                } else {
+                    format!("; within the spread: {}", report.ties().join(", "))
+                }
+            );
+        }
+    }
+    Ok(all_ok)
 }

@@ -439,6 +439,27 @@ pub enum Error {
         thread: u32,
         waited_ns: u64,
     },
+
+    /// A [`crate::tune::TuneKey`] field that cannot say what the best candidate depends on.
+    #[error("tune key field {field} = {value:?}: {rule}")]
+    InvalidTuneKey {
+        field: &'static str,
+        value: String,
+        rule: &'static str,
+    },
+
+    /// Two candidates of one tuning share a name: the tune cache keeps the pick by name.
+    #[error("tuning `{kernel}`: two candidates are named `{name}`; give each a distinct name")]
+    DuplicateCandidate { kernel: String, name: String },
+
+    /// A tuning was given no candidates, or none of them compiled, set up, passed its check
+    /// and ran: the report says why each failed.
+    #[error("tuning `{kernel}`: no candidate passed ({}); nothing to pick", if failures.is_empty() { "none given".to_string() } else { failures.join("; ") })]
+    NoCandidatePassed {
+        kernel: String,
+        /// `name: stage: message` per candidate.
+        failures: Vec<String>,
+    },
 }
 
 /// Which argument or parameter is left over, for [`Error::ArgumentCount`].

@@ -6,6 +6,7 @@
 //! | --- | --- | --- | --- |
 //! | [`compile`] | source -> [`Compiled`] (NVRTC, options, in-process and disk caches) | libnvrtc | leaves |
 //! | [`driver`] | [`Compiled`] -> [`Module`], [`Kernel`], [`Launch`]; [`TensorMap`]; hang records | libcuda, a GPU | [`compile`], leaves |
+//! | [`tune`] | candidates -> the fastest, timed and kept per problem and device on disk | libnvrtc, libcuda, a GPU | [`compile`], [`driver`] |
 //! | [`cuda_libs`], [`error`] | finding the libraries; the one error type | | nothing here |
 //!
 //! The compile layer imports nothing of the driver, so everything that only compiles (build
@@ -142,6 +143,8 @@ pub mod compile;
 pub mod cuda_libs;
 pub mod driver;
 pub mod error;
+mod progress;
+pub mod tune;
 
 pub use compile::{
     parse_ptxas_report, CompileOptions, CompileStats, Compiled, Compiler, JitConfig,

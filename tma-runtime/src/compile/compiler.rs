@@ -277,6 +277,18 @@ impl Compiler {
             .collect()
     }
 
+    /// [`Compiler::precompile`] with a progress bar when stderr is a terminal (quiet
+    /// otherwise), the outputs only: what a tuner or an example compiling its candidates wants.
+    pub fn compile_all(
+        &self,
+        jobs: &[(Source, CompileOptions)],
+    ) -> Vec<Result<Arc<Compiled>, Error>> {
+        let bar = crate::progress::bar(jobs.len() as u64, "compiling");
+        let out = self.precompile_with(jobs, 0, &|_, _| bar.inc(1));
+        bar.finish_and_clear();
+        out.into_iter().map(|r| r.map(|p| p.compiled)).collect()
+    }
+
     /// Compiles `source`. A cached compile of text given at the same address before is a
     /// comparison of the text with the cached one (no hash, no copy); other text is hashed
     /// (a few microseconds for a 50 KB source). [`Compiler::compile_source`] with a held
