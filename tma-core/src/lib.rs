@@ -15,6 +15,7 @@
 //! | operands | [`wgmma`] | a wgmma operand tile's matrix descriptors (from its [`SmemPlan`]) and a CPU model of what wgmma reads |
 //! | outputs | [`encode_args`], [`model`] (and its `picture`), [`render`] | [`EncodeArgs`] in TMA order, the CPU model, generated CUDA |
 //! | | [`facts`] | what a kernel source declares, typed, carried beside its text for the runtime (tiles, pipelines, plans' launches) |
+//! | | [`timeline`] | what the pipeline helpers record with `TMA_TIMELINE`: the event kinds and their device codes |
 //!
 //! Random valid specs for the property and GPU tests live in the `tma-test-support` crate
 //! (not published), not here.
@@ -39,6 +40,7 @@ pub mod smem;
 pub mod spec;
 pub mod swizzle;
 mod templates;
+pub mod timeline;
 pub mod validate;
 pub mod wgmma;
 

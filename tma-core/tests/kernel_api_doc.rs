@@ -298,6 +298,9 @@ impl Entry {
     fn debug(&self) -> Vec<String> {
         self.tag("@debug")
     }
+    fn timeline(&self) -> Vec<String> {
+        self.tag("@timeline")
+    }
     /// The examples it was rendered for, when not the section's first.
     fn only_in(&self, first: Option<&str>) -> Option<String> {
         let examples = uniq(self.variants.iter().filter_map(|v| v.example.clone()));
@@ -496,6 +499,10 @@ impl<'a> Writer<'a> {
         let debug = e.debug();
         if !debug.is_empty() {
             facts.push(format!("**Debug:** {}", md(&debug.join(" "), false)));
+        }
+        let timeline = e.timeline();
+        if !timeline.is_empty() {
+            facts.push(format!("**Timeline:** {}", md(&timeline.join(" "), false)));
         }
         let conds = e.conditions();
         if conds != self.outer {
@@ -730,6 +737,9 @@ source of one representative kernel:
   after `TMA_DEBUG_TIMEOUT_NS` (1 s; `TMA_WAIT_TIMEOUT_NS`, 10 s, in a release build with \
   `TMA_BOUNDED_WAITS`) with `Error::BarrierTimeout` or `Error::PipelineTimeout`. No Debug \
   line: nothing is checked.
+- **Timeline:** the event it records in a `TMA_TIMELINE` build (`CompileOptions::timeline(true)`; \
+  `tma_runtime::timeline`): one per warp and pass through a stage, into the slot of its kind. \
+  No Timeline line: nothing is recorded. Without `TMA_TIMELINE` no helper records anything.
 - **Only where:** the preprocessor condition it is compiled under.
 
 Names that come from the declarations are shown as this page's example gives them: tiles `a`, \
@@ -754,6 +764,9 @@ it) and when a template breaks the convention:
 - a function whose debug build checks a rule or whose wait writes a hang record (following \
   its calls) has a `// @debug ...` line; a rule that line names must be one the function can \
   fail, and every device-checked rule is named by some `@debug` line;
+- a function that records a timeline event (itself, or through the functions of its struct it \
+  calls) has a `// @timeline <kind>: ...` line naming the kinds it records, and only such a \
+  function has one;
 - `// @internal ...` marks an implementation detail (listed per section, not documented);
 - every tag line of the templates appears in the rendered sources (a member only some \
   declarations generate needs such a declaration on this page).
@@ -795,6 +808,36 @@ impl Checks<'_> {
             }
         }
         (rules, waits)
+    }
+
+    /// The timeline kinds a function records (`tma_timeline_record(TMA_TIMELINE_<KIND>, ..)`),
+    /// itself or through the functions of its own struct it calls (`release_after_store`
+    /// through `release`): names alone would mix a pipeline's `load` with a tile's.
+    fn records(&self, root: &[&Item]) -> BTreeSet<String> {
+        let mut kinds = BTreeSet::new();
+        let mut seen: BTreeSet<String> = BTreeSet::new();
+        let mut todo: Vec<&Item> = root.to_vec();
+        while let Some(f) = todo.pop() {
+            let mut rest = f.body.as_str();
+            while let Some(at) = rest.find("tma_timeline_record(TMA_TIMELINE_") {
+                rest = &rest[at + "tma_timeline_record(TMA_TIMELINE_".len()..];
+                let kind: String = rest
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                kinds.insert(kind.to_ascii_lowercase());
+            }
+            for call in scan::calls(&f.body) {
+                if seen.insert(call.clone()) {
+                    todo.extend(
+                        self.functions
+                            .iter()
+                            .filter(|g| g.name == call && g.scope == f.scope),
+                    );
+                }
+            }
+        }
+        kinds
     }
 }
 
@@ -860,6 +903,27 @@ fn problems(sections: &[Section]) -> Vec<String> {
                 continue;
             }
             let (rules, waits) = checks.reach(&e.variants.iter().collect::<Vec<_>>());
+            let records = checks.records(&e.variants.iter().collect::<Vec<_>>());
+            let timeline = e.timeline().join(" ");
+            // `@timeline <kind>, ..: what it spans`: the kinds before the colon.
+            let named: BTreeSet<String> = timeline
+                .split_once(':')
+                .map_or("", |(kinds, _)| kinds)
+                .split(',')
+                .map(|k| k.trim().to_string())
+                .filter(|k| !k.is_empty())
+                .collect();
+            if timeline.is_empty() && !records.is_empty() {
+                out.push(format!(
+                    "{at}: no `// @timeline` line, but it records {}",
+                    records.iter().cloned().collect::<Vec<_>>().join(", ")
+                ));
+            } else if !timeline.is_empty() && named != records {
+                out.push(format!(
+                    "{at}: `@timeline {timeline}` names {:?}, but it records {:?}",
+                    named, records
+                ));
+            }
             let debug = e.debug().join(" ");
             if debug.is_empty() && (!rules.is_empty() || waits) {
                 let what = if rules.is_empty() {

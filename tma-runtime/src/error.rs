@@ -460,6 +460,32 @@ pub enum Error {
         /// `name: stage: message` per candidate.
         failures: Vec<String>,
     },
+
+    /// A timeline attached to a module compiled without `CompileOptions::timeline(true)`: it
+    /// has no `tma_timeline` global of the config's size.
+    #[error("module has no `tma_timeline` global of {expected} bytes ({result}): compile it with CompileOptions::timeline(true) (-DTMA_TIMELINE) and the tma pipeline helpers")]
+    TimelineMissing { expected: usize, result: CuResult },
+
+    /// A timeline's extent the device cannot address or the host cannot hold.
+    #[error("timeline {field} = {value}: {rule}")]
+    InvalidTimeline {
+        field: &'static str,
+        value: u64,
+        rule: &'static str,
+    },
+
+    /// A timeline slot holding what no recording site writes there (the buffer and the
+    /// kernel's helpers disagree on the layout, or something else wrote the buffer).
+    #[error("timeline slot {slot} (block {block}, warp {warp}, pipeline {pipeline}, pass {pass}, slot of `{kind}`): {found}")]
+    TimelineCorrupt {
+        slot: u64,
+        block: u32,
+        warp: u32,
+        pipeline: u32,
+        pass: u32,
+        kind: &'static str,
+        found: String,
+    },
 }
 
 /// Which argument or parameter is left over, for [`Error::ArgumentCount`].

@@ -7,6 +7,7 @@
 //! | [`compile`] | source -> [`Compiled`] (NVRTC, options, in-process and disk caches) | libnvrtc | leaves |
 //! | [`driver`] | [`Compiled`] -> [`Module`], [`Kernel`], [`Launch`]; [`TensorMap`]; hang records | libcuda, a GPU | [`compile`], leaves |
 //! | [`tune`] | candidates -> the fastest, timed and kept per problem and device on disk | libnvrtc, libcuda, a GPU | [`compile`], [`driver`] |
+//! | [`timeline`] | a module's per-role timeline: its buffer, the events read back, Chrome trace JSON, SVG | libcuda, a GPU (decoding and pictures: nothing) | [`driver`], leaves |
 //! | [`cuda_libs`], [`error`] | finding the libraries; the one error type | | nothing here |
 //!
 //! The compile layer imports nothing of the driver, so everything that only compiles (build
@@ -145,6 +146,7 @@ pub mod driver;
 pub mod error;
 mod progress;
 pub mod tune;
+pub mod timeline;
 
 pub use compile::{
     parse_ptxas_report, CompileOptions, CompileStats, Compiled, Compiler, JitConfig,

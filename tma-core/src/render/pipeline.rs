@@ -9,9 +9,39 @@ use crate::rules::Helper;
 /// `dec<N>`, `tma_elect_one`, `tma_named_barrier_sync<ID, THREADS>` / `arrive`, the cluster
 /// helpers (`tma_cluster_ctarank`, `tma_cluster_ctaid<AXIS>`, `tma_cluster_sync`, `tma_mapa`,
 /// `tma_mbarrier_arrive_remote`), `tma_pipe_state<STAGES>` and the debug-aware `tma_pipe_wait`.
-/// Goes after the prelude.
+/// With `TMA_TIMELINE` it also holds the timeline's recorder (`tma_timeline_record`, its
+/// `__constant__` config and the kinds' codes of [`crate::timeline::TimelineKind`]). Goes
+/// after the prelude.
 pub fn warp_support() -> Result<String, RenderError> {
-    render("warp.cuh.tera", &NoContext {})
+    render(
+        "warp.cuh.tera",
+        &WarpContext {
+            timeline_kinds: crate::timeline::TimelineKind::ALL
+                .iter()
+                .map(|(k, code)| TimelineCode {
+                    name: k.name().to_ascii_uppercase(),
+                    code: *code,
+                })
+                .collect(),
+            timeline_event_bytes: crate::timeline::EVENT_BYTES,
+            timeline_config_bytes: crate::timeline::CONFIG_BYTES,
+        },
+    )
+}
+
+/// A timeline kind's macro name and code.
+#[derive(Serialize)]
+struct TimelineCode {
+    name: String,
+    code: u32,
+}
+
+/// The context of `warp.cuh.tera`.
+#[derive(Serialize)]
+struct WarpContext {
+    timeline_kinds: Vec<TimelineCode>,
+    timeline_event_bytes: u64,
+    timeline_config_bytes: usize,
 }
 
 fn helper_code(h: Helper) -> u32 {

@@ -8,8 +8,9 @@
 //! - a declaration with no block of its own shares the doc of the declaration right above it
 //!   (no blank line between: a group), except that declaration's `@internal`;
 //! - a trailing `// ...` on the declaration's line is part of its doc;
-//! - lines starting `@who`, `@debug` or `@internal` are tags: which threads call it, what a
-//!   `TMA_DEBUG` build checks in it, and "an implementation detail, not API";
+//! - lines starting `@who`, `@debug`, `@timeline` or `@internal` are tags: which threads call
+//!   it, what a `TMA_DEBUG` build checks in it, what a `TMA_TIMELINE` build records in it, and
+//!   "an implementation detail, not API";
 //! - `// ---- title ----` starts a subsection; a banner (between two `// -----` lines) is the
 //!   doc of the struct that follows it.
 
@@ -78,7 +79,7 @@ impl Item {
     }
 }
 
-pub const TAGS: [&str; 3] = ["@who", "@debug", "@internal"];
+pub const TAGS: [&str; 4] = ["@who", "@debug", "@timeline", "@internal"];
 
 pub fn is_tag(line: &str) -> bool {
     TAGS.iter().any(|t| {

@@ -25,6 +25,11 @@ pub struct CompileOptions {
     /// hang record allocated at every module load (BENCHMARKS.md, "Bounded waits").
     /// `debug_waits` bounds its waits either way.
     pub bounded_waits: bool,
+    /// `-DTMA_TIMELINE`: the pipeline helpers record a per-role timeline (acquire, load,
+    /// wait, release per warp and stage, `%globaltimer` stamps) into the buffer a
+    /// [`crate::timeline::Timeline`] attaches. Off by default: every recording site is
+    /// inside `#if defined(TMA_TIMELINE)`, so the SASS is the same as without the feature.
+    pub timeline: bool,
     /// `-D<name>=<value>` (value empty: `-D<name>`). Names must be identifiers.
     pub defines: Vec<(String, String)>,
     /// `--maxrregcount=<n>`.
@@ -52,6 +57,7 @@ impl CompileOptions {
             arch,
             debug_waits: cfg!(debug_assertions),
             bounded_waits: false,
+            timeline: false,
             defines: Vec::new(),
             max_registers: None,
             line_info: false,
@@ -68,6 +74,11 @@ impl CompileOptions {
     /// Sets [`CompileOptions::bounded_waits`].
     pub fn bounded_waits(mut self, on: bool) -> Self {
         self.bounded_waits = on;
+        self
+    }
+    /// Sets [`CompileOptions::timeline`].
+    pub fn timeline(mut self, on: bool) -> Self {
+        self.timeline = on;
         self
     }
     /// Adds a `-D<name>=<value>`.
@@ -116,6 +127,9 @@ impl CompileOptions {
         }
         if self.bounded_waits {
             a.push("-DTMA_BOUNDED_WAITS".to_string());
+        }
+        if self.timeline {
+            a.push("-DTMA_TIMELINE".to_string());
         }
         for (name, value) in &self.defines {
             let ok = name
@@ -219,6 +233,15 @@ mod tests {
             matches!(bounded.as_deref(), Ok([.., last]) if last == "-DTMA_BOUNDED_WAITS"),
             "{bounded:?}"
         );
+        let timeline = CompileOptions::new(Arch::Sm90a)
+            .debug_waits(false)
+            .timeline(true)
+            .nvrtc_args(true);
+        assert!(
+            matches!(timeline.as_deref(), Ok([.., last]) if last == "-DTMA_TIMELINE"),
+            "{timeline:?}"
+        );
+        assert!(!bare.iter().flatten().any(|a| a.contains("TIMELINE")));
         let ptx_only = CompileOptions::new(Arch::Sm100a).nvrtc_args(false);
         assert!(
             matches!(ptx_only.as_deref(), Ok([first, ..]) if first == "--gpu-architecture=compute_100a")
