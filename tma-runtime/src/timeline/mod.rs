@@ -44,6 +44,7 @@ use crate::driver::{LaunchConfig, Module};
 use crate::error::{CuResult, Error};
 
 pub use svg::SvgOptions;
+pub use tma_core::timeline::TimelineKind;
 pub use trace::{Held, TimelineEvent, TimelineShape, TimelineStats, Trace};
 
 /// The module global the recording sites read their buffer from (`__constant__`).
