@@ -15,6 +15,9 @@
 //!    pick is still checked and timed at length).
 //! 3. The ladder of features, each a configuration of the same kernel, on every shape.
 //! 4. Other types: f16 in/out and bf16 in / f32 out with the large-tile configuration.
+//! 5. The per-role timeline's cost (timeline.rs): L5 compiled with `CompileOptions::timeline`
+//!    (recording every launch) against L5 without, paired, at 4096^3 and 8192^3; with
+//!    GEMM_BENCH_TIMELINE=1 this section alone (no compile times, sweeps or ladder).
 //!
 //! Exit code 1 when any configuration is wrong. Without NVRTC or a GPU: says so, exits 0.
 //! Run: `cargo bench --bench gemm` (GEMM_BENCH_REPS=N sets the long timing's launches).
@@ -40,6 +43,7 @@ mod kernel;
 #[allow(dead_code)]
 #[path = "../../examples/05-gemm/rng.rs"]
 mod rng;
+mod timeline;
 mod timing;
 #[allow(dead_code)]
 #[path = "../../examples/05-gemm/tune.rs"]
@@ -134,7 +138,10 @@ fn main() -> Res<()> {
             return Ok(());
         }
     };
-    compile_times()?;
+    let timeline_only = std::env::var("GEMM_BENCH_TIMELINE").is_ok_and(|v| v == "1");
+    if !timeline_only {
+        compile_times()?;
+    }
     let mut configs: Vec<Config> = Config::candidates(In::BF16, Out::BF16);
     let ladder = Config::ladder(In::BF16);
     let others = [
@@ -152,6 +159,9 @@ fn main() -> Res<()> {
         if !configs.contains(&c) {
             configs.push(c);
         }
+    }
+    if timeline_only {
+        configs = vec![Config::L5];
     }
     let plans: Vec<Plan> = configs.iter().map(|&c| Plan::new(c)).collect::<Res<_>>()?;
     let built: Vec<compile::Built> = compile::compile_all(compiler, plans)
@@ -177,6 +187,23 @@ fn main() -> Res<()> {
         .map(Plan::new)
         .collect::<Res<_>>()?;
     let mut rng = Rng::from_clock();
+    if timeline_only {
+        println!("device {} ({} SMs)", gpu.name, gpu.sms);
+        let rows = timeline::cost(
+            &gpu,
+            compiler,
+            by[&Config::L5],
+            &SHAPES[..2],
+            reps,
+            &mut rng,
+        )?;
+        timeline::print(&rows);
+        if rows.iter().any(|r| !r.ok) {
+            println!("\nFAILED checks (an output wrong, or events dropped)");
+            std::process::exit(1);
+        }
+        return Ok(());
+    }
     let mut failures = 0;
     let mut best_rows = Vec::new();
     let mut ladder_rows: Vec<Vec<f64>> = vec![Vec::new(); ladder.len()];
@@ -320,6 +347,16 @@ fn main() -> Res<()> {
             s.0, s.1, s.2
         );
     }
+    let rows = timeline::cost(
+        &gpu,
+        compiler,
+        by[&Config::L5],
+        &SHAPES[..2],
+        reps,
+        &mut rng,
+    )?;
+    failures += rows.iter().filter(|r| !r.ok).count();
+    timeline::print(&rows);
     if failures > 0 {
         println!("\n{failures} FAILED checks");
         std::process::exit(1);

@@ -224,6 +224,16 @@ impl Loaded {
         };
         clusters as u32 * c.cluster()
     }
+
+    /// Passes each warp makes through the ring on `p` (what a timeline holds per warp): the
+    /// k-blocks of every tile its cluster takes.
+    pub fn passes(&self, p: &Problem) -> u32 {
+        let c = &self.config;
+        let tiles = p.m.div_ceil(c.bm as usize).div_ceil(c.cm as usize)
+            * p.n.div_ceil(c.bn as usize).div_ceil(c.cn as usize);
+        let clusters = (self.grid(p) / c.cluster()) as usize;
+        (tiles.div_ceil(clusters) * p.k.div_ceil(crate::kernel::BK as usize)) as u32
+    }
 }
 
 /// A launch of one configuration on one problem and output: the maps, encoded once, and
@@ -261,6 +271,11 @@ impl Launch {
             d_addr: d.addr(&gpu.stream),
             dims: [p.m as i32, p.n as i32, p.k as i32],
         })
+    }
+
+    /// The launch's grid, block, cluster and shared memory (what a timeline is sized for).
+    pub fn config(&self) -> &LaunchConfig {
+        &self.cfg
     }
 
     pub fn run(&self, group: i32) -> Res<()> {

@@ -34,9 +34,15 @@
 //! of every type into the disk cache (TMA_CACHE_DIR) and exits, GPU or not; a later run then
 //! compiles nothing (its "compiled" lines say "from the cache", and "0 NVRTC compiles").
 //!
+//! `--timeline FILE.json`: then the first configuration on the first shape is compiled again
+//! with tma's per-role timeline (`CompileOptions::timeline`), checked, timed beside the same
+//! kernel without it, and its events written: Chrome trace JSON for Perfetto (FILE.json, the
+//! first 8 blocks: a track per warp role, waits and held stages as spans) and an SVG picture
+//! (FILE.svg, the first 2 blocks), with where the producer and the consumers waited.
+//!
 //! Run: `cargo run --release --example 05-gemm -- [--shapes 4096x4096x4096,...]
 //! [--dtype bf16|f16] [--out bf16|f16|f32] [--configs all|ladder|NAME,...] [--reps N]
-//! [--group G] [--precompile] [--tune use|again]`
+//! [--group G] [--precompile] [--tune use|again] [--timeline FILE.json]`
 
 mod check;
 mod compile;
@@ -54,7 +60,8 @@ use std::time::Instant;
 
 use kernel::{Config, In, Out, Plan, Res};
 use rng::Rng;
-use tma::runtime::Compiler;
+use tma::runtime::timeline::{SvgOptions, Timeline};
+use tma::runtime::{Compiler, Module};
 
 struct Args {
     shapes: Vec<(usize, usize, usize)>,
@@ -67,6 +74,7 @@ struct Args {
     precompile: bool,
     /// `--tune`: Some(retune).
     tune: Option<bool>,
+    timeline: Option<std::path::PathBuf>,
 }
 
 pub fn parse_shape(s: &str) -> Option<(usize, usize, usize)> {
@@ -97,6 +105,7 @@ fn args() -> Res<Args> {
         group: 8,
         precompile: std::env::var("TMA_PRECOMPILE").is_ok_and(|v| v == "1"),
         tune: None,
+        timeline: None,
     };
     let mut out_given = false;
     let mut it = std::env::args().skip(1);
@@ -133,6 +142,7 @@ fn args() -> Res<Args> {
                     _ => return Err("--tune use|again".into()),
                 })
             }
+            "--timeline" => a.timeline = Some(v.into()),
             _ => return Err(format!("unknown option {k}").into()),
         }
     }
@@ -342,6 +352,9 @@ fn run() -> Res<bool> {
             );
         }
     }
+    if let (Some(path), Some(off), Some(&shape)) = (&a.timeline, loaded.first(), a.shapes.first()) {
+        all_ok &= timeline(&gpu, compiler, off, shape, &a, path, &mut rng)?;
+    }
     println!(
         "\n{}",
         if all_ok {
@@ -403,6 +416,55 @@ fn precompile() -> Res<bool> {
         stats.disk_hits
     );
     Ok(ok)
+}
+
+/// `--timeline`: `off`'s configuration compiled with the per-role timeline, checked, timed
+/// beside `off`, and its events of one launch on `shape` written to `path` (JSON) and beside
+/// it (SVG). Whether its output was correct.
+fn timeline(
+    gpu: &gpu::Gpu,
+    compiler: &Compiler,
+    off: &Arc<gpu::Loaded>,
+    shape: (usize, usize, usize),
+    a: &Args,
+    path: &std::path::Path,
+    rng: &mut Rng,
+) -> Res<bool> {
+    let plan = Plan::new(off.config)?;
+    let compiled = compiler.compile_source(&plan.source()?, &kernel::options().timeline(true))?;
+    let on = gpu::Loaded::from_module(gpu, &plan, &Module::load(&gpu.ctx, compiled)?)?;
+    let p = gpu::Problem::new(gpu, shape, a.input, rng.next())?;
+    let r = eval::reference(gpu, &p, a.out, rng)?;
+    let mut d = gpu::OutBuf::new(gpu, p.m * p.n, a.out)?;
+    let launch_on = gpu::Launch::new(gpu, &on, &p, &d, a.out)?;
+    let launch_off = gpu::Launch::new(gpu, off, &p, &d, a.out)?;
+    // Slots for every block, warp and pass of this launch; one launch's events.
+    let mut tl = Timeline::attach(on.kernel.module(), launch_on.config(), on.passes(&p))?;
+    let verdict = eval::check(gpu, &launch_on, &mut d, &r, &p, a.group)?;
+    tl.clear()?;
+    launch_on.run(a.group)?;
+    let trace = tl.read()?;
+    let svg = path.with_extension("svg");
+    std::fs::write(path, trace.filter_blocks(|b| b < 8).chrome_json())?;
+    std::fs::write(&svg, trace.svg(&SvgOptions::default()))?;
+    let tflops = |ms: f64| p.flops() / ms / 1e9;
+    let ms_off = timed(gpu, a.reps, &mut || launch_off.run(a.group))?;
+    let ms_on = timed(gpu, a.reps, &mut || launch_on.run(a.group))?;
+    println!(
+        "\n== timeline of {} on {}x{}x{}: {} | {}\n  {:.1} TFLOP/s with the timeline, {:.1} without ({:+.1}%; the paired measure: cargo bench --bench gemm, GEMM_BENCH_TIMELINE=1)\n  wrote {} (Chrome trace / Perfetto: the first 8 blocks) and {} (the first 2 blocks)",
+        off.config,
+        p.m,
+        p.n,
+        p.k,
+        verdict.describe(p.m * p.n),
+        trace.stats(),
+        tflops(ms_on),
+        tflops(ms_off),
+        100.0 * (ms_on / ms_off - 1.0),
+        path.display(),
+        svg.display()
+    );
+    Ok(verdict.ok() && trace.dropped == 0)
 }
 
 /// Median ms of `reps` event-timed launches of `f` after 3 warm-ups (NaN for 0 reps).
