@@ -147,7 +147,8 @@ impl Trace {
             let (Some(ry), true) = (y_of.get(&row), from <= t1) else {
                 return;
             };
-            let (a, b) = (x(from), x(to));
+            // An instant (a load) as a 2-pixel tick; a span at least half a pixel wide.
+            let (a, b) = (x(from), if to == from { x(from) + 2.0 } else { x(to) });
             let _ = writeln!(
                 out,
                 r#"<rect x="{a:.2}" y="{:.1}" width="{:.2}" height="{:.1}" fill="{color}"><title>{}</title></rect>"#,
