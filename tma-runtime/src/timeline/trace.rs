@@ -384,18 +384,19 @@ pub(super) mod tests {
         v as usize
     }
 
-    /// A producer warp 0 and a consumer warp 1 of 2 blocks over a 2-stage ring, 3 passes:
-    /// acquire 100 ns at 1000 + 1000 p, load after it, wait 50 ns, release 300 ns after.
+    /// A producer warp 0 and a consumer warp 1 of 2 blocks over a 2-stage ring, 3 passes (of
+    /// 4 slots), block b on pipeline b (of 2): acquire 100 ns at 1000 + 1000 p, the load after
+    /// it, a wait of 50 + 100 p ns, the release at +500.
     pub fn sample() -> (TimelineShape, Vec<u8>) {
         let shape = TimelineShape {
             blocks: 2,
             warps: 2,
-            pipelines: 1,
+            pipelines: 2,
             passes: 4,
         };
         let mut bytes = vec![0u8; shape.bytes().unwrap() as usize];
         let mut put = |block, warp, pass, kind, start, dur| {
-            let at = device_slot(shape, block, warp, 0, pass, kind) * 16;
+            let at = device_slot(shape, block, warp, block, pass, kind) * 16;
             bytes[at..at + 16].copy_from_slice(&device_bytes(
                 kind,
                 pass % 2,
@@ -435,7 +436,7 @@ pub(super) mod tests {
                 w.duration_ns,
                 w.end_ns()
             ),
-            (8, 0, 0, 1_002_110, 250, 1_002_360)
+            (8, 0, 1, 1_002_110, 250, 1_002_360)
         );
         // Slot order: block, warp, pipeline, pass, kind.
         let order: Vec<_> = t
