@@ -552,6 +552,8 @@ pub const TEMPLATE_MACROS: &[(&str, &str)] = &[
     ("TMA_MPK_NO_BARRIER", "mpk.cuh.tera"),
     ("TMA_PRELUDE_CUH_", "prelude.cuh.tera"),
     ("TMA_SHAPES_CUH_", "shapes.cuh.tera"),
+    ("TMA_TIMELINE", "pipeline.cuh.tera"),
+    ("TMA_TIMELINE_KINDS", "warp.cuh.tera"),
     ("TMA_WAIT_LIMIT_NS", "prelude.cuh.tera"),
     ("TMA_WAIT_TIMEOUT_NS", "prelude.cuh.tera"),
     ("TMA_WARP_CUH_", "warp.cuh.tera"),
