@@ -4,10 +4,11 @@
 //! (alternating blocks of launches: both see the card in the same thermal state). The goal:
 //! within 3% (issue 24).
 
-use tma::runtime::timeline::Timeline;
-use tma::runtime::Compiler;
+use std::sync::Arc;
 
-use crate::compile::Built;
+use tma::runtime::timeline::Timeline;
+use tma::runtime::{Compiler, Module};
+
 use crate::eval::{check, reference};
 use crate::gpu::{Gpu, Launch, Loaded, OutBuf, Problem};
 use crate::kernel::{options, Config, Plan, Res};
@@ -30,7 +31,7 @@ pub struct Cost {
 pub fn cost(
     gpu: &Gpu,
     compiler: &Compiler,
-    off: &Loaded,
+    off: &Arc<Loaded>,
     shapes: &[(usize, usize, usize)],
     reps: usize,
     rng: &mut Rng,
@@ -38,14 +39,7 @@ pub fn cost(
     let config = off.config;
     let plan = Plan::new(config)?;
     let compiled = compiler.compile_source(&plan.source()?, &options().timeline(true))?;
-    let on = Loaded::new(
-        gpu,
-        &Built {
-            plan,
-            compiled,
-            seconds: 0.0,
-        },
-    )?;
+    let on = Loaded::from_module(gpu, &plan, &Module::load(&gpu.ctx, compiled)?)?;
     let group = 8;
     let mut rows = Vec::new();
     for &shape in shapes {

@@ -145,8 +145,8 @@ pub mod cuda_libs;
 pub mod driver;
 pub mod error;
 mod progress;
-pub mod tune;
 pub mod timeline;
+pub mod tune;
 
 pub use compile::{
     parse_ptxas_report, CompileOptions, CompileStats, Compiled, Compiler, JitConfig,
