@@ -174,8 +174,16 @@ impl Bilinear {
                 if hh < 0 || ww < 0 || hh >= self.height as i64 || ww >= self.width as i64 {
                     return None;
                 }
-                let (wh, sh) = if dh == 0 { (1.0 - self.fh, -1.0) } else { (self.fh, 1.0) };
-                let (ww_, sw) = if dw == 0 { (1.0 - self.fw, -1.0) } else { (self.fw, 1.0) };
+                let (wh, sh) = if dh == 0 {
+                    (1.0 - self.fh, -1.0)
+                } else {
+                    (self.fh, 1.0)
+                };
+                let (ww_, sw) = if dw == 0 {
+                    (1.0 - self.fw, -1.0)
+                } else {
+                    (self.fw, 1.0)
+                };
                 Some(Corner {
                     pixel: hh as usize * self.width + ww as usize,
                     weight: wh * ww_,
@@ -379,11 +387,15 @@ mod tests {
             levels: vec![(3, 4), (2, 3)],
         };
         let mut st = 5u64;
-        let v: Vec<f64> = (0..m.value_len()).map(|_| lcg(&mut st) * 2.0 - 1.0).collect();
+        let v: Vec<f64> = (0..m.value_len())
+            .map(|_| lcg(&mut st) * 2.0 - 1.0)
+            .collect();
         let loc: Vec<f64> = (0..2 * m.attn_len())
             .map(|_| lcg(&mut st) * 1.8 - 0.4)
             .collect();
-        let attn: Vec<f64> = (0..m.attn_len()).map(|_| lcg(&mut st) * 2.0 - 1.0).collect();
+        let attn: Vec<f64> = (0..m.attn_len())
+            .map(|_| lcg(&mut st) * 2.0 - 1.0)
+            .collect();
         let g: Vec<f64> = (0..m.out_len()).map(|_| lcg(&mut st) * 2.0 - 1.0).collect();
         let inside = (0..m.attn_len())
             .filter(|&i| {
@@ -392,7 +404,10 @@ mod tests {
                 Bilinear::new(loc[2 * i], loc[2 * i + 1], h, w).is_some()
             })
             .count();
-        assert!(inside > m.attn_len() / 2 && inside < m.attn_len(), "{inside}");
+        assert!(
+            inside > m.attn_len() / 2 && inside < m.attn_len(),
+            "{inside}"
+        );
         let eps = 1e-6;
         for logits in [false, true] {
             let a = if logits {
