@@ -23,6 +23,10 @@
 //! CPU reference on the same fresh random inputs as the fast kernels (both distributions);
 //! the example exits non-zero on a NaN or an error above the limits.
 //!
+//! The backward (`msda_bwd.cu`, `bwd.rs`): grad_value, grad_loc and grad_attn (or the logits'
+//! gradient) for every size, type and distribution (`clustered` too), against an f64 reference
+//! (`reference.rs`, itself checked by finite differences); `MSDA_BWD_ONLY=1` runs only it.
+//!
 //! Without a GPU it validates the tiles, renders every kernel for every size and type and
 //! compiles it with NVRTC, then says so and exits 0.
 //!
