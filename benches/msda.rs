@@ -20,9 +20,19 @@
 //! unroll, register cap, staging budget; 50 launches each), each checked first. `MSDA_TYPES=f16,f32` and
 //! `MSDA_DISTS=uniform` restrict the runs.
 //!
+//! The backward (examples/03-deformable-attention/bwd.rs): the standard op's design
+//! (`msda_bwd_atomic`) and the TMA design (`msda_bwd`), each checked against the f64
+//! reference first, then timed as the whole operator (grad_value zeroed, the kernel, the f32 ->
+//! 16-bit cast where there is one), 50 launches, rows beside the forward's; ratios to
+//! `msda_bwd_atomic` of the same type and distribution. `MSDA_TABLE=bwd`: only the backward
+//! and the forward's msda_vec.
+//!
 //! Without a GPU: compiles every kernel, prints SKIP and exits 0.
 //! Run: `eval "$(scripts/cuda-tools.sh)"; cargo bench --bench msda`
 
+#[path = "../examples/03-deformable-attention/bwd.rs"]
+#[allow(dead_code)]
+mod bwd;
 #[path = "../examples/03-deformable-attention/dist.rs"]
 #[allow(dead_code)]
 mod dist;
@@ -30,6 +40,7 @@ mod dist;
 #[path = "../examples/03-deformable-attention/fast.rs"]
 mod fast;
 #[path = "../examples/03-deformable-attention/reference.rs"]
+#[allow(dead_code)]
 mod reference;
 #[allow(dead_code)]
 #[path = "../examples/03-deformable-attention/setup.rs"]
@@ -41,7 +52,7 @@ use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
 use dist::{Dist, Ty};
 use fast::{Config, Design, FastDevice};
-use reference::{msda_reference, Msda};
+use reference::{msda_backward, msda_reference, Attn, Msda};
 use setup::{Elem, Res, Rng};
 use tma::runtime::Compiler;
 
@@ -92,6 +103,9 @@ fn wanted<T: Copy>(var: &str, all: &[T], name: fn(T) -> &'static str) -> Vec<T> 
 /// The kernels of the table: each design with weights and with the fused softmax, the TMA
 /// design with a cluster of two sharing the staging by multicast, and the hybrid.
 fn table_configs() -> Vec<Config> {
+    if std::env::var("MSDA_TABLE").is_ok_and(|v| v == "bwd") {
+        return vec![Config::VEC, Config::VEC.with_softmax()];
+    }
     vec![
         Config::VEC,
         Config::VEC.with_softmax(),
@@ -202,6 +216,74 @@ fn run_fast(
     Ok(Some((warm, flushed)))
 }
 
+/// Every backward config of the example on one input set: checked (debug build, poisoned),
+/// then timed (the whole operator) into `rows`.
+#[allow(clippy::too_many_arguments)]
+fn run_backward(
+    ctx: &Arc<CudaContext>,
+    compiler: &Compiler,
+    m: &Msda,
+    fwd: &FastDevice,
+    inp: &dist::Inputs,
+    rng: &mut Rng,
+    flush: &mut CudaSlice<u8>,
+    rows: &mut Vec<Row>,
+    failed: &mut Vec<String>,
+) -> Res<()> {
+    let ty = fwd.ty;
+    let mut dev = bwd::BwdDevice::new(fwd, rng)?;
+    let g = dev.grad_out_host.clone();
+    let ref_w = msda_backward(m, &inp.value, &inp.loc, Attn::Weights(&inp.attn), &g);
+    let ref_l = msda_backward(m, &inp.value, &inp.loc, Attn::Logits(&inp.logits), &g);
+    for config in bwd::bwd_configs(ty) {
+        let what = config.label();
+        let k = dev.load(
+            ctx,
+            compiler,
+            fwd,
+            bwd::build_bwd(compiler, m, ty, config, true)?,
+        )?;
+        dev.poison(fwd)?;
+        dev.launch(fwd, &k)?;
+        fwd.sync()?;
+        let reference = if config.softmax { &ref_l } else { &ref_w };
+        let c = bwd::BwdCheck::new(
+            m,
+            ty,
+            config.grad16(),
+            &dev.grads(fwd)?,
+            reference,
+            &inp.loc,
+        );
+        if !c.ok(ty) && !config.grad16() {
+            println!("  {what} {}: {}", ty.name(), c.line(ty));
+            failed.push(format!("{what} {} {}", ty.name(), inp.dist.name()));
+            continue;
+        }
+        let k = dev.load(
+            ctx,
+            compiler,
+            fwd,
+            bwd::build_bwd(compiler, m, ty, config, false)?,
+        )?;
+        let stream = fwd.stream.clone();
+        let warm = time(ctx, &stream, 50, None, &mut || dev.launch(fwd, &k))?;
+        let flushed = time(ctx, &stream, 50, Some(flush), &mut || dev.launch(fwd, &k))?;
+        println!(
+            "  {what:<36} {warm:>8.1} us {flushed:>8.1} us flushed  ({})",
+            c.line(ty)
+        );
+        rows.push(Row {
+            name: what,
+            ty,
+            dist: inp.dist,
+            warm,
+            flushed,
+        });
+    }
+    Ok(())
+}
+
 fn main() -> Res<()> {
     let m = Msda::seed();
     let compiler = match Compiler::global() {
@@ -254,7 +336,8 @@ fn main() -> Res<()> {
                 100.0 * inp.outside as f64 / m.attn_len() as f64
             );
             // Baselines (16-bit only).
-            if ty != Ty::F32 {
+            let bwd_table = std::env::var("MSDA_TABLE").is_ok_and(|v| v == "bwd");
+            if ty != Ty::F32 && !bwd_table {
                 let elem = if ty == Ty::F16 { Elem::F16 } else { Elem::Bf16 };
                 let old = setup::Inputs {
                     elem,
@@ -331,16 +414,32 @@ fn main() -> Res<()> {
                     });
                 }
             }
+            run_backward(
+                &ctx,
+                compiler,
+                &m,
+                &dev,
+                &inp,
+                &mut rng,
+                &mut flush,
+                &mut rows,
+                &mut failed,
+            )?;
         }
     }
-    // The table, ratios to msda_ldg of the same distribution (and type; f32: f16).
-    println!("\n| kernel | type | locations | median | x msda_ldg | L2 flushed | x msda_ldg |");
+    // The table, ratios to msda_ldg of the same distribution (and type; f32: f16); the
+    // backward's to msda_bwd_atomic.
+    println!("\n| kernel | type | locations | median | x base | L2 flushed | x base |");
     println!("| --- | --- | --- | --- | --- | --- | --- |");
     for r in &rows {
         let base_ty = if r.ty == Ty::F32 { Ty::F16 } else { r.ty };
-        let base = rows
-            .iter()
-            .find(|b| b.name == "msda_ldg" && b.ty == base_ty && b.dist == r.dist);
+        let base = if r.name.starts_with("msda_bwd") {
+            rows.iter()
+                .find(|b| b.name == "msda_bwd_atomic" && b.ty == r.ty && b.dist == r.dist)
+        } else {
+            rows.iter()
+                .find(|b| b.name == "msda_ldg" && b.ty == base_ty && b.dist == r.dist)
+        };
         let ratio = |x: f64, b: Option<f64>| b.map_or("-".into(), |b| format!("{:.2}x", b / x));
         println!(
             "| {} | {} | {} | {:.1} us | {} | {:.1} us | {} |",

@@ -93,14 +93,18 @@ pub enum Dist {
     /// centre when Q equals the rows of the value: the encoder), each head's point p of each
     /// level p + 1 pixels from it along the head's direction, plus N(0, 2 pixels) noise.
     Local,
+    /// The contention case: every point of a batch within a box 1% of each level's side
+    /// around one centre per batch (U(0.1, 0.9)): at 92x160, about 1 x 1.6 pixels.
+    Clustered,
 }
 
 impl Dist {
-    pub const ALL: [Dist; 2] = [Dist::Uniform, Dist::Local];
+    pub const ALL: [Dist; 3] = [Dist::Uniform, Dist::Local, Dist::Clustered];
     pub fn name(self) -> &'static str {
         match self {
             Dist::Uniform => "uniform",
             Dist::Local => "local",
+            Dist::Clustered => "clustered",
         }
     }
 }
@@ -158,6 +162,7 @@ pub fn inputs(m: &Msda, ty: Ty, dist: Dist, rng: &mut Rng) -> Inputs {
         .collect();
     let mut loc = Vec::with_capacity(2 * m.attn_len());
     for _ in 0..m.batch {
+        let centre = (rng.range(0.1, 0.9), rng.range(0.1, 0.9));
         for q in 0..m.queries {
             let (rx, ry) = reference_point(m, q, rng);
             for head in 0..m.heads {
@@ -175,6 +180,10 @@ pub fn inputs(m: &Msda, ty: Ty, dist: Dist, rng: &mut Rng) -> Inputs {
                                 let oy = k * dy + 2.0 * gaussian(rng);
                                 (rx + ox / w as f64, ry + oy / h as f64)
                             }
+                            Dist::Clustered => (
+                                centre.0 + rng.range(-0.005, 0.005),
+                                centre.1 + rng.range(-0.005, 0.005),
+                            ),
                         };
                         loc.push(x as f32);
                         loc.push(y as f32);

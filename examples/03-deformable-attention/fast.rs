@@ -194,7 +194,13 @@ pub fn check_problem(m: &Msda, ty: Ty) -> Res<()> {
 /// each side is a TMA box dim (<= 256); if none fits, the smallest alone (whether one block
 /// holds it is the kernel plan's to say: `Rule::PlanSmemFits`).
 pub fn staged_levels(m: &Msda, ty: Ty, budget: u32) -> Vec<usize> {
-    let plane = |l: usize| m.levels[l].0 * m.levels[l].1 * m.channels * ty.bytes();
+    staged_levels_by(m, ty.bytes(), budget)
+}
+
+/// [`staged_levels`] for planes of `elem_bytes` bytes per element (the backward's f32
+/// accumulation, plus its 16-bit copy).
+pub fn staged_levels_by(m: &Msda, elem_bytes: usize, budget: u32) -> Vec<usize> {
+    let plane = |l: usize| m.levels[l].0 * m.levels[l].1 * m.channels * elem_bytes;
     let mut order: Vec<usize> = (0..m.levels.len()).collect();
     order.sort_by_key(|&l| plane(l));
     let boxable = |l: usize| m.levels[l].0 <= 256 && m.levels[l].1 <= 256;
@@ -218,10 +224,16 @@ pub fn staged_levels(m: &Msda, ty: Ty, budget: u32) -> Vec<usize> {
 /// The tile of level `l`: value as `[N][H][W][M][C]` from the level's first row, box
 /// `[1][H][W][1][D]` (the plane of one (batch, head)).
 pub fn level_tile(m: &Msda, ty: Ty, l: usize) -> Res<ValidSpec> {
+    level_tile_named(m, ty, "msda_level", l)
+}
+
+/// [`level_tile`] in type `ty` named `<prefix><l>` (the backward's f32 gradient planes are
+/// the same view of an f32 buffer).
+pub fn level_tile_named(m: &Msda, ty: Ty, prefix: &str, l: usize) -> Res<ValidSpec> {
     let (h, w) = m.levels[l];
     let (s, heads, d) = (m.spatial() as u64, m.heads as u64, m.channels as u64);
     let spec = TileSpec::new(
-        format!("msda_level{l}"),
+        format!("{prefix}{l}"),
         ty.dtype(),
         [m.batch as u64, h as u64, w as u64, heads, d],
         [1, h as u32, w as u32, 1, d as u32],

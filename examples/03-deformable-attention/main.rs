@@ -23,15 +23,22 @@
 //! CPU reference on the same fresh random inputs as the fast kernels (both distributions);
 //! the example exits non-zero on a NaN or an error above the limits.
 //!
+//! The backward (`msda_bwd.cu`, `bwd.rs`): grad_value, grad_loc and grad_attn (or the logits'
+//! gradient) for every size, type and distribution (`clustered` too), against an f64 reference
+//! (`reference.rs`, itself checked by finite differences); `MSDA_BWD_ONLY=1` runs only it.
+//!
 //! Without a GPU it validates the tiles, renders every kernel for every size and type and
 //! compiles it with NVRTC, then says so and exits 0.
 //!
 //! Run: `eval "$(scripts/cuda-tools.sh)"; cargo run --release --example 03-deformable-attention`
 
+#[allow(dead_code)]
+mod bwd;
 #[allow(dead_code)] // shared with benches/msda.rs, which uses other parts
 mod dist;
 #[allow(dead_code)]
 mod fast;
+#[allow(dead_code)]
 mod reference;
 #[allow(dead_code)]
 mod setup;
@@ -40,7 +47,7 @@ use std::time::Instant;
 
 use dist::{Dist, Ty};
 use fast::Config;
-use reference::{msda_reference, Msda};
+use reference::{msda_backward, msda_reference, Attn, Msda};
 use setup::{Check, Device, Elem, Res, Rng};
 use tma::runtime::Compiler;
 use tma::EncodeArgs;
@@ -122,10 +129,11 @@ fn main() -> Res<()> {
     }
 
     // 2b. The fast kernels, rendered for every size and type and compiled (debug waits on:
-    // the checked runs below use these builds).
+    // the checked runs below use these builds). MSDA_BWD_ONLY=1: the backward alone.
+    let bwd_only = std::env::var("MSDA_BWD_ONLY").is_ok_and(|v| v == "1");
     let t = Instant::now();
     let mut built = 0;
-    for (name, m) in dist::sizes() {
+    for (name, m) in dist::sizes().into_iter().filter(|_| !bwd_only) {
         for ty in Ty::ALL {
             for config in fast_configs() {
                 match fast::build(compiler, &m, ty, config, true) {
@@ -157,6 +165,35 @@ fn main() -> Res<()> {
         t.elapsed().as_secs_f64()
     );
 
+    // 2c. The backward kernels, every size, type and config.
+    let t = Instant::now();
+    let mut built = 0;
+    for (name, m) in dist::sizes() {
+        for ty in Ty::ALL {
+            for config in bwd::bwd_configs(ty) {
+                let b = bwd::build_bwd(compiler, &m, ty, config, true)
+                    .map_err(|e| format!("{name} {} {}: {e}", ty.name(), config.label()))?;
+                built += 1;
+                if name == "seed" && !config.softmax {
+                    let staged: Vec<usize> = b.staged.iter().map(|(l, _)| *l).collect();
+                    println!(
+                        "{} {}: grid {} x {} threads, {} B of dynamic shared memory, staged levels {staged:?} ({} bulk reduce-adds in the PTX)",
+                        config.label(),
+                        ty.name(),
+                        b.grid,
+                        b.plan.launch().block[0],
+                        b.plan.launch().dynamic_smem_bytes,
+                        b.compiled.ptx.matches("cp.reduce.async.bulk.tensor").count()
+                    );
+                }
+            }
+        }
+    }
+    println!(
+        "compiled {built} backward kernels (4 sizes x 3 types) with NVRTC ({:.2} s)",
+        t.elapsed().as_secs_f64()
+    );
+
     // 3. On a GPU: run and check.
     let gpu = match tma::runtime::gpu_available() {
         Ok(gpu) => gpu,
@@ -172,14 +209,22 @@ fn main() -> Res<()> {
     let ctx = cudarc::driver::CudaContext::new(0)?;
     let mut rng = Rng::from_clock();
     let mut failed = Vec::new();
-    // The baselines, at the seed size, on both distributions.
-    for elem in Elem::ALL {
+    // The backward: every size, type, distribution and config against the f64 reference.
+    for (name, size) in dist::sizes() {
+        for ty in Ty::ALL {
+            for d in Dist::ALL {
+                backward(&ctx, compiler, name, &size, ty, d, &mut rng, &mut failed)?;
+            }
+        }
+    }
+    // The baselines, at the seed size, on every distribution.
+    for elem in Elem::ALL.into_iter().filter(|_| !bwd_only) {
         for d in Dist::ALL {
             baselines(&ctx, compiler, &m, elem, d, &mut rng, &mut failed)?;
         }
     }
     // The fast kernels, every size, type and distribution.
-    for (name, size) in dist::sizes() {
+    for (name, size) in dist::sizes().into_iter().filter(|_| !bwd_only) {
         for ty in Ty::ALL {
             for d in Dist::ALL {
                 let t = Instant::now();
@@ -260,6 +305,62 @@ fn fast_configs() -> Vec<Config> {
         Config::STAGE.with_cluster(2),
         Config::HYBRID,
     ]
+}
+
+/// Every backward config on one size, type and distribution, each gradient against the f64
+/// reference (weights or logits), outputs poisoned first.
+#[allow(clippy::too_many_arguments)]
+fn backward(
+    ctx: &std::sync::Arc<cudarc::driver::CudaContext>,
+    compiler: &Compiler,
+    name: &str,
+    size: &Msda,
+    ty: Ty,
+    d: Dist,
+    rng: &mut Rng,
+    failed: &mut Vec<String>,
+) -> Res<()> {
+    let t = Instant::now();
+    let inp = dist::inputs(size, ty, d, rng);
+    let fwd = fast::FastDevice::new(ctx, size, &inp)?;
+    let mut dev = bwd::BwdDevice::new(&fwd, rng)?;
+    let g = &dev.grad_out_host;
+    let ref_w = msda_backward(size, &inp.value, &inp.loc, Attn::Weights(&inp.attn), g);
+    let ref_l = msda_backward(size, &inp.value, &inp.loc, Attn::Logits(&inp.logits), g);
+    let mut lines = Vec::new();
+    for config in bwd::bwd_configs(ty) {
+        let b = bwd::build_bwd(compiler, size, ty, config, true)?;
+        let k = dev.load(ctx, compiler, &fwd, b)?;
+        dev.poison(&fwd)?;
+        dev.launch(&fwd, &k)?;
+        fwd.sync()?;
+        let reference = if config.softmax { &ref_l } else { &ref_w };
+        let c = bwd::BwdCheck::new(
+            size,
+            ty,
+            config.grad16(),
+            &dev.grads(&fwd)?,
+            reference,
+            &inp.loc,
+        );
+        if !c.ok(ty) && !config.grad16() {
+            failed.push(format!(
+                "backward {name} {} {} {}",
+                ty.name(),
+                d.name(),
+                config.label()
+            ));
+        }
+        lines.push(format!("    {:<36} {}", config.label(), c.line(ty)));
+    }
+    println!(
+        "backward {name} {} {} ({:.2} s):\n{}",
+        ty.name(),
+        d.name(),
+        t.elapsed().as_secs_f64(),
+        lines.join("\n")
+    );
+    Ok(())
 }
 
 /// msda_tma and msda_ldg on the seed size, one type and distribution, against the reference.
@@ -436,7 +537,7 @@ mod tests {
         };
         let inp = setup::inputs(&m, Elem::Bf16, &mut Rng::new(1));
         assert!(inp.classes.iter().all(|&c| c > 0), "{:?}", inp.classes);
-        assert!(inp.loc.iter().any(|&x| x == 0.0) && inp.loc.iter().any(|&x| x == 1.0));
+        assert!(inp.loc.contains(&0.0) && inp.loc.contains(&1.0));
         for group in inp.attn.chunks(m.points_per_head()) {
             let s: f32 = group.iter().sum();
             assert!((s - 1.0).abs() < 1e-5, "{s}");
@@ -515,6 +616,93 @@ mod tests {
         let sh = fast::shapes(&m);
         assert_eq!(&sh.hws[..9], &[3, 2, 1, 5, 2, 7, 0, 15, 19]);
         Ok(())
+    }
+
+    /// The backward's reduce-add staging on the CPU model of TMA: each staged level's plane
+    /// of (n, head), reduced through its tile at (n, 0, 0, head, 0) into a gradient buffer
+    /// (f32, and f16 for grad16) from the level's first row, adds to exactly that (batch,
+    /// head)'s plane of the level and to nothing else; twice adds twice.
+    #[test]
+    fn backward_reduce_adds_the_plane_of_one_batch_and_head(
+    ) -> Result<(), Box<dyn std::error::Error>> {
+        use super::bwd;
+        use super::dist::Ty;
+        use super::fast;
+        use tma::model::ReduceOp;
+        let m = Msda {
+            batch: 2,
+            queries: 1,
+            heads: 3,
+            channels: 8,
+            points: 1,
+            levels: vec![(3, 5), (2, 2), (1, 7)],
+        };
+        let (s, starts, row) = (m.spatial(), m.level_start(), m.heads * m.channels);
+        for ty in [Ty::F32, Ty::F16] {
+            for (l, &(h, w)) in m.levels.iter().enumerate() {
+                let tile = if ty == Ty::F32 {
+                    bwd::grad_tile(&m, l)?
+                } else {
+                    fast::level_tile(&m, ty, l)?
+                };
+                let bound = tile.bound().ok_or("static")?;
+                let plane = h * w * m.channels;
+                assert_eq!(tile.tx_bytes() as usize, plane * ty.bytes());
+                for n in 0..m.batch {
+                    for head in 0..m.heads {
+                        // The buffer starts at 1.0 everywhere; the plane adds 0.25 * (p + 1).
+                        let one: Vec<u8> =
+                            (0..m.value_len()).flat_map(|_| to_bytes(ty, 1.0)).collect();
+                        let src: Vec<u8> = (0..plane)
+                            .flat_map(|p| to_bytes(ty, 0.25 * (p % 16 + 1) as f32))
+                            .collect();
+                        let mut global = one.clone();
+                        let off = starts[l] * row * ty.bytes();
+                        let coords = [n as i64, 0, 0, head as i64, 0];
+                        for _ in 0..2 {
+                            tma::model::reduce(
+                                &bound,
+                                ReduceOp::Add,
+                                &src,
+                                &coords,
+                                &mut global[off..],
+                            )?;
+                        }
+                        for i in 0..m.value_len() {
+                            let (nn, rest) = (i / (s * row), i % (s * row));
+                            let (r, hd, c) =
+                                (rest / row, (rest % row) / m.channels, i % m.channels);
+                            let mine = nn == n
+                                && hd == head
+                                && (starts[l]..starts[l] + h * w).contains(&r);
+                            let want = if mine {
+                                let p = (r - starts[l]) * m.channels + c;
+                                1.0 + 2.0 * 0.25 * (p % 16 + 1) as f32
+                            } else {
+                                1.0
+                            };
+                            let got = from_bytes(ty, &global[i * ty.bytes()..]);
+                            assert_eq!(got, want, "{ty:?} level {l} n {n} head {head} element {i}");
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn to_bytes(ty: super::dist::Ty, x: f32) -> Vec<u8> {
+        match ty {
+            super::dist::Ty::F32 => x.to_le_bytes().to_vec(),
+            _ => ty.to_bits16(x).to_le_bytes().to_vec(),
+        }
+    }
+
+    fn from_bytes(ty: super::dist::Ty, b: &[u8]) -> f32 {
+        match ty {
+            super::dist::Ty::F32 => f32::from_le_bytes([b[0], b[1], b[2], b[3]]),
+            _ => ty.bits16_to_f32(u16::from_le_bytes([b[0], b[1]])),
+        }
     }
 
     /// The full seed size: how long the reference takes, and that an output which is the

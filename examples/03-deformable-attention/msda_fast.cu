@@ -223,6 +223,9 @@ __device__ __forceinline__ void msda_store(msda_t* __restrict__ out, long long n
   *reinterpret_cast<uint4*>(out + nqh * MSDA_D + sub * MSDA_VEC) = msda_pack(acc);
 }
 
+// The forward kernels (msda_bwd.cu, the backward, follows this file with MSDA_BACKWARD set
+// and reuses what is above).
+#ifndef MSDA_BACKWARD
 #if MSDA_STAGED == 0
 #if MSDA_MAP == 0
 #define MSDA_VEC_BLOCK (MSDA_QPB * MSDA_TPQ)
@@ -362,3 +365,4 @@ msda_stage(const msda_t* __restrict__ value, const float* __restrict__ loc, cons
 #endif
 }
 #endif
+#endif  // MSDA_BACKWARD

@@ -1,0 +1,608 @@
+//! The backward kernels of msda_bwd.cu for any sizes: their configuration, kernel plans (the
+//! staged levels' f32 gradient planes as a tile set, reduced into grad_value by TMA), the
+//! rendered source, the gradient buffers, the launches and the checks against the f64
+//! reference. Shared by the example and the benchmark.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaContext, CudaSlice};
+use tma::plan::{KernelPlan, ValidKernelPlan};
+use tma::render::KernelSource;
+use tma::runtime::TensorMap;
+use tma::runtime::{ByValue, CompileOptions, Compiled, Compiler, Kernel, Module, Source};
+use tma::{Arch, ValidSpec};
+
+use crate::dist::Ty;
+use crate::fast::{self, Buf, FastDevice};
+use crate::reference::{Grads, Msda};
+use crate::setup::{self, Res, Rng};
+
+pub const MSDA_BWD_CU: &str = include_str!("msda_bwd.cu");
+/// (query, head) warps per block of the baseline.
+const ATOMIC_WARPS: u32 = 8;
+const CAST_THREADS: u32 = 256;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BwdDesign {
+    /// msda_bwd_atomic: the standard op's design (a lane per channel, scalar f32 atomics).
+    Atomic,
+    /// msda_bwd: `qpb` queries of one (batch, head) per block; the smallest levels whose f32
+    /// planes (plus their 16-bit copies with `grad16`) fit `budget` bytes accumulate in shared
+    /// memory and are reduced into grad_value by TMA (none with budget 0); the others by
+    /// vectorised global reductions. `grad16`: grad_value in the storage type directly (no
+    /// f32 buffer, no cast).
+    Tma { qpb: u32, budget: u32, grad16: bool },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BwdConfig {
+    pub design: BwdDesign,
+    /// `attn` holds logits (fused softmax): the gradient is the logits'.
+    pub softmax: bool,
+    pub unroll: u32,
+    pub minb: u32,
+}
+
+impl BwdConfig {
+    pub const ATOMIC: BwdConfig = BwdConfig {
+        design: BwdDesign::Atomic,
+        softmax: false,
+        unroll: 1,
+        minb: 1,
+    };
+    /// Levels 2 and 3 of the seed size staged (148 KB of f32 planes: one block per SM).
+    pub const TMA: BwdConfig = BwdConfig {
+        design: BwdDesign::Tma {
+            qpb: 128,
+            budget: 160 * 1024,
+            grad16: false,
+        },
+        softmax: false,
+        unroll: 2,
+        minb: 1,
+    };
+    pub fn with_softmax(self) -> BwdConfig {
+        BwdConfig {
+            softmax: true,
+            ..self
+        }
+    }
+    /// The TMA design with other knobs.
+    pub fn tma(qpb: u32, budget: u32, grad16: bool) -> BwdConfig {
+        BwdConfig {
+            design: BwdDesign::Tma {
+                qpb,
+                budget,
+                grad16,
+            },
+            ..BwdConfig::TMA
+        }
+    }
+    pub fn grad16(&self) -> bool {
+        matches!(self.design, BwdDesign::Tma { grad16: true, .. })
+    }
+    pub fn kernel_name(&self) -> &'static str {
+        match self.design {
+            BwdDesign::Atomic => "msda_bwd_atomic",
+            BwdDesign::Tma { .. } => "msda_bwd",
+        }
+    }
+    pub fn label(&self) -> String {
+        let knobs = match self.design {
+            BwdDesign::Atomic => String::new(),
+            BwdDesign::Tma {
+                qpb,
+                budget,
+                grad16,
+            } => format!(
+                " q{qpb} {}K{} u{}",
+                budget / 1024,
+                if grad16 { " grad16" } else { "" },
+                self.unroll
+            ),
+        };
+        format!(
+            "{}{knobs}{}",
+            self.kernel_name(),
+            if self.softmax { " softmax" } else { "" }
+        )
+    }
+}
+
+/// The backward configs the example checks (and the benchmark times): the standard op's
+/// design, the TMA design (levels 2-3 staged at the seed size; the smallest only; none), each
+/// with weights and logits, and for 16-bit types grad_value reduced in the type directly.
+pub fn bwd_configs(ty: Ty) -> Vec<BwdConfig> {
+    let mut v = vec![
+        BwdConfig::ATOMIC,
+        BwdConfig::ATOMIC.with_softmax(),
+        BwdConfig::TMA,
+        BwdConfig::TMA.with_softmax(),
+        BwdConfig::tma(128, 40 * 1024, false),
+        BwdConfig::tma(64, 0, false),
+    ];
+    if ty != Ty::F32 {
+        v.push(BwdConfig::tma(128, 60 * 1024, true));
+    }
+    v
+}
+
+/// A backward kernel rendered and compiled (no GPU needed).
+pub struct BuiltBwd {
+    pub config: BwdConfig,
+    pub source: Source,
+    pub options: CompileOptions,
+    pub compiled: Arc<Compiled>,
+    /// The staged levels and the tile each one's reduce-add goes through (f32, or the
+    /// forward's level tile in the storage type with `grad16`).
+    pub staged: Vec<(usize, ValidSpec)>,
+    pub plan: ValidKernelPlan,
+    /// The f32 -> 16-bit cast's plan (16-bit storage through the f32 buffer).
+    pub cast: Option<ValidKernelPlan>,
+    pub grid: u32,
+}
+
+/// The f32 gradient plane of level `l`: the forward's level tile over an f32 buffer.
+pub fn grad_tile(m: &Msda, l: usize) -> Res<ValidSpec> {
+    fast::level_tile_named(m, Ty::F32, "msda_grad", l)
+}
+
+pub fn build_bwd(
+    compiler: &Compiler,
+    m: &Msda,
+    ty: Ty,
+    config: BwdConfig,
+    debug: bool,
+) -> Res<BuiltBwd> {
+    fast::check_problem(m, ty)?;
+    let tpq = (m.channels * ty.bytes() / 16) as u32;
+    let (nb, nh) = (m.batch as u32, m.heads as u32);
+    let grad16 = config.grad16();
+    if grad16 && ty == Ty::F32 {
+        return Err(format!("{}: grad16 needs 16-bit storage", config.label()).into());
+    }
+    let cast = ty != Ty::F32 && !grad16;
+    let mut options = CompileOptions::new(Arch::Sm90a)
+        .debug_waits(debug)
+        .line_info(true)
+        .define("MSDA_BACKWARD", "1")
+        .define("MSDA_DTYPE", ty.code().to_string())
+        .define("MSDA_M", m.heads.to_string())
+        .define("MSDA_D", m.channels.to_string())
+        .define("MSDA_L", m.levels.len().to_string())
+        .define("MSDA_P", m.points.to_string())
+        .define("MSDA_SOFTMAX", u32::from(config.softmax).to_string())
+        .define("MSDA_UNROLL", config.unroll.to_string())
+        .define("MSDA_MINB", config.minb.to_string())
+        .define("MSDA_GRAD16", u32::from(grad16).to_string())
+        .define("MSDA_CAST", u32::from(cast).to_string());
+    let mut staged = Vec::new();
+    let mut prelude = String::new();
+    let (grid, plan, qpb) = match config.design {
+        BwdDesign::Atomic => {
+            options = options.define("MSDA_BWD", "0").define("MSDA_STAGED", "0");
+            let pairs = m.batch * m.queries * m.heads;
+            (
+                pairs.div_ceil(ATOMIC_WARPS as usize) as u32,
+                KernelPlan::new("msda_bwd_atomic").block_threads(ATOMIC_WARPS * 32),
+                ATOMIC_WARPS,
+            )
+        }
+        BwdDesign::Tma { qpb, budget, .. } => {
+            let qpb = qpb.min(1024 / tpq).max(1);
+            let per_elem = 4 + if grad16 { ty.bytes() } else { 0 };
+            // The forward's choice, but none when even the smallest does not fit the budget
+            // (the global path takes every level then).
+            let plane = |l: usize| m.levels[l].0 * m.levels[l].1 * m.channels * per_elem;
+            let mut levels = fast::staged_levels_by(m, per_elem, budget);
+            if levels.iter().map(|&l| plane(l)).sum::<usize>() > budget as usize {
+                levels.clear();
+            }
+            let mut acc = Vec::new();
+            let mut out = Vec::new();
+            for &l in &levels {
+                acc.push((format!("a{}", acc.len()), grad_tile(m, l)?));
+                out.push((format!("o{}", out.len()), fast::level_tile(m, ty, l)?));
+                let reduce = if grad16 { &out } else { &acc };
+                staged.push((l, reduce[reduce.len() - 1].1.clone()));
+            }
+            let acc_refs: Vec<(&str, &ValidSpec)> =
+                acc.iter().map(|(n, v)| (n.as_str(), v)).collect();
+            let out_refs: Vec<(&str, &ValidSpec)> =
+                out.iter().map(|(n, v)| (n.as_str(), v)).collect();
+            let mut plan = KernelPlan::new("msda_bwd").block_threads(qpb * tpq);
+            if !levels.is_empty() {
+                plan = plan.tile_set("msda_acc", &acc_refs);
+                if grad16 {
+                    plan = plan.tile_set("msda_out", &out_refs);
+                }
+                prelude = bwd_prelude(&levels, grad16);
+            }
+            options = options
+                .define("MSDA_BWD", "1")
+                .define("MSDA_STAGED", levels.len().to_string());
+            (nb * nh * m.queries.div_ceil(qpb as usize) as u32, plan, qpb)
+        }
+    };
+    options = options.define("MSDA_QPB", qpb.to_string());
+    let plan = plan
+        .blocks_per_sm(config.minb)
+        .validate()
+        .map_err(|e| format!("{}: {e}", config.label()))?;
+    let cast = if cast {
+        Some(
+            KernelPlan::new("msda_bwd_cast")
+                .block_threads(CAST_THREADS)
+                .validate()
+                .map_err(|e| format!("msda_bwd_cast: {e}"))?,
+        )
+    } else {
+        None
+    };
+    let mut source = KernelSource::new().plan(&plan);
+    if let Some(c) = &cast {
+        source = source.plan(c);
+    }
+    let source = source
+        .body(&prelude)
+        .body_at(
+            "examples/03-deformable-attention/msda_fast.cu",
+            1,
+            fast::MSDA_FAST_CU,
+        )
+        .body_at(
+            "examples/03-deformable-attention/msda_bwd.cu",
+            1,
+            MSDA_BWD_CU,
+        );
+    let source = Source::kernel(&source)?;
+    let compiled = compiler.compile_source(&source, &options)?;
+    let entry = format!(".entry {}", config.kernel_name());
+    if !compiled.ptx.contains(&entry) {
+        return Err(format!("PTX lacks {entry}").into());
+    }
+    Ok(BuiltBwd {
+        config,
+        source,
+        options,
+        compiled,
+        staged,
+        plan,
+        cast,
+        grid,
+    })
+}
+
+/// msda_slot<l> for each level (its accumulation tile a<k> and, with grad16, its 16-bit copy
+/// o<k>), the reduce's map parameters and pointers (see msda_bwd.cu).
+fn bwd_prelude(levels: &[usize], grad16: bool) -> String {
+    let mut s = String::from(
+        "\n// msda_bwd's staged levels (rendered by bwd.rs)\ntemplate <int L> struct msda_slot { static constexpr bool staged = false; };\n",
+    );
+    for (k, l) in levels.iter().enumerate() {
+        let out = if grad16 {
+            format!(" typedef tma_msda_out::o{k} out_tile; static constexpr unsigned out_offset = tma_msda_out::OFFSET_o{k};")
+        } else {
+            String::new()
+        };
+        s += &format!(
+            "template <> struct msda_slot<{l}> {{ static constexpr bool staged = true; static constexpr int index = {k}; typedef tma_msda_acc::a{k} acc_tile; static constexpr unsigned acc_offset = tma_msda_acc::OFFSET_a{k};{out} }};\n"
+        );
+    }
+    let (set, member) = if grad16 { ("OUT", "o") } else { ("ACC", "a") };
+    let ptrs: Vec<String> = (0..levels.len())
+        .map(|k| format!("&{member}{k}_map"))
+        .collect();
+    s += &format!("#define MSDA_BWD_MAP_PARAMS TMA_MSDA_{set}_PARAMS\n");
+    s += &format!("#define MSDA_BWD_MAP_PTRS {}\n", ptrs.join(", "));
+    s
+}
+
+/// The backward's buffers for one input set (the inputs stay in the [`FastDevice`]).
+pub struct BwdDevice {
+    pub grad_out: Buf,
+    /// The host's copy of grad_out, exact.
+    pub grad_out_host: Vec<f32>,
+    pub gv32: CudaSlice<f32>,
+    /// grad_value in the 16-bit storage type (16-bit types only).
+    pub gv16: Option<CudaSlice<u16>>,
+    pub gloc: CudaSlice<f32>,
+    pub gattn: CudaSlice<f32>,
+}
+
+/// A backward kernel loaded (and its cast), with its maps over the gradient buffer.
+pub struct LoadedBwd {
+    pub built: BuiltBwd,
+    pub kernel: Kernel,
+    pub cast: Option<Kernel>,
+    pub maps: Vec<TensorMap>,
+}
+
+impl BwdDevice {
+    /// Buffers for `fwd`'s problem and a random grad_out in [-1, 1] of its type.
+    pub fn new(fwd: &FastDevice, rng: &mut Rng) -> Res<BwdDevice> {
+        let (m, ty, stream) = (&fwd.m, fwd.ty, &fwd.stream);
+        let mut bits = Vec::new();
+        let grad_out_host: Vec<f32> = (0..m.out_len())
+            .map(|_| {
+                let x = rng.range(-1.0, 1.0) as f32;
+                if ty == Ty::F32 {
+                    x
+                } else {
+                    let b = ty.to_bits16(x);
+                    bits.push(b);
+                    ty.bits16_to_f32(b)
+                }
+            })
+            .collect();
+        let grad_out = if ty == Ty::F32 {
+            Buf::F32(stream.clone_htod(&grad_out_host)?)
+        } else {
+            Buf::U16(stream.clone_htod(&bits)?)
+        };
+        Ok(BwdDevice {
+            grad_out,
+            grad_out_host,
+            gv32: stream.alloc_zeros::<f32>(m.value_len())?,
+            gv16: if ty == Ty::F32 {
+                None
+            } else {
+                Some(stream.alloc_zeros::<u16>(m.value_len())?)
+            },
+            gloc: stream.alloc_zeros::<f32>(2 * m.attn_len())?,
+            gattn: stream.alloc_zeros::<f32>(m.attn_len())?,
+        })
+    }
+
+    /// Loads `built` and encodes its maps: level l's view from the level's first row of the
+    /// buffer its reduce goes into.
+    pub fn load(
+        &self,
+        ctx: &Arc<CudaContext>,
+        compiler: &Compiler,
+        fwd: &FastDevice,
+        built: BuiltBwd,
+    ) -> Res<LoadedBwd> {
+        let module = Module::compile_and_load(ctx, compiler, &built.source, &built.options)?;
+        let kernel = module.kernel(built.config.kernel_name())?;
+        let cast = match built.cast {
+            Some(_) => Some(module.kernel("msda_bwd_cast")?),
+            None => None,
+        };
+        let starts = fwd.m.level_start();
+        let row = fwd.m.heads * fwd.m.channels;
+        let mut maps = Vec::new();
+        for (l, valid) in &built.staged {
+            let bound = valid.bound().ok_or("a level tile has static dims")?;
+            let off = starts[*l] * row;
+            maps.push(match (&self.gv16, built.config.grad16()) {
+                (Some(g), true) => TensorMap::new_raw_bits(&bound, &g.slice(off..))?,
+                _ => TensorMap::new(&bound, &self.gv32.slice(off..))?,
+            });
+        }
+        Ok(LoadedBwd {
+            built,
+            kernel,
+            cast,
+            maps,
+        })
+    }
+
+    /// NaN in every gradient the operator writes (grad_value's 16-bit copy, grad_loc,
+    /// grad_attn); the f32 accumulator is zeroed by the operator itself.
+    pub fn poison(&mut self, fwd: &FastDevice) -> Res<()> {
+        let s = &fwd.stream;
+        if let Some(g) = &mut self.gv16 {
+            s.memcpy_htod(&vec![0xffffu16; g.len()], g)?;
+        }
+        s.memcpy_htod(&vec![f32::NAN; self.gv32.len()], &mut self.gv32)?;
+        s.memcpy_htod(&vec![f32::NAN; self.gloc.len()], &mut self.gloc)?;
+        s.memcpy_htod(&vec![f32::NAN; self.gattn.len()], &mut self.gattn)?;
+        Ok(())
+    }
+
+    /// Queues the whole backward: zero grad_value, the kernel, the cast (16-bit through f32).
+    pub fn launch(&mut self, fwd: &FastDevice, k: &LoadedBwd) -> Res<()> {
+        let b = &k.built;
+        let stream = &fwd.stream;
+        let grad16 = b.config.grad16();
+        match (&mut self.gv16, grad16) {
+            (Some(g), true) => stream.memset_zeros(g)?,
+            _ => stream.memset_zeros(&mut self.gv32)?,
+        }
+        let cfg = k.kernel.plan_config(stream, (b.grid, 1, 1))?;
+        let (queries, spatial, batch) = (
+            fwd.m.queries as i32,
+            fwd.m.spatial() as i32,
+            fwd.m.batch as i32,
+        );
+        let attn = if b.config.softmax {
+            &fwd.logits
+        } else {
+            &fwd.attn
+        };
+        {
+            let mut l = k.kernel.launch_builder(&cfg);
+            match (&fwd.value, &self.grad_out) {
+                (Buf::U16(v), Buf::U16(g)) => l.arg(v).arg(&fwd.loc).arg(attn).arg(g),
+                (Buf::F32(v), Buf::F32(g)) => l.arg(v).arg(&fwd.loc).arg(attn).arg(g),
+                _ => return Err("value and grad_out differ in type".into()),
+            };
+            match (&mut self.gv16, grad16) {
+                (Some(g), true) => l.arg(g),
+                _ => l.arg(&mut self.gv32),
+            };
+            l.arg(&mut self.gloc)
+                .arg(&mut self.gattn)
+                .arg(ByValue(&fwd.shapes))
+                .arg(&queries)
+                .arg(&spatial);
+            if b.config.design == BwdDesign::Atomic {
+                l.arg(&batch);
+            }
+            for map in &k.maps {
+                l.arg(map);
+            }
+            // SAFETY: msda_bwd(_atomic)(value, loc, attn, grad_out, grad_value, grad_loc,
+            // grad_attn, MsdaShapes, queries, spatial[, batch][, maps]): value and grad_out hold
+            // N * S * M * D and N * Q * M * D elements of the kernel's type, loc / grad_loc
+            // 2 * N * Q * M * L * P f32, attn / grad_attn N * Q * M * L * P f32, grad_value
+            // N * S * M * D of gv_t (f32, or the storage type with grad16); the maps cover views of
+            // that grad_value buffer, which lives in self; the grid is build_bwd's.
+            unsafe { l.launch() }?;
+        }
+        if let (Some(cast), Some(g)) = (&k.cast, &mut self.gv16) {
+            let blocks = (self.gv32.len() / 8)
+                .div_ceil(CAST_THREADS as usize)
+                .min(4 * 132 * 8);
+            let cfg = cast.plan_config(stream, (blocks as u32, 1, 1))?;
+            let count = self.gv32.len() as i64;
+            let mut c = cast.launch_builder(&cfg);
+            c.arg(&self.gv32).arg(g).arg(&count);
+            // SAFETY: msda_bwd_cast(const float* src, msda_t* dst, long long count): both hold
+            // `count` elements (a multiple of 8: D * 2 bytes is a multiple of 16).
+            unsafe { c.launch() }?;
+        }
+        Ok(())
+    }
+
+    /// The three gradients as f64 (grad_value in the storage type).
+    pub fn grads(&self, fwd: &FastDevice) -> Res<Grads> {
+        let s = &fwd.stream;
+        let value = match &self.gv16 {
+            Some(g) => s
+                .clone_dtoh(g)?
+                .iter()
+                .map(|&b| f64::from(fwd.ty.bits16_to_f32(b)))
+                .collect(),
+            None => s
+                .clone_dtoh(&self.gv32)?
+                .iter()
+                .map(|&v| f64::from(v))
+                .collect(),
+        };
+        let f = |v: Vec<f32>| v.into_iter().map(f64::from).collect();
+        Ok(Grads {
+            value,
+            loc: f(s.clone_dtoh(&self.gloc)?),
+            attn: f(s.clone_dtoh(&self.gattn)?),
+        })
+    }
+}
+
+/// How far each gradient is from the f64 reference.
+#[derive(Clone, Debug, Default)]
+pub struct BwdCheck {
+    /// grad_value in the storage type, against the reference's rounding floor.
+    pub value: setup::Check,
+    pub value_max_ref: f64,
+    /// (relative L2, max abs error / max |reference|, non-finite) of grad_loc and grad_attn;
+    /// grad_loc leaves out points at a kink (a pixel boundary within `KINK` of a coordinate:
+    /// there either side's derivative is right).
+    pub loc: (f64, f64, usize),
+    pub attn: (f64, f64, usize),
+    pub kinks: usize,
+    /// Looser grad_value limits: 16-bit reductions (each partial sum rounded to the type).
+    pub grad16: bool,
+}
+
+/// Distance in pixels from a pixel boundary within which grad_loc is not compared: more
+/// than the f32 rounding of `x * W - 0.5` (half an ulp of 160 is 7.6e-6).
+pub const KINK: f64 = 2e-4;
+
+fn rel(out: &[f64], reference: &[f64], skip: &dyn Fn(usize) -> bool) -> (f64, f64, usize) {
+    let (mut num, mut den, mut max_e, mut max_r, mut bad) = (0.0f64, 0.0f64, 0.0f64, 0.0f64, 0);
+    for (i, (&o, &r)) in out.iter().zip(reference).enumerate() {
+        if skip(i) {
+            continue;
+        }
+        if !o.is_finite() {
+            bad += 1;
+            continue;
+        }
+        num += (o - r) * (o - r);
+        den += r * r;
+        max_e = max_e.max((o - r).abs());
+        max_r = max_r.max(r.abs());
+    }
+    bad += out.len().abs_diff(reference.len());
+    (
+        (num / den.max(f64::MIN_POSITIVE)).sqrt(),
+        max_e / max_r.max(f64::MIN_POSITIVE),
+        bad,
+    )
+}
+
+impl BwdCheck {
+    pub fn new(
+        m: &Msda,
+        ty: Ty,
+        grad16: bool,
+        out: &Grads,
+        reference: &Grads,
+        loc: &[f32],
+    ) -> BwdCheck {
+        let pph = m.points_per_head();
+        let kink: Vec<bool> = (0..m.attn_len())
+            .map(|i| {
+                let (h, w) = m.levels[(i % pph) / m.points];
+                let (x, y) = (f64::from(loc[2 * i]), f64::from(loc[2 * i + 1]));
+                let near = |v: f64| (v - v.round()).abs() < KINK || !v.is_finite();
+                near(y * h as f64 - 0.5) || near(x * w as f64 - 0.5)
+            })
+            .collect();
+        BwdCheck {
+            value: setup::Check::of(&out.value, &reference.value, |r| ty.round(r)),
+            value_max_ref: reference.value.iter().fold(0.0f64, |a, &r| a.max(r.abs())),
+            loc: rel(&out.loc, &reference.loc, &|i| kink[i / 2]),
+            attn: rel(&out.attn, &reference.attn, &|_| false),
+            kinks: kink.iter().filter(|&&k| k).count(),
+            grad16,
+        }
+    }
+
+    /// grad_value: at the rounding floor (within 10%, plus f32 accumulation: sqrt(k) 2^-24
+    /// for up to 10^4 terms an element) and within one ulp of the largest element (f32: 8
+    /// ulps); 16-bit reductions (grad16): within 4x the floor and 4 ulps, which they meet
+    /// only with a few terms an element (uniform and local at the seed size): callers report
+    /// grad16 as a measurement, not a failure. grad_loc and grad_attn (f32 outputs):
+    /// relative L2 within 1e-4 for 16-bit inputs (the coordinates in f32, as the standard op:
+    /// the bilinear fractions are off by up to 7.6e-6) and 1e-5 for f32, max error 10x that
+    /// of the largest element.
+    pub fn ok(&self, ty: Ty) -> bool {
+        let v = &self.value;
+        let (floor_x, ulps) = if self.grad16 { (4.0, 4.0) } else { (1.1, 1.0) };
+        let ulp = match ty {
+            Ty::F16 => 2f64.powi(-10),
+            Ty::Bf16 => 2f64.powi(-7),
+            // f32: up to ~10^4 f32 additions an element (clustered), in any order.
+            Ty::F32 => 2f64.powi(-15),
+        };
+        let tol = if ty == Ty::F32 { 1e-5 } else { 1e-4 };
+        let small = |(r, m, bad): (f64, f64, usize)| bad == 0 && r <= tol && m <= 10.0 * tol;
+        v.non_finite == 0
+            && v.rel_l2 <= floor_x * v.rounding_rel_l2 + 1e-5
+            && v.max_abs <= ulps * ulp * self.value_max_ref.max(1e-30)
+            && small(self.loc)
+            && small(self.attn)
+    }
+
+    pub fn line(&self, ty: Ty) -> String {
+        format!(
+            "value rel L2 {:.2e} (floor {:.2e}) max {:.1e}; loc rel L2 {:.1e} max {:.1e} ({} kinks); attn rel L2 {:.1e} max {:.1e}; non-finite {}",
+            self.value.rel_l2,
+            self.value.rounding_rel_l2,
+            self.value.max_abs / self.value_max_ref.max(1e-30),
+            self.loc.0,
+            self.loc.1,
+            self.kinks,
+            self.attn.0,
+            self.attn.1,
+            self.value.non_finite + self.loc.2 + self.attn.2,
+        ) + match (self.ok(ty), self.grad16) {
+            (true, _) => " OK",
+            (false, true) => " INACCURATE (16-bit reductions)",
+            (false, false) => " FAIL",
+        }
+    }
+}

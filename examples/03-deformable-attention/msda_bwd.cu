@@ -1,0 +1,351 @@
+// Multi-scale deformable attention, backward (after msda_fast.cu, built with MSDA_BACKWARD: its
+// types, unpacking, coordinates and weights are this file's too). Given grad_out [N][Q][M * D]
+// (msda_t), it writes
+//   grad_value [N][S][M][D]       gv_t: f32 (MSDA_GRAD16 0: cast to msda_t afterwards by
+//                                 msda_bwd_cast) or msda_t itself (MSDA_GRAD16 1), zeroed first
+//   grad_loc   [N][Q][M][L][P][2] f32, every element
+//   grad_attn  [N][Q][M][L][P]    f32: the weights' gradient, or the logits' (MSDA_SOFTMAX)
+// with fp32 arithmetic throughout.
+//
+//   msda_bwd_atomic (MSDA_BWD 0) the standard op's design: a warp per (query, head), a lane per
+//                   channel, one scalar f32 atomic per channel per corner on grad_value.
+//   msda_bwd        (MSDA_BWD 1) msda_vec's mapping (MSDA_TPQ threads per (query, head), 16 bytes
+//                   of channels each); a block owns one (batch, head) and MSDA_QPB queries. The
+//                   levels the host staged (MSDA_STAGED of them, the small ones) accumulate their
+//                   grad_value plane in shared memory (f32, tile set msda_acc: one [1][H][W][1][D]
+//                   tile of the level's [N][H][W][M][C] view per level), written back at the end
+//                   with one TMA bulk reduce-add per level (MSDA_GRAD16: converted to msda_t in
+//                   the tile set msda_out first, and reduced in that type); the other levels
+//                   through vectorised global reductions (red.global.v4.f32 / v4.f16x2 / v4.bf16x2).
+//   msda_bwd_cast   f32 -> msda_t, 8 elements a thread.
+
+#if MSDA_GRAD16
+typedef msda_t gv_t;
+#else
+typedef float gv_t;
+#endif
+
+__device__ __forceinline__ float msda_scalar(msda_t v) {
+#if MSDA_DTYPE == 2
+  return v;
+#elif MSDA_DTYPE == 1
+  return __uint_as_float(static_cast<unsigned>(v) << 16);
+#else
+  float f;
+  asm("{ .reg .f16 h;\n\t mov.b16 h, %1;\n\t cvt.f32.f16 %0, h; }" : "=f"(f) : "h"(v));
+  return f;
+#endif
+}
+
+// Sum over the `width` threads of a (query, head) (a power of two within the warp).
+template <int WIDTH>
+__device__ __forceinline__ float msda_sum(float x) {
+#pragma unroll
+  for (int o = WIDTH / 2; o > 0; o /= 2) x += __shfl_xor_sync(0xffffffffu, x, o, WIDTH);
+  return x;
+}
+
+// With the fused softmax: grad_attn holds d out / d weight of this (query, head)'s L * P points
+// (written by this warp); rewrite it as the logits' gradient a_i (g_i - sum_j a_j g_j). Every
+// thread of the (query, head) calls it; `live` ones write.
+template <int WIDTH>
+__device__ __forceinline__ void msda_softmax_grad(float* __restrict__ ga, const MsdaWeights& weight, int sub,
+                                                  bool live) {
+#if MSDA_SOFTMAX
+  __syncwarp();
+  float dot = 0.f;
+  for (int i = sub; i < MSDA_LP; i += WIDTH) dot += weight(i) * ga[i];
+  dot = msda_sum<WIDTH>(dot);
+  float g[(MSDA_LP + WIDTH - 1) / WIDTH];
+#pragma unroll
+  for (int k = 0; k < (MSDA_LP + WIDTH - 1) / WIDTH; ++k) {
+    const int i = sub + k * WIDTH;
+    g[k] = i < MSDA_LP ? weight(i) * (ga[i] - dot) : 0.f;
+  }
+  __syncwarp();
+#pragma unroll
+  for (int k = 0; k < (MSDA_LP + WIDTH - 1) / WIDTH; ++k) {
+    const int i = sub + k * WIDTH;
+    if (live && i < MSDA_LP) ga[i] = g[k];
+  }
+#else
+  (void)ga, (void)weight, (void)sub, (void)live;
+#endif
+}
+
+// One point's bilinear geometry (the forward's msda_level, with the derivatives): corners
+// (h0, w0) .. (h0 + 1, w0 + 1), which of them lie inside, their weights, and a = 0 outside.
+struct MsdaPoint {
+  int h0, w0;
+  float lh, lw, a;
+  bool in[4];
+  __device__ __forceinline__ MsdaPoint(float2 c, int H, int W, float weight_if_inside, bool live) {
+    float hf, wf, fh, fw;
+    const float h_im = msda_coord(c.y, H, hf, fh);
+    const float w_im = msda_coord(c.x, W, wf, fw);
+    const bool inside =
+        live && h_im > -1.f && w_im > -1.f && h_im < static_cast<float>(H) && w_im < static_cast<float>(W);
+    h0 = inside ? static_cast<int>(hf) : -2;
+    w0 = inside ? static_cast<int>(wf) : -2;
+    lh = inside ? fh : 0.f;
+    lw = inside ? fw : 0.f;
+    a = inside ? weight_if_inside : 0.f;
+    const bool r0 = h0 >= 0, r1 = h0 + 1 >= 0 && h0 + 1 < H;
+    const bool c0 = w0 >= 0, c1 = w0 + 1 >= 0 && w0 + 1 < W;
+    in[0] = r0 && c0;
+    in[1] = r0 && c1;
+    in[2] = r1 && c0;
+    in[3] = r1 && c1;
+  }
+  __device__ __forceinline__ int dh(int k) const { return k >> 1; }
+  __device__ __forceinline__ int dw(int k) const { return k & 1; }
+  // Bilinear weight of corner k (without a).
+  __device__ __forceinline__ float wt(int k) const {
+    return (k & 2 ? lh : 1.f - lh) * (k & 1 ? lw : 1.f - lw);
+  }
+};
+
+#if MSDA_BWD == 0
+// ---------------------------------------------------------------------------------------------
+// The baseline: a warp per (batch, query, head), lane c (and c + 32, ...) owns channel c.
+static_assert(tma_plan_msda_bwd_atomic::BLOCK_THREADS == MSDA_QPB * 32, "the plan's block is the kernel's");
+
+extern "C" __global__ void TMA_PLAN_MSDA_BWD_ATOMIC_LAUNCH_BOUNDS
+msda_bwd_atomic(const msda_t* __restrict__ value, const float* __restrict__ loc, const float* __restrict__ attn,
+                const msda_t* __restrict__ grad_out, float* __restrict__ grad_value, float* __restrict__ grad_loc,
+                float* __restrict__ grad_attn, const __grid_constant__ MsdaShapes sh, int queries, int spatial,
+                int batch) {
+  constexpr int CPL = (MSDA_D + 31) / 32;  // channels per lane
+  const int lane = threadIdx.x % 32;
+  const long long nqh = static_cast<long long>(blockIdx.x) * MSDA_QPB + threadIdx.x / 32;
+  if (nqh >= static_cast<long long>(batch) * queries * MSDA_M) return;  // a whole warp
+  const int head = static_cast<int>(nqh % MSDA_M);
+  const int n = static_cast<int>(nqh / MSDA_M / queries);
+  const float2* xy = reinterpret_cast<const float2*>(loc) + nqh * MSDA_LP;
+  // Groups of MSDA_TPQ lanes each reduce the softmax over all L * P logits.
+  const MsdaWeights weight = msda_weights(attn + nqh * MSDA_LP, lane % MSDA_TPQ);
+  float g[CPL];
+#pragma unroll
+  for (int k = 0; k < CPL; ++k) {
+    const int c = lane + 32 * k;
+    g[k] = c < MSDA_D ? msda_scalar(grad_out[nqh * MSDA_D + c]) : 0.f;
+  }
+  float* ga = grad_attn + nqh * MSDA_LP;
+  float2* gl = reinterpret_cast<float2*>(grad_loc) + nqh * MSDA_LP;
+  for (int l = 0; l < MSDA_L; ++l) {
+    const int H = sh.h(l), W = sh.w(l);
+    const long long row0 = static_cast<long long>(n) * spatial + sh.start(l);
+    for (int p = 0; p < MSDA_P; ++p) {
+      const int i = l * MSDA_P + p;
+      const MsdaPoint pt(__ldg(xy + i), H, W, weight(i), true);
+      float dot[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        if (!pt.in[k]) continue;
+        const long long base = ((row0 + (pt.h0 + pt.dh(k)) * W + pt.w0 + pt.dw(k)) * MSDA_M + head) * MSDA_D;
+        const float scale = pt.a * pt.wt(k);
+#pragma unroll
+        for (int j = 0; j < CPL; ++j) {
+          const int c = lane + 32 * j;
+          if (c >= MSDA_D) continue;
+          dot[k] += g[j] * msda_scalar(__ldg(value + base + c));
+          atomicAdd(grad_value + base + c, scale * g[j]);
+        }
+      }
+      float d_a = 0.f;
+#pragma unroll
+      for (int k = 0; k < 4; ++k) d_a += pt.wt(k) * dot[k];
+      const float d_fw = (1.f - pt.lh) * (dot[1] - dot[0]) + pt.lh * (dot[3] - dot[2]);
+      const float d_fh = (1.f - pt.lw) * (dot[2] - dot[0]) + pt.lw * (dot[3] - dot[1]);
+      d_a = msda_sum<32>(d_a);
+      const float gx = msda_sum<32>(pt.a * d_fw) * static_cast<float>(W);
+      const float gy = msda_sum<32>(pt.a * d_fh) * static_cast<float>(H);
+      if (lane == 0) {
+        ga[i] = pt.a != 0.f ? d_a : 0.f;
+        gl[i] = make_float2(gx, gy);
+      }
+    }
+  }
+  msda_softmax_grad<32>(ga, weight, lane, true);
+}
+
+#else
+// ---------------------------------------------------------------------------------------------
+// The TMA design. Rendered by the host before this file (MSDA_STAGED > 0): the tile set
+// msda_acc (member a<k>: level k's f32 plane), with MSDA_GRAD16 the set msda_out (member o<k>:
+// the same plane in msda_t), msda_slot<l> (staged, index, acc / out tile types and offsets) and
+// MSDA_BWD_MAP_PARAMS (the maps of the set the reduce goes through).
+typedef tma_plan_msda_bwd MsdaBwdPlan;
+static_assert(MsdaBwdPlan::BLOCK_THREADS == MSDA_QPB * MSDA_TPQ && MsdaBwdPlan::BLOCKS_PER_SM == MSDA_MINB,
+              "the plan's launch is the kernel's");
+
+// VEC values into grad_value at p (16 bytes of msda_t's worth of channels): f32 as v4 reductions,
+// 16-bit as one v4 packed-pair reduction (rounded to the type first).
+__device__ __forceinline__ void msda_red(gv_t* p, const float (&v)[MSDA_VEC]) {
+#if MSDA_GRAD16
+  const uint4 u = msda_pack(v);
+#if MSDA_DTYPE == 1
+  asm volatile("red.global.v4.bf16x2.add.noftz [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(u.x), "r"(u.y), "r"(u.z),
+               "r"(u.w)
+               : "memory");
+#else
+  asm volatile("red.global.v4.f16x2.add.noftz [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(u.x), "r"(u.y), "r"(u.z),
+               "r"(u.w)
+               : "memory");
+#endif
+#else
+#pragma unroll
+  for (int i = 0; i < MSDA_VEC; i += 4)
+    asm volatile("red.global.v4.f32.add [%0], {%1, %2, %3, %4};" ::"l"(p + i), "f"(v[i]), "f"(v[i + 1]),
+                 "f"(v[i + 2]), "f"(v[i + 3])
+                 : "memory");
+#endif
+}
+
+// Grid: N * M * chunks blocks, chunks = ceil(Q / QPB), block b = (n * M + head) * chunks + chunk.
+extern "C" __global__ void TMA_PLAN_MSDA_BWD_LAUNCH_BOUNDS
+msda_bwd(const msda_t* __restrict__ value, const float* __restrict__ loc, const float* __restrict__ attn,
+         const msda_t* __restrict__ grad_out, gv_t* __restrict__ grad_value, float* __restrict__ grad_loc,
+         float* __restrict__ grad_attn, const __grid_constant__ MsdaShapes sh, int queries, int spatial
+#if MSDA_STAGED
+         ,
+         MSDA_BWD_MAP_PARAMS
+#endif
+) {
+  const int chunks = (queries + MSDA_QPB - 1) / MSDA_QPB;
+  const int chunk = blockIdx.x % chunks, nh = blockIdx.x / chunks;
+  const int n = nh / MSDA_M, head = nh % MSDA_M;
+  const int t = threadIdx.x, sub = t % MSDA_TPQ;
+  int q = chunk * MSDA_QPB + t / MSDA_TPQ;
+  const bool live = q < queries;  // the others follow the last query (shuffles), write nothing
+  q = live ? q : queries - 1;
+  const long long nqh = (static_cast<long long>(n) * queries + q) * MSDA_M + head;
+#if MSDA_STAGED
+  extern __shared__ unsigned char msda_raw[];
+  unsigned char* acc = MsdaBwdPlan::msda_acc(MsdaBwdPlan::base(msda_raw));
+  // The staged planes start at zero.
+  for (unsigned i = t; i < tma_msda_acc::SMEM_BYTES / 16; i += blockDim.x)
+    reinterpret_cast<uint4*>(acc)[i] = make_uint4(0u, 0u, 0u, 0u);
+  __syncthreads();
+#endif
+  const float2* xy = reinterpret_cast<const float2*>(loc) + nqh * MSDA_LP;
+  const MsdaWeights weight = msda_weights(attn + nqh * MSDA_LP, sub);
+  float g[MSDA_VEC];
+  msda_unpack(__ldg(reinterpret_cast<const uint4*>(grad_out + nqh * MSDA_D + sub * MSDA_VEC)), g);
+  float* ga = grad_attn + nqh * MSDA_LP;
+  float2* gl = reinterpret_cast<float2*>(grad_loc) + nqh * MSDA_LP;
+  const int c = sub * MSDA_VEC;
+  msda_for<0, MSDA_L>([&](auto lc) {
+    constexpr int l = decltype(lc)::value;
+    const int H = sh.h(l), W = sh.w(l);
+    const long long row0 = static_cast<long long>(n) * spatial + sh.start(l);
+#pragma unroll MSDA_UNROLL
+    for (int p = 0; p < MSDA_P; ++p) {
+      const int i = l * MSDA_P + p;
+      const MsdaPoint pt(__ldg(xy + i), H, W, weight(i), live);
+      float dot[4];
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const int hh = pt.h0 + pt.dh(k), ww = pt.w0 + pt.dw(k);
+        const long long off = ((row0 + hh * W + ww) * MSDA_M + head) * MSDA_D + c;
+        float v[MSDA_VEC];
+        msda_unpack(pt.in[k] ? __ldg(reinterpret_cast<const uint4*>(value + off)) : make_uint4(0u, 0u, 0u, 0u), v);
+        float d = 0.f;
+#pragma unroll
+        for (int j = 0; j < MSDA_VEC; ++j) d = fmaf(g[j], v[j], d);
+        dot[k] = d;
+        if (!pt.in[k]) continue;
+        const float scale = pt.a * pt.wt(k);
+        float s[MSDA_VEC];
+#pragma unroll
+        for (int j = 0; j < MSDA_VEC; ++j) s[j] = scale * g[j];
+#if MSDA_STAGED
+        if constexpr (msda_slot<l>::staged) {
+          typedef typename msda_slot<l>::acc_tile A;
+          float* plane = &A::at(acc + msda_slot<l>::acc_offset, {.N = 0, .H = hh, .W = ww, .M = 0, .C = c});
+#pragma unroll
+          for (int j = 0; j < MSDA_VEC; ++j) atomicAdd(plane + j, s[j]);
+        } else
+#endif
+        {
+          msda_red(grad_value + off, s);
+        }
+      }
+      float d_a = 0.f;
+#pragma unroll
+      for (int k = 0; k < 4; ++k) d_a += pt.wt(k) * dot[k];
+      const float d_fw = (1.f - pt.lh) * (dot[1] - dot[0]) + pt.lh * (dot[3] - dot[2]);
+      const float d_fh = (1.f - pt.lw) * (dot[2] - dot[0]) + pt.lw * (dot[3] - dot[1]);
+      d_a = msda_sum<MSDA_TPQ>(d_a);
+      const float gx = msda_sum<MSDA_TPQ>(pt.a * d_fw) * static_cast<float>(W);
+      const float gy = msda_sum<MSDA_TPQ>(pt.a * d_fh) * static_cast<float>(H);
+      if (live && sub == 0) {
+        ga[i] = pt.a != 0.f ? d_a : 0.f;
+        gl[i] = make_float2(gx, gy);
+      }
+    }
+  });
+  msda_softmax_grad<MSDA_TPQ>(ga, weight, sub, live);
+#if MSDA_STAGED
+  __syncthreads();  // every shared-memory atomic is done
+#if MSDA_GRAD16
+  // The f32 planes into msda_t (the tile set msda_out), 8 elements a step.
+  unsigned char* out = MsdaBwdPlan::msda_out(MsdaBwdPlan::base(msda_raw));
+  msda_for<0, MSDA_L>([&](auto lc) {
+    constexpr int l = decltype(lc)::value;
+    if constexpr (msda_slot<l>::staged) {
+      typedef typename msda_slot<l>::acc_tile A;
+      const float* src = reinterpret_cast<const float*>(acc + msda_slot<l>::acc_offset);
+      msda_t* dst = reinterpret_cast<msda_t*>(out + msda_slot<l>::out_offset);
+      for (unsigned i = t; i < A::TX_BYTES / 4 / 8; i += blockDim.x) {
+        float f[8];
+        const float4 x = reinterpret_cast<const float4*>(src)[2 * i];
+        const float4 y = reinterpret_cast<const float4*>(src)[2 * i + 1];
+        f[0] = x.x, f[1] = x.y, f[2] = x.z, f[3] = x.w, f[4] = y.x, f[5] = y.y, f[6] = y.z, f[7] = y.w;
+        reinterpret_cast<uint4*>(dst)[i] = msda_pack(f);
+      }
+    }
+  });
+#endif
+  // Every writer's shared memory is visible to the async proxy, then one thread reduces each
+  // staged plane into grad_value with one box and waits until the boxes are read.
+  tma_async_proxy_fence();
+  __syncthreads();
+  if (t == 0) {
+    const CUtensorMap* maps[MSDA_STAGED] = {MSDA_BWD_MAP_PTRS};
+    msda_for<0, MSDA_L>([&](auto lc) {
+      constexpr int l = decltype(lc)::value;
+      if constexpr (msda_slot<l>::staged) {
+#if MSDA_GRAD16
+        typedef typename msda_slot<l>::out_tile T;
+        const unsigned char* src = out + msda_slot<l>::out_offset;
+#else
+        typedef typename msda_slot<l>::acc_tile T;
+        const unsigned char* src = acc + msda_slot<l>::acc_offset;
+#endif
+        T::reduce_add(maps[msda_slot<l>::index], src, {.N = n, .H = 0, .W = 0, .M = head, .C = 0});
+      }
+    });
+    tma_store_commit_group();
+    tma_store_async_wait<0>();
+  }
+#endif
+}
+#endif
+
+#if MSDA_CAST
+// f32 -> msda_t, 8 elements a thread, grid-stride; `count` is a multiple of 8.
+static_assert(tma_plan_msda_bwd_cast::BLOCK_THREADS == 256, "the plan's block is the kernel's");
+static_assert(MSDA_DTYPE != 2, "f32 storage needs no cast");
+extern "C" __global__ void TMA_PLAN_MSDA_BWD_CAST_LAUNCH_BOUNDS msda_bwd_cast(const float* __restrict__ src,
+                                                                             msda_t* __restrict__ dst,
+                                                                             long long count) {
+  for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < count / 8;
+       i += static_cast<long long>(gridDim.x) * blockDim.x) {
+    const float4 x = __ldg(reinterpret_cast<const float4*>(src) + 2 * i);
+    const float4 y = __ldg(reinterpret_cast<const float4*>(src) + 2 * i + 1);
+    const float f[MSDA_VEC] = {x.x, x.y, x.z, x.w, y.x, y.y, y.z, y.w};
+    reinterpret_cast<uint4*>(dst)[i] = msda_pack(f);
+  }
+}
+#endif
