@@ -10,7 +10,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use tma_core::pipeline::ValidPipeline;
 use tma_core::render::{KernelSource, RenderError};
-use tma_core::Arch;
 use tma_runtime::{Compiled, Compiler, Source};
 
 /// The SASS opcodes TMA issues, and what each is.
@@ -47,10 +46,9 @@ pub fn assemble(
 /// NVRTC through the runtime's compiler (in-process and disk caches).
 pub fn nvrtc(
     source: &Source,
-    arch: Arch,
-    debug: bool,
+    options: &tma_runtime::CompileOptions,
 ) -> Result<std::sync::Arc<Compiled>, tma_runtime::Error> {
-    Compiler::global()?.compile_source(source, &crate::warm::options(arch, debug, false))
+    Compiler::global()?.compile_source(source, options)
 }
 
 /// A tool on PATH.

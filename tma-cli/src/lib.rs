@@ -65,6 +65,47 @@ struct Cli {
     command: Command,
 }
 
+/// What `tma compile` and `tma precompile` build: the tiles, the arch and the options, read
+/// alike by both, so the keys `precompile` warms are the ones a `compile` of the same files uses.
+#[derive(clap::Args, Debug)]
+struct BuildArgs {
+    /// A declaration or a file of declarations (repeatable; tile ids in order).
+    #[arg(long = "tile", value_name = "DECL|FILE", required = true)]
+    tiles: Vec<String>,
+    /// The arch to compile for (sm_90a, sm_100a, sm_120a): the tiles' target.
+    #[arg(long, default_value = "sm_90a")]
+    arch: String,
+    /// Compile with TMA_DEBUG (device checks and hang reports; a debug build's default).
+    #[arg(long)]
+    debug: bool,
+    /// Compile with TMA_BOUNDED_WAITS (CompileOptions::bounded_waits).
+    #[arg(long)]
+    bounded_waits: bool,
+}
+
+impl BuildArgs {
+    /// The arch named by `--arch`, or the usage error naming it.
+    fn arch(&self) -> Result<Arch, Outcome> {
+        Arch::parse(&self.arch).ok_or_else(|| {
+            Outcome::fail(
+                EXIT_USAGE,
+                format!(
+                    "unknown arch `{}`; expected one of: {}",
+                    shown(&self.arch),
+                    Arch::ACCEPTED
+                ),
+            )
+        })
+    }
+
+    /// The compile options of `arch` with `--debug` and `--bounded-waits`.
+    fn options(&self, arch: Arch) -> tma_runtime::CompileOptions {
+        tma_runtime::CompileOptions::new(arch)
+            .debug_waits(self.debug)
+            .bounded_waits(self.bounded_waits)
+    }
+}
+
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Explain tile declarations: findings, layout, TX_BYTES, encode arguments, shared memory.
@@ -115,15 +156,8 @@ and a pipeline (a --tile holding tma_pipeline! {..}) by its declared type too (G
     Compile {
         /// The kernel source (CUDA C++; `-` reads standard input).
         kernel: PathBuf,
-        /// A declaration or a file of declarations (repeatable; tile ids in order).
-        #[arg(long = "tile", value_name = "DECL|FILE", required = true)]
-        tiles: Vec<String>,
-        /// The arch to compile for (sm_90a, sm_100a, sm_120a).
-        #[arg(long, default_value = "sm_90a")]
-        arch: String,
-        /// Compile with TMA_DEBUG (device checks and hang reports).
-        #[arg(long)]
-        debug: bool,
+        #[command(flatten)]
+        build: BuildArgs,
         /// Write the PTX to FILE (`-`: standard output).
         #[arg(long, value_name = "FILE")]
         ptx: Option<PathBuf>,
@@ -149,18 +183,8 @@ builds its own sources warms them itself (tma_runtime::Compiler::precompile).")]
         /// The kernel sources (CUDA C++), each compiled after the tiles' helpers.
         #[arg(required = true, value_name = "KERNEL")]
         kernels: Vec<PathBuf>,
-        /// A declaration or a file of declarations (repeatable; tile ids in order).
-        #[arg(long = "tile", value_name = "DECL|FILE", required = true)]
-        tiles: Vec<String>,
-        /// The arch to compile for (sm_90a, sm_100a, sm_120a): the tiles' target.
-        #[arg(long, default_value = "sm_90a")]
-        arch: String,
-        /// Compile with TMA_DEBUG (device checks and hang reports; a debug build's default).
-        #[arg(long)]
-        debug: bool,
-        /// Compile with TMA_BOUNDED_WAITS (CompileOptions::bounded_waits).
-        #[arg(long)]
-        bounded_waits: bool,
+        #[command(flatten)]
+        build: BuildArgs,
         /// The cache directory (default: the runtime's).
         #[arg(long, value_name = "DIR")]
         cache_dir: Option<PathBuf>,
@@ -258,36 +282,22 @@ where
         Command::Header { file, output, mpk } => header_cmd(&file, output.as_deref(), mpk),
         Command::Compile {
             kernel,
-            tiles,
-            arch,
-            debug,
+            build,
             ptx,
             sass,
             source,
         } => compile_cmd(
             &kernel,
-            &tiles,
-            &arch,
-            debug,
+            &build,
             ptx.as_deref(),
             sass.as_deref(),
             source.as_deref(),
         ),
         Command::Precompile {
             kernels,
-            tiles,
-            arch,
-            debug,
-            bounded_waits,
+            build,
             cache_dir,
-        } => warm::precompile_cmd(&warm::PrecompileArgs {
-            kernels: &kernels,
-            tiles: &tiles,
-            arch: &arch,
-            debug,
-            bounded_waits,
-            cache_dir: cache_dir.as_deref(),
-        }),
+        } => warm::precompile_cmd(&kernels, &build, cache_dir.as_deref()),
         Command::Cache { action, cache_dir } => {
             let action = match action {
                 CacheAction::List => warm::CacheCmd::List,
@@ -627,26 +637,18 @@ fn header_cmd(file: &Path, output: Option<&Path>, mpk: bool) -> Outcome {
     out
 }
 
-#[allow(clippy::too_many_arguments)]
 fn compile_cmd(
     kernel: &Path,
-    decls: &[String],
-    arch: &str,
-    debug: bool,
+    build: &BuildArgs,
     ptx: Option<&Path>,
     sass: Option<&Path>,
     source_out: Option<&Path>,
 ) -> Outcome {
-    let Some(arch) = Arch::parse(arch) else {
-        return Outcome::fail(
-            EXIT_USAGE,
-            format!(
-                "unknown arch `{}`; expected one of: {}",
-                shown(arch),
-                Arch::ACCEPTED
-            ),
-        );
+    let arch = match build.arch() {
+        Ok(a) => a,
+        Err(o) => return o,
     };
+    let decls = &build.tiles;
     let kernel_src = match read_text(kernel, MAX_KERNEL_BYTES) {
         Ok(s) => s,
         Err(o) => return o,
@@ -665,7 +667,7 @@ fn compile_cmd(
             return out;
         }
     }
-    let compiled = match compile::nvrtc(&assembled, arch, debug) {
+    let compiled = match compile::nvrtc(&assembled, &build.options(arch)) {
         Ok(c) => c,
         Err(e) => {
             let code = match e {

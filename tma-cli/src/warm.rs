@@ -7,55 +7,35 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use tma_core::echo::shown;
-use tma_core::Arch;
 use tma_runtime::compile::{
     default_cache_dir, CacheEntry, DiskCache, EntryState, Origin, Removed, CACHE_FORMAT,
 };
-use tma_runtime::{CompileOptions, Compiler, JitConfig};
+use tma_runtime::{Compiler, JitConfig};
 
 use crate::{
-    assemble_kernel, read_decl_args, read_text, Outcome, EXIT_ENVIRONMENT, EXIT_REJECTED,
-    EXIT_USAGE, MAX_KERNEL_BYTES,
+    assemble_kernel, read_decl_args, read_text, BuildArgs, Outcome, EXIT_ENVIRONMENT,
+    EXIT_REJECTED, EXIT_USAGE, MAX_KERNEL_BYTES,
 };
-
-/// What `tma precompile` was given.
-pub struct PrecompileArgs<'a> {
-    pub kernels: &'a [PathBuf],
-    pub tiles: &'a [String],
-    pub arch: &'a str,
-    pub debug: bool,
-    pub bounded_waits: bool,
-    pub cache_dir: Option<&'a Path>,
-}
-
-/// The options `tma compile` and `tma precompile` compile with.
-pub fn options(arch: Arch, debug: bool, bounded_waits: bool) -> CompileOptions {
-    CompileOptions::new(arch)
-        .debug_waits(debug)
-        .bounded_waits(bounded_waits)
-}
 
 /// `tma precompile`: every kernel, in parallel, into the disk cache; one line per kernel
 /// (compiled now, or cached already) and a summary.
-pub fn precompile_cmd(a: &PrecompileArgs) -> Outcome {
-    let Some(arch) = Arch::parse(a.arch) else {
-        return Outcome::fail(
-            EXIT_USAGE,
-            format!(
-                "unknown arch `{}`; expected one of: {}",
-                shown(a.arch),
-                Arch::ACCEPTED
-            ),
-        );
+pub(crate) fn precompile_cmd(
+    kernels: &[PathBuf],
+    build: &BuildArgs,
+    cache_dir: Option<&Path>,
+) -> Outcome {
+    let arch = match build.arch() {
+        Ok(a) => a,
+        Err(o) => return o,
     };
     let mut out = Outcome::default();
-    let reads = match read_decl_args(a.tiles, &mut out) {
+    let reads = match read_decl_args(&build.tiles, &mut out) {
         Ok(r) => r,
         Err(o) => return o,
     };
     let mut items = Vec::new();
     let mut names = Vec::new();
-    for path in a.kernels {
+    for path in kernels {
         let kernel = match read_text(path, MAX_KERNEL_BYTES) {
             Ok(k) => k,
             Err(o) => return o,
@@ -63,10 +43,10 @@ pub fn precompile_cmd(a: &PrecompileArgs) -> Outcome {
         let Some(source) = assemble_kernel(&reads, &kernel, &mut out) else {
             return out;
         };
-        items.push((source, options(arch, a.debug, a.bounded_waits)));
+        items.push((source, build.options(arch)));
         names.push(kernel.name);
     }
-    let compiler = match compiler(a.cache_dir) {
+    let compiler = match compiler(cache_dir) {
         Ok(c) => c,
         Err(o) => return o,
     };
