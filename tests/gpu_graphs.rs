@@ -24,10 +24,11 @@ use std::sync::Arc;
 
 use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
+use tma::plan::{KernelPlan, ValidKernelPlan};
 use tma::render::KernelSource;
 use tma::runtime::driver::is_capturing;
 use tma::runtime::{
-    Capture, CompileOptions, Compiler, Error, LaunchConfig, Module, Source, TensorMap,
+    Capture, CompileOptions, Compiler, Error, Kernel, LaunchConfig, Module, Source, TensorMap,
     TensorMapArray,
 };
 use tma::{Arch, Tile};
@@ -44,13 +45,14 @@ tma::tma_2d! {
     boxed = [128, 128],
 }
 
-/// dst = src + add, one 128 x 128 tile per block.
+/// dst = src + add, one 128 x 128 tile per block; its shared memory and launch are its plan's.
 const STEP: &str = r#"
-extern "C" __global__ void step(const __grid_constant__ CUtensorMap src,
+extern "C" __global__ void TMA_PLAN_STEP_LAUNCH_BOUNDS step(const __grid_constant__ CUtensorMap src,
                                 const __grid_constant__ CUtensorMap dst, unsigned add) {
+  typedef tma_plan_step P;
   extern __shared__ __align__(16) unsigned char raw[];
   __shared__ alignas(8) tma_mbarrier bar;
-  unsigned char* smem = tma_align_smem<T>(raw);
+  unsigned char* smem = P::box(P::base(raw), 0u);
   const int r = (int)blockIdx.y * T::BOX_R, c = (int)blockIdx.x * T::BOX_C;
   if (threadIdx.x == 0) { tma_mbarrier_init(&bar, 1u); tma_fence_mbarrier_init(); }
   __syncthreads();
@@ -69,14 +71,33 @@ extern "C" __global__ void step(const __grid_constant__ CUtensorMap src,
 
 /// A kernel with a buffer argument (cudarc tracks buffers, not maps).
 const FILL: &str = r#"
-extern "C" __global__ void fill(unsigned* out, unsigned v, unsigned n) {
+extern "C" __global__ void TMA_PLAN_FILL_LAUNCH_BOUNDS fill(unsigned* out, unsigned v, unsigned n) {
   unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) out[i] = v;
 }
 "#;
 
+/// The step kernel's plan: the tile `T`, one call's staging, 128 threads.
+fn step_plan() -> ValidKernelPlan {
+    KernelPlan::new("step")
+        .tile("T", Step::valid())
+        .staging("box", Step::valid(), 1)
+        .block_threads(128)
+        .validate()
+        .unwrap()
+}
+
 fn step_source() -> Source {
-    Source::kernel(&KernelSource::new().tile_as(Step::valid(), "T").body(STEP)).unwrap()
+    Source::kernel(&KernelSource::new().plan(&step_plan()).body(STEP)).unwrap()
+}
+
+/// The fill kernel's plan: no shared memory, 256 threads.
+fn fill_source() -> Source {
+    let plan = KernelPlan::new("fill")
+        .block_threads(256)
+        .validate()
+        .unwrap();
+    Source::kernel(&KernelSource::new().plan(&plan).body(FILL)).unwrap()
 }
 
 fn options() -> CompileOptions {
@@ -96,9 +117,7 @@ fn graph_kernels_compile() {
             .unwrap_or_else(|e| panic!("{e}"));
         assert!(c.ptx.contains(".entry step"));
     }
-    let fill = compiler
-        .compile_source(&Source::new(FILL), &options())
-        .unwrap();
+    let fill = compiler.compile_source(&fill_source(), &options()).unwrap();
     assert!(fill.ptx.contains(".entry fill"));
     assert_eq!(Step::SMEM_BYTES, 128 * 128 * 4);
 }
@@ -118,10 +137,10 @@ fn map(buf: &CudaSlice<u32>) -> TensorMap {
     TensorMap::new(&Step::valid().bind(&[R, C], None).unwrap(), buf).unwrap()
 }
 
-fn config(stream: &Arc<CudaStream>) -> LaunchConfig {
+/// One block per tile; block and dynamic shared memory from the step kernel's plan.
+fn config(kernel: &Kernel, stream: &Arc<CudaStream>) -> LaunchConfig {
     let grid = (C.div_ceil(128) as u32, R.div_ceil(128) as u32, 1);
-    let smem = u32::try_from(Step::SMEM_BYTES + Step::SMEM_ALIGN).unwrap();
-    LaunchConfig::new(stream, grid, (128, 1, 1)).dynamic_smem(smem)
+    kernel.plan_config(stream, grid).unwrap()
 }
 
 fn expect_capture_error<T: std::fmt::Debug>(what: &str, r: Result<T, Error>, operation: &str) {
@@ -157,7 +176,7 @@ fn gpu_a_graph_of_tma_launches_replays_and_the_capture_refuses_what_it_cannot_ta
     let mut c = stream.clone_htod(&vec![POISON; n]).unwrap();
     let mut d = stream.clone_htod(&vec![POISON; n]).unwrap();
     let (map_a, map_b, map_c) = (map(&a), map(&b), map(&c));
-    let cfg = config(&stream);
+    let cfg = config(&kernel, &stream);
     let (one, two, three, hundred) = (1u32, 2u32, 3u32, 100u32);
 
     assert!(!is_capturing(&stream).unwrap());
@@ -330,11 +349,11 @@ fn gpu_event_tracking_and_the_default_stream_are_refused_before_the_driver() {
     );
 
     let compiler = Compiler::global().unwrap();
-    let fill = Module::compile_and_load(&ctx, compiler, &Source::new(FILL), &options()).unwrap();
+    let fill = Module::compile_and_load(&ctx, compiler, &fill_source(), &options()).unwrap();
     let fill = fill.kernel("fill").unwrap();
     let n = 1000u32;
     let mut out = stream.clone_htod(&vec![POISON; n as usize]).unwrap();
-    let cfg = LaunchConfig::new(&stream, (4, 1, 1), (256, 1, 1));
+    let cfg = fill.plan_config(&stream, (4, 1, 1)).unwrap();
     let seven = 7u32;
     let tile_buf = stream.clone_htod(&vec![0u32; (R * C) as usize]).unwrap();
 

@@ -16,13 +16,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
+use tma::plan::KernelPlan;
+use tma::render::KernelSource;
 use tma::runtime::tune::{Bench, BoxError, CacheUse, Candidate, Outcome, Stage, TuneKey, Tuner};
 use tma::runtime::{CompileOptions, Compiler, JitConfig, Kernel, LaunchConfig, Module, Source};
 use tma::Arch;
 
 const BODY: &str = r#"
-extern "C" __global__ void scale(float* x, int n) {
-    int i = blockIdx.x * BLOCK + threadIdx.x;
+extern "C" __global__ void TMA_PLAN_SCALE_LAUNCH_BOUNDS scale(float* x, int n) {
+    int i = blockIdx.x * tma_plan_scale::BLOCK_THREADS + threadIdx.x;
     if (i < n) x[i] = x[i] * FACTOR;
 }
 "#;
@@ -53,10 +55,11 @@ impl Candidate for C {
             Cand::Triples => (256, "3.0f"),
             Cand::Broken => (256, "2.0f +"),
         };
-        Ok(Source::new(format!(
-            "#define BLOCK {block}\n#define FACTOR {factor}\n// {}\n{BODY}",
-            self.1
-        )))
+        // The block is the plan's: the kernel reads it, the launch takes it (plan_config).
+        let plan = KernelPlan::new("scale").block_threads(block).validate()?;
+        Ok(Source::kernel(&KernelSource::new().plan(&plan).body(
+            &format!("#define FACTOR {factor}\n// {}\n{BODY}", self.1),
+        ))?)
     }
     fn options(&self) -> CompileOptions {
         CompileOptions::new(Arch::Sm90a)
@@ -97,8 +100,9 @@ impl Bench<C> for Scale {
         let b = block_of(c);
         let grid = (self.n as u32).div_ceil(b);
         let (addr, _guard) = self.x.device_ptr(stream);
-        let cfg = LaunchConfig::new(stream, (grid, 1, 1), (b, 1, 1));
-        Ok((module.kernel("scale")?, cfg, addr))
+        let kernel = module.kernel("scale")?;
+        let cfg = kernel.plan_config(stream, (grid, 1, 1))?;
+        Ok((kernel, cfg, addr))
     }
     fn check(&mut self, t: &mut Self::Trial, s: &Arc<CudaStream>) -> Result<(), BoxError> {
         s.memcpy_htod(&vec![1.5f32; self.n as usize], &mut self.x)?;
