@@ -89,17 +89,6 @@ fn time(
     Ok(times[times.len() / 2])
 }
 
-fn wanted<T: Copy>(var: &str, all: &[T], name: fn(T) -> &'static str) -> Vec<T> {
-    match std::env::var(var) {
-        Ok(list) => all
-            .iter()
-            .copied()
-            .filter(|&x| list.split(',').any(|w| w.trim() == name(x)))
-            .collect(),
-        Err(_) => all.to_vec(),
-    }
-}
-
 /// The kernels of the table: each design with weights and with the fused softmax, the TMA
 /// design with a cluster of two sharing the staging by multicast, and the hybrid.
 fn table_configs() -> Vec<Config> {
@@ -294,8 +283,8 @@ fn main() -> Res<()> {
         }
     };
     let sweep = std::env::var("MSDA_SWEEP").is_ok_and(|v| v == "1");
-    let types = wanted("MSDA_TYPES", &Ty::ALL, Ty::name);
-    let dists = wanted("MSDA_DISTS", &Dist::ALL, Dist::name);
+    let types = dist::wanted("MSDA_TYPES", &Ty::ALL, |t| t.name());
+    let dists = dist::wanted("MSDA_DISTS", &Dist::ALL, |d| d.name());
     for &ty in &types {
         for config in table_configs() {
             fast::build(compiler, &m, ty, config, false)?;
