@@ -25,7 +25,8 @@
 //! reference first, then timed as the whole operator (grad_value zeroed, the kernel, the f32 ->
 //! 16-bit cast where there is one), 50 launches, rows beside the forward's; ratios to
 //! `msda_bwd_atomic` of the same type and distribution. `MSDA_TABLE=bwd`: only the backward
-//! and the forward's msda_vec.
+//! and the forward's msda_vec; `MSDA_BWD_FILTER=<text>`: only the backward configs whose label
+//! contains it (to profile one with `ncu -k regex:'^msda_bwd$' -c 1`).
 //!
 //! Without a GPU: compiles every kernel, prints SKIP and exits 0.
 //! Run: `eval "$(scripts/cuda-tools.sh)"; cargo bench --bench msda`
@@ -87,17 +88,6 @@ fn time(
     }
     times.sort_by(f64::total_cmp);
     Ok(times[times.len() / 2])
-}
-
-fn wanted<T: Copy>(var: &str, all: &[T], name: fn(T) -> &'static str) -> Vec<T> {
-    match std::env::var(var) {
-        Ok(list) => all
-            .iter()
-            .copied()
-            .filter(|&x| list.split(',').any(|w| w.trim() == name(x)))
-            .collect(),
-        Err(_) => all.to_vec(),
-    }
 }
 
 /// The kernels of the table: each design with weights and with the fused softmax, the TMA
@@ -294,8 +284,8 @@ fn main() -> Res<()> {
         }
     };
     let sweep = std::env::var("MSDA_SWEEP").is_ok_and(|v| v == "1");
-    let types = wanted("MSDA_TYPES", &Ty::ALL, Ty::name);
-    let dists = wanted("MSDA_DISTS", &Dist::ALL, Dist::name);
+    let types = dist::wanted("MSDA_TYPES", &Ty::ALL, |t| t.name());
+    let dists = dist::wanted("MSDA_DISTS", &Dist::ALL, |d| d.name());
     for &ty in &types {
         for config in table_configs() {
             fast::build(compiler, &m, ty, config, false)?;

@@ -124,6 +124,10 @@ pub fn bwd_configs(ty: Ty) -> Vec<BwdConfig> {
     if ty != Ty::F32 {
         v.push(BwdConfig::tma(128, 60 * 1024, true));
     }
+    // MSDA_BWD_FILTER=<text>: only the configs whose label contains it (for ncu).
+    if let Ok(f) = std::env::var("MSDA_BWD_FILTER") {
+        v.retain(|c| c.label().contains(&f));
+    }
     v
 }
 

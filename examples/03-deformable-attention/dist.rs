@@ -248,6 +248,19 @@ impl Check {
     }
 }
 
+/// The items of `all` whose name is in the comma-separated list in environment variable `var`
+/// (all of them when it is unset): `MSDA_TYPES=f16,f32`, `MSDA_DISTS=uniform`, `MSDA_SIZES=seed`.
+pub fn wanted<T: Clone>(var: &str, all: &[T], name: impl Fn(&T) -> &str) -> Vec<T> {
+    match std::env::var(var) {
+        Ok(list) => all
+            .iter()
+            .filter(|x| list.split(',').any(|w| w.trim() == name(x)))
+            .cloned()
+            .collect(),
+        Err(_) => all.to_vec(),
+    }
+}
+
 /// The sizes the example checks every kernel on: the seed (the benchmark), the encoder
 /// (Q = S = 19560 queries, one per pixel), one level only, and odd sizes (4 heads, D = 64,
 /// 3 levels of odd shapes, 5 points).

@@ -25,7 +25,8 @@
 //!
 //! The backward (`msda_bwd.cu`, `bwd.rs`): grad_value, grad_loc and grad_attn (or the logits'
 //! gradient) for every size, type and distribution (`clustered` too), against an f64 reference
-//! (`reference.rs`, itself checked by finite differences); `MSDA_BWD_ONLY=1` runs only it.
+//! (`reference.rs`, itself checked by finite differences); `MSDA_BWD_ONLY=1` runs only it,
+//! `MSDA_SIZES` / `MSDA_TYPES` / `MSDA_DISTS` (comma-separated names) a part of it.
 //!
 //! Without a GPU it validates the tiles, renders every kernel for every size and type and
 //! compiles it with NVRTC, then says so and exits 0.
@@ -209,10 +210,14 @@ fn main() -> Res<()> {
     let ctx = cudarc::driver::CudaContext::new(0)?;
     let mut rng = Rng::from_clock();
     let mut failed = Vec::new();
-    // The backward: every size, type, distribution and config against the f64 reference.
-    for (name, size) in dist::sizes() {
-        for ty in Ty::ALL {
-            for d in Dist::ALL {
+    // The backward: every size, type, distribution and config against the f64 reference
+    // (MSDA_SIZES, MSDA_TYPES, MSDA_DISTS: a part of them).
+    let sizes = dist::wanted("MSDA_SIZES", &dist::sizes(), |s| s.0);
+    let types = dist::wanted("MSDA_TYPES", &Ty::ALL, |t| t.name());
+    let dists = dist::wanted("MSDA_DISTS", &Dist::ALL, |d| d.name());
+    for (name, size) in sizes {
+        for &ty in &types {
+            for &d in &dists {
                 backward(&ctx, compiler, name, &size, ty, d, &mut rng, &mut failed)?;
             }
         }

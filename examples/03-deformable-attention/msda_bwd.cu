@@ -179,10 +179,24 @@ typedef tma_plan_msda_bwd MsdaBwdPlan;
 static_assert(MsdaBwdPlan::BLOCK_THREADS == MSDA_QPB * MSDA_TPQ && MsdaBwdPlan::BLOCKS_PER_SM == MSDA_MINB,
               "the plan's launch is the kernel's");
 
-// VEC values into grad_value at p (16 bytes of msda_t's worth of channels): f32 as v4 reductions,
-// 16-bit as one v4 packed-pair reduction (rounded to the type first).
-__device__ __forceinline__ void msda_red(gv_t* p, const float (&v)[MSDA_VEC]) {
+// The channel of element j of a thread's reduction registers (thread `sub` of its (query, head)):
+// f32 reductions go 4 channels a thread, so that each red.v4.f32 of the TPQ threads covers
+// contiguous full sectors (16-bit storage: channels sub * 4 and TPQ * 4 + sub * 4, not
+// sub * 8 .. sub * 8 + 7, which touched twice the sectors half-filled); 16-bit reductions keep
+// the load layout (one 16-byte packed reduction covers the thread's own 8 channels).
+__device__ __forceinline__ int msda_red_channel(int sub, int j) {
 #if MSDA_GRAD16
+  return sub * MSDA_VEC + j;
+#else
+  return (j / 4) * (MSDA_TPQ * 4) + sub * 4 + j % 4;
+#endif
+}
+
+// VEC values into grad_value at row + msda_red_channel(sub, j): f32 as v4 reductions, 16-bit as
+// one v4 packed-pair reduction (rounded to the type first).
+__device__ __forceinline__ void msda_red(gv_t* row, int sub, const float (&v)[MSDA_VEC]) {
+#if MSDA_GRAD16
+  gv_t* p = row + sub * MSDA_VEC;
   const uint4 u = msda_pack(v);
 #if MSDA_DTYPE == 1
   asm volatile("red.global.v4.bf16x2.add.noftz [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(u.x), "r"(u.y), "r"(u.z),
@@ -196,7 +210,8 @@ __device__ __forceinline__ void msda_red(gv_t* p, const float (&v)[MSDA_VEC]) {
 #else
 #pragma unroll
   for (int i = 0; i < MSDA_VEC; i += 4)
-    asm volatile("red.global.v4.f32.add [%0], {%1, %2, %3, %4};" ::"l"(p + i), "f"(v[i]), "f"(v[i + 1]),
+    asm volatile("red.global.v4.f32.add [%0], {%1, %2, %3, %4};" ::"l"(row + msda_red_channel(sub, i)), "f"(v[i]),
+                 "f"(v[i + 1]),
                  "f"(v[i + 2]), "f"(v[i + 3])
                  : "memory");
 #endif
@@ -232,6 +247,47 @@ msda_bwd(const msda_t* __restrict__ value, const float* __restrict__ loc, const 
   const MsdaWeights weight = msda_weights(attn + nqh * MSDA_LP, sub);
   float g[MSDA_VEC];
   msda_unpack(__ldg(reinterpret_cast<const uint4*>(grad_out + nqh * MSDA_D + sub * MSDA_VEC)), g);
+  // grad_out in the global reductions' channel order (msda_red_channel).
+  float gr[MSDA_VEC];
+#pragma unroll
+  for (int j = 0; j < MSDA_VEC; ++j) gr[j] = msda_scalar(grad_out[nqh * MSDA_D + msda_red_channel(sub, j)]);
+#if MSDA_STAGED
+  // The shared-memory atomics of a warp's queries would all hit the same banks (a pixel's row is
+  // 32 banks and every query's thread `sub` adds channels c .. c + VEC - 1 in the same order):
+  // step k adds channel c + (k + r) % VEC, r the query's index in the warp: conflict-free.
+  // gs[k] = g[(k + rot) % VEC] by a barrel shifter (static indices: a select chain on a dynamic
+  // index went to local memory).
+  const int rot = (t / MSDA_TPQ) % MSDA_VEC;
+  float gs[MSDA_VEC];
+#pragma unroll
+  for (int k = 0; k < MSDA_VEC; ++k) gs[k] = g[k];
+#pragma unroll
+  for (int b = 1; b < MSDA_VEC; b *= 2) {
+    float r[MSDA_VEC];
+    const bool on = (rot & b) != 0;
+#pragma unroll
+    for (int k = 0; k < MSDA_VEC; ++k) r[k] = on ? gs[(k + b) % MSDA_VEC] : gs[k];
+#pragma unroll
+    for (int k = 0; k < MSDA_VEC; ++k) gs[k] = r[k];
+  }
+#if defined(TMA_DEBUG)
+  // Each staged plane's extents are the level's (the host rendered the tiles for this problem).
+  msda_for<0, MSDA_L>([&](auto lc) {
+    constexpr int l = decltype(lc)::value;
+    if constexpr (msda_slot<l>::staged) {
+      typedef typename msda_slot<l>::acc_tile A;
+      if (A::EXTENT_H != sh.h(l) || A::EXTENT_W != sh.w(l) || A::EXTENT_M != 1 || A::EXTENT_C != MSDA_D ||
+          msda_slot<l>::acc_offset + A::SMEM_BYTES > tma_msda_acc::SMEM_BYTES) {
+        if (t == 0)
+          printf("msda_bwd: staged plane of level %d is [%d][%d][%d][%d] at +%u, the level [%d][%d][1][%d]\n", l,
+                 A::EXTENT_H, A::EXTENT_W, A::EXTENT_M, A::EXTENT_C, msda_slot<l>::acc_offset, sh.h(l), sh.w(l),
+                 MSDA_D);
+        __trap();
+      }
+    }
+  });
+#endif
+#endif
   float* ga = grad_attn + nqh * MSDA_LP;
   float2* gl = reinterpret_cast<float2*>(grad_loc) + nqh * MSDA_LP;
   const int c = sub * MSDA_VEC;
@@ -256,19 +312,19 @@ msda_bwd(const msda_t* __restrict__ value, const float* __restrict__ loc, const 
         dot[k] = d;
         if (!pt.in[k]) continue;
         const float scale = pt.a * pt.wt(k);
-        float s[MSDA_VEC];
-#pragma unroll
-        for (int j = 0; j < MSDA_VEC; ++j) s[j] = scale * g[j];
 #if MSDA_STAGED
         if constexpr (msda_slot<l>::staged) {
           typedef typename msda_slot<l>::acc_tile A;
           float* plane = &A::at(acc + msda_slot<l>::acc_offset, {.N = 0, .H = hh, .W = ww, .M = 0, .C = c});
 #pragma unroll
-          for (int j = 0; j < MSDA_VEC; ++j) atomicAdd(plane + j, s[j]);
+          for (int j = 0; j < MSDA_VEC; ++j) atomicAdd(plane + (j + rot) % MSDA_VEC, scale * gs[j]);
         } else
 #endif
         {
-          msda_red(grad_value + off, s);
+          float s[MSDA_VEC];
+#pragma unroll
+          for (int j = 0; j < MSDA_VEC; ++j) s[j] = scale * gr[j];
+          msda_red(grad_value + (off - c), sub, s);
         }
       }
       float d_a = 0.f;
