@@ -175,3 +175,368 @@ fn header_macros_list_holds_every_macro_of_the_included_headers() {
          refresh it: eval \"$(scripts/cuda-tools.sh --headers)\"; TMA_UPDATE_MACROS=1 cargo test --test nvcc_header header_macros"
     );
 }
+
+/// The committed list of the names those headers declare at namespace scope
+/// (`tma::ident::generated::CUDA_NAMES`).
+const NAMES_FILE: &str = "tma-core/src/ident/cuda_names.txt";
+
+/// `tma-core/src/ident/cuda_names.txt` holds every name the headers a generated header
+/// includes declare at namespace scope (what a kernel `extern "C" __global__ void <name>`
+/// meets), read from nvcc's preprocessed text of both passes: the device pass (`__CUDA_ARCH__`,
+/// what NVRTC builds in too) and the host pass. A missing name fails; `TMA_UPDATE_NAMES=1`
+/// rewrites the file instead.
+#[test]
+fn cuda_names_list_holds_every_name_the_headers_declare() {
+    let test = "cuda_names_list_holds_every_name_the_headers_declare";
+    let Some(nvcc) = nvcc_with_headers(test) else {
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("tma-names-list-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = dir.join("includes.cu");
+    std::fs::write(&src, INCLUDES).unwrap();
+    let mut found = std::collections::BTreeSet::new();
+    // nvcc -E gives the device pass; -U__CUDA_ARCH__ the host's.
+    for pass in [None, Some("-U__CUDA_ARCH__")] {
+        let out = Command::new(&nvcc)
+            .args(["-E", "-x", "cu", "-std=c++20", "-arch=sm_90a"])
+            .args(pass)
+            .arg(&src)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "nvcc -E {pass:?} failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        found.extend(namespace_scope_names(&String::from_utf8_lossy(&out.stdout)));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    found.retain(|n| tma_core::ident::check_name(n).is_ok());
+    for n in [
+        "j0", "printf", "puts", "exit", "free", "malloc", "min", "max", "sqrtf",
+    ] {
+        assert!(
+            found.contains(n),
+            "{n} not found among {} names",
+            found.len()
+        );
+    }
+    for n in [
+        "float4",
+        "dim3",
+        "size_t",
+        "cudaSuccess",
+        "CUresult",
+        "cuInit",
+        "FILE",
+    ] {
+        assert!(
+            found.contains(n),
+            "{n} not found among {} names",
+            found.len()
+        );
+    }
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(NAMES_FILE);
+    if std::env::var_os("TMA_UPDATE_NAMES").is_some() {
+        let text: String = found.iter().map(|n| format!("{n}\n")).collect();
+        std::fs::write(&path, text).unwrap();
+        println!("wrote {} names to {NAMES_FILE}", found.len());
+        return;
+    }
+    let committed = tma_core::ident::generated::CUDA_NAMES;
+    assert_eq!(
+        committed,
+        std::fs::read_to_string(&path).unwrap(),
+        "the embedded list is the file"
+    );
+    let known: std::collections::BTreeSet<&str> = committed.lines().collect();
+    let missing: Vec<&String> = found
+        .iter()
+        .filter(|n| !known.contains(n.as_str()))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{NAMES_FILE} misses names the headers a generated header includes declare at namespace scope: {missing:?}\n\
+         refresh it: eval \"$(scripts/cuda-tools.sh --headers)\"; TMA_UPDATE_NAMES=1 cargo test --test nvcc_header cuda_names"
+    );
+}
+
+/// C++20's keywords and alternative tokens: never a declared name.
+fn is_keyword(t: &str) -> bool {
+    tma_core::ident::check_name(t) == Err(tma_core::ident::NameProblem::Keyword)
+}
+
+/// The tokens of preprocessed C++ (line markers and pragmas left out): identifiers, numbers,
+/// string and character literals, `::`, `->` and single punctuation characters.
+fn tokens(code: &str) -> Vec<&str> {
+    let mut toks = Vec::new();
+    for line in code.lines().filter(|l| !l.trim_start().starts_with('#')) {
+        let b = line.as_bytes();
+        let mut i = 0;
+        while i < b.len() {
+            let c = b[i];
+            let start = i;
+            if c.is_ascii_whitespace() {
+                i += 1;
+                continue;
+            } else if c.is_ascii_alphanumeric() || c == b'_' {
+                while i < b.len()
+                    && (b[i].is_ascii_alphanumeric()
+                        || b[i] == b'_'
+                        || b[i] == b'.' && c.is_ascii_digit())
+                {
+                    i += 1;
+                }
+            } else if c == b'"' || c == b'\'' {
+                i += 1;
+                while i < b.len() && b[i] != c {
+                    i += if b[i] == b'\\' { 2 } else { 1 };
+                }
+                i = (i + 1).min(b.len());
+            } else if line[i..].starts_with("::") || line[i..].starts_with("->") {
+                i += 2;
+            } else {
+                i += 1;
+            }
+            toks.push(&line[start..i]);
+        }
+    }
+    toks
+}
+
+fn is_ident(t: &str) -> bool {
+    t.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+}
+
+/// Whether the `{` at `i` opens an unscoped enum's body (`enum [attributes] [name] [: type]
+/// {`), whose enumerators are names of the enclosing scope.
+fn opens_enum_body(toks: &[&str], i: usize) -> bool {
+    let mut j = i;
+    while j > 0 {
+        j -= 1;
+        match toks[j] {
+            ";" | "{" | "}" => return false,
+            "enum" => return !matches!(toks.get(j + 1), Some(&"class") | Some(&"struct")),
+            ")" => {
+                // Only an attribute's parentheses: a function's make this its body.
+                let mut depth = 1;
+                while depth > 0 && j > 0 {
+                    j -= 1;
+                    depth += match toks[j] {
+                        ")" => 1,
+                        "(" => -1,
+                        _ => 0,
+                    };
+                }
+                if j == 0 || !toks[j - 1].starts_with("__attribute__") {
+                    return false;
+                }
+            }
+            _ => {}
+        }
+    }
+    false
+}
+
+/// The names preprocessed C++ declares at the global namespace scope (`extern "C"` blocks and
+/// unnamed namespaces are that scope; named namespaces, classes and functions are not): every
+/// identifier there outside parentheses and brackets that is no member lookup (`x::n`,
+/// `x.n`), no keyword and no template parameter, the declarators of function pointers
+/// (`(*n)(..)`), enumerators of unscoped enums and the names of using-declarations. A lexer,
+/// not a parser: it also keeps the names such declarations use (`size_t`, `std`), every one
+/// of them declared there too.
+fn namespace_scope_names(code: &str) -> std::collections::BTreeSet<String> {
+    let toks = tokens(code);
+    let at = |i: usize| toks.get(i).copied().unwrap_or("");
+    let mut out = std::collections::BTreeSet::new();
+    let mut scopes: Vec<bool> = Vec::new(); // per open brace: still namespace scope
+    let (mut paren, mut bracket) = (0i32, 0i32);
+    let mut template_params: std::collections::BTreeSet<&str> = Default::default();
+    let mut i = 0;
+    while i < toks.len() {
+        let t = toks[i];
+        let prev = if i > 0 { toks[i - 1] } else { "" };
+        let global = scopes.iter().all(|s| *s);
+        match t {
+            "{" => {
+                let extern_block = prev.starts_with('"') && i >= 2 && toks[i - 2] == "extern";
+                let open = global
+                    && paren == 0
+                    && (extern_block || prev == "namespace" || opens_enum_body(&toks, i));
+                scopes.push(open);
+            }
+            "}" => {
+                scopes.pop();
+                if scopes.iter().all(|s| *s) && paren == 0 {
+                    template_params.clear();
+                }
+            }
+            "(" => paren += 1,
+            ")" => paren -= 1,
+            "[" => bracket += 1,
+            "]" => bracket -= 1,
+            ";" if global && paren == 0 => template_params.clear(),
+            "template" if global && paren == 0 && at(i + 1) == "<" => {
+                // The parameter list: its names are the declaration's own.
+                let mut depth = 0;
+                let mut nested = 0;
+                i += 1;
+                while i < toks.len() {
+                    match toks[i] {
+                        "(" => nested += 1,
+                        ")" => nested -= 1,
+                        "<" if nested == 0 => depth += 1,
+                        ">" if nested == 0 => {
+                            depth -= 1;
+                            if depth == 0 {
+                                break;
+                            }
+                        }
+                        p if is_ident(p) => {
+                            template_params.insert(p);
+                        }
+                        _ => {}
+                    }
+                    i += 1;
+                }
+            }
+            "using" if global && paren == 0 && bracket == 0 && at(i + 1) != "namespace" => {
+                // `using a::b::n;` declares `n` here (`using X = ..;` is caught below).
+                let end = toks[i..]
+                    .iter()
+                    .position(|t| *t == ";" || *t == "=")
+                    .map_or(toks.len(), |p| i + p);
+                if at(end) == ";" && end > i + 1 && is_ident(toks[end - 1]) {
+                    out.insert(toks[end - 1].to_string());
+                }
+            }
+            _ if global
+                && bracket == 0
+                && is_ident(t)
+                && !is_keyword(t)
+                && !template_params.contains(t)
+                && !matches!(prev, "::" | "." | "->") =>
+            {
+                let pointer_declarator = paren == 1
+                    && prev == "*"
+                    && i >= 2
+                    && toks[i - 2] == "("
+                    && (at(i + 1) == "(" || at(i + 1) == ")" && matches!(at(i + 2), "(" | "["));
+                if paren == 0 || pointer_declarator {
+                    out.insert(t.to_string());
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    out
+}
+
+/// The scan on a sample of what the headers hold: what it takes and what it leaves.
+#[test]
+fn namespace_scope_names_are_read_from_declarations() {
+    let code = r#"# 1 "x.h"
+extern "C" {
+extern __attribute__((host)) __attribute__((device)) double j0(double x) noexcept (true);
+typedef void (*cudaHostFn_t)(void *userData);
+}
+typedef struct __attribute__((aligned(16))) { float x, y, z, w; } float4;
+enum __attribute__((device_builtin)) cudaError { cudaSuccess = 0, cudaErrorMissing = 1 };
+enum class cudaScoped : int { inner };
+extern const uint3 threadIdx;
+namespace std { int hidden(int); template <class T> T inside(T); }
+using std::hidden;
+template <typename T, int N = (3 > 2)> static inline T pick(T a, int b) { int local = b; return a; }
+struct dim3 { unsigned x; dim3(unsigned v); };
+static inline enum cudaError status(int code) { int body = code; return cudaSuccess; }
+const char* s = "not_a_name(";
+int arr[kSize];
+namespace { int unnamed_helper(); }
+"#;
+    let names = namespace_scope_names(code);
+    for n in [
+        "j0",
+        "cudaHostFn_t",
+        "float4",
+        "cudaError",
+        "cudaSuccess",
+        "cudaErrorMissing",
+        "cudaScoped",
+        "threadIdx",
+        "uint3",
+        "std",
+        "hidden",
+        "pick",
+        "dim3",
+        "status",
+        "s",
+        "arr",
+        "unnamed_helper",
+    ] {
+        assert!(names.contains(n), "{n} missing from {names:?}");
+    }
+    for n in [
+        "x",
+        "userData",
+        "host",
+        "device",
+        "aligned",
+        "w",
+        "inner",
+        "inside",
+        "T",
+        "N",
+        "a",
+        "b",
+        "local",
+        "v",
+        "code",
+        "body",
+        "not_a_name",
+        "kSize",
+        "noexcept",
+        "double",
+    ] {
+        assert!(!names.contains(n), "{n} taken from {names:?}");
+    }
+}
+
+/// Each of `PTXAS_SYMBOLS` still breaks ptxas as a kernel's name (drop it when one no longer
+/// does), and a name beside it does not.
+#[test]
+fn ptxas_still_fails_on_each_ptxas_symbol() {
+    let test = "ptxas_still_fails_on_each_ptxas_symbol";
+    let Some(nvcc) = nvcc_with_headers(test) else {
+        return;
+    };
+    let ptxas = nvcc.with_file_name("ptxas");
+    let dir = std::env::temp_dir().join(format!("tma-ptxas-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let builds = |name: &str| {
+        let ptx = dir.join(format!("{name}.ptx"));
+        std::fs::write(
+            &ptx,
+            format!(
+                ".version 9.0\n.target sm_90a\n.address_size 64\n.visible .entry {name}()\n{{\nret;\n}}\n"
+            ),
+        )
+        .unwrap();
+        let out = Command::new(&ptxas)
+            .args(["-arch=sm_90a", "-o"])
+            .arg(dir.join(format!("{name}.cubin")))
+            .arg(&ptx)
+            .output()
+            .unwrap();
+        out.status.success()
+    };
+    assert!(builds("A6"), "a plain kernel name builds");
+    for name in tma_core::ident::generated::PTXAS_SYMBOLS {
+        assert!(
+            !builds(name),
+            "ptxas now takes a kernel `{name}`: drop it from PTXAS_SYMBOLS"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -34,14 +34,17 @@
 //!    what a parameter would hide) and from every macro; a user name that becomes a macro
 //!    must differ from every identifier anywhere.
 //!
-//! And three rules that are policy, not derivation: no generated identifier may be a macro of
+//! And four rules that are policy, not derivation: no generated identifier may be a macro of
 //! the system and CUDA headers a generated header includes ([`HEADER_MACROS`], a committed
-//! list that `tests/nvcc_header.rs` checks against nvcc; `EOF`, `NULL`, `CUDA_VERSION`); a name emitted bare (a dim, a pipeline or
-//! set member, a plan region, an alias, a plan's kernel) must not start with `tma_` in any
-//! case, the prefix of every name the
-//! generated code defines at namespace scope and of every macro it defines; and an alias,
-//! alone at namespace scope beside CUDA's own functions and types (`j0`, `min`, `float4`, all
-//! lower-case, none in a template), starts with an upper-case letter.
+//! list that `tests/nvcc_header.rs` checks against nvcc; `EOF`, `NULL`, `CUDA_VERSION`); no
+//! name landing at namespace scope (a plan's kernel, an alias, any generated identifier
+//! there) may be one those headers or NVRTC's declare there ([`CUDA_NAMES`], checked the
+//! same way; `j0`, `min`, `printf`, `float4`, `size_t`, `cudaSuccess`), nor a kernel take a
+//! name ptxas reserves ([`PTXAS_SYMBOLS`]); a name emitted bare (a dim, a pipeline or set
+//! member, a plan region, an alias, a plan's kernel) must not start with `tma_` in any case,
+//! the prefix of every name the generated code defines at namespace scope and of every macro
+//! it defines; and an alias starts with an upper-case letter, as its convention is and CUDA's
+//! own names mostly are not.
 //!
 //! Why read the templates at run time rather than keep a table (checked by a test) or generate
 //! one in a build script: the texts read are the very ones the engine renders (one list,
@@ -91,7 +94,8 @@ pub enum NameKind {
     PlanRegion,
     /// A kernel's alias of a tile (`using <alias> = tma_<tile>;`, written by
     /// [`crate::render::KernelSource::tile_as`] at namespace scope, beside every function and
-    /// type CUDA declares there: it starts with an upper-case letter, as none of those do).
+    /// type CUDA declares there: it starts with an upper-case letter and is none of
+    /// [`CUDA_NAMES`]).
     Alias,
 }
 
@@ -1213,8 +1217,13 @@ pub enum ClashHow {
     /// It is a macro, and the templates use this identifier (which it would replace).
     IsMacro,
     /// An alias, at namespace scope beside every name CUDA declares there (`min`, `j0`,
-    /// `exp`, `float4`, `atomicAdd`: all lower-case), must start with an upper-case letter.
+    /// `exp`, `float4`, `atomicAdd`: mostly lower-case), must start with an upper-case letter.
     CudaScope,
+    /// It lands at namespace scope (a plan's kernel, an alias) and is a name CUDA's headers
+    /// declare there ([`CUDA_NAMES`]: `j0`, `min`, `printf`, `float4`, `CUresult`, ...).
+    CudaName,
+    /// A kernel's name that ptxas takes for a symbol of its own ([`PTXAS_SYMBOLS`]).
+    PtxasSymbol,
     /// It is a macro of the system and CUDA headers a generated header includes
     /// ([`HEADER_MACROS`]: `EOF`, `NULL`, `INT_MAX`, `CUDA_VERSION`, ...), which would
     /// replace it.
@@ -1253,6 +1262,46 @@ pub fn is_header_macro(ident: &str) -> bool {
     .contains(ident)
 }
 
+/// Where the names of [`CUDA_NAMES`] come from, for messages.
+pub const CUDA_NAME_SOURCE: &str = "cuda.h, cuda_runtime.h, <cstdio> and NVRTC's built-in headers";
+
+/// The names the headers of a CUDA translation unit declare at namespace scope, one a line,
+/// sorted: functions, types, variables, enumerators and namespaces of `cuda.h`,
+/// `cuda_runtime.h` (nvcc's implicit include, which holds what NVRTC builds in: the math API,
+/// intrinsics, `printf`, `malloc`, the vector types) and `<cstdio>`, CUDA 13.0 and the host's
+/// C library and libstdc++, host and device passes; only those a user may write
+/// ([`super::check_name`]: no keyword, no reserved `__x` or `_X`). A plan's kernel (`extern "C" __global__ void <plan>`) or an alias of one
+/// of these names does not compile: a kernel `j0` has "more than one instance of overloaded
+/// function "j0" has "C" linkage", a kernel `float4` is "already declared in the current
+/// scope". A few (struct tags such as `CUstream_st`, C++ overloads such as `atomicAdd`)
+/// would still compile beside a kernel of their name; they are refused all the same.
+///
+/// Not derived at run time (that needs nvcc and the headers): `tests/nvcc_header.rs`
+/// regenerates it with nvcc and fails when a name is missing here; refresh it with
+/// `TMA_UPDATE_NAMES=1 cargo test --test nvcc_header cuda_names` after
+/// `eval "$(scripts/cuda-tools.sh --headers)"`.
+pub const CUDA_NAMES: &str = include_str!("cuda_names.txt");
+
+/// Whether `ident` is one of [`CUDA_NAMES`].
+pub fn is_cuda_name(ident: &str) -> bool {
+    static SET: OnceLock<BTreeSet<&'static str>> = OnceLock::new();
+    SET.get_or_init(|| {
+        CUDA_NAMES
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect()
+    })
+    .contains(ident)
+}
+
+/// Kernel names ptxas (13.0.88, NVRTC's and nvcc's) takes for a symbol of its own: a kernel
+/// `A7` gives "Inconsistent redefinition of variable 'A7'", then ptxas crashes, inside the
+/// process when NVRTC compiles to a cubin. Found by compiling a kernel of every name of two
+/// characters and every identifier of the CUDA headers and ptxas; `tests/nvcc_header.rs`
+/// checks that ptxas still fails on each.
+pub const PTXAS_SYMBOLS: [&str; 1] = ["A7"];
+
 impl fmt::Display for GeneratedClash {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let same = self.becomes == self.meets;
@@ -1284,8 +1333,18 @@ impl fmt::Display for GeneratedClash {
             ),
             (ClashHow::CudaScope, _) => write!(
                 f,
-                "`{}` is an alias at namespace scope, where CUDA declares its functions and types (`j0`, `min`, `exp`, `float4`, ..., all lower-case): an alias starts with an upper-case letter",
+                "`{}` is an alias at namespace scope, where CUDA declares its functions and types (`j0`, `min`, `exp`, `float4`, ..., mostly lower-case): an alias starts with an upper-case letter",
                 self.becomes
+            ),
+            (ClashHow::CudaName, _) => write!(
+                f,
+                "`{}` meets CUDA's own `{}`, which {} declare at namespace scope (a function, type, variable or constant: the math API, intrinsics, runtime and driver API, C library)",
+                self.becomes, self.meets, self.template
+            ),
+            (ClashHow::PtxasSymbol, _) => write!(
+                f,
+                "`{}` meets a symbol of ptxas's own ({}): a kernel of that name makes ptxas fail, then crash",
+                self.becomes, self.template
             ),
             (ClashHow::HeaderMacro, _) => write!(
                 f,
@@ -1328,8 +1387,24 @@ impl Table {
                 how: ClashHow::CudaScope,
             });
         }
+        if kind == NameKind::KernelPlan && PTXAS_SYMBOLS.contains(&name) {
+            return Some(GeneratedClash {
+                becomes: name.to_string(),
+                meets: name.to_string(),
+                template: "ptxas 13.0",
+                how: ClashHow::PtxasSymbol,
+            });
+        }
         for slot in self.slots.iter().filter(|s| s.kind == kind) {
             let ident = slot.apply(name);
+            if slot.scope == 0 && !slot.is_macro && is_cuda_name(&ident) {
+                return Some(GeneratedClash {
+                    meets: ident.clone(),
+                    becomes: ident,
+                    template: CUDA_NAME_SOURCE,
+                    how: ClashHow::CudaName,
+                });
+            }
             if is_header_macro(&ident) {
                 return Some(GeneratedClash {
                     meets: ident.clone(),
@@ -1641,6 +1716,68 @@ __device__ __forceinline__ unsigned tma_new_helper(const void* p, unsigned bytes
         ] {
             assert_eq!(generated_clash(NameKind::Dim, n), None, "dim {n}");
         }
+    }
+
+    #[test]
+    fn cuda_names_are_refused_where_they_land_at_namespace_scope() {
+        let lines: Vec<&str> = CUDA_NAMES.lines().collect();
+        let mut sorted = lines.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(lines, sorted, "cuda_names.txt is sorted, one name a line");
+        // Functions, types, variables, enumerators, of the device and the host headers.
+        for n in [
+            "j0",
+            "min",
+            "printf",
+            "puts",
+            "exit",
+            "malloc",
+            "float4",
+            "size_t",
+            "FILE",
+            "cudaSuccess",
+            "CUresult",
+            "cuInit",
+            "atomicAdd",
+        ] {
+            assert!(is_cuda_name(n), "{n}");
+            let c = generated_clash(NameKind::KernelPlan, n).unwrap();
+            assert_eq!((c.becomes.as_str(), c.how), (n, ClashHow::CudaName), "{n}");
+            assert!(c.to_string().contains(&format!("meets CUDA's own `{n}`")));
+        }
+        // An alias starts upper-case; CUDA's upper-case names are refused by name.
+        let c = generated_clash(NameKind::Alias, "CUresult").unwrap();
+        assert_eq!(c.how, ClashHow::CudaName);
+        assert_eq!(generated_clash(NameKind::Alias, "Q"), None);
+        // Inside a struct or under a prefix they meet nothing of CUDA's.
+        assert_eq!(generated_clash(NameKind::Dim, "j0"), None);
+        assert_eq!(generated_clash(NameKind::Tile, "j0"), None);
+        assert_eq!(generated_clash(NameKind::PlanRegion, "index"), None);
+        // Kernel names of the project, the examples and the tests.
+        for n in [
+            "gemm",
+            "copy",
+            "epi",
+            "mma",
+            "attention",
+            "softmax",
+            "msda_fwd",
+        ] {
+            assert_eq!(generated_clash(NameKind::KernelPlan, n), None, "{n}");
+        }
+        // The plan's kernel and an alias, written outside the templates, land at namespace
+        // scope in every table.
+        let c = table().clash(NameKind::KernelPlan, "j0").map(|c| c.how);
+        assert_eq!(c, Some(ClashHow::CudaName));
+        let c = generated_clash(NameKind::KernelPlan, "A7").unwrap();
+        assert_eq!(c.how, ClashHow::PtxasSymbol);
+        assert!(c.to_string().contains("ptxas"));
+        assert_eq!(
+            generated_clash(NameKind::Alias, "A7"),
+            None,
+            "no PTX symbol"
+        );
     }
 
     #[test]

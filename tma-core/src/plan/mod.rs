@@ -28,7 +28,7 @@
 use std::fmt;
 
 use crate::error::{Field, SpecError};
-use crate::ident::{check_name, generated_clash, shared_generated_name, NameKind};
+use crate::ident::{check_name, generated_clash, shared_generated_name, ClashHow, NameKind};
 use crate::limits::DYNAMIC_SMEM_BASE_ALIGN;
 use crate::pipeline::{
     finding, PipelineErrors, ValidPipeline, ValidWarpRoles, MAX_BLOCK_THREADS, MAX_CLUSTER_CTAS,
@@ -379,15 +379,21 @@ pub fn validate_plan(plan: &KernelPlan) -> Result<ValidKernelPlan, PipelineError
             ),
         ));
     } else if let Some(why) = generated_clash(NameKind::KernelPlan, &plan.name) {
-        errors.push(finding(
-            Field::Name,
-            &plan.name,
-            Rule::GeneratedNameClash,
-            format!(
+        let problem = match why.how {
+            ClashHow::CudaName | ClashHow::PtxasSymbol => {
+                format!("a kernel named {why}: rename the plan")
+            }
+            _ => format!(
                 "the plan's name names its kernel, `tma_plan_{}` and `TMA_PLAN_{}_LAUNCH_BOUNDS`; this one clashes: {why}",
                 plan.name,
                 plan.name.to_ascii_uppercase()
             ),
+        };
+        errors.push(finding(
+            Field::Name,
+            &plan.name,
+            Rule::GeneratedNameClash,
+            problem,
         ));
     }
     check_targets(plan, &mut errors);

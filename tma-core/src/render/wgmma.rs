@@ -294,6 +294,24 @@ mod tests {
         assert!(!body.contains("tma_align_smem"), "{body}");
     }
 
+    /// The plan's kernel is `extern "C"` at namespace scope: a plan `j0` (drawn by
+    /// `generated_names_compile`) met CUDA's Bessel function and NVRTC refused the unit.
+    #[test]
+    fn a_plan_named_as_a_cuda_function_is_refused() {
+        let (a, b) = operands();
+        let e = wgmma_exercise_plan("j0", "ops", &a, &b)
+            .validate()
+            .unwrap_err();
+        assert_eq!(e.errors.len(), 1, "{e}");
+        assert_eq!(e.errors[0].rule, crate::Rule::GeneratedNameClash);
+        assert!(
+            e.to_string()
+                .contains("a kernel named `j0` meets CUDA's own `j0`, which cuda.h"),
+            "{e}"
+        );
+        assert!(e.to_string().contains("rename the plan"), "{e}");
+    }
+
     #[test]
     fn a_plan_the_exercise_cannot_run_on_is_refused_naming_what_it_lacks() {
         let (a, b) = operands();
