@@ -151,28 +151,13 @@ fn header_macros_list_holds_every_macro_of_the_included_headers() {
         found.contains("EOF") && found.contains("CUDA_VERSION"),
         "{found:?}"
     );
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(MACROS_FILE);
-    if std::env::var_os("TMA_UPDATE_MACROS").is_some() {
-        let text: String = found.iter().map(|n| format!("{n}\n")).collect();
-        std::fs::write(&path, text).unwrap();
-        println!("wrote {} macros to {MACROS_FILE}", found.len());
-        return;
-    }
-    let committed = tma_core::ident::generated::HEADER_MACROS;
-    assert_eq!(
-        committed,
-        std::fs::read_to_string(&path).unwrap(),
-        "the embedded list is the file"
-    );
-    let known: std::collections::BTreeSet<&str> = committed.lines().collect();
-    let missing: Vec<&String> = found
-        .iter()
-        .filter(|n| !known.contains(n.as_str()))
-        .collect();
-    assert!(
-        missing.is_empty(),
-        "{MACROS_FILE} misses macros of the headers a generated header includes: {missing:?}\n\
-         refresh it: eval \"$(scripts/cuda-tools.sh --headers)\"; TMA_UPDATE_MACROS=1 cargo test --test nvcc_header header_macros"
+    check_committed_list(
+        &found,
+        MACROS_FILE,
+        tma_core::ident::generated::HEADER_MACROS,
+        "TMA_UPDATE_MACROS",
+        "macros of the headers a generated header includes",
+        "header_macros",
     );
 }
 
@@ -237,28 +222,13 @@ fn cuda_names_list_holds_every_name_the_headers_declare() {
             found.len()
         );
     }
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(NAMES_FILE);
-    if std::env::var_os("TMA_UPDATE_NAMES").is_some() {
-        let text: String = found.iter().map(|n| format!("{n}\n")).collect();
-        std::fs::write(&path, text).unwrap();
-        println!("wrote {} names to {NAMES_FILE}", found.len());
-        return;
-    }
-    let committed = tma_core::ident::generated::CUDA_NAMES;
-    assert_eq!(
-        committed,
-        std::fs::read_to_string(&path).unwrap(),
-        "the embedded list is the file"
-    );
-    let known: std::collections::BTreeSet<&str> = committed.lines().collect();
-    let missing: Vec<&String> = found
-        .iter()
-        .filter(|n| !known.contains(n.as_str()))
-        .collect();
-    assert!(
-        missing.is_empty(),
-        "{NAMES_FILE} misses names the headers a generated header includes declare at namespace scope: {missing:?}\n\
-         refresh it: eval \"$(scripts/cuda-tools.sh --headers)\"; TMA_UPDATE_NAMES=1 cargo test --test nvcc_header cuda_names"
+    check_committed_list(
+        &found,
+        NAMES_FILE,
+        tma_core::ident::generated::CUDA_NAMES,
+        "TMA_UPDATE_NAMES",
+        "names the headers a generated header includes declare at namespace scope",
+        "cuda_names",
     );
 }
 
@@ -539,4 +509,38 @@ fn ptxas_still_fails_on_each_ptxas_symbol() {
         );
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A list committed in tma-core (`file`, embedded as `embedded`) against what nvcc `found`:
+/// with `update_env` set, rewrites the file; else fails on any name `found` that it misses.
+fn check_committed_list(
+    found: &std::collections::BTreeSet<String>,
+    file: &str,
+    embedded: &str,
+    update_env: &str,
+    what: &str,
+    test_filter: &str,
+) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(file);
+    if std::env::var_os(update_env).is_some() {
+        let text: String = found.iter().map(|n| format!("{n}\n")).collect();
+        std::fs::write(&path, text).unwrap();
+        println!("wrote {} names to {file}", found.len());
+        return;
+    }
+    assert_eq!(
+        embedded,
+        std::fs::read_to_string(&path).unwrap(),
+        "the embedded list is the file"
+    );
+    let known: std::collections::BTreeSet<&str> = embedded.lines().collect();
+    let missing: Vec<&String> = found
+        .iter()
+        .filter(|n| !known.contains(n.as_str()))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{file} misses {what}: {missing:?}\n\
+         refresh it: eval \"$(scripts/cuda-tools.sh --headers)\"; {update_env}=1 cargo test --test nvcc_header {test_filter}"
+    );
 }

@@ -259,12 +259,8 @@ pub fn build_bwd(
             1,
             MSDA_BWD_CU,
         );
-    let source = Source::kernel(&source)?;
-    let compiled = compiler.compile_source(&source, &options)?;
-    let entry = format!(".entry {}", config.kernel_name());
-    if !compiled.ptx.contains(&entry) {
-        return Err(format!("PTX lacks {entry}").into());
-    }
+    let (source, compiled) =
+        fast::compile_kernel(compiler, &source, &options, config.kernel_name())?;
     Ok(BuiltBwd {
         config,
         source,

@@ -351,12 +351,7 @@ pub fn build(compiler: &Compiler, m: &Msda, ty: Ty, config: Config, debug: bool)
         1,
         MSDA_FAST_CU,
     );
-    let source = Source::kernel(&source)?;
-    let compiled = compiler.compile_source(&source, &options)?;
-    let entry = format!(".entry {}", config.kernel_name());
-    if !compiled.ptx.contains(&entry) {
-        return Err(format!("PTX lacks {entry}").into());
-    }
+    let (source, compiled) = compile_kernel(compiler, &source, &options, config.kernel_name())?;
     Ok(Built {
         config,
         source,
@@ -369,6 +364,22 @@ pub fn build(compiler: &Compiler, m: &Msda, ty: Ty, config: Config, debug: bool)
 }
 
 /// msda_slot<l> for each level, the map pointers and the barrier's group (see msda_fast.cu).
+/// Compiles `source` and checks its PTX has the entry `kernel` (forward and backward alike).
+pub fn compile_kernel(
+    compiler: &Compiler,
+    source: &KernelSource,
+    options: &CompileOptions,
+    kernel: &str,
+) -> Res<(Source, Arc<Compiled>)> {
+    let source = Source::kernel(source)?;
+    let compiled = compiler.compile_source(&source, options)?;
+    let entry = format!(".entry {kernel}");
+    if !compiled.ptx.contains(&entry) {
+        return Err(format!("PTX lacks {entry}").into());
+    }
+    Ok((source, compiled))
+}
+
 fn stage_prelude(levels: &[usize]) -> String {
     let mut s = String::from(
         "\n// msda_stage's staged levels (rendered by fast.rs)\ntemplate <int L> struct msda_slot { static constexpr bool staged = false; };\n",
