@@ -272,6 +272,20 @@ fn lex_error(at: &Location) -> String {
         Some(c @ ('(' | '[' | '{')) => format!("not valid tokens: `{c}` is never closed"),
         Some(c @ ('"' | '\'')) => format!("not valid tokens: a `{c}` literal is never closed"),
         Some('/') => "not valid tokens: a `/* .. */` comment is never closed".into(),
+        Some(c) if c.is_ascii_digit() => {
+            // A number the lexer refuses: `0x` (a radix prefix with no digits), `0b2`.
+            let number: String = at
+                .text
+                .chars()
+                .skip(at.column.saturating_sub(1))
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .take(64)
+                .collect();
+            format!(
+                "not valid tokens: `{}` is no Rust number (a radix prefix `0x`, `0o` or `0b` needs digits of its radix)",
+                number.escape_debug()
+            )
+        }
         Some(c) => format!(
             "not valid tokens: `{}` starts no Rust token",
             c.escape_debug()

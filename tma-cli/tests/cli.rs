@@ -96,6 +96,18 @@ fn explain_errors_underline_the_token_and_name_the_line() {
     assert_eq!(r.code, 1);
     let shown = r.stderr.replace(file.to_str().unwrap(), "bad.tma");
     insta::assert_snapshot!("explain_error_file", shown);
+    // A number the lexer refuses is named as a number, at its place (a proptest found `0x`).
+    for (number, column) in [("0x", 32), ("0b2", 32)] {
+        let decl = format!("tma_2d! {{ A: u8, global = [M = {number}, K = 64], boxed = [8, 8] }}");
+        let r = tma(&["explain", &decl]);
+        assert_eq!(r.code, 1);
+        assert!(
+            r.stderr.contains(&format!("`{number}` is no Rust number"))
+                && r.stderr.contains(&format!("<argument>:1:{column}")),
+            "{}",
+            r.stderr
+        );
+    }
 }
 
 #[test]
