@@ -340,16 +340,6 @@ impl Compiler {
         self.compile_traced(source, options).map(|(c, _)| c)
     }
 
-    /// The in-process cache's output for `source` and `options`, if it holds one (no disk,
-    /// no NVRTC): what a stream capture may use (`crate::driver::capture`).
-    pub(crate) fn cached(
-        &self,
-        source: &Source,
-        options: &CompileOptions,
-    ) -> Option<Arc<Compiled>> {
-        self.memory_get(source.fingerprint(), options)
-    }
-
     /// [`Compiler::compile_source`], and where the output came from.
     fn compile_traced(
         &self,

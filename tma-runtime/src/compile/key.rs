@@ -1,7 +1,9 @@
-//! The cache key, in one place: everything that changes a compile's output. The in-process
-//! cache, the disk cache, [`Compiler::precompile`](super::Compiler::precompile) and the `tma`
-//! command's `precompile` all key by [`CacheKey`], so a cache one warms is the cache the
-//! other reads.
+//! The cache key, in one place: everything that changes a compile's output. The disk cache,
+//! the loaded-module cache, [`Compiler::precompile`](super::Compiler::precompile) and the
+//! `tma` command's `precompile` all key by [`CacheKey`], so a cache one warms is the cache the
+//! other reads. (The in-process compile cache finds an output by the source's fingerprint and
+//! equal `CompileOptions`: the same inputs within one process and one NVRTC, compared rather
+//! than hashed into text.)
 //!
 //! The key is the fingerprint of a canonical text ([`CacheKey::text`]) that each disk entry
 //! also stores whole: a load compares the text it asked for with the entry's, so a renamed,

@@ -40,7 +40,9 @@ pub struct CompileOptions {
     pub fast_math: bool,
     /// `--device-debug` (`-G`): no optimisation, full debug info.
     pub device_debug: bool,
-    /// Extra NVRTC options, passed as they are (after every other).
+    /// Extra NVRTC options, passed as they are (after every other). Include paths and
+    /// pre-included headers are refused: the cache key holds the source's text, not files read
+    /// from disk, so an edited header would hand back a stale binary.
     pub extra: Vec<String>,
 }
 
@@ -178,10 +180,25 @@ impl CompileOptions {
                     reason: "an NVRTC option holds no line break or other control character",
                 });
             }
+            if reads_a_file(x) {
+                return Err(Error::InvalidOption {
+                    option: "extra",
+                    value: x.clone(),
+                    reason: "an include path or pre-included header is read from disk, outside the cache key (the source's text): an edited header would hand back a stale binary; put the header's text in the source (KernelSource::body, Source::new)",
+                });
+            }
             a.push(x.clone());
         }
         Ok(a)
     }
+}
+
+/// NVRTC options that make it read a file from disk: `-I`, `--include-path`, `-include`,
+/// `--pre-include`.
+fn reads_a_file(option: &str) -> bool {
+    ["-I", "--include-path", "-include", "--pre-include"]
+        .iter()
+        .any(|p| option.starts_with(p))
 }
 
 #[cfg(test)]
@@ -258,6 +275,25 @@ mod tests {
                 ..
             })
         ));
+        for file in [
+            "-I/usr/include",
+            "--include-path=x",
+            "-include",
+            "--pre-include=h.cuh",
+        ] {
+            let mut o = CompileOptions::new(Arch::Sm90a);
+            o.extra.push(file.into());
+            assert!(
+                matches!(
+                    o.nvrtc_args(true),
+                    Err(Error::InvalidOption {
+                        option: "extra",
+                        ..
+                    })
+                ),
+                "{file} taken"
+            );
+        }
         let mut newline = CompileOptions::new(Arch::Sm90a);
         newline.extra.push("-DA\narg -DB".into());
         assert!(matches!(

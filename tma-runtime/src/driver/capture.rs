@@ -193,12 +193,21 @@ impl Capture {
     /// tracking is on ([`CaptureOp::TrackedBegin`]: every buffer's first use in the capture
     /// would wait on an event recorded before it).
     pub fn begin(stream: &Arc<CudaStream>) -> Result<Capture, Error> {
+        if stream.context().is_event_tracking() {
+            crate::cuda_libs::libcuda_available()?;
+            return Err(CaptureOp::TrackedBegin.error());
+        }
+        Capture::begin_tracked(stream)
+    }
+
+    /// [`Capture::begin`] with cudarc's event tracking left as it is: for a caller whose
+    /// launches under the capture take no tracked buffer (the tuner: `Bench::run` passes
+    /// device addresses taken before it). The guard holds all the same: a compile or load
+    /// inside it is refused by name.
+    pub(crate) fn begin_tracked(stream: &Arc<CudaStream>) -> Result<Capture, Error> {
         crate::cuda_libs::libcuda_available()?;
         if stream.cu_stream().is_null() {
             return Err(CaptureOp::DefaultStream.error());
-        }
-        if stream.context().is_event_tracking() {
-            return Err(CaptureOp::TrackedBegin.error());
         }
         stream
             .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)

@@ -110,9 +110,10 @@ impl Module {
         options: &CompileOptions,
     ) -> Result<Arc<Module>, Error> {
         if capturing_on_this_thread() {
-            let loaded = compiler
-                .cached(source, options)
-                .and_then(|c| LOADED.get(&(ctx.cu_ctx() as usize, c.key.clone())));
+            // The key alone finds a held module (it compiles nothing), with or without the
+            // in-process compile cache (TMA_JIT_NO_CACHE).
+            let key = compiler.cache_key(source, options)?.hex();
+            let loaded = LOADED.get(&(ctx.cu_ctx() as usize, key));
             return loaded.ok_or_else(|| CaptureOp::CompileAndLoad.error());
         }
         let compiled = compiler.compile_source(source, options)?;

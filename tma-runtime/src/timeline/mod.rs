@@ -35,6 +35,7 @@ mod chrome;
 mod svg;
 mod trace;
 
+use std::mem::ManuallyDrop;
 use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
@@ -55,8 +56,9 @@ pub struct Timeline {
     module: Arc<Module>,
     stream: Arc<CudaStream>,
     shape: TimelineShape,
-    events: CudaSlice<u8>,
-    dropped: CudaSlice<u32>,
+    /// Freed on drop only once the module's `tma_timeline` no longer points at them.
+    events: ManuallyDrop<CudaSlice<u8>>,
+    dropped: ManuallyDrop<CudaSlice<u32>>,
 }
 
 impl std::fmt::Debug for Timeline {
@@ -125,8 +127,8 @@ impl Timeline {
             module: module.clone(),
             stream: stream.clone(),
             shape,
-            events,
-            dropped,
+            events: ManuallyDrop::new(events),
+            dropped: ManuallyDrop::new(dropped),
         };
         let config = {
             let (events, _) = timeline.events.device_ptr(stream);
@@ -145,10 +147,10 @@ impl Timeline {
     /// Zeroes every slot and the dropped count (queued on the timeline's stream).
     pub fn clear(&mut self) -> Result<(), Error> {
         self.stream
-            .memset_zeros(&mut self.events)
+            .memset_zeros(&mut *self.events)
             .map_err(Error::driver("cuMemsetD8(timeline)"))?;
         self.stream
-            .memset_zeros(&mut self.dropped)
+            .memset_zeros(&mut *self.dropped)
             .map_err(Error::driver("cuMemsetD8(timeline dropped)"))
     }
 
@@ -158,11 +160,11 @@ impl Timeline {
         self.module.synchronize(&self.stream)?;
         let bytes = self
             .stream
-            .clone_dtoh(&self.events)
+            .clone_dtoh(&*self.events)
             .map_err(Error::driver("cuMemcpyDtoH(timeline)"))?;
         let dropped = self
             .stream
-            .clone_dtoh(&self.dropped)
+            .clone_dtoh(&*self.dropped)
             .map_err(Error::driver("cuMemcpyDtoH(timeline dropped)"))?
             .first()
             .copied()
@@ -199,10 +201,23 @@ impl Timeline {
 
 impl Drop for Timeline {
     /// Points the module's `tma_timeline` at no buffer before the slots are freed, so a later
-    /// launch records nothing rather than write freed memory.
+    /// launch records nothing rather than write freed memory. When that fails (a capture on
+    /// the stream, a context error), the slots are leaked, never freed under a config that may
+    /// still point at them.
     fn drop(&mut self) {
         let _ = self.module.context().bind_to_thread();
-        let _ = self.set_config(&[0u8; CONFIG_BYTES]);
+        match self.set_config(&[0u8; CONFIG_BYTES]) {
+            // SAFETY: each field is dropped once, here, and not used after.
+            Ok(()) => unsafe {
+                ManuallyDrop::drop(&mut self.events);
+                ManuallyDrop::drop(&mut self.dropped);
+            },
+            Err(e) => eprintln!(
+                "tma timeline: warning: could not detach the timeline from its module ({e}); \
+                 its {} B of slots are leaked so that no launch writes freed memory",
+                self.events.len()
+            ),
+        }
     }
 }
 

@@ -90,11 +90,15 @@ pub struct TimelineEvent {
     pub pass: u32,
     /// `%globaltimer` (ns) at the start of a wait, or at an instant.
     pub start_ns: u64,
-    /// A wait's length (ns); 0 for an instant.
+    /// A wait's length (ns); 0 for an instant. [`TimelineEvent::SATURATED_NS`]: 4.29 s or
+    /// more (the device clamps it; a hang being debugged).
     pub duration_ns: u32,
 }
 
 impl TimelineEvent {
+    /// The duration the device writes for a wait of 4.29 s or more (it clamps, never wraps).
+    pub const SATURATED_NS: u32 = u32::MAX;
+
     /// Where a wait ended (the start of an instant).
     pub fn end_ns(&self) -> u64 {
         self.start_ns.saturating_add(u64::from(self.duration_ns))

@@ -5,7 +5,8 @@
 //! options; a [`Bench`] sets one up on the GPU, checks its result (a wrong candidate never
 //! wins) and launches it. [`Tuner::best_or_tune`] then:
 //! 1. renders every source and names each build ([`Compiler::cache_key`]: source, options,
-//!    arch, NVRTC and crate versions); when the tune cache holds a pick for the
+//!    arch, NVRTC and crate versions, plus [`Candidate::launch_params`]: what the bench reads
+//!    beyond them); when the tune cache holds a pick for the
 //!    [`TuneKey`] and device tuned over exactly these builds, returns it: nothing compiled
 //!    or timed ([`CacheUse::Hit`]); an edited, added or removed candidate re-tunes;
 //! 2. compiles them all in parallel on the CPU cores ([`Compiler::compile_all`]; a progress
@@ -99,6 +100,12 @@ pub trait Candidate: Sync {
     fn source(&self) -> Result<Source, BoxError>;
     /// How to compile it.
     fn options(&self) -> CompileOptions;
+    /// What else of it the [`Bench`] reads and that is in neither its source nor its options
+    /// (a grid, a split count, a persistence factor), as text: part of its build in the tune
+    /// cache, so changing it re-tunes. Empty by default (everything is in the source).
+    fn launch_params(&self) -> String {
+        String::new()
+    }
 }
 
 /// Runs candidates on one problem: set up (buffers, tensor maps, launch shape), check,
@@ -238,12 +245,16 @@ impl<'c> Tuner<'c> {
         let builds: Vec<Build> = names
             .iter()
             .zip(&rendered)
-            .map(|(name, r)| Build {
+            .zip(candidates)
+            .map(|((name, r), c)| Build {
                 name: name.clone(),
-                key: r
-                    .as_ref()
-                    .ok()
-                    .and_then(|(s, o)| self.compiler.cache_key(s, o).ok().map(|k| k.hex())),
+                key: r.as_ref().ok().and_then(|(s, o)| {
+                    let build = self.compiler.cache_key(s, o).ok()?.hex();
+                    Some(match c.launch_params() {
+                        p if p.is_empty() => build,
+                        p => format!("{build} {p}"),
+                    })
+                }),
             })
             .collect();
         let cache = match (&self.store, self.retune) {

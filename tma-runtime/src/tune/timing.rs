@@ -4,10 +4,11 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::sys::{CUevent_flags, CUgraphInstantiate_flags, CUstreamCaptureMode};
+use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaEvent, CudaGraph, CudaStream};
 
 use super::BoxError;
+use crate::driver::Capture;
 use crate::error::Error;
 
 /// Kernels measured below this (microseconds per launch) are timed through a graph.
@@ -96,15 +97,14 @@ impl Clock {
         us: f64,
         run: &mut dyn FnMut() -> Result<(), BoxError>,
     ) -> Result<Unit, String> {
-        if self.stream.cu_stream().is_null() {
-            return Err(
-                "the legacy default stream cannot be captured: tune on ctx.new_stream()".into(),
-            );
-        }
         let launches = ((GRAPH_TARGET_US / us.max(0.1)).ceil() as u32).clamp(2, MAX_GRAPH_LAUNCHES);
-        self.stream
-            .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
-            .map_err(|e| e.to_string())?;
+        // tma's capture: a compile or load inside `run` is refused by name (Error::Capture).
+        let capture = Capture::begin_tracked(&self.stream).map_err(|e| match e {
+            Error::Capture { .. } => {
+                "the legacy default stream cannot be captured: tune on ctx.new_stream()".to_string()
+            }
+            e => e.to_string(),
+        })?;
         let mut ran = Ok(());
         for _ in 0..launches {
             ran = run();
@@ -113,11 +113,9 @@ impl Clock {
             }
         }
         // Always end the capture: the stream must leave capture mode whatever happened.
-        let graph = self.stream.end_capture(CUgraphInstantiate_flags(0));
+        let graph = capture.end();
         ran.map_err(|e| format!("a launch failed under capture: {e}"))?;
-        let graph = graph
-            .map_err(|e| e.to_string())?
-            .ok_or("the capture recorded nothing")?;
+        let graph = graph.map_err(|e| e.to_string())?;
         graph.upload().map_err(|e| e.to_string())?;
         Ok(Unit::Graph { graph, launches })
     }
