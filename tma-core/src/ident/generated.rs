@@ -1252,9 +1252,18 @@ pub const HEADER_MACROS: &str = include_str!("header_macros.txt");
 /// Whether `ident` is one of [`HEADER_MACROS`].
 pub fn is_header_macro(ident: &str) -> bool {
     static SET: OnceLock<BTreeSet<&'static str>> = OnceLock::new();
-    SET.get_or_init(|| {
-        HEADER_MACROS
-            .lines()
+    in_committed_list(&SET, HEADER_MACROS, ident)
+}
+
+/// Whether `ident` is a line of `list` (a committed name list, one a line), read into `set`
+/// once.
+fn in_committed_list(
+    set: &'static OnceLock<BTreeSet<&'static str>>,
+    list: &'static str,
+    ident: &str,
+) -> bool {
+    set.get_or_init(|| {
+        list.lines()
             .map(str::trim)
             .filter(|l| !l.is_empty())
             .collect()
@@ -1285,14 +1294,7 @@ pub const CUDA_NAMES: &str = include_str!("cuda_names.txt");
 /// Whether `ident` is one of [`CUDA_NAMES`].
 pub fn is_cuda_name(ident: &str) -> bool {
     static SET: OnceLock<BTreeSet<&'static str>> = OnceLock::new();
-    SET.get_or_init(|| {
-        CUDA_NAMES
-            .lines()
-            .map(str::trim)
-            .filter(|l| !l.is_empty())
-            .collect()
-    })
-    .contains(ident)
+    in_committed_list(&SET, CUDA_NAMES, ident)
 }
 
 /// Kernel names ptxas (13.0.88, NVRTC's and nvcc's) takes for a symbol of its own: a kernel

@@ -565,3 +565,30 @@ fn suffix_range(suffix: &str) -> String {
     };
     format!("{suffix} holds 0..={max}")
 }
+
+/// A cluster shape `[x, y, z]`: three unnamed `u32` extents, each error pushed at its token;
+/// `None` when any is wrong. `tma_pipeline!` and `tma_kernel!` read `cluster = [..]` with it.
+pub(crate) fn cluster_shape(list: &List, errs: &mut Errors) -> Option<[u32; 3]> {
+    let mut shape = [1u32; 3];
+    let mut ok = list.items.len() == 3;
+    if !ok {
+        errs.push(
+            list.span,
+            format!(
+                "`cluster` is the cluster shape `[x, y, z]`: 3 extents, not {}",
+                list.items.len()
+            ),
+        );
+    }
+    for (axis, item) in list.items.iter().enumerate().take(3) {
+        if let Some(n) = &item.name {
+            errs.push(n.span(), "`cluster` extents take no names: `[x, y, z]`");
+            ok = false;
+        }
+        match int::<u32>(&item.value, "cluster", errs) {
+            Some(v) => shape[axis] = v,
+            None => ok = false,
+        }
+    }
+    ok.then_some(shape)
+}

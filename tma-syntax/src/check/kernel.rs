@@ -11,7 +11,7 @@
 //! the expansion checks the rest in `const` items over the types' constants
 //! (`tma_core::plan::consts`), at the same tokens, with the same messages.
 
-use super::entries::{int, TileInput};
+use super::entries::{cluster_shape, int, TileInput};
 use super::pipeline as parts;
 use super::{snake_case, tile, Checked};
 use crate::errors::Errors;
@@ -224,28 +224,7 @@ pub fn kernel(decl: &KernelDecl) -> Result<CheckedKernel<'_>, Rejected> {
     let blocks_per_sm = count("blocks_per_sm", &mut errs);
     let cluster = match values.get("cluster") {
         Some(KernelValue::Value(Value::List(list))) => {
-            let mut shape = [1u32; 3];
-            let mut ok = list.items.len() == 3;
-            if !ok {
-                errs.push(
-                    list.span,
-                    format!(
-                        "`cluster` is the cluster shape `[x, y, z]`: 3 extents, not {}",
-                        list.items.len()
-                    ),
-                );
-            }
-            for (axis, item) in list.items.iter().enumerate().take(3) {
-                if let Some(n) = &item.name {
-                    errs.push(n.span(), "`cluster` extents take no names: `[x, y, z]`");
-                    ok = false;
-                }
-                match int::<u32>(&item.value, "cluster", &mut errs) {
-                    Some(v) => shape[axis] = v,
-                    None => ok = false,
-                }
-            }
-            ok.then_some((shape, list.span))
+            cluster_shape(list, &mut errs).map(|shape| (shape, list.span))
         }
         Some(other) => {
             errs.push(

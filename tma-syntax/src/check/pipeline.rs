@@ -4,7 +4,7 @@
 //! token it is about, then the CUDA rendered once so expansion cannot fail. The rules are
 //! `tma_core`'s: the same functions the run-time builders call.
 
-use super::entries::{int, TileInput};
+use super::entries::{cluster_shape, int, TileInput};
 use super::{snake_case, tile, Checked};
 use crate::check::spans::ListSpans;
 use crate::errors::Errors;
@@ -148,28 +148,7 @@ pub fn pipeline(decl: &PipelineDecl) -> syn::Result<CheckedPipeline<'_>> {
             },
             "cluster" => match value {
                 PipeValue::Value(Value::List(list)) => {
-                    let mut shape = [1u32; 3];
-                    let mut ok = list.items.len() == 3;
-                    if !ok {
-                        errs.push(
-                            list.span,
-                            format!(
-                                "`cluster` is the cluster shape `[x, y, z]`: 3 extents, not {}",
-                                list.items.len()
-                            ),
-                        );
-                    }
-                    for (axis, item) in list.items.iter().enumerate().take(3) {
-                        if let Some(n) = &item.name {
-                            errs.push(n.span(), "`cluster` extents take no names: `[x, y, z]`");
-                            ok = false;
-                        }
-                        match int::<u32>(&item.value, "cluster", &mut errs) {
-                            Some(v) => shape[axis] = v,
-                            None => ok = false,
-                        }
-                    }
-                    if ok {
+                    if let Some(shape) = cluster_shape(list, &mut errs) {
                         cluster = Some((shape, ListSpans::of(list)));
                     }
                 }
