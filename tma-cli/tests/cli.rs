@@ -6,24 +6,8 @@ use std::path::PathBuf;
 use std::process::Command;
 use tma_test_support::nvcc::nvcc_with_headers;
 
-struct Run {
-    stdout: String,
-    stderr: String,
-    code: i32,
-}
-
-fn tma(args: &[&str]) -> Run {
-    let out = Command::new(env!("CARGO_BIN_EXE_tma"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .unwrap();
-    Run {
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        code: out.status.code().unwrap_or(-1),
-    }
-}
+mod run;
+use run::tma;
 
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("tma-cli-test-{}", std::process::id()));

@@ -5,30 +5,13 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use tma_core::render::KernelSource;
 use tma_core::{validate, Arch, DType, Swizzle, TileSpec};
 use tma_runtime::{CompileOptions, Compiler, JitConfig, Source};
 
-struct Run {
-    stdout: String,
-    stderr: String,
-    code: i32,
-}
-
-fn tma(args: &[&str]) -> Run {
-    let out = Command::new(env!("CARGO_BIN_EXE_tma"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .unwrap();
-    Run {
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        code: out.status.code().unwrap_or(-1),
-    }
-}
+mod run;
+use run::tma;
 
 fn scratch(tag: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("tma-cli-warm-test-{tag}-{}", std::process::id()));
