@@ -114,6 +114,29 @@ pub struct DiskCache {
 
 static TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
+/// Writes `bytes` to `path` whole or not at all: into `.<stem>.<pid>.<n>.tmp` beside it (its
+/// directory created), then renamed over it, so a concurrent reader never sees half a file. A
+/// failed write leaves no temp file. The JIT cache's entries and the tune cache's picks.
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    // The stem: an entry `<key>.tmajit` writes `.<key>.<pid>.<n>.tmp`, what `file_kind` knows.
+    let name = path
+        .file_stem()
+        .map_or("entry".into(), |n| n.to_string_lossy());
+    let tmp = dir.join(format!(
+        ".{name}.{}.{}.tmp",
+        std::process::id(),
+        TMP_COUNTER.fetch_add(1, Ordering::Relaxed)
+    ));
+    let res = std::fs::create_dir_all(dir)
+        .and_then(|_| std::fs::write(&tmp, bytes))
+        .and_then(|_| std::fs::rename(&tmp, path));
+    if res.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    res
+}
+
 impl DiskCache {
     /// The cache in `dir` (created at the first store).
     pub fn new(dir: PathBuf) -> DiskCache {
@@ -148,18 +171,8 @@ impl DiskCache {
 
     /// Writes the entry of `key` atomically (temp file + rename). Failures go to stderr.
     pub fn store(&self, key: &CacheKey, info: &EntryInfo, ptx: &str, cubin: &[u8], log: &str) {
-        let hex = key.hex();
-        let path = self.path(&hex);
-        let tmp = self.dir.join(format!(
-            ".{hex}.{}.{}.tmp",
-            std::process::id(),
-            TMP_COUNTER.fetch_add(1, Ordering::Relaxed)
-        ));
-        let res = std::fs::create_dir_all(&self.dir)
-            .and_then(|_| std::fs::write(&tmp, encode(key, info, ptx, cubin, log)))
-            .and_then(|_| std::fs::rename(&tmp, &path));
-        if let Err(e) = res {
-            let _ = std::fs::remove_file(&tmp);
+        let path = self.path(&key.hex());
+        if let Err(e) = write_atomic(&path, &encode(key, info, ptx, cubin, log)) {
             eprintln!(
                 "tma jit: warning: could not write cache entry {}: {e} (continuing without it)",
                 path.display()

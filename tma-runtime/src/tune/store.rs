@@ -3,13 +3,13 @@
 //! reader never sees half a file); a failed write is a warning on stderr, never an error.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::{Deserialize, Serialize};
 use xxhash_rust::xxh3::xxh3_128;
 
 use super::key::{TuneDevice, TuneKey};
 use super::report::{CacheUse, TuneReport};
+use crate::compile::write_atomic;
 
 /// Bump when the entry's meaning changes: older entries are then stale, never misread.
 const FORMAT: u32 = 1;
@@ -38,8 +38,6 @@ struct Entry {
 pub(crate) struct TuneStore {
     dir: PathBuf,
 }
-
-static TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// What a lookup found: the pick's row in `builds` and its report, or why not.
 pub(crate) type Lookup = Result<(usize, TuneReport), CacheUse>;
@@ -130,22 +128,10 @@ impl TuneStore {
             pick: report.pick_name().to_string(),
             report: report.clone(),
         };
-        let tmp = self.dir.join(format!(
-            ".{}.{}.{}.tmp",
-            path.file_name()
-                .map_or("entry".into(), |n| n.to_string_lossy()),
-            std::process::id(),
-            TMP_COUNTER.fetch_add(1, Ordering::Relaxed)
-        ));
         let res = serde_json::to_vec_pretty(&entry)
             .map_err(std::io::Error::other)
-            .and_then(|bytes| {
-                std::fs::create_dir_all(&self.dir)?;
-                std::fs::write(&tmp, bytes)?;
-                std::fs::rename(&tmp, &path)
-            });
+            .and_then(|bytes| write_atomic(&path, &bytes));
         if let Err(e) = res {
-            let _ = std::fs::remove_file(&tmp);
             eprintln!(
                 "tma tune: warning: could not write {}: {e} (the pick is not kept)",
                 path.display()
@@ -181,6 +167,9 @@ fn changed(stored: &[Build], now: &[Build]) -> Vec<String> {
 mod tests {
     use super::super::report::{Outcome, Row, Stage, Timing};
     use super::*;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    static TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
     fn temp_store(tag: &str) -> TuneStore {
         let d = std::env::temp_dir().join(format!(
