@@ -189,8 +189,9 @@ impl DiskCache {
             .filter(|(_, kind)| *kind == FileKind::Entry)
             .map(|(path, _)| {
                 let meta = std::fs::metadata(&path).ok();
+                let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned());
                 let state = match std::fs::read(&path) {
-                    Ok(bytes) => state_of(&bytes),
+                    Ok(bytes) => state_of(&bytes, stem.as_deref().unwrap_or_default()),
                     Err(_) => EntryState::Corrupt,
                 };
                 CacheEntry {
@@ -326,10 +327,12 @@ fn file_kind(name: &str) -> Option<FileKind> {
     ok.then_some(FileKind::Temp)
 }
 
-fn state_of(bytes: &[u8]) -> EntryState {
+/// What the entry file `<name>.tmajit` holds: a key it is not named by (a renamed or copied
+/// file, never loaded) is corrupt, as the loader sees it.
+fn state_of(bytes: &[u8], name: &str) -> EntryState {
     match decode(bytes) {
         Ok(d) => match (CacheKey::parse(d.key), EntryInfo::parse(d.info)) {
-            (Some(key), Some(info)) => EntryState::Valid {
+            (Some(key), Some(info)) if key.hex() == name => EntryState::Valid {
                 key,
                 info,
                 ptx_bytes: d.ptx.len(),
@@ -500,6 +503,18 @@ mod tests {
         let _ = std::fs::copy(cache.path(&a.hex()), cache.path(&b.hex()));
         assert_eq!(cache.load(&b), None);
         assert!(cache.load(&a).is_some());
+        // And `tma cache list` says so: the copy is corrupt (prune removes it), A's is valid.
+        let states: Vec<(String, bool)> = cache
+            .entries()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|e| {
+                let name = e.path.file_stem().map(|s| s.to_string_lossy().into_owned());
+                (name.unwrap_or_default(), e.state == EntryState::Corrupt)
+            })
+            .collect();
+        assert!(states.contains(&(a.hex(), false)), "{states:?}");
+        assert!(states.contains(&(b.hex(), true)), "{states:?}");
         // Each part of the key: a key that differs in it misses A's entry, even at A's path.
         let mut variants = Vec::new();
         let mut v = a.clone();
