@@ -32,7 +32,30 @@ pub enum BwdDesign {
     /// vectorised global reductions. `grad16`: grad_value in the storage type directly (no
     /// f32 buffer, no cast).
     Tma { qpb: u32, budget: u32, grad16: bool },
+    /// No floating-point atomics: each contribution is filed under its grad_value row (a
+    /// count pass, a scan, the point pass with msda_bwd's mapping at `qpb` queries a block)
+    /// and each row sums its entries (msda_bwd_gather; rows of more than [`BIG_BIN`] entries
+    /// by msda_bwd_big), written in the storage type. `deterministic`: the sums in 64-bit
+    /// fixed point (the same bits on every run).
+    Sorted { qpb: u32, deterministic: bool },
 }
+
+/// Entries of the largest grad_value row msda_bwd_gather sums (threads of one row); larger
+/// rows (clustered points) get a block each in msda_bwd_big.
+pub const BIG_BIN: u32 = 64;
+/// The sorted design's helper kernels and their blocks (the scan's tile: 256 threads x 8 bins).
+const SORTED_KERNELS: [(&str, u32); 6] = [
+    ("msda_bwd_count", 256),
+    ("msda_bwd_scan_tiles", 256),
+    ("msda_bwd_scan_sums", 1024),
+    ("msda_bwd_scan_fill", 256),
+    ("msda_bwd_gather", 256),
+    ("msda_bwd_big", 256),
+];
+const SCAN_TILE: usize = 256 * 8;
+/// stats[] of the sorted design (msda_bwd.cu's MSDA_STAT_*).
+const STAT_LOST: usize = 2;
+const STATS: usize = 4;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BwdConfig {
@@ -78,13 +101,32 @@ impl BwdConfig {
             ..BwdConfig::TMA
         }
     }
+    /// The sorted design, fast or deterministic.
+    pub fn sorted(deterministic: bool) -> BwdConfig {
+        BwdConfig {
+            design: BwdDesign::Sorted {
+                qpb: 64,
+                deterministic,
+            },
+            ..BwdConfig::TMA
+        }
+    }
+    pub fn deterministic(&self) -> bool {
+        matches!(
+            self.design,
+            BwdDesign::Sorted {
+                deterministic: true,
+                ..
+            }
+        )
+    }
     pub fn grad16(&self) -> bool {
         matches!(self.design, BwdDesign::Tma { grad16: true, .. })
     }
     pub fn kernel_name(&self) -> &'static str {
         match self.design {
             BwdDesign::Atomic => "msda_bwd_atomic",
-            BwdDesign::Tma { .. } => "msda_bwd",
+            BwdDesign::Tma { .. } | BwdDesign::Sorted { .. } => "msda_bwd",
         }
     }
     pub fn label(&self) -> String {
@@ -98,6 +140,11 @@ impl BwdConfig {
                 " q{qpb} {}K{} u{}",
                 budget / 1024,
                 if grad16 { " grad16" } else { "" },
+                self.unroll
+            ),
+            BwdDesign::Sorted { qpb, deterministic } => format!(
+                " sorted q{qpb}{} u{}",
+                if deterministic { " deterministic" } else { "" },
                 self.unroll
             ),
         };
@@ -120,6 +167,9 @@ pub fn bwd_configs(ty: Ty) -> Vec<BwdConfig> {
         BwdConfig::TMA.with_softmax(),
         BwdConfig::tma(128, 40 * 1024, false),
         BwdConfig::tma(64, 0, false),
+        BwdConfig::sorted(false),
+        BwdConfig::sorted(false).with_softmax(),
+        BwdConfig::sorted(true),
     ];
     if ty != Ty::F32 {
         v.push(BwdConfig::tma(128, 60 * 1024, true));
@@ -143,6 +193,8 @@ pub struct BuiltBwd {
     pub plan: ValidKernelPlan,
     /// The f32 -> 16-bit cast's plan (16-bit storage through the f32 buffer).
     pub cast: Option<ValidKernelPlan>,
+    /// The sorted design's helper kernels' plans, in [`SORTED_KERNELS`] order.
+    pub sorted: Vec<ValidKernelPlan>,
     pub grid: u32,
 }
 
@@ -165,7 +217,8 @@ pub fn build_bwd(
     if grad16 && ty == Ty::F32 {
         return Err(format!("{}: grad16 needs 16-bit storage", config.label()).into());
     }
-    let cast = ty != Ty::F32 && !grad16;
+    let sorted = matches!(config.design, BwdDesign::Sorted { .. });
+    let cast = ty != Ty::F32 && !grad16 && !sorted;
     let mut options = CompileOptions::new(Arch::Sm90a)
         .debug_waits(debug)
         .line_info(true)
@@ -227,6 +280,40 @@ pub fn build_bwd(
                 .define("MSDA_STAGED", levels.len().to_string());
             (nb * nh * m.queries.div_ceil(qpb as usize) as u32, plan, qpb)
         }
+        BwdDesign::Sorted { qpb, deterministic } => {
+            let qpb = qpb.min(1024 / tpq).max(1);
+            if m.attn_len() * 4 > i32::MAX as usize {
+                return Err(format!(
+                    "{}: {} points x 4 corners must be fewer than 2^31 entries",
+                    config.label(),
+                    m.attn_len()
+                )
+                .into());
+            }
+            options = options
+                .define("MSDA_BWD", "2")
+                .define("MSDA_STAGED", "0")
+                .define("MSDA_BIG", BIG_BIN.to_string())
+                .define("MSDA_DETERMINISTIC", u32::from(deterministic).to_string());
+            (
+                nb * nh * m.queries.div_ceil(qpb as usize) as u32,
+                KernelPlan::new("msda_bwd").block_threads(qpb * tpq),
+                qpb,
+            )
+        }
+    };
+    let sorted = if sorted {
+        SORTED_KERNELS
+            .iter()
+            .map(|&(name, threads)| {
+                KernelPlan::new(name)
+                    .block_threads(threads)
+                    .validate()
+                    .map_err(|e| format!("{name}: {e}").into())
+            })
+            .collect::<Res<Vec<_>>>()?
+    } else {
+        Vec::new()
     };
     options = options.define("MSDA_QPB", qpb.to_string());
     let plan = plan
@@ -246,6 +333,9 @@ pub fn build_bwd(
     let mut source = KernelSource::new().plan(&plan);
     if let Some(c) = &cast {
         source = source.plan(c);
+    }
+    for p in &sorted {
+        source = source.plan(p);
     }
     let source = source
         .body(&prelude)
@@ -269,6 +359,7 @@ pub fn build_bwd(
         staged,
         plan,
         cast,
+        sorted,
         grid,
     })
 }
@@ -308,6 +399,38 @@ pub struct BwdDevice {
     pub gv16: Option<CudaSlice<u16>>,
     pub gloc: CudaSlice<f32>,
     pub gattn: CudaSlice<f32>,
+    /// The sorted design's buffers, made at its first launch.
+    pub scratch: Option<SortedScratch>,
+}
+
+/// The sorted design's buffers: a count (then the free slots) and an offset per grad_value
+/// row, the scan's tile sums, the filed entries (grad_out row, weight bits), the list of big
+/// rows and the stats (msda_bwd.cu's MSDA_STAT_*).
+pub struct SortedScratch {
+    pub bins: usize,
+    pub counts: CudaSlice<i32>,
+    pub offsets: CudaSlice<i32>,
+    pub tile_sums: CudaSlice<i32>,
+    pub entries: CudaSlice<u32>,
+    pub big: CudaSlice<i32>,
+    pub stats: CudaSlice<u32>,
+}
+
+impl SortedScratch {
+    fn new(fwd: &FastDevice) -> Res<SortedScratch> {
+        let (m, s) = (&fwd.m, &fwd.stream);
+        let bins = m.batch * m.heads * m.spatial();
+        let cap = m.attn_len() * 4;
+        Ok(SortedScratch {
+            bins,
+            counts: s.alloc_zeros(bins)?,
+            offsets: s.alloc_zeros(bins + 1)?,
+            tile_sums: s.alloc_zeros(bins.div_ceil(SCAN_TILE) + 1)?,
+            entries: s.alloc_zeros(2 * cap.max(1))?,
+            big: s.alloc_zeros(cap / (BIG_BIN as usize + 1) + 1)?,
+            stats: s.alloc_zeros(STATS)?,
+        })
+    }
 }
 
 /// A backward kernel loaded (and its cast), with its maps over the gradient buffer.
@@ -315,6 +438,8 @@ pub struct LoadedBwd {
     pub built: BuiltBwd,
     pub kernel: Kernel,
     pub cast: Option<Kernel>,
+    /// The sorted design's helper kernels, in [`SORTED_KERNELS`] order.
+    pub sorted: Vec<Kernel>,
     pub maps: Vec<TensorMap>,
 }
 
@@ -351,6 +476,7 @@ impl BwdDevice {
             },
             gloc: stream.alloc_zeros::<f32>(2 * m.attn_len())?,
             gattn: stream.alloc_zeros::<f32>(m.attn_len())?,
+            scratch: None,
         })
     }
 
@@ -369,6 +495,10 @@ impl BwdDevice {
             Some(_) => Some(module.kernel("msda_bwd_cast")?),
             None => None,
         };
+        let sorted = SORTED_KERNELS[..built.sorted.len()]
+            .iter()
+            .map(|(name, _)| module.kernel(name))
+            .collect::<Result<Vec<_>, _>>()?;
         let starts = fwd.m.level_start();
         let row = fwd.m.heads * fwd.m.channels;
         let mut maps = Vec::new();
@@ -384,6 +514,7 @@ impl BwdDevice {
             built,
             kernel,
             cast,
+            sorted,
             maps,
         })
     }
@@ -403,6 +534,9 @@ impl BwdDevice {
 
     /// Queues the whole backward: zero grad_value, the kernel, the cast (16-bit through f32).
     pub fn launch(&mut self, fwd: &FastDevice, k: &LoadedBwd) -> Res<()> {
+        if matches!(k.built.config.design, BwdDesign::Sorted { .. }) {
+            return self.launch_sorted(fwd, k);
+        }
         let b = &k.built;
         let stream = &fwd.stream;
         let grad16 = b.config.grad16();
@@ -466,6 +600,143 @@ impl BwdDevice {
         Ok(())
     }
 
+    /// The sorted design: count, scan, the point pass (files the entries, writes grad_loc and
+    /// grad_attn), the gather of every grad_value row in the storage type, the big rows.
+    fn launch_sorted(&mut self, fwd: &FastDevice, k: &LoadedBwd) -> Res<()> {
+        let b = &k.built;
+        let stream = &fwd.stream;
+        let [count, scan_tiles, scan_sums, scan_fill, gather, big] = &k.sorted[..] else {
+            return Err("the sorted design needs its six helper kernels".into());
+        };
+        if self.scratch.is_none() {
+            self.scratch = Some(SortedScratch::new(fwd)?);
+        }
+        let Some(sc) = self.scratch.as_mut() else {
+            return Err("no scratch".into());
+        };
+        let m = &fwd.m;
+        let (queries, spatial, batch) = (m.queries as i32, m.spatial() as i32, m.batch as i32);
+        let bins = sc.bins as i32;
+        let tiles = sc.bins.div_ceil(SCAN_TILE) as u32;
+        stream.memset_zeros(&mut sc.counts)?;
+        stream.memset_zeros(&mut sc.stats)?;
+        let points = m.attn_len() as u32;
+        {
+            let cfg = count.plan_config(stream, (points.div_ceil(256).clamp(1, 132 * 16), 1, 1))?;
+            let mut l = count.launch_builder(&cfg);
+            l.arg(&fwd.loc)
+                .arg(&mut sc.counts)
+                .arg(ByValue(&fwd.shapes))
+                .arg(&queries)
+                .arg(&spatial)
+                .arg(&batch);
+            // SAFETY: msda_bwd_count(loc, counts, MsdaShapes, queries, spatial, batch): loc
+            // holds 2 * N * Q * M * L * P f32, counts N * M * S ints (every bin a corner can hit).
+            unsafe { l.launch() }?;
+        }
+        {
+            let cfg = scan_tiles.plan_config(stream, (tiles, 1, 1))?;
+            let mut l = scan_tiles.launch_builder(&cfg);
+            l.arg(&sc.counts).arg(&mut sc.tile_sums).arg(&bins);
+            // SAFETY: msda_bwd_scan_tiles(counts, tile_sums, bins): `tiles` blocks of 2048 bins,
+            // tile_sums holds one int a tile.
+            unsafe { l.launch() }?;
+        }
+        {
+            let cfg = scan_sums.plan_config(stream, (1, 1, 1))?;
+            let t = tiles as i32;
+            let mut l = scan_sums.launch_builder(&cfg);
+            l.arg(&mut sc.tile_sums).arg(&t);
+            // SAFETY: msda_bwd_scan_sums(tile_sums, tiles): one block, `tiles` ints in place.
+            unsafe { l.launch() }?;
+        }
+        {
+            let cfg = scan_fill.plan_config(stream, (tiles, 1, 1))?;
+            let mut l = scan_fill.launch_builder(&cfg);
+            l.arg(&sc.counts)
+                .arg(&sc.tile_sums)
+                .arg(&mut sc.offsets)
+                .arg(&mut sc.stats)
+                .arg(&mut sc.big)
+                .arg(&bins);
+            // SAFETY: msda_bwd_scan_fill(counts, tile_sums, offsets, stats, big, bins): offsets
+            // holds bins + 1 ints, stats 4, big one int per possible big bin (entries / 65 + 1).
+            unsafe { l.launch() }?;
+        }
+        {
+            let cfg = k.kernel.plan_config(stream, (b.grid, 1, 1))?;
+            let attn = if b.config.softmax {
+                &fwd.logits
+            } else {
+                &fwd.attn
+            };
+            let mut l = k.kernel.launch_builder(&cfg);
+            match (&fwd.value, &self.grad_out) {
+                (Buf::U16(v), Buf::U16(g)) => l.arg(v).arg(&fwd.loc).arg(attn).arg(g),
+                (Buf::F32(v), Buf::F32(g)) => l.arg(v).arg(&fwd.loc).arg(attn).arg(g),
+                _ => return Err("value and grad_out differ in type".into()),
+            };
+            l.arg(&mut sc.entries)
+                .arg(&mut sc.counts)
+                .arg(&sc.offsets)
+                .arg(&mut sc.stats)
+                .arg(&mut self.gloc)
+                .arg(&mut self.gattn)
+                .arg(ByValue(&fwd.shapes))
+                .arg(&queries)
+                .arg(&spatial);
+            // SAFETY: msda_bwd (sorted)(value, loc, attn, grad_out, entries, cursor, offsets,
+            // stats, grad_loc, grad_attn, MsdaShapes, queries, spatial): entries holds a (row,
+            // weight) pair per possible corner, cursor / offsets the scan's per-bin arrays; the
+            // rest as in the other designs; the grid is build_bwd's.
+            unsafe { l.launch() }?;
+        }
+        let rows = |n: usize| (n as u32).div_ceil(256).max(1);
+        let tpq = (m.channels * fwd.ty.bytes() / 16).max(1);
+        {
+            let cfg = gather.plan_config(stream, (rows(sc.bins * tpq), 1, 1))?;
+            let mut l = gather.launch_builder(&cfg);
+            l.arg(&sc.entries).arg(&sc.offsets).arg(&sc.counts);
+            match (&self.grad_out, &mut self.gv16) {
+                (Buf::U16(g), Some(out)) => l.arg(g).arg(out),
+                (Buf::F32(g), None) => l.arg(g).arg(&mut self.gv32),
+                _ => return Err("grad_out and grad_value differ in type".into()),
+            };
+            l.arg(&mut sc.stats).arg(&spatial).arg(&bins);
+            // SAFETY: msda_bwd_gather(entries, offsets, cursor, grad_out, grad_value, stats,
+            // spatial, bins): TPQ threads a bin over `bins` bins; grad_value holds N * S * M * D
+            // of the storage type; entries' rows index grad_out's N * Q * M rows.
+            unsafe { l.launch() }?;
+        }
+        {
+            let cfg = big.plan_config(stream, (2 * 132, 1, 1))?;
+            let mut l = big.launch_builder(&cfg);
+            l.arg(&sc.entries).arg(&sc.offsets).arg(&sc.big);
+            match (&self.grad_out, &mut self.gv16) {
+                (Buf::U16(g), Some(out)) => l.arg(g).arg(out),
+                (Buf::F32(g), None) => l.arg(g).arg(&mut self.gv32),
+                _ => return Err("grad_out and grad_value differ in type".into()),
+            };
+            l.arg(&sc.stats).arg(&spatial);
+            // SAFETY: msda_bwd_big(entries, offsets, big, grad_out, grad_value, stats, spatial):
+            // stats[3] bins listed in big; the rest as msda_bwd_gather.
+            unsafe { l.launch() }?;
+        }
+        Ok(())
+    }
+
+    /// The sorted design's stats after a run: (largest row's entries, rows of more than
+    /// [`BIG_BIN`], entries lost: count and filing disagreeing, 0 unless broken).
+    pub fn sorted_stats(&self, fwd: &FastDevice) -> Res<Option<(u32, u32, u32)>> {
+        match &self.scratch {
+            Some(sc) => {
+                let s = fwd.stream.clone_dtoh(&sc.stats)?;
+                Ok(Some((s[0], s[3], s[STAT_LOST])))
+            }
+            None => Ok(None),
+        }
+    }
+
     /// The three gradients as f64 (grad_value in the storage type).
     pub fn grads(&self, fwd: &FastDevice) -> Res<Grads> {
         let s = &fwd.stream;
@@ -488,6 +759,14 @@ impl BwdDevice {
             attn: f(s.clone_dtoh(&self.gattn)?),
         })
     }
+}
+
+/// Whether two runs' gradients are the same bits, every element.
+pub fn same_bits(a: &Grads, b: &Grads) -> bool {
+    let eq = |x: &[f64], y: &[f64]| {
+        x.len() == y.len() && x.iter().zip(y).all(|(p, q)| p.to_bits() == q.to_bits())
+    };
+    eq(&a.value, &b.value) && eq(&a.loc, &b.loc) && eq(&a.attn, &b.attn)
 }
 
 /// How far each gradient is from the f64 reference.

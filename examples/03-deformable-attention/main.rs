@@ -348,7 +348,30 @@ fn backward(
             reference,
             &inp.loc,
         );
-        if !c.ok(ty) && !config.grad16() {
+        let mut ok = c.ok(ty) || config.grad16();
+        let mut extra = String::new();
+        if let Some((most, big, lost)) = dev.sorted_stats(&fwd)? {
+            extra += &format!("; largest row {most} entries, {big} big rows, {lost} lost");
+            ok &= lost == 0;
+        }
+        if config.deterministic() {
+            // The same bits on every run (poisoned in between).
+            let first = dev.grads(&fwd)?;
+            let mut same = true;
+            for _ in 0..2 {
+                dev.poison(&fwd)?;
+                dev.launch(&fwd, &k)?;
+                fwd.sync()?;
+                same &= bwd::same_bits(&first, &dev.grads(&fwd)?);
+            }
+            extra += if same {
+                "; bit-identical over 3 runs"
+            } else {
+                "; NOT bit-identical over 3 runs"
+            };
+            ok &= same;
+        }
+        if !ok {
             failed.push(format!(
                 "backward {name} {} {} {}",
                 ty.name(),
@@ -356,7 +379,7 @@ fn backward(
                 config.label()
             ));
         }
-        lines.push(format!("    {:<36} {}", config.label(), c.line(ty)));
+        lines.push(format!("    {:<36} {}{extra}", config.label(), c.line(ty)));
     }
     println!(
         "backward {name} {} {} ({:.2} s):\n{}",

@@ -18,8 +18,19 @@
 //                   the tile set msda_out first, and reduced in that type); the other levels
 //                   through vectorised global reductions (red.global.v4.f32 / v4.f16x2 / v4.bf16x2).
 //   msda_bwd_cast   f32 -> msda_t, 8 elements a thread.
+//   sorted          (MSDA_BWD 2) no floating-point atomics: the scatter becomes a gather. A bin is
+//                   one (batch, head, pixel) row of grad_value; msda_bwd_count counts each bin's
+//                   contributions (point corners inside the map), msda_bwd_scan_* turn the counts
+//                   into offsets, msda_bwd (the point pass, msda_bwd's mapping and gradients of
+//                   loc and attn) files each contribution (its grad_out row, its weight) at its
+//                   bin's next free slot, and msda_bwd_gather sums each bin's entries into
+//                   grad_value in the storage type (no f32 buffer, no cast, no zeroing); bins of
+//                   more than MSDA_BIG entries (clustered points) are summed by msda_bwd_big, a
+//                   block each. MSDA_DETERMINISTIC: the sums in 64-bit fixed point, scaled from
+//                   the largest bin and the largest term (exact, so any order gives the same bits).
 
-#if MSDA_GRAD16
+#define MSDA_SORTED (MSDA_BWD == 2)
+#if MSDA_GRAD16 || MSDA_SORTED
 typedef msda_t gv_t;
 #else
 typedef float gv_t;
@@ -34,6 +45,21 @@ __device__ __forceinline__ float msda_scalar(msda_t v) {
   float f;
   asm("{ .reg .f16 h;\n\t mov.b16 h, %1;\n\t cvt.f32.f16 %0, h; }" : "=f"(f) : "h"(v));
   return f;
+#endif
+}
+
+// f32 -> msda_t, rounded to nearest even.
+__device__ __forceinline__ msda_t msda_from_f32(float f) {
+#if MSDA_DTYPE == 2
+  return f;
+#else
+  unsigned short h;
+#if MSDA_DTYPE == 1
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
+#else
+  asm("{ .reg .f16 r;\n\t cvt.rn.f16.f32 r, %1;\n\t mov.b16 %0, r; }" : "=h"(h) : "f"(f));
+#endif
+  return h;
 #endif
 }
 
@@ -217,11 +243,55 @@ __device__ __forceinline__ void msda_red(gv_t* row, int sub, const float (&v)[MS
 #endif
 }
 
+#if MSDA_SORTED
+static_assert(!MSDA_STAGED, "the sorted design stages nothing");
+// stats[]: the largest bin's entries, the largest |term| (f32 bits), entries lost (a bin whose
+// count and filing disagree: 0 unless the two passes' corner tests differ), bins of more than
+// MSDA_BIG entries (listed in `big`).
+#define MSDA_STAT_COUNT 0
+#define MSDA_STAT_TERM 1
+#define MSDA_STAT_LOST 2
+#define MSDA_STAT_BIG 3
+#define MSDA_STATS 4
+#ifndef MSDA_BIG
+#define MSDA_BIG 64  // entries of the largest bin msda_bwd_gather sums
+#endif
+#ifndef MSDA_DETERMINISTIC
+#define MSDA_DETERMINISTIC 0
+#endif
+
+// A contribution counted but not filed, or filed but not counted: a named record in debug
+// builds (the trap stops the operator), a count the host reads otherwise.
+__device__ __forceinline__ void msda_sorted_lost(unsigned* stats, const char* kernel, int bin) {
+  atomicAdd(stats + MSDA_STAT_LOST, 1u);
+#if defined(TMA_DEBUG)
+  printf("%s: bin %d's count and its filed entries disagree (the count pass and the point pass saw different corners)\n",
+         kernel, bin);
+  __trap();
+#else
+  (void)kernel, (void)bin;
+#endif
+}
+
+// The bins of (n, head): key (n * M + head) * spatial + pixel; grad_value's row of a bin.
+__device__ __forceinline__ long long msda_bin_row(int bin, int spatial) {
+  const int nh = bin / spatial, s = bin % spatial;
+  return (static_cast<long long>(nh / MSDA_M) * spatial + s) * MSDA_M + nh % MSDA_M;
+}
+#endif
+
 // Grid: N * M * chunks blocks, chunks = ceil(Q / QPB), block b = (n * M + head) * chunks + chunk.
 extern "C" __global__ void TMA_PLAN_MSDA_BWD_LAUNCH_BOUNDS
 msda_bwd(const msda_t* __restrict__ value, const float* __restrict__ loc, const float* __restrict__ attn,
-         const msda_t* __restrict__ grad_out, gv_t* __restrict__ grad_value, float* __restrict__ grad_loc,
-         float* __restrict__ grad_attn, const __grid_constant__ MsdaShapes sh, int queries, int spatial
+         const msda_t* __restrict__ grad_out,
+#if MSDA_SORTED
+         uint2* __restrict__ entries, int* __restrict__ cursor, const int* __restrict__ offsets,
+         unsigned* __restrict__ stats,
+#else
+         gv_t* __restrict__ grad_value,
+#endif
+         float* __restrict__ grad_loc, float* __restrict__ grad_attn, const __grid_constant__ MsdaShapes sh,
+         int queries, int spatial
 #if MSDA_STAGED
          ,
          MSDA_BWD_MAP_PARAMS
@@ -288,6 +358,15 @@ msda_bwd(const msda_t* __restrict__ value, const float* __restrict__ loc, const 
   });
 #endif
 #endif
+#if MSDA_SORTED
+  // The largest |weight * grad_out| this thread files (as bits: NaN above inf above finite).
+  unsigned gmax = 0u, term_max = 0u;
+#pragma unroll
+  for (int j = 0; j < MSDA_VEC; ++j) gmax = max(gmax, __float_as_uint(fabsf(g[j])));
+#pragma unroll
+  for (int o = MSDA_TPQ / 2; o > 0; o /= 2) gmax = max(gmax, __shfl_xor_sync(0xffffffffu, gmax, o, MSDA_TPQ));
+  const int bin0 = (n * MSDA_M + head) * spatial;
+#endif
   float* ga = grad_attn + nqh * MSDA_LP;
   float2* gl = reinterpret_cast<float2*>(grad_loc) + nqh * MSDA_LP;
   const int c = sub * MSDA_VEC;
@@ -320,12 +399,26 @@ msda_bwd(const msda_t* __restrict__ value, const float* __restrict__ loc, const 
           for (int j = 0; j < MSDA_VEC; ++j) atomicAdd(plane + (j + rot) % MSDA_VEC, scale * gs[j]);
         } else
 #endif
+#if MSDA_SORTED
+        // Corner k is filed by thread k % TPQ of the (query, head).
+        if (sub == k % MSDA_TPQ) {
+          const int bin = bin0 + sh.start(l) + hh * W + ww;
+          const int left = atomicSub(cursor + bin, 1);  // this bin's slots not yet taken
+          if (left > 0) {
+            entries[offsets[bin] + left - 1] = make_uint2(static_cast<unsigned>(nqh), __float_as_uint(scale));
+            term_max = max(term_max, __float_as_uint(fabsf(scale) * __uint_as_float(gmax)));
+          } else {
+            msda_sorted_lost(stats, "msda_bwd", bin);
+          }
+        }
+#else
         {
           float s[MSDA_VEC];
 #pragma unroll
           for (int j = 0; j < MSDA_VEC; ++j) s[j] = scale * gr[j];
           msda_red(grad_value + (off - c), sub, s);
         }
+#endif
       }
       float d_a = 0.f;
 #pragma unroll
@@ -342,6 +435,12 @@ msda_bwd(const msda_t* __restrict__ value, const float* __restrict__ loc, const 
     }
   });
   msda_softmax_grad<MSDA_TPQ>(ga, weight, sub, live);
+#if MSDA_SORTED && MSDA_DETERMINISTIC
+  // One atomic a warp: the fixed-point scale's largest term.
+#pragma unroll
+  for (int o = 16; o > 0; o /= 2) term_max = max(term_max, __shfl_xor_sync(0xffffffffu, term_max, o));
+  if (t % 32 == 0) atomicMax(stats + MSDA_STAT_TERM, term_max);
+#endif
 #if MSDA_STAGED
   __syncthreads();  // every shared-memory atomic is done
 #if MSDA_GRAD16
@@ -387,6 +486,273 @@ msda_bwd(const msda_t* __restrict__ value, const float* __restrict__ loc, const 
   }
 #endif
 }
+#if MSDA_SORTED
+// ---------------------------------------------------------------------------------------------
+// The sorted design's passes around msda_bwd (see the top of the file).
+
+// Each point's inside corners, one count each in its bin. A thread a point.
+static_assert(tma_plan_msda_bwd_count::BLOCK_THREADS == 256, "the plan's block is the kernel's");
+extern "C" __global__ void TMA_PLAN_MSDA_BWD_COUNT_LAUNCH_BOUNDS msda_bwd_count(const float* __restrict__ loc,
+                                                                               int* __restrict__ counts,
+                                                                               const __grid_constant__ MsdaShapes sh,
+                                                                               int queries, int spatial, int batch) {
+  const long long points = static_cast<long long>(batch) * queries * MSDA_M * MSDA_LP;
+  for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < points;
+       i += static_cast<long long>(gridDim.x) * blockDim.x) {
+    const long long nqh = i / MSDA_LP;
+    const int l = static_cast<int>(i % MSDA_LP) / MSDA_P;
+    const int head = static_cast<int>(nqh % MSDA_M), n = static_cast<int>(nqh / MSDA_M / queries);
+    const int H = sh.h(l), W = sh.w(l);
+    const MsdaPoint pt(__ldg(reinterpret_cast<const float2*>(loc) + i), H, W, 0.f, true);
+    const int bin0 = (n * MSDA_M + head) * spatial + sh.start(l);
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+      if (pt.in[k]) atomicAdd(counts + bin0 + (pt.h0 + pt.dh(k)) * W + pt.w0 + pt.dw(k), 1);
+  }
+}
+
+// Exclusive scan of the counts into offsets: tiles of MSDA_SCAN_TILE bins (256 threads x 8).
+#define MSDA_SCAN_PER_THREAD 8
+#define MSDA_SCAN_TILE (256 * MSDA_SCAN_PER_THREAD)
+
+// Exclusive prefix of x over the block (blockDim.x a multiple of 32, at most 1024); *total
+// receives the block's sum. Every thread calls it.
+__device__ __forceinline__ int msda_block_scan(int x, int* total) {
+  __shared__ int warp_sums[32];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  int inc = x;
+#pragma unroll
+  for (int o = 1; o < 32; o *= 2) {
+    const int y = __shfl_up_sync(0xffffffffu, inc, o);
+    if (lane >= o) inc += y;
+  }
+  if (lane == 31) warp_sums[warp] = inc;
+  __syncthreads();
+  if (warp == 0) {
+    int w = lane < warps ? warp_sums[lane] : 0;
+#pragma unroll
+    for (int o = 1; o < 32; o *= 2) {
+      const int y = __shfl_up_sync(0xffffffffu, w, o);
+      if (lane >= o) w += y;
+    }
+    warp_sums[lane] = w;  // inclusive
+  }
+  __syncthreads();
+  const int before = (warp > 0 ? warp_sums[warp - 1] : 0) + inc - x;
+  *total = warp_sums[warps - 1];
+  __syncthreads();  // warp_sums is reused by the next call
+  return before;
+}
+
+static_assert(tma_plan_msda_bwd_scan_tiles::BLOCK_THREADS == 256, "the plan's block is the kernel's");
+extern "C" __global__ void TMA_PLAN_MSDA_BWD_SCAN_TILES_LAUNCH_BOUNDS
+msda_bwd_scan_tiles(const int* __restrict__ counts, int* __restrict__ tile_sums, int bins) {
+  const int base = blockIdx.x * MSDA_SCAN_TILE + threadIdx.x * MSDA_SCAN_PER_THREAD;
+  int sum = 0;
+#pragma unroll
+  for (int j = 0; j < MSDA_SCAN_PER_THREAD; ++j) sum += base + j < bins ? counts[base + j] : 0;
+  int total;
+  msda_block_scan(sum, &total);
+  if (threadIdx.x == 0) tile_sums[blockIdx.x] = total;
+}
+
+// One block: the tiles' sums into their exclusive prefixes, in place.
+static_assert(tma_plan_msda_bwd_scan_sums::BLOCK_THREADS == 1024, "the plan's block is the kernel's");
+extern "C" __global__ void TMA_PLAN_MSDA_BWD_SCAN_SUMS_LAUNCH_BOUNDS msda_bwd_scan_sums(int* __restrict__ tile_sums,
+                                                                                       int tiles) {
+  int carry = 0;
+  for (int i0 = 0; i0 < tiles; i0 += blockDim.x) {
+    const int i = i0 + threadIdx.x;
+    const int x = i < tiles ? tile_sums[i] : 0;
+    int total;
+    const int before = msda_block_scan(x, &total);
+    if (i < tiles) tile_sums[i] = carry + before;
+    carry += total;
+  }
+}
+
+// offsets[b] = entries of the bins before b (offsets[bins] = all of them); the largest count,
+// and the bins of more than MSDA_BIG entries listed for msda_bwd_big.
+static_assert(tma_plan_msda_bwd_scan_fill::BLOCK_THREADS == 256, "the plan's block is the kernel's");
+extern "C" __global__ void TMA_PLAN_MSDA_BWD_SCAN_FILL_LAUNCH_BOUNDS
+msda_bwd_scan_fill(const int* __restrict__ counts, const int* __restrict__ tile_sums, int* __restrict__ offsets,
+                   unsigned* __restrict__ stats, int* __restrict__ big, int bins) {
+  const int base = blockIdx.x * MSDA_SCAN_TILE + threadIdx.x * MSDA_SCAN_PER_THREAD;
+  int c[MSDA_SCAN_PER_THREAD], sum = 0, most = 0;
+#pragma unroll
+  for (int j = 0; j < MSDA_SCAN_PER_THREAD; ++j) {
+    c[j] = base + j < bins ? counts[base + j] : 0;
+    sum += c[j];
+    most = max(most, c[j]);
+    if (c[j] > MSDA_BIG) big[atomicAdd(stats + MSDA_STAT_BIG, 1u)] = base + j;
+  }
+  int total;
+  int at = tile_sums[blockIdx.x] + msda_block_scan(sum, &total);
+#pragma unroll
+  for (int j = 0; j < MSDA_SCAN_PER_THREAD; ++j) {
+    if (base + j < bins) offsets[base + j] = at;
+    at += c[j];
+    if (base + j == bins - 1) offsets[bins] = at;
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o /= 2) most = max(most, __shfl_xor_sync(0xffffffffu, most, o));
+  if (threadIdx.x % 32 == 0 && most > 0) atomicMax(stats + MSDA_STAT_COUNT, static_cast<unsigned>(most));
+}
+
+// The deterministic sums' fixed point: every term t becomes round(t * 2^shift) in 64 bits, with
+// shift such that the largest bin's entries times the largest |term| stay below 2^61: integer
+// sums are exact, so every order gives the same bits. Terms not finite: f32 sums instead (NaN
+// and inf propagate as in the fast mode).
+struct MsdaFixed {
+  float scale = 1.f, inv = 1.f;
+  bool exact = false;
+  MsdaFixed() = default;
+  __device__ __forceinline__ explicit MsdaFixed(const unsigned* __restrict__ stats) {
+    const float bound = static_cast<float>(stats[MSDA_STAT_COUNT]) * __uint_as_float(stats[MSDA_STAT_TERM]);
+    exact = bound <= 3.0e38f;
+    int e = 0;
+    if (exact && bound > 0.f) frexpf(bound, &e);  // bound < 2^e
+    const int shift = min(61 - e, 126);            // >= -67: 2^shift and 2^-shift are normal floats
+    scale = __int_as_float((127 + shift) << 23);
+    inv = __int_as_float((127 - shift) << 23);
+  }
+};
+
+// A bin's TPQ threads each sum MSDA_VEC channels of its entries' terms weight * grad_out[row].
+template <bool EXACT>
+struct MsdaAcc {
+  typedef float type;
+};
+template <>
+struct MsdaAcc<true> {
+  typedef long long type;
+};
+template <bool EXACT>
+struct MsdaBinSum {
+  typedef typename MsdaAcc<EXACT>::type acc_t;
+  acc_t v[MSDA_VEC];
+  __device__ __forceinline__ MsdaBinSum() {
+#pragma unroll
+    for (int j = 0; j < MSDA_VEC; ++j) v[j] = 0;
+  }
+  __device__ __forceinline__ void add(uint2 e, const msda_t* __restrict__ grad_out, int sub, float scale) {
+    float g[MSDA_VEC];
+    msda_unpack(__ldg(reinterpret_cast<const uint4*>(grad_out + static_cast<long long>(e.x) * MSDA_D) + sub), g);
+    const float w = __uint_as_float(e.y);
+#pragma unroll
+    for (int j = 0; j < MSDA_VEC; ++j) {
+      if constexpr (EXACT)
+        v[j] += __float2ll_rn(w * g[j] * scale);
+      else
+        v[j] += w * g[j];
+    }
+  }
+  __device__ __forceinline__ float at(int j, float inv) const {
+    if constexpr (EXACT)
+      return __ll2float_rn(v[j]) * inv;
+    else
+      return v[j];
+  }
+};
+
+template <bool EXACT>
+__device__ __forceinline__ void msda_gather_bin(const uint2* __restrict__ entries, int o0, int o1,
+                                                const msda_t* __restrict__ grad_out, gv_t* __restrict__ out,
+                                                int sub, const MsdaFixed& fx) {
+  MsdaBinSum<EXACT> sum;
+  int j = o0;
+  for (; j + 1 < o1; j += 2) {  // two rows in flight
+    const uint2 a = __ldg(entries + j), b = __ldg(entries + j + 1);
+    sum.add(a, grad_out, sub, fx.scale);
+    sum.add(b, grad_out, sub, fx.scale);
+  }
+  if (j < o1) sum.add(__ldg(entries + j), grad_out, sub, fx.scale);
+  float f[MSDA_VEC];
+#pragma unroll
+  for (int k = 0; k < MSDA_VEC; ++k) f[k] = sum.at(k, fx.inv);
+  reinterpret_cast<uint4*>(out)[sub] = msda_pack(f);
+}
+
+// grad_value's bins of at most MSDA_BIG entries, TPQ threads a bin, written in the storage type
+// (empty bins too: zero).
+static_assert(tma_plan_msda_bwd_gather::BLOCK_THREADS == 256, "the plan's block is the kernel's");
+extern "C" __global__ void TMA_PLAN_MSDA_BWD_GATHER_LAUNCH_BOUNDS
+msda_bwd_gather(const uint2* __restrict__ entries, const int* __restrict__ offsets, const int* __restrict__ cursor,
+                const msda_t* __restrict__ grad_out, gv_t* __restrict__ grad_value, unsigned* __restrict__ stats,
+                int spatial, int bins) {
+  const long long gid = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int sub = threadIdx.x % MSDA_TPQ;
+  if (gid / MSDA_TPQ >= bins) return;  // whole bins
+  const int bin = static_cast<int>(gid / MSDA_TPQ);
+  const int o0 = offsets[bin], o1 = offsets[bin + 1];
+  if (sub == 0 && cursor[bin] != 0) msda_sorted_lost(stats, "msda_bwd_gather", bin);
+  if (o1 - o0 > MSDA_BIG) return;  // msda_bwd_big's
+  gv_t* out = grad_value + msda_bin_row(bin, spatial) * MSDA_D;
+#if MSDA_DETERMINISTIC
+  const MsdaFixed fx(stats);
+  if (fx.exact) {
+    msda_gather_bin<true>(entries, o0, o1, grad_out, out, sub, fx);
+    return;
+  }
+#else
+  MsdaFixed fx{};
+#endif
+  msda_gather_bin<false>(entries, o0, o1, grad_out, out, sub, fx);
+}
+
+// The bins of more than MSDA_BIG entries (listed by msda_bwd_scan_fill), a block each in turn:
+// its 256 / TPQ groups each sum every (256 / TPQ)-th entry, then the groups' sums are added in
+// group order.
+#define MSDA_BIG_GROUPS (256 / MSDA_TPQ)
+template <bool EXACT>
+__device__ __forceinline__ void msda_big_bin(const uint2* __restrict__ entries, int o0, int o1,
+                                             const msda_t* __restrict__ grad_out, gv_t* __restrict__ out,
+                                             const MsdaFixed& fx) {
+  typedef typename MsdaBinSum<EXACT>::acc_t acc_t;
+  __shared__ acc_t part[MSDA_BIG_GROUPS][MSDA_D];
+  const int sub = threadIdx.x % MSDA_TPQ, group = threadIdx.x / MSDA_TPQ;
+  MsdaBinSum<EXACT> sum;
+  for (int j = o0 + group; j < o1; j += MSDA_BIG_GROUPS) sum.add(__ldg(entries + j), grad_out, sub, fx.scale);
+#pragma unroll
+  for (int k = 0; k < MSDA_VEC; ++k) part[group][sub * MSDA_VEC + k] = sum.v[k];
+  __syncthreads();
+  for (int ch = threadIdx.x; ch < MSDA_D; ch += blockDim.x) {
+    acc_t total = 0;
+    for (int gi = 0; gi < MSDA_BIG_GROUPS; ++gi) total += part[gi][ch];
+    float f;
+    if constexpr (EXACT)
+      f = __ll2float_rn(total) * fx.inv;
+    else
+      f = total;
+    out[ch] = msda_from_f32(f);
+  }
+  __syncthreads();  // part is reused by the next bin
+}
+
+static_assert(tma_plan_msda_bwd_big::BLOCK_THREADS == 256, "the plan's block is the kernel's");
+extern "C" __global__ void TMA_PLAN_MSDA_BWD_BIG_LAUNCH_BOUNDS
+msda_bwd_big(const uint2* __restrict__ entries, const int* __restrict__ offsets, const int* __restrict__ big,
+             const msda_t* __restrict__ grad_out, gv_t* __restrict__ grad_value, const unsigned* __restrict__ stats,
+             int spatial) {
+  const int n_big = static_cast<int>(stats[MSDA_STAT_BIG]);
+#if MSDA_DETERMINISTIC
+  const MsdaFixed fx(stats);
+#else
+  MsdaFixed fx{};
+#endif
+  for (int i = blockIdx.x; i < n_big; i += gridDim.x) {
+    const int bin = big[i];
+    gv_t* out = grad_value + msda_bin_row(bin, spatial) * MSDA_D;
+#if MSDA_DETERMINISTIC
+    if (fx.exact) {
+      msda_big_bin<true>(entries, offsets[bin], offsets[bin + 1], grad_out, out, fx);
+      continue;
+    }
+#endif
+    msda_big_bin<false>(entries, offsets[bin], offsets[bin + 1], grad_out, out, fx);
+  }
+}
+#endif  // MSDA_SORTED
 #endif
 
 #if MSDA_CAST
