@@ -10,7 +10,8 @@ use tma::plan::{KernelPlan, ValidKernelPlan};
 use tma::render::KernelSource;
 use tma::runtime::TensorMap;
 use tma::runtime::{ByValue, CompileOptions, Compiled, Compiler, Kernel, Module, Source};
-use tma::{Arch, ValidSpec};
+use tma::spec::OobFill;
+use tma::{validate, Arch, TileSpec, ValidSpec};
 
 use crate::dist::Ty;
 use crate::fast::{self, Buf, FastDevice};
@@ -32,30 +33,86 @@ pub enum BwdDesign {
     /// vectorised global reductions. `grad16`: grad_value in the storage type directly (no
     /// f32 buffer, no cast).
     Tma { qpb: u32, budget: u32, grad16: bool },
-    /// No floating-point atomics: each contribution is filed under its grad_value row (a
-    /// count pass, a scan, the point pass with msda_bwd's mapping at `qpb` queries a block)
-    /// and each row sums its entries (msda_bwd_gather; rows of more than [`BIG_BIN`] entries
-    /// by msda_bwd_big), written in the storage type. `deterministic`: the sums in 64-bit
-    /// fixed point (the same bits on every run).
-    Sorted { qpb: u32, deterministic: bool },
+    /// No floating-point atomics on global memory: msda_bwd (at `qpb` queries a block)
+    /// writes grad_loc and grad_attn only; msda_bwd_tiles gathers grad_value, a block per
+    /// [`tile_threads`] pixels of one (batch, head, level), sorting each chunk of the level's
+    /// corners by pixel in shared memory, and writes it in the storage type (no f32 buffer,
+    /// no zeroing, no cast). `deterministic`: the sums in 64-bit fixed point (the same bits
+    /// on every run).
+    Tiles { qpb: u32, deterministic: bool },
 }
 
-/// Entries of the largest grad_value row msda_bwd_gather sums (threads of one row); larger
-/// rows (clustered points) get a block each in msda_bwd_big.
-pub const BIG_BIN: u32 = 64;
-/// The sorted design's helper kernels and their blocks (the scan's tile: 256 threads x 8 bins).
-const SORTED_KERNELS: [(&str, u32); 6] = [
-    ("msda_bwd_count", 256),
-    ("msda_bwd_scan_tiles", 256),
-    ("msda_bwd_scan_sums", 1024),
-    ("msda_bwd_scan_fill", 256),
-    ("msda_bwd_gather", 256),
-    ("msda_bwd_big", 256),
-];
-const SCAN_TILE: usize = 256 * 8;
-/// stats[] of the sorted design (msda_bwd.cu's MSDA_STAT_*).
-const STAT_LOST: usize = 2;
+/// msda_bwd_tiles' block: a thread per pixel and 32 channels, a point per thread per chunk;
+/// half as many with 64-bit sums (deterministic: 32 of them take 64 registers).
+pub fn tile_threads(deterministic: bool) -> u32 {
+    if deterministic {
+        512
+    } else {
+        1024
+    }
+}
+/// Shared memory for the sums of the pixels a warp sums (msda_bwd.cu's MSDA_HEAVY_BYTES).
+const HEAVY_BYTES: u64 = 16384;
+/// stats[] of the tile design (msda_bwd.cu's MSDA_STATS).
 const STATS: usize = 4;
+
+/// msda_bwd_tiles' plan: its block and its shared-memory arrays as scratch regions, sized by
+/// the same numbers the kernel derives (it checks them with static_asserts).
+fn tiles_plan(m: &Msda, ty: Ty, deterministic: bool) -> Res<(ValidKernelPlan, ValidSpec)> {
+    let threads = tile_threads(deterministic) as u64;
+    let cpt = m.channels.min(32) as u64;
+    let pixels = threads / (m.channels as u64 / cpt);
+    let chunk_q = chunk_queries(m, deterministic) as u64;
+    if chunk_q == 0 {
+        return Err(format!("msda_bwd_tiles: P = {} is more than {threads} points", m.points).into());
+    }
+    let chunk_entries = chunk_q * m.points as u64 * 4;
+    let go = grad_out_tile(m, ty, chunk_q as u32)?;
+    let heavy_cap = HEAVY_BYTES / (m.channels as u64 * 8);
+    if heavy_cap == 0 {
+        return Err(format!("msda_bwd_tiles: D = {} is more than 2048 channels", m.channels).into());
+    }
+    KernelPlan::new("msda_bwd_tiles")
+        .block_threads(threads as u32)
+        .blocks_per_sm(1)
+        .scratch("hist", pixels * 4, 16)
+        .scratch("off", pixels * 4, 16)
+        .scratch("slot", pixels * 4, 16)
+        .scratch("list", chunk_entries * 8, 16)
+        .scratch("heavy", (heavy_cap + 1) * 4, 16)
+        .scratch("hsum", heavy_cap * m.channels as u64 * 8, 16)
+        .staging("go", &go, 2)
+        .validate()
+        .map(|p| (p, go))
+        .map_err(|e| format!("msda_bwd_tiles: {e}").into())
+}
+
+/// Queries a chunk of msda_bwd_tiles: a point a thread, at most a box (256).
+fn chunk_queries(m: &Msda, deterministic: bool) -> u32 {
+    (tile_threads(deterministic) / m.points as u32).min(256)
+}
+
+/// A chunk of grad_out rows of one (batch, head): the [N][Q][M][D] view, box [1][QC][1][D].
+pub fn grad_out_tile(m: &Msda, ty: Ty, chunk_q: u32) -> Res<ValidSpec> {
+    let (q, heads, d) = (m.queries as u64, m.heads as u64, m.channels as u64);
+    let spec = TileSpec::new(
+        "msda_go",
+        ty.dtype(),
+        [m.batch as u64, q, heads, d],
+        [1, chunk_q, 1, d as u32],
+    )
+    .dim_names(["N", "Q", "M", "C"])
+    .strides([q * heads * d, heads * d, d, 1])
+    .oob_fill(OobFill::Zero);
+    Ok(validate(&spec)?)
+}
+
+/// msda_bwd_tiles' grid: a block per tile of each level, for each (batch, head).
+fn tiles_grid(m: &Msda, deterministic: bool) -> u32 {
+    let pixels = tile_threads(deterministic) as usize / (m.channels / m.channels.min(32));
+    let tiles: usize = m.levels.iter().map(|&(h, w)| (h * w).div_ceil(pixels)).sum();
+    (m.batch * m.heads * tiles) as u32
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BwdConfig {
@@ -101,10 +158,10 @@ impl BwdConfig {
             ..BwdConfig::TMA
         }
     }
-    /// The sorted design, fast or deterministic.
-    pub fn sorted(deterministic: bool) -> BwdConfig {
+    /// The tile design, fast or deterministic.
+    pub fn tiles(deterministic: bool) -> BwdConfig {
         BwdConfig {
-            design: BwdDesign::Sorted {
+            design: BwdDesign::Tiles {
                 qpb: 64,
                 deterministic,
             },
@@ -114,7 +171,7 @@ impl BwdConfig {
     pub fn deterministic(&self) -> bool {
         matches!(
             self.design,
-            BwdDesign::Sorted {
+            BwdDesign::Tiles {
                 deterministic: true,
                 ..
             }
@@ -126,7 +183,7 @@ impl BwdConfig {
     pub fn kernel_name(&self) -> &'static str {
         match self.design {
             BwdDesign::Atomic => "msda_bwd_atomic",
-            BwdDesign::Tma { .. } | BwdDesign::Sorted { .. } => "msda_bwd",
+            BwdDesign::Tma { .. } | BwdDesign::Tiles { .. } => "msda_bwd",
         }
     }
     pub fn label(&self) -> String {
@@ -142,8 +199,8 @@ impl BwdConfig {
                 if grad16 { " grad16" } else { "" },
                 self.unroll
             ),
-            BwdDesign::Sorted { qpb, deterministic } => format!(
-                " sorted q{qpb}{} u{}",
+            BwdDesign::Tiles { qpb, deterministic } => format!(
+                " tiles q{qpb}{} u{}",
                 if deterministic { " deterministic" } else { "" },
                 self.unroll
             ),
@@ -167,9 +224,9 @@ pub fn bwd_configs(ty: Ty) -> Vec<BwdConfig> {
         BwdConfig::TMA.with_softmax(),
         BwdConfig::tma(128, 40 * 1024, false),
         BwdConfig::tma(64, 0, false),
-        BwdConfig::sorted(false),
-        BwdConfig::sorted(false).with_softmax(),
-        BwdConfig::sorted(true),
+        BwdConfig::tiles(false),
+        BwdConfig::tiles(false).with_softmax(),
+        BwdConfig::tiles(true),
     ];
     if ty != Ty::F32 {
         v.push(BwdConfig::tma(128, 60 * 1024, true));
@@ -193,8 +250,8 @@ pub struct BuiltBwd {
     pub plan: ValidKernelPlan,
     /// The f32 -> 16-bit cast's plan (16-bit storage through the f32 buffer).
     pub cast: Option<ValidKernelPlan>,
-    /// The sorted design's helper kernels' plans, in [`SORTED_KERNELS`] order.
-    pub sorted: Vec<ValidKernelPlan>,
+    /// msda_bwd_tiles' plan, grid and grad_out chunk tile (the tile design).
+    pub tiles: Option<(ValidKernelPlan, u32, ValidSpec)>,
     pub grid: u32,
 }
 
@@ -217,8 +274,8 @@ pub fn build_bwd(
     if grad16 && ty == Ty::F32 {
         return Err(format!("{}: grad16 needs 16-bit storage", config.label()).into());
     }
-    let sorted = matches!(config.design, BwdDesign::Sorted { .. });
-    let cast = ty != Ty::F32 && !grad16 && !sorted;
+    let tiles = matches!(config.design, BwdDesign::Tiles { .. });
+    let cast = ty != Ty::F32 && !grad16 && !tiles;
     let mut options = CompileOptions::new(Arch::Sm90a)
         .debug_waits(debug)
         .line_info(true)
@@ -280,20 +337,12 @@ pub fn build_bwd(
                 .define("MSDA_STAGED", levels.len().to_string());
             (nb * nh * m.queries.div_ceil(qpb as usize) as u32, plan, qpb)
         }
-        BwdDesign::Sorted { qpb, deterministic } => {
+        BwdDesign::Tiles { qpb, deterministic } => {
             let qpb = qpb.min(1024 / tpq).max(1);
-            if m.attn_len() * 4 > i32::MAX as usize {
-                return Err(format!(
-                    "{}: {} points x 4 corners must be fewer than 2^31 entries",
-                    config.label(),
-                    m.attn_len()
-                )
-                .into());
-            }
             options = options
                 .define("MSDA_BWD", "2")
                 .define("MSDA_STAGED", "0")
-                .define("MSDA_BIG", BIG_BIN.to_string())
+                .define("MSDA_HEAVY_BYTES", HEAVY_BYTES.to_string())
                 .define("MSDA_DETERMINISTIC", u32::from(deterministic).to_string());
             (
                 nb * nh * m.queries.div_ceil(qpb as usize) as u32,
@@ -302,20 +351,15 @@ pub fn build_bwd(
             )
         }
     };
-    let sorted = if sorted {
-        SORTED_KERNELS
-            .iter()
-            .map(|&(name, threads)| {
-                KernelPlan::new(name)
-                    .block_threads(threads)
-                    .validate()
-                    .map_err(|e| format!("{name}: {e}").into())
-            })
-            .collect::<Res<Vec<_>>>()?
-    } else {
-        Vec::new()
-    };
     options = options.define("MSDA_QPB", qpb.to_string());
+    let tiles = if tiles {
+        let det = config.deterministic();
+        let (plan, go) = tiles_plan(m, ty, det)?;
+        options = options.define("MSDA_CHUNK_Q", chunk_queries(m, det).to_string());
+        Some((plan, tiles_grid(m, det), go))
+    } else {
+        None
+    };
     let plan = plan
         .blocks_per_sm(config.minb)
         .validate()
@@ -334,7 +378,7 @@ pub fn build_bwd(
     if let Some(c) = &cast {
         source = source.plan(c);
     }
-    for p in &sorted {
+    if let Some((p, _, _)) = &tiles {
         source = source.plan(p);
     }
     let source = source
@@ -359,7 +403,7 @@ pub fn build_bwd(
         staged,
         plan,
         cast,
-        sorted,
+        tiles,
         grid,
     })
 }
@@ -399,38 +443,15 @@ pub struct BwdDevice {
     pub gv16: Option<CudaSlice<u16>>,
     pub gloc: CudaSlice<f32>,
     pub gattn: CudaSlice<f32>,
-    /// The sorted design's buffers, made at its first launch.
-    pub scratch: Option<SortedScratch>,
+    /// The tile design's buffers, made at its first launch.
+    pub scratch: Option<TilesScratch>,
 }
 
-/// The sorted design's buffers: a count (then the free slots) and an offset per grad_value
-/// row, the scan's tile sums, the filed entries (grad_out row, weight bits), the list of big
-/// rows and the stats (msda_bwd.cu's MSDA_STAT_*).
-pub struct SortedScratch {
-    pub bins: usize,
-    pub counts: CudaSlice<i32>,
-    pub offsets: CudaSlice<i32>,
-    pub tile_sums: CudaSlice<i32>,
-    pub entries: CudaSlice<u32>,
-    pub big: CudaSlice<i32>,
+/// The tile design's buffers: the softmax's weights (with logits) and the stats
+/// (msda_bwd.cu's MSDA_STAT_*).
+pub struct TilesScratch {
+    pub weights: CudaSlice<f32>,
     pub stats: CudaSlice<u32>,
-}
-
-impl SortedScratch {
-    fn new(fwd: &FastDevice) -> Res<SortedScratch> {
-        let (m, s) = (&fwd.m, &fwd.stream);
-        let bins = m.batch * m.heads * m.spatial();
-        let cap = m.attn_len() * 4;
-        Ok(SortedScratch {
-            bins,
-            counts: s.alloc_zeros(bins)?,
-            offsets: s.alloc_zeros(bins + 1)?,
-            tile_sums: s.alloc_zeros(bins.div_ceil(SCAN_TILE) + 1)?,
-            entries: s.alloc_zeros(2 * cap.max(1))?,
-            big: s.alloc_zeros(cap / (BIG_BIN as usize + 1) + 1)?,
-            stats: s.alloc_zeros(STATS)?,
-        })
-    }
 }
 
 /// A backward kernel loaded (and its cast), with its maps over the gradient buffer.
@@ -438,8 +459,8 @@ pub struct LoadedBwd {
     pub built: BuiltBwd,
     pub kernel: Kernel,
     pub cast: Option<Kernel>,
-    /// The sorted design's helper kernels, in [`SORTED_KERNELS`] order.
-    pub sorted: Vec<Kernel>,
+    /// msda_bwd_tiles (the tile design).
+    pub tiles: Option<Kernel>,
     pub maps: Vec<TensorMap>,
 }
 
@@ -495,13 +516,20 @@ impl BwdDevice {
             Some(_) => Some(module.kernel("msda_bwd_cast")?),
             None => None,
         };
-        let sorted = SORTED_KERNELS[..built.sorted.len()]
-            .iter()
-            .map(|(name, _)| module.kernel(name))
-            .collect::<Result<Vec<_>, _>>()?;
+        let tiles = match built.tiles {
+            Some(_) => Some(module.kernel("msda_bwd_tiles")?),
+            None => None,
+        };
         let starts = fwd.m.level_start();
         let row = fwd.m.heads * fwd.m.channels;
         let mut maps = Vec::new();
+        if let Some((_, _, go)) = &built.tiles {
+            let bound = go.bound().ok_or("the grad_out tile has static dims")?;
+            maps.push(match &self.grad_out {
+                Buf::U16(g) => TensorMap::new_raw_bits(&bound, g)?,
+                Buf::F32(g) => TensorMap::new(&bound, g)?,
+            });
+        }
         for (l, valid) in &built.staged {
             let bound = valid.bound().ok_or("a level tile has static dims")?;
             let off = starts[*l] * row;
@@ -514,7 +542,7 @@ impl BwdDevice {
             built,
             kernel,
             cast,
-            sorted,
+            tiles,
             maps,
         })
     }
@@ -534,8 +562,8 @@ impl BwdDevice {
 
     /// Queues the whole backward: zero grad_value, the kernel, the cast (16-bit through f32).
     pub fn launch(&mut self, fwd: &FastDevice, k: &LoadedBwd) -> Res<()> {
-        if matches!(k.built.config.design, BwdDesign::Sorted { .. }) {
-            return self.launch_sorted(fwd, k);
+        if let (Some(tiles), Some((_, grid, _))) = (&k.tiles, &k.built.tiles) {
+            return self.launch_tiles(fwd, k, tiles, *grid);
         }
         let b = &k.built;
         let stream = &fwd.stream;
@@ -600,141 +628,81 @@ impl BwdDevice {
         Ok(())
     }
 
-    /// The sorted design: count, scan, the point pass (files the entries, writes grad_loc and
-    /// grad_attn), the gather of every grad_value row in the storage type, the big rows.
-    fn launch_sorted(&mut self, fwd: &FastDevice, k: &LoadedBwd) -> Res<()> {
+    /// The tile design: the point pass (grad_loc, grad_attn, the softmax's weights, the
+    /// deterministic scale's bound), then msda_bwd_tiles (grad_value, every row).
+    fn launch_tiles(
+        &mut self,
+        fwd: &FastDevice,
+        k: &LoadedBwd,
+        tiles: &Kernel,
+        tiles_grid: u32,
+    ) -> Res<()> {
         let b = &k.built;
         let stream = &fwd.stream;
-        let [count, scan_tiles, scan_sums, scan_fill, gather, big] = &k.sorted[..] else {
-            return Err("the sorted design needs its six helper kernels".into());
-        };
+        let m = &fwd.m;
         if self.scratch.is_none() {
-            self.scratch = Some(SortedScratch::new(fwd)?);
+            self.scratch = Some(TilesScratch {
+                weights: stream.alloc_zeros(m.attn_len())?,
+                stats: stream.alloc_zeros(STATS)?,
+            });
         }
         let Some(sc) = self.scratch.as_mut() else {
             return Err("no scratch".into());
         };
-        let m = &fwd.m;
-        let (queries, spatial, batch) = (m.queries as i32, m.spatial() as i32, m.batch as i32);
-        let bins = sc.bins as i32;
-        let tiles = sc.bins.div_ceil(SCAN_TILE) as u32;
-        stream.memset_zeros(&mut sc.counts)?;
+        let (queries, spatial) = (m.queries as i32, m.spatial() as i32);
         stream.memset_zeros(&mut sc.stats)?;
-        let points = m.attn_len() as u32;
-        {
-            let cfg = count.plan_config(stream, (points.div_ceil(256).clamp(1, 132 * 16), 1, 1))?;
-            let mut l = count.launch_builder(&cfg);
-            l.arg(&fwd.loc)
-                .arg(&mut sc.counts)
-                .arg(ByValue(&fwd.shapes))
-                .arg(&queries)
-                .arg(&spatial)
-                .arg(&batch);
-            // SAFETY: msda_bwd_count(loc, counts, MsdaShapes, queries, spatial, batch): loc
-            // holds 2 * N * Q * M * L * P f32, counts N * M * S ints (every bin a corner can hit).
-            unsafe { l.launch() }?;
-        }
-        {
-            let cfg = scan_tiles.plan_config(stream, (tiles, 1, 1))?;
-            let mut l = scan_tiles.launch_builder(&cfg);
-            l.arg(&sc.counts).arg(&mut sc.tile_sums).arg(&bins);
-            // SAFETY: msda_bwd_scan_tiles(counts, tile_sums, bins): `tiles` blocks of 2048 bins,
-            // tile_sums holds one int a tile.
-            unsafe { l.launch() }?;
-        }
-        {
-            let cfg = scan_sums.plan_config(stream, (1, 1, 1))?;
-            let t = tiles as i32;
-            let mut l = scan_sums.launch_builder(&cfg);
-            l.arg(&mut sc.tile_sums).arg(&t);
-            // SAFETY: msda_bwd_scan_sums(tile_sums, tiles): one block, `tiles` ints in place.
-            unsafe { l.launch() }?;
-        }
-        {
-            let cfg = scan_fill.plan_config(stream, (tiles, 1, 1))?;
-            let mut l = scan_fill.launch_builder(&cfg);
-            l.arg(&sc.counts)
-                .arg(&sc.tile_sums)
-                .arg(&mut sc.offsets)
-                .arg(&mut sc.stats)
-                .arg(&mut sc.big)
-                .arg(&bins);
-            // SAFETY: msda_bwd_scan_fill(counts, tile_sums, offsets, stats, big, bins): offsets
-            // holds bins + 1 ints, stats 4, big one int per possible big bin (entries / 65 + 1).
-            unsafe { l.launch() }?;
-        }
+        let attn = if b.config.softmax {
+            &fwd.logits
+        } else {
+            &fwd.attn
+        };
         {
             let cfg = k.kernel.plan_config(stream, (b.grid, 1, 1))?;
-            let attn = if b.config.softmax {
-                &fwd.logits
-            } else {
-                &fwd.attn
-            };
             let mut l = k.kernel.launch_builder(&cfg);
             match (&fwd.value, &self.grad_out) {
                 (Buf::U16(v), Buf::U16(g)) => l.arg(v).arg(&fwd.loc).arg(attn).arg(g),
                 (Buf::F32(v), Buf::F32(g)) => l.arg(v).arg(&fwd.loc).arg(attn).arg(g),
                 _ => return Err("value and grad_out differ in type".into()),
             };
-            l.arg(&mut sc.entries)
-                .arg(&mut sc.counts)
-                .arg(&sc.offsets)
+            l.arg(&mut sc.weights)
                 .arg(&mut sc.stats)
                 .arg(&mut self.gloc)
                 .arg(&mut self.gattn)
                 .arg(ByValue(&fwd.shapes))
                 .arg(&queries)
                 .arg(&spatial);
-            // SAFETY: msda_bwd (sorted)(value, loc, attn, grad_out, entries, cursor, offsets,
-            // stats, grad_loc, grad_attn, MsdaShapes, queries, spatial): entries holds a (row,
-            // weight) pair per possible corner, cursor / offsets the scan's per-bin arrays; the
-            // rest as in the other designs; the grid is build_bwd's.
+            // SAFETY: msda_bwd (tiles)(value, loc, attn, grad_out, weights, stats, grad_loc,
+            // grad_attn, MsdaShapes, queries, spatial): weights holds N * Q * M * L * P f32,
+            // stats 4 u32; the rest as in the other designs; the grid is build_bwd's.
             unsafe { l.launch() }?;
         }
-        let rows = |n: usize| (n as u32).div_ceil(256).max(1);
-        let tpq = (m.channels * fwd.ty.bytes() / 16).max(1);
         {
-            let cfg = gather.plan_config(stream, (rows(sc.bins * tpq), 1, 1))?;
-            let mut l = gather.launch_builder(&cfg);
-            l.arg(&sc.entries).arg(&sc.offsets).arg(&sc.counts);
+            let cfg = tiles.plan_config(stream, (tiles_grid, 1, 1))?;
+            let weights = if b.config.softmax {
+                &sc.weights
+            } else {
+                &fwd.attn
+            };
+            let mut l = tiles.launch_builder(&cfg);
+            l.arg(&fwd.loc).arg(weights);
             match (&self.grad_out, &mut self.gv16) {
                 (Buf::U16(g), Some(out)) => l.arg(g).arg(out),
                 (Buf::F32(g), None) => l.arg(g).arg(&mut self.gv32),
                 _ => return Err("grad_out and grad_value differ in type".into()),
             };
-            l.arg(&mut sc.stats).arg(&spatial).arg(&bins);
-            // SAFETY: msda_bwd_gather(entries, offsets, cursor, grad_out, grad_value, stats,
-            // spatial, bins): TPQ threads a bin over `bins` bins; grad_value holds N * S * M * D
-            // of the storage type; entries' rows index grad_out's N * Q * M rows.
-            unsafe { l.launch() }?;
-        }
-        {
-            let cfg = big.plan_config(stream, (2 * 132, 1, 1))?;
-            let mut l = big.launch_builder(&cfg);
-            l.arg(&sc.entries).arg(&sc.offsets).arg(&sc.big);
-            match (&self.grad_out, &mut self.gv16) {
-                (Buf::U16(g), Some(out)) => l.arg(g).arg(out),
-                (Buf::F32(g), None) => l.arg(g).arg(&mut self.gv32),
-                _ => return Err("grad_out and grad_value differ in type".into()),
-            };
-            l.arg(&sc.stats).arg(&spatial);
-            // SAFETY: msda_bwd_big(entries, offsets, big, grad_out, grad_value, stats, spatial):
-            // stats[3] bins listed in big; the rest as msda_bwd_gather.
+            let go_map = k.maps.first().ok_or("msda_bwd_tiles needs its grad_out map")?;
+            l.arg(&sc.stats)
+                .arg(ByValue(&fwd.shapes))
+                .arg(&queries)
+                .arg(&spatial)
+                .arg(go_map);
+            // SAFETY: msda_bwd_tiles(loc, weights, grad_out, grad_value, stats, MsdaShapes,
+            // queries, spatial, go_map): go_map covers self.grad_out (the tile msda_go); loc and weights cover N * Q * M * L * P points, grad_out N * Q *
+            // M * D and grad_value N * S * M * D elements of the storage type; the grid is
+            // tiles_grid's (a block per tile of each level of each (batch, head)).
             unsafe { l.launch() }?;
         }
         Ok(())
-    }
-
-    /// The sorted design's stats after a run: (largest row's entries, rows of more than
-    /// [`BIG_BIN`], entries lost: count and filing disagreeing, 0 unless broken).
-    pub fn sorted_stats(&self, fwd: &FastDevice) -> Res<Option<(u32, u32, u32)>> {
-        match &self.scratch {
-            Some(sc) => {
-                let s = fwd.stream.clone_dtoh(&sc.stats)?;
-                Ok(Some((s[0], s[3], s[STAT_LOST])))
-            }
-            None => Ok(None),
-        }
     }
 
     /// The three gradients as f64 (grad_value in the storage type).

@@ -18,19 +18,19 @@
 //                   the tile set msda_out first, and reduced in that type); the other levels
 //                   through vectorised global reductions (red.global.v4.f32 / v4.f16x2 / v4.bf16x2).
 //   msda_bwd_cast   f32 -> msda_t, 8 elements a thread.
-//   sorted          (MSDA_BWD 2) no floating-point atomics: the scatter becomes a gather. A bin is
-//                   one (batch, head, pixel) row of grad_value; msda_bwd_count counts each bin's
-//                   contributions (point corners inside the map), msda_bwd_scan_* turn the counts
-//                   into offsets, msda_bwd (the point pass, msda_bwd's mapping and gradients of
-//                   loc and attn) files each contribution (its grad_out row, its weight) at its
-//                   bin's next free slot, and msda_bwd_gather sums each bin's entries into
-//                   grad_value in the storage type (no f32 buffer, no cast, no zeroing); bins of
-//                   more than MSDA_BIG entries (clustered points) are summed by msda_bwd_big, a
-//                   block each. MSDA_DETERMINISTIC: the sums in 64-bit fixed point, scaled from
-//                   the largest bin and the largest term (exact, so any order gives the same bits).
+//   tiles           (MSDA_BWD 2) no floating-point atomics on global memory: msda_bwd (msda_vec's
+//                   mapping) writes grad_loc and grad_attn only (and the softmax's weights), then
+//                   msda_bwd_tiles computes grad_value as a gather: a block owns MSDA_TILE_PIXELS
+//                   pixels of one (batch, head, level) and reads all of that level's points in
+//                   chunks of queries; each chunk's corners that land in the tile are sorted by
+//                   pixel in shared memory (integer atomics: a count, a scan, a fill) and each
+//                   pixel's thread sums its entries' weight * grad_out (a warp for a pixel of
+//                   many entries), then writes the row once in the storage type: no f32 buffer,
+//                   no cast, no zeroing. MSDA_DETERMINISTIC: the sums in 64-bit fixed point,
+//                   scaled from a bound on any pixel's sum (exact: every order, the same bits).
 
-#define MSDA_SORTED (MSDA_BWD == 2)
-#if MSDA_GRAD16 || MSDA_SORTED
+#define MSDA_TILES (MSDA_BWD == 2)
+#if MSDA_GRAD16 || MSDA_TILES
 typedef msda_t gv_t;
 #else
 typedef float gv_t;
@@ -45,21 +45,6 @@ __device__ __forceinline__ float msda_scalar(msda_t v) {
   float f;
   asm("{ .reg .f16 h;\n\t mov.b16 h, %1;\n\t cvt.f32.f16 %0, h; }" : "=f"(f) : "h"(v));
   return f;
-#endif
-}
-
-// f32 -> msda_t, rounded to nearest even.
-__device__ __forceinline__ msda_t msda_from_f32(float f) {
-#if MSDA_DTYPE == 2
-  return f;
-#else
-  unsigned short h;
-#if MSDA_DTYPE == 1
-  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
-#else
-  asm("{ .reg .f16 r;\n\t cvt.rn.f16.f32 r, %1;\n\t mov.b16 %0, r; }" : "=h"(h) : "f"(f));
-#endif
-  return h;
 #endif
 }
 
@@ -243,50 +228,23 @@ __device__ __forceinline__ void msda_red(gv_t* row, int sub, const float (&v)[MS
 #endif
 }
 
-#if MSDA_SORTED
-static_assert(!MSDA_STAGED, "the sorted design stages nothing");
-// stats[]: the largest bin's entries, the largest |term| (f32 bits), entries lost (a bin whose
-// count and filing disagree: 0 unless the two passes' corner tests differ), bins of more than
-// MSDA_BIG entries (listed in `big`).
-#define MSDA_STAT_COUNT 0
-#define MSDA_STAT_TERM 1
-#define MSDA_STAT_LOST 2
-#define MSDA_STAT_BIG 3
-#define MSDA_STATS 4
-#ifndef MSDA_BIG
-#define MSDA_BIG 64  // entries of the largest bin msda_bwd_gather sums
-#endif
+#if MSDA_TILES
+static_assert(!MSDA_STAGED, "the tile design stages nothing");
 #ifndef MSDA_DETERMINISTIC
 #define MSDA_DETERMINISTIC 0
 #endif
-
-// A contribution counted but not filed, or filed but not counted: a named record in debug
-// builds (the trap stops the operator), a count the host reads otherwise.
-__device__ __forceinline__ void msda_sorted_lost(unsigned* stats, const char* kernel, int bin) {
-  atomicAdd(stats + MSDA_STAT_LOST, 1u);
-#if defined(TMA_DEBUG)
-  printf("%s: bin %d's count and its filed entries disagree (the count pass and the point pass saw different corners)\n",
-         kernel, bin);
-  __trap();
-#else
-  (void)kernel, (void)bin;
-#endif
-}
-
-// The bins of (n, head): key (n * M + head) * spatial + pixel; grad_value's row of a bin.
-__device__ __forceinline__ long long msda_bin_row(int bin, int spatial) {
-  const int nh = bin / spatial, s = bin % spatial;
-  return (static_cast<long long>(nh / MSDA_M) * spatial + s) * MSDA_M + nh % MSDA_M;
-}
+// stats[MSDA_STAT_TERM]: the largest |weight| * max |grad_out| of any (query, head), as f32 bits
+// (NaN above inf above finite): the deterministic sums' scale.
+#define MSDA_STAT_TERM 0
+#define MSDA_STATS 4
 #endif
 
 // Grid: N * M * chunks blocks, chunks = ceil(Q / QPB), block b = (n * M + head) * chunks + chunk.
 extern "C" __global__ void TMA_PLAN_MSDA_BWD_LAUNCH_BOUNDS
 msda_bwd(const msda_t* __restrict__ value, const float* __restrict__ loc, const float* __restrict__ attn,
          const msda_t* __restrict__ grad_out,
-#if MSDA_SORTED
-         uint2* __restrict__ entries, int* __restrict__ cursor, const int* __restrict__ offsets,
-         unsigned* __restrict__ stats,
+#if MSDA_TILES
+         float* __restrict__ weights, unsigned* __restrict__ stats,
 #else
          gv_t* __restrict__ grad_value,
 #endif
@@ -318,9 +276,11 @@ msda_bwd(const msda_t* __restrict__ value, const float* __restrict__ loc, const 
   float g[MSDA_VEC];
   msda_unpack(__ldg(reinterpret_cast<const uint4*>(grad_out + nqh * MSDA_D + sub * MSDA_VEC)), g);
   // grad_out in the global reductions' channel order (msda_red_channel).
+#if !MSDA_TILES
   float gr[MSDA_VEC];
 #pragma unroll
   for (int j = 0; j < MSDA_VEC; ++j) gr[j] = msda_scalar(grad_out[nqh * MSDA_D + msda_red_channel(sub, j)]);
+#endif
 #if MSDA_STAGED
   // The shared-memory atomics of a warp's queries would all hit the same banks (a pixel's row is
   // 32 banks and every query's thread `sub` adds channels c .. c + VEC - 1 in the same order):
@@ -358,14 +318,13 @@ msda_bwd(const msda_t* __restrict__ value, const float* __restrict__ loc, const 
   });
 #endif
 #endif
-#if MSDA_SORTED
-  // The largest |weight * grad_out| this thread files (as bits: NaN above inf above finite).
+#if MSDA_TILES
+  // The largest |weight| * max |grad_out| of this thread's points (as bits: NaN above inf).
   unsigned gmax = 0u, term_max = 0u;
 #pragma unroll
   for (int j = 0; j < MSDA_VEC; ++j) gmax = max(gmax, __float_as_uint(fabsf(g[j])));
 #pragma unroll
   for (int o = MSDA_TPQ / 2; o > 0; o /= 2) gmax = max(gmax, __shfl_xor_sync(0xffffffffu, gmax, o, MSDA_TPQ));
-  const int bin0 = (n * MSDA_M + head) * spatial;
 #endif
   float* ga = grad_attn + nqh * MSDA_LP;
   float2* gl = reinterpret_cast<float2*>(grad_loc) + nqh * MSDA_LP;
@@ -399,18 +358,8 @@ msda_bwd(const msda_t* __restrict__ value, const float* __restrict__ loc, const 
           for (int j = 0; j < MSDA_VEC; ++j) atomicAdd(plane + (j + rot) % MSDA_VEC, scale * gs[j]);
         } else
 #endif
-#if MSDA_SORTED
-        // Corner k is filed by thread k % TPQ of the (query, head).
-        if (sub == k % MSDA_TPQ) {
-          const int bin = bin0 + sh.start(l) + hh * W + ww;
-          const int left = atomicSub(cursor + bin, 1);  // this bin's slots not yet taken
-          if (left > 0) {
-            entries[offsets[bin] + left - 1] = make_uint2(static_cast<unsigned>(nqh), __float_as_uint(scale));
-            term_max = max(term_max, __float_as_uint(fabsf(scale) * __uint_as_float(gmax)));
-          } else {
-            msda_sorted_lost(stats, "msda_bwd", bin);
-          }
-        }
+#if MSDA_TILES
+        (void)scale;  // msda_bwd_tiles' part
 #else
         {
           float s[MSDA_VEC];
@@ -432,10 +381,19 @@ msda_bwd(const msda_t* __restrict__ value, const float* __restrict__ loc, const 
         ga[i] = pt.a != 0.f ? d_a : 0.f;
         gl[i] = make_float2(gx, gy);
       }
+#if MSDA_TILES
+      const float w = weight(i);
+#if MSDA_SOFTMAX
+      if (live && sub == 0) weights[nqh * MSDA_LP + i] = w;  // msda_bwd_tiles reads these
+#else
+      (void)weights;
+#endif
+      if (live) term_max = max(term_max, __float_as_uint(fabsf(w) * __uint_as_float(gmax)));
+#endif
     }
   });
   msda_softmax_grad<MSDA_TPQ>(ga, weight, sub, live);
-#if MSDA_SORTED && MSDA_DETERMINISTIC
+#if MSDA_TILES && MSDA_DETERMINISTIC
   // One atomic a warp: the fixed-point scale's largest term.
 #pragma unroll
   for (int o = 16; o > 0; o /= 2) term_max = max(term_max, __shfl_xor_sync(0xffffffffu, term_max, o));
@@ -486,34 +444,59 @@ msda_bwd(const msda_t* __restrict__ value, const float* __restrict__ loc, const 
   }
 #endif
 }
-#if MSDA_SORTED
+#if MSDA_TILES
 // ---------------------------------------------------------------------------------------------
-// The sorted design's passes around msda_bwd (see the top of the file).
+// msda_bwd_tiles: grad_value as a gather (see the top of the file). The block's shared memory is
+// its kernel plan's scratch regions (bwd.rs sizes them from the same numbers).
+constexpr int MSDA_TILE_THREADS = tma_plan_msda_bwd_tiles::BLOCK_THREADS;
+constexpr int MSDA_CPT = MSDA_D < 32 ? MSDA_D : 32;              // channels a thread sums
+constexpr int MSDA_TPP = MSDA_D / MSDA_CPT;                       // threads a pixel
+constexpr int MSDA_TILE_PIXELS = MSDA_TILE_THREADS / MSDA_TPP;    // pixels a block
+// Queries a chunk (the host's: a point a thread, at most a box of 256).
+static_assert(MSDA_CHUNK_Q >= 1 && MSDA_CHUNK_Q * MSDA_P <= MSDA_TILE_THREADS, "at most a point a thread");
+constexpr int MSDA_CHUNK_ENTRIES = MSDA_CHUNK_Q * MSDA_P * 4;     // corners a chunk, at most
+constexpr int MSDA_NV = MSDA_CPT / MSDA_VEC;                      // 16-byte loads an entry
+#ifndef MSDA_HEAVY_BYTES
+#define MSDA_HEAVY_BYTES 16384
+#endif
+// Pixels of more than MSDA_HEAVY entries in a chunk are summed by a warp (at most MSDA_HEAVY_CAP
+// of them a chunk: their sums wait in shared memory for the pixel's thread).
+constexpr int MSDA_HEAVY_CAP = MSDA_HEAVY_BYTES / (MSDA_D * 8);
+constexpr int MSDA_HEAVY = MSDA_CHUNK_ENTRIES / MSDA_HEAVY_CAP > 32 ? MSDA_CHUNK_ENTRIES / MSDA_HEAVY_CAP : 32;
+static_assert(MSDA_CPT % MSDA_VEC == 0 && MSDA_D % MSDA_CPT == 0, "a thread's channels are whole 16-byte vectors");
+static_assert(MSDA_TILE_THREADS % 32 == 0 && MSDA_CHUNK_Q >= 1, "whole warps, a point a thread");
+static_assert(MSDA_HEAVY_CAP >= 1 && MSDA_CHUNK_ENTRIES / (MSDA_HEAVY + 1) < MSDA_HEAVY_CAP, "heavy pixels fit");
+typedef tma_plan_msda_bwd_tiles MsdaTilesPlan;
+static_assert(MsdaTilesPlan::BYTES_hist >= MSDA_TILE_PIXELS * 4 && MsdaTilesPlan::BYTES_off >= MSDA_TILE_PIXELS * 4 &&
+                  MsdaTilesPlan::BYTES_slot >= MSDA_TILE_PIXELS * 4 && MsdaTilesPlan::BYTES_list >= MSDA_CHUNK_ENTRIES * 8 &&
+                  MsdaTilesPlan::BYTES_heavy >= (MSDA_HEAVY_CAP + 1) * 4 &&
+                  MsdaTilesPlan::BYTES_hsum >= MSDA_HEAVY_CAP * MSDA_D * 8,
+              "the plan's scratch regions hold the kernel's arrays");
+// A chunk's grad_out rows [QC][D] of one (batch, head): two copies of the tile msda_go, loaded by
+// TMA a chunk ahead.
+typedef MsdaTilesPlan::tile_go MsdaGo;
+static_assert(MsdaTilesPlan::COPIES_go == 2 && MsdaGo::TX_BYTES == MSDA_CHUNK_Q * MSDA_D * sizeof(msda_t),
+              "the staging holds two chunks of grad_out rows");
 
-// Each point's inside corners, one count each in its bin. A thread a point.
-static_assert(tma_plan_msda_bwd_count::BLOCK_THREADS == 256, "the plan's block is the kernel's");
-extern "C" __global__ void TMA_PLAN_MSDA_BWD_COUNT_LAUNCH_BOUNDS msda_bwd_count(const float* __restrict__ loc,
-                                                                               int* __restrict__ counts,
-                                                                               const __grid_constant__ MsdaShapes sh,
-                                                                               int queries, int spatial, int batch) {
-  const long long points = static_cast<long long>(batch) * queries * MSDA_M * MSDA_LP;
-  for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < points;
-       i += static_cast<long long>(gridDim.x) * blockDim.x) {
-    const long long nqh = i / MSDA_LP;
-    const int l = static_cast<int>(i % MSDA_LP) / MSDA_P;
-    const int head = static_cast<int>(nqh % MSDA_M), n = static_cast<int>(nqh / MSDA_M / queries);
-    const int H = sh.h(l), W = sh.w(l);
-    const MsdaPoint pt(__ldg(reinterpret_cast<const float2*>(loc) + i), H, W, 0.f, true);
-    const int bin0 = (n * MSDA_M + head) * spatial + sh.start(l);
-#pragma unroll
-    for (int k = 0; k < 4; ++k)
-      if (pt.in[k]) atomicAdd(counts + bin0 + (pt.h0 + pt.dh(k)) * W + pt.w0 + pt.dw(k), 1);
+// The deterministic sums' fixed point: a term t becomes round(t * 2^shift) in 64 bits, shift
+// such that bound = Q * P * max |weight| * max |grad_out| (no pixel of a (batch, head, level)
+// takes more than Q * P terms: a point's 4 corners are 4 pixels) stays below 2^61. Integer sums
+// are exact, so every order gives the same bits. A bound that is not finite: f32 sums (NaN
+// and inf propagate as in the fast mode).
+struct MsdaFixed {
+  float scale = 1.f, inv = 1.f;
+  bool exact = false;
+  MsdaFixed() = default;
+  __device__ __forceinline__ MsdaFixed(const unsigned* __restrict__ stats, int queries) {
+    const float bound = static_cast<float>(queries) * MSDA_P * __uint_as_float(stats[MSDA_STAT_TERM]);
+    exact = bound <= 3.0e38f;
+    int e = 0;
+    if (exact && bound > 0.f) frexpf(bound, &e);  // bound < 2^e
+    const int shift = min(61 - e, 126);            // >= -67: 2^shift and 2^-shift are normal floats
+    scale = __int_as_float((127 + shift) << 23);
+    inv = __int_as_float((127 - shift) << 23);
   }
-}
-
-// Exclusive scan of the counts into offsets: tiles of MSDA_SCAN_TILE bins (256 threads x 8).
-#define MSDA_SCAN_PER_THREAD 8
-#define MSDA_SCAN_TILE (256 * MSDA_SCAN_PER_THREAD)
+};
 
 // Exclusive prefix of x over the block (blockDim.x a multiple of 32, at most 1024); *total
 // receives the block's sum. Every thread calls it.
@@ -544,215 +527,223 @@ __device__ __forceinline__ int msda_block_scan(int x, int* total) {
   return before;
 }
 
-static_assert(tma_plan_msda_bwd_scan_tiles::BLOCK_THREADS == 256, "the plan's block is the kernel's");
-extern "C" __global__ void TMA_PLAN_MSDA_BWD_SCAN_TILES_LAUNCH_BOUNDS
-msda_bwd_scan_tiles(const int* __restrict__ counts, int* __restrict__ tile_sums, int bins) {
-  const int base = blockIdx.x * MSDA_SCAN_TILE + threadIdx.x * MSDA_SCAN_PER_THREAD;
-  int sum = 0;
-#pragma unroll
-  for (int j = 0; j < MSDA_SCAN_PER_THREAD; ++j) sum += base + j < bins ? counts[base + j] : 0;
-  int total;
-  msda_block_scan(sum, &total);
-  if (threadIdx.x == 0) tile_sums[blockIdx.x] = total;
-}
-
-// One block: the tiles' sums into their exclusive prefixes, in place.
-static_assert(tma_plan_msda_bwd_scan_sums::BLOCK_THREADS == 1024, "the plan's block is the kernel's");
-extern "C" __global__ void TMA_PLAN_MSDA_BWD_SCAN_SUMS_LAUNCH_BOUNDS msda_bwd_scan_sums(int* __restrict__ tile_sums,
-                                                                                       int tiles) {
-  int carry = 0;
-  for (int i0 = 0; i0 < tiles; i0 += blockDim.x) {
-    const int i = i0 + threadIdx.x;
-    const int x = i < tiles ? tile_sums[i] : 0;
-    int total;
-    const int before = msda_block_scan(x, &total);
-    if (i < tiles) tile_sums[i] = carry + before;
-    carry += total;
-  }
-}
-
-// offsets[b] = entries of the bins before b (offsets[bins] = all of them); the largest count,
-// and the bins of more than MSDA_BIG entries listed for msda_bwd_big.
-static_assert(tma_plan_msda_bwd_scan_fill::BLOCK_THREADS == 256, "the plan's block is the kernel's");
-extern "C" __global__ void TMA_PLAN_MSDA_BWD_SCAN_FILL_LAUNCH_BOUNDS
-msda_bwd_scan_fill(const int* __restrict__ counts, const int* __restrict__ tile_sums, int* __restrict__ offsets,
-                   unsigned* __restrict__ stats, int* __restrict__ big, int bins) {
-  const int base = blockIdx.x * MSDA_SCAN_TILE + threadIdx.x * MSDA_SCAN_PER_THREAD;
-  int c[MSDA_SCAN_PER_THREAD], sum = 0, most = 0;
-#pragma unroll
-  for (int j = 0; j < MSDA_SCAN_PER_THREAD; ++j) {
-    c[j] = base + j < bins ? counts[base + j] : 0;
-    sum += c[j];
-    most = max(most, c[j]);
-    if (c[j] > MSDA_BIG) big[atomicAdd(stats + MSDA_STAT_BIG, 1u)] = base + j;
-  }
-  int total;
-  int at = tile_sums[blockIdx.x] + msda_block_scan(sum, &total);
-#pragma unroll
-  for (int j = 0; j < MSDA_SCAN_PER_THREAD; ++j) {
-    if (base + j < bins) offsets[base + j] = at;
-    at += c[j];
-    if (base + j == bins - 1) offsets[bins] = at;
-  }
-#pragma unroll
-  for (int o = 16; o > 0; o /= 2) most = max(most, __shfl_xor_sync(0xffffffffu, most, o));
-  if (threadIdx.x % 32 == 0 && most > 0) atomicMax(stats + MSDA_STAT_COUNT, static_cast<unsigned>(most));
-}
-
-// The deterministic sums' fixed point: every term t becomes round(t * 2^shift) in 64 bits, with
-// shift such that the largest bin's entries times the largest |term| stay below 2^61: integer
-// sums are exact, so every order gives the same bits. Terms not finite: f32 sums instead (NaN
-// and inf propagate as in the fast mode).
-struct MsdaFixed {
-  float scale = 1.f, inv = 1.f;
-  bool exact = false;
-  MsdaFixed() = default;
-  __device__ __forceinline__ explicit MsdaFixed(const unsigned* __restrict__ stats) {
-    const float bound = static_cast<float>(stats[MSDA_STAT_COUNT]) * __uint_as_float(stats[MSDA_STAT_TERM]);
-    exact = bound <= 3.0e38f;
-    int e = 0;
-    if (exact && bound > 0.f) frexpf(bound, &e);  // bound < 2^e
-    const int shift = min(61 - e, 126);            // >= -67: 2^shift and 2^-shift are normal floats
-    scale = __int_as_float((127 + shift) << 23);
-    inv = __int_as_float((127 - shift) << 23);
-  }
-};
-
-// A bin's TPQ threads each sum MSDA_VEC channels of its entries' terms weight * grad_out[row].
 template <bool EXACT>
 struct MsdaAcc {
   typedef float type;
+  static __device__ __forceinline__ float term(float x, float) { return x; }
+  static __device__ __forceinline__ float value(float a, float) { return a; }
 };
 template <>
 struct MsdaAcc<true> {
   typedef long long type;
-};
-template <bool EXACT>
-struct MsdaBinSum {
-  typedef typename MsdaAcc<EXACT>::type acc_t;
-  acc_t v[MSDA_VEC];
-  __device__ __forceinline__ MsdaBinSum() {
-#pragma unroll
-    for (int j = 0; j < MSDA_VEC; ++j) v[j] = 0;
-  }
-  __device__ __forceinline__ void add(uint2 e, const msda_t* __restrict__ grad_out, int sub, float scale) {
-    float g[MSDA_VEC];
-    msda_unpack(__ldg(reinterpret_cast<const uint4*>(grad_out + static_cast<long long>(e.x) * MSDA_D) + sub), g);
-    const float w = __uint_as_float(e.y);
-#pragma unroll
-    for (int j = 0; j < MSDA_VEC; ++j) {
-      if constexpr (EXACT)
-        v[j] += __float2ll_rn(w * g[j] * scale);
-      else
-        v[j] += w * g[j];
-    }
-  }
-  __device__ __forceinline__ float at(int j, float inv) const {
-    if constexpr (EXACT)
-      return __ll2float_rn(v[j]) * inv;
-    else
-      return v[j];
-  }
+  static __device__ __forceinline__ long long term(float x, float scale) { return __float2ll_rn(x * scale); }
+  static __device__ __forceinline__ float value(long long a, float inv) { return __ll2float_rn(a) * inv; }
 };
 
+// acc[c] += term(w * grad_out[row][sub * CPT + c]) over the thread's CPT channels (row: the
+// staged copy in shared memory).
 template <bool EXACT>
-__device__ __forceinline__ void msda_gather_bin(const uint2* __restrict__ entries, int o0, int o1,
-                                                const msda_t* __restrict__ grad_out, gv_t* __restrict__ out,
-                                                int sub, const MsdaFixed& fx) {
-  MsdaBinSum<EXACT> sum;
-  int j = o0;
-  for (; j + 1 < o1; j += 2) {  // two rows in flight
-    const uint2 a = __ldg(entries + j), b = __ldg(entries + j + 1);
-    sum.add(a, grad_out, sub, fx.scale);
-    sum.add(b, grad_out, sub, fx.scale);
-  }
-  if (j < o1) sum.add(__ldg(entries + j), grad_out, sub, fx.scale);
-  float f[MSDA_VEC];
+__device__ __forceinline__ void msda_tile_add(typename MsdaAcc<EXACT>::type (&acc)[MSDA_CPT], const msda_t* row,
+                                              float w, float scale) {
 #pragma unroll
-  for (int k = 0; k < MSDA_VEC; ++k) f[k] = sum.at(k, fx.inv);
-  reinterpret_cast<uint4*>(out)[sub] = msda_pack(f);
+  for (int v = 0; v < MSDA_NV; ++v) {
+    float g[MSDA_VEC];
+    msda_unpack(reinterpret_cast<const uint4*>(row)[v], g);
+#pragma unroll
+    for (int j = 0; j < MSDA_VEC; ++j) acc[v * MSDA_VEC + j] += MsdaAcc<EXACT>::term(w * g[j], scale);
+  }
 }
 
-// grad_value's bins of at most MSDA_BIG entries, TPQ threads a bin, written in the storage type
-// (empty bins too: zero).
-static_assert(tma_plan_msda_bwd_gather::BLOCK_THREADS == 256, "the plan's block is the kernel's");
-extern "C" __global__ void TMA_PLAN_MSDA_BWD_GATHER_LAUNCH_BOUNDS
-msda_bwd_gather(const uint2* __restrict__ entries, const int* __restrict__ offsets, const int* __restrict__ cursor,
-                const msda_t* __restrict__ grad_out, gv_t* __restrict__ grad_value, unsigned* __restrict__ stats,
-                int spatial, int bins) {
-  const long long gid = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int sub = threadIdx.x % MSDA_TPQ;
-  if (gid / MSDA_TPQ >= bins) return;  // whole bins
-  const int bin = static_cast<int>(gid / MSDA_TPQ);
-  const int o0 = offsets[bin], o1 = offsets[bin + 1];
-  if (sub == 0 && cursor[bin] != 0) msda_sorted_lost(stats, "msda_bwd_gather", bin);
-  if (o1 - o0 > MSDA_BIG) return;  // msda_bwd_big's
-  gv_t* out = grad_value + msda_bin_row(bin, spatial) * MSDA_D;
+template <bool EXACT>
+__device__ __forceinline__ void msda_tiles_body(const float* __restrict__ loc, const float* __restrict__ weights,
+                                                const msda_t* __restrict__ grad_out, gv_t* __restrict__ grad_value,
+                                                const MsdaShapes& sh, int queries, int spatial, const MsdaFixed& fx,
+                                                const CUtensorMap* go_map) {
+  typedef typename MsdaAcc<EXACT>::type acc_t;
+  extern __shared__ unsigned char msda_raw[];
+  __shared__ __align__(8) tma_mbarrier go_bar[2];
+  unsigned char* base = MsdaTilesPlan::base(msda_raw);
+  int* hist = reinterpret_cast<int*>(MsdaTilesPlan::hist(base));   // a chunk's entries a pixel
+  int* off = reinterpret_cast<int*>(MsdaTilesPlan::off(base));     // their first slot in list
+  int* slot = reinterpret_cast<int*>(MsdaTilesPlan::slot(base));   // a heavy pixel's row of hsum
+  uint2* list = reinterpret_cast<uint2*>(MsdaTilesPlan::list(base));  // (query, weight bits)
+  int* heavy = reinterpret_cast<int*>(MsdaTilesPlan::heavy(base));    // [0]: count; then pixels
+  acc_t* hsum = reinterpret_cast<acc_t*>(MsdaTilesPlan::hsum(base));  // [MSDA_HEAVY_CAP][D]
+
+  // This block's (batch, head, level, first pixel).
+  int tiles = 0;
+  for (int l = 0; l < MSDA_L; ++l) tiles += (sh.h(l) * sh.w(l) + MSDA_TILE_PIXELS - 1) / MSDA_TILE_PIXELS;
+  const int nh = blockIdx.x / tiles;
+  int r = blockIdx.x % tiles, l = 0;
+  for (; l < MSDA_L - 1; ++l) {
+    const int here = (sh.h(l) * sh.w(l) + MSDA_TILE_PIXELS - 1) / MSDA_TILE_PIXELS;
+    if (r < here) break;
+    r -= here;
+  }
+  const int n = nh / MSDA_M, head = nh % MSDA_M;
+  const int H = sh.h(l), W = sh.w(l), tile0 = r * MSDA_TILE_PIXELS;
+  const int t = threadIdx.x, lane = t % 32, warp = t / 32;
+  const int px = t / MSDA_TPP, sub = t % MSDA_TPP;  // the pixel (of the tile) and channels this thread sums
+  const long long nq0 = static_cast<long long>(n) * queries;
+
+  acc_t acc[MSDA_CPT];
+#pragma unroll
+  for (int c = 0; c < MSDA_CPT; ++c) acc[c] = 0;
+
+  // Chunk c's grad_out rows arrive in copy c % 2 on go_bar[c % 2]; thread 0 asks for chunk c + 1
+  // when chunk c starts (its copy was last read by chunk c - 1, which ended with a barrier).
+  if (t == 0) {
+    tma_mbarrier_init(&go_bar[0], 1);
+    tma_mbarrier_init(&go_bar[1], 1);
+    tma_fence_mbarrier_init();
+  }
+  __syncthreads();
+  const int chunks = (queries + MSDA_CHUNK_Q - 1) / MSDA_CHUNK_Q;
+  const auto ask = [&](int c) {
+    MsdaGo::arrive_expect_tx(&go_bar[c % 2]);
+    MsdaGo::load(go_map, &go_bar[c % 2], MsdaTilesPlan::go(base, c % 2),
+                 {.N = n, .Q = c * MSDA_CHUNK_Q, .M = head, .C = 0});
+  };
+  if (t == 0) ask(0);
+  // This thread's point of a chunk (p of query q0 + t / P), read a chunk ahead.
+  const int p = t % MSDA_P;
+  const auto point = [&](int q0, float2& xy, float& a) {
+    const int q = q0 + t / MSDA_P;
+    const bool live = t < MSDA_CHUNK_Q * MSDA_P && q < queries;
+    const long long i = ((nq0 + (live ? q : 0)) * MSDA_M + head) * MSDA_LP + l * MSDA_P + p;
+    xy = live ? __ldg(reinterpret_cast<const float2*>(loc) + i) : make_float2(-2.f, -2.f);  // outside
+    a = live ? __ldg(weights + i) : 0.f;
+  };
+  float2 next_xy;
+  float next_a;
+  point(0, next_xy, next_a);
+  for (int c = 0; c < chunks; ++c) {
+    const int q0 = c * MSDA_CHUNK_Q;
+    const float2 xy = next_xy;
+    const float a = next_a;
+    if (c + 1 < chunks) {
+      point(q0 + MSDA_CHUNK_Q, next_xy, next_a);
+      if (t == 0) ask(c + 1);
+    }
+    // 1. This chunk's corners in the tile: a count a pixel (the atomic's old value: the rank).
+    if (t < MSDA_TILE_PIXELS) hist[t] = 0;
+    if (t == 0) heavy[0] = 0;
+    __syncthreads();
+    const int q = q0 + t / MSDA_P;
+    int cpx[4], rank[4];
+    float cw[4];
+    {
+      const bool live = t < MSDA_CHUNK_Q * MSDA_P && q < queries;
+      const MsdaPoint pt(xy, H, W, a, live);
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const int x = (pt.h0 + pt.dh(k)) * W + pt.w0 + pt.dw(k) - tile0;
+        cpx[k] = pt.in[k] && x >= 0 && x < MSDA_TILE_PIXELS ? x : -1;
+        cw[k] = pt.a * pt.wt(k);
+        rank[k] = cpx[k] >= 0 ? atomicAdd(hist + cpx[k], 1) : 0;
+      }
+    }
+    __syncthreads();
+    // 2. Offsets (one scan), and the heavy pixels listed.
+    {
+      const int c = t < MSDA_TILE_PIXELS ? hist[t] : 0;
+      int total;
+      const int before = msda_block_scan(c, &total);
+      if (t < MSDA_TILE_PIXELS) {
+        off[t] = before;
+        if (c > MSDA_HEAVY) {
+          const int h = atomicAdd(heavy, 1);
+          heavy[1 + h] = t;
+          slot[t] = h;
+        }
+      }
+    }
+    __syncthreads();
+    // 3. The entries, sorted by pixel.
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+      if (cpx[k] >= 0) list[off[cpx[k]] + rank[k]] = make_uint2(static_cast<unsigned>(q), __float_as_uint(cw[k]));
+    __syncthreads();
+    // 4. A pixel's thread sums its entries; a warp sums each heavy pixel.
+    MsdaGo::wait(&go_bar[c % 2], (c / 2) % 2);
+    const unsigned char* go = MsdaTilesPlan::go(base, c % 2);
+    const auto go_row = [&](unsigned query, int ch) {
+      return reinterpret_cast<const msda_t*>(&MsdaGo::at(go, {.N = 0, .Q = static_cast<int>(query) - q0, .M = 0, .C = ch}));
+    };
+    const int count = hist[px], first = off[px];
+    if (count <= MSDA_HEAVY) {
+      for (int e = first; e < first + count; ++e) {
+        const uint2 en = list[e];
+        const msda_t* row = go_row(en.x, sub * MSDA_CPT);
+        msda_tile_add<EXACT>(acc, row, __uint_as_float(en.y), fx.scale);
+      }
+    }
+    const int n_heavy = heavy[0];
+    for (int hw = warp; hw < n_heavy * MSDA_TPP; hw += MSDA_TILE_THREADS / 32) {
+      // Lane: 16-byte vector v = lane % NV of the channels, every (32 / NV)-th entry from lane / NV.
+      const int h = hw / MSDA_TPP, hsub = hw % MSDA_TPP, hpx = heavy[1 + h];
+      const int v = lane % MSDA_NV;
+      acc_t part[MSDA_VEC];
+#pragma unroll
+      for (int j = 0; j < MSDA_VEC; ++j) part[j] = 0;
+      for (int e = off[hpx] + lane / MSDA_NV; e < off[hpx] + hist[hpx]; e += 32 / MSDA_NV) {
+        const uint2 en = list[e];
+        const msda_t* row = go_row(en.x, hsub * MSDA_CPT + v * MSDA_VEC);
+        float g[MSDA_VEC];
+        msda_unpack(*reinterpret_cast<const uint4*>(row), g);
+        const float w = __uint_as_float(en.y);
+#pragma unroll
+        for (int j = 0; j < MSDA_VEC; ++j) part[j] += MsdaAcc<EXACT>::term(w * g[j], fx.scale);
+      }
+      // The lanes of one vector (NV apart) add up; lanes 0 .. NV - 1 hold the sums.
+#pragma unroll
+      for (int o = 16; o >= MSDA_NV; o /= 2)
+#pragma unroll
+        for (int j = 0; j < MSDA_VEC; ++j) part[j] += __shfl_xor_sync(0xffffffffu, part[j], o);
+      if (lane < MSDA_NV)
+#pragma unroll
+        for (int j = 0; j < MSDA_VEC; ++j) hsum[h * MSDA_D + hsub * MSDA_CPT + v * MSDA_VEC + j] = part[j];
+    }
+    __syncthreads();
+    if (count > MSDA_HEAVY) {
+#pragma unroll
+      for (int c = 0; c < MSDA_CPT; ++c) acc[c] += hsum[slot[px] * MSDA_D + sub * MSDA_CPT + c];
+    }
+    __syncthreads();  // hist, off, heavy and hsum are the next chunk's
+  }
+  // 5. The pixel's row of grad_value, once, in the storage type.
+  if (tile0 + px < H * W) {
+    gv_t* out = grad_value + ((static_cast<long long>(n) * spatial + sh.start(l) + tile0 + px) * MSDA_M + head) * MSDA_D +
+                sub * MSDA_CPT;
+#pragma unroll
+    for (int v = 0; v < MSDA_NV; ++v) {
+      float f[MSDA_VEC];
+#pragma unroll
+      for (int j = 0; j < MSDA_VEC; ++j) f[j] = MsdaAcc<EXACT>::value(acc[v * MSDA_VEC + j], fx.inv);
+      reinterpret_cast<uint4*>(out)[v] = msda_pack(f);
+    }
+  }
+}
+
+// Grid: N * M * (sum over levels of ceil(H * W / MSDA_TILE_PIXELS)) blocks.
+extern "C" __global__ void TMA_PLAN_MSDA_BWD_TILES_LAUNCH_BOUNDS
+msda_bwd_tiles(const float* __restrict__ loc, const float* __restrict__ weights, const msda_t* __restrict__ grad_out,
+               gv_t* __restrict__ grad_value, const unsigned* __restrict__ stats,
+               const __grid_constant__ MsdaShapes sh, int queries, int spatial,
+               const __grid_constant__ CUtensorMap go_map) {
 #if MSDA_DETERMINISTIC
-  const MsdaFixed fx(stats);
+  const MsdaFixed fx(stats, queries);
   if (fx.exact) {
-    msda_gather_bin<true>(entries, o0, o1, grad_out, out, sub, fx);
+    msda_tiles_body<true>(loc, weights, grad_out, grad_value, sh, queries, spatial, fx, &go_map);
     return;
   }
 #else
-  MsdaFixed fx{};
+  (void)stats;
+  const MsdaFixed fx;
 #endif
-  msda_gather_bin<false>(entries, o0, o1, grad_out, out, sub, fx);
+  msda_tiles_body<false>(loc, weights, grad_out, grad_value, sh, queries, spatial, fx, &go_map);
 }
-
-// The bins of more than MSDA_BIG entries (listed by msda_bwd_scan_fill), a block each in turn:
-// its 256 / TPQ groups each sum every (256 / TPQ)-th entry, then the groups' sums are added in
-// group order.
-#define MSDA_BIG_GROUPS (256 / MSDA_TPQ)
-template <bool EXACT>
-__device__ __forceinline__ void msda_big_bin(const uint2* __restrict__ entries, int o0, int o1,
-                                             const msda_t* __restrict__ grad_out, gv_t* __restrict__ out,
-                                             const MsdaFixed& fx) {
-  typedef typename MsdaBinSum<EXACT>::acc_t acc_t;
-  __shared__ acc_t part[MSDA_BIG_GROUPS][MSDA_D];
-  const int sub = threadIdx.x % MSDA_TPQ, group = threadIdx.x / MSDA_TPQ;
-  MsdaBinSum<EXACT> sum;
-  for (int j = o0 + group; j < o1; j += MSDA_BIG_GROUPS) sum.add(__ldg(entries + j), grad_out, sub, fx.scale);
-#pragma unroll
-  for (int k = 0; k < MSDA_VEC; ++k) part[group][sub * MSDA_VEC + k] = sum.v[k];
-  __syncthreads();
-  for (int ch = threadIdx.x; ch < MSDA_D; ch += blockDim.x) {
-    acc_t total = 0;
-    for (int gi = 0; gi < MSDA_BIG_GROUPS; ++gi) total += part[gi][ch];
-    float f;
-    if constexpr (EXACT)
-      f = __ll2float_rn(total) * fx.inv;
-    else
-      f = total;
-    out[ch] = msda_from_f32(f);
-  }
-  __syncthreads();  // part is reused by the next bin
-}
-
-static_assert(tma_plan_msda_bwd_big::BLOCK_THREADS == 256, "the plan's block is the kernel's");
-extern "C" __global__ void TMA_PLAN_MSDA_BWD_BIG_LAUNCH_BOUNDS
-msda_bwd_big(const uint2* __restrict__ entries, const int* __restrict__ offsets, const int* __restrict__ big,
-             const msda_t* __restrict__ grad_out, gv_t* __restrict__ grad_value, const unsigned* __restrict__ stats,
-             int spatial) {
-  const int n_big = static_cast<int>(stats[MSDA_STAT_BIG]);
-#if MSDA_DETERMINISTIC
-  const MsdaFixed fx(stats);
-#else
-  MsdaFixed fx{};
-#endif
-  for (int i = blockIdx.x; i < n_big; i += gridDim.x) {
-    const int bin = big[i];
-    gv_t* out = grad_value + msda_bin_row(bin, spatial) * MSDA_D;
-#if MSDA_DETERMINISTIC
-    if (fx.exact) {
-      msda_big_bin<true>(entries, offsets[bin], offsets[bin + 1], grad_out, out, fx);
-      continue;
-    }
-#endif
-    msda_big_bin<false>(entries, offsets[bin], offsets[bin + 1], grad_out, out, fx);
-  }
-}
-#endif  // MSDA_SORTED
+#endif  // MSDA_TILES
 #endif
 
 #if MSDA_CAST
