@@ -695,6 +695,39 @@ fn device_check_detail(
                 first + index
             )
         }
+        // A device-side map update (docs/MAP_UPDATE.md): the checks of the host encode.
+        Rule::GlobalDimRange => format!(
+            "{dim}global dim {} is outside [1, 2^32 - 1] (a device update passes dims as 32-bit operands)",
+            value as u64
+        ),
+        Rule::StrideAlignment => format!(
+            "{dim}stride {} (elements): its bytes are not a multiple of the tile's stride alignment (16 B; 32 B with 32-byte interleave)",
+            value as u64
+        ),
+        Rule::StrideMax => format!("{dim}stride {} (elements) reaches 2^40 B or more", value as u64),
+        Rule::StrideWholeBytes => format!(
+            "{dim}stride {} (elements) does not end on a whole byte",
+            value as u64
+        ),
+        Rule::BaseAddressAlignment => format!(
+            "new base address {value:#x} is not aligned as the tile needs (16 B; 32 B with 32-byte interleave or packed types)"
+        ),
+        Rule::RuntimeShapeMismatch => format!(
+            "{dim}value {} differs from the one the tile declares",
+            value as u64
+        ),
+        Rule::PackedTypeAlignment => format!(
+            "{dim}value {} breaks the packed type's alignment (inner dim a multiple of 128, strides of 32 B)",
+            value as u64
+        ),
+        Rule::TensorMapAddress => format!(
+            "the map at {value:#x} is not 128-byte aligned, or not in the memory the helper names (global for update_global, shared for update_shared)"
+        ),
+        Rule::MapUpdateInFlight => format!(
+            "a load through this map (on this CTA's mbarrier at shared address {:#x}, phase parity {}) has not completed: replacing the map now races with it",
+            value >> 1,
+            value & 1
+        ),
         _ => format!("{dim}value {value}"),
     }
 }
