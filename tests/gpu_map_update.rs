@@ -20,9 +20,9 @@
 
 use tma::plan::{KernelPlan, ValidKernelPlan};
 use tma::render::KernelSource;
+use tma::runtime::Error;
 use tma::runtime::{CompileOptions, Compiler, Module, Source, TensorMap};
 use tma::spec::Extent;
-use tma::runtime::Error;
 use tma::spec::Rule;
 use tma::{Arch, EncodeArgs, MapUpdate, TileSpec, ValidSpec};
 use tma_test_support::testgen::{random_valid_spec, XorShift};
@@ -194,7 +194,10 @@ fn gpu_device_updates_match_the_host_encode_byte_for_byte() {
         let (mut bases, mut dims, mut strides) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..MAPS {
             let k = rng.below(TILES as u64) as usize;
-            let (was, update) = (random_update(&mut rng, &tiles[k]), random_update(&mut rng, &tiles[k]));
+            let (was, update) = (
+                random_update(&mut rng, &tiles[k]),
+                random_update(&mut rng, &tiles[k]),
+            );
             before.push(encode(was.bound(), was.base()));
             expected.push(encode(update.bound(), update.base()));
             tile_of.push(k as u32);
@@ -254,8 +257,15 @@ fn gpu_device_updates_match_the_host_encode_byte_for_byte() {
                 }
             }
         }
-        let mode = if in_shared == 1 { "update_shared" } else { "update_global" };
-        println!("{mode}: {} of {MAPS} maps equal the host encode", MAPS - wrong);
+        let mode = if in_shared == 1 {
+            "update_shared"
+        } else {
+            "update_global"
+        };
+        println!(
+            "{mode}: {} of {MAPS} maps equal the host encode",
+            MAPS - wrong
+        );
         assert_eq!(wrong, 0, "{mode}: {wrong} of {MAPS} maps differ");
     }
 }
@@ -352,15 +362,22 @@ struct Call {
 const OLD: (u64, u64) = (64, 64);
 const NEW: (u64, u64, u64) = (48, 40, 48);
 
-/// Runs `call` after encoding map 0 over the old buffer; the box's bytes, or the error.
-fn launch(test: &str, debug: bool, call: impl FnOnce(u64) -> Call) -> Option<(Result<Vec<u8>, Error>, Vec<u8>, u64)> {
+/// What a launch gave: the box's bytes or the error, the new buffer's bytes, its address.
+type Launched = (Result<Vec<u8>, Error>, Vec<u8>, u64);
+
+/// Runs `call` after encoding map 0 over the old buffer.
+fn launch(test: &str, debug: bool, call: impl FnOnce(u64) -> Call) -> Option<Launched> {
     tma_test_support::skip::require_gpu_or_skip(test)?;
     let ctx = cudarc::driver::CudaContext::new(0).unwrap();
     let stream = ctx.default_stream();
     let options = CompileOptions::new(Arch::Sm90a).debug_waits(debug);
-    let module =
-        Module::compile_and_load(&ctx, Compiler::global().unwrap(), &misuse_source(), &options)
-            .unwrap();
+    let module = Module::compile_and_load(
+        &ctx,
+        Compiler::global().unwrap(),
+        &misuse_source(),
+        &options,
+    )
+    .unwrap();
     let kernel = module.kernel("map_misuse").unwrap();
     let mut rng = XorShift::new(0x26e ^ u64::from(std::process::id()));
     let mut fill = |n: u64| -> Vec<u32> { (0..n).map(|_| rng.next_u64() as u32).collect() };
@@ -398,7 +415,11 @@ fn launch(test: &str, debug: bool, call: impl FnOnce(u64) -> Call) -> Option<(Re
             .launch_and_sync()
     };
     let result = result.map(|()| {
-        assert_eq!(stream.clone_dtoh(&out).unwrap(), vec![1], "the kernel did not run");
+        assert_eq!(
+            stream.clone_dtoh(&out).unwrap(),
+            vec![1],
+            "the kernel did not run"
+        );
         stream.clone_dtoh(&dump).unwrap()
     });
     let bytes = new_host.iter().flat_map(|v| v.to_le_bytes()).collect();
@@ -424,17 +445,25 @@ fn gpu_a_load_through_a_device_updated_map_reads_the_new_buffer() {
                 return;
             };
             let got = got.unwrap_or_else(|e| panic!("mode {mode}, debug {debug}: {e}"));
-            let update = e_tile().map_update(addr, &[NEW.0, NEW.1], &[NEW.2]).unwrap();
+            let update = e_tile()
+                .map_update(addr, &[NEW.0, NEW.1], &[NEW.2])
+                .unwrap();
             let want = tma::model::load(update.bound(), &global, &[40, 32]).unwrap();
-            assert_eq!(got, want, "mode {mode}, debug {debug}: the box differs from the model");
-            println!("mode {mode} (debug {debug}): {} bytes as the model says", got.len());
+            assert_eq!(
+                got, want,
+                "mode {mode}, debug {debug}: the box differs from the model"
+            );
+            println!(
+                "mode {mode} (debug {debug}): {} bytes as the model says",
+                got.len()
+            );
         }
     }
 }
 
 /// The record a debug check must give.
 fn expect_check(
-    r: Option<(Result<Vec<u8>, Error>, Vec<u8>, u64)>,
+    r: Option<Launched>,
     want_helper: &str,
     want_rule: Rule,
     want_dim: Option<u32>,
@@ -460,10 +489,16 @@ fn expect_check(
             assert_eq!(helper, want_helper);
             assert_eq!(rule, want_rule);
             assert_eq!(dim, want_dim);
-            assert_eq!(dim_name.as_deref(), want_dim.map(|d| ["M", "K"][d as usize]));
+            assert_eq!(
+                dim_name.as_deref(),
+                want_dim.map(|d| ["M", "K"][d as usize])
+            );
             assert!(want_value(value), "value {value}");
         }
-        other => panic!("expected a DeviceCheck {want_rule:?}, got {:?}", other.map(|v| v.len())),
+        other => panic!(
+            "expected a DeviceCheck {want_rule:?}, got {:?}",
+            other.map(|v| v.len())
+        ),
     }
 }
 
@@ -525,7 +560,11 @@ fn gpu_debug_a_dim_out_of_range_is_named() {
 
 #[test]
 fn gpu_debug_an_update_under_an_armed_load_is_named() {
-    let r = launch("gpu_debug_an_update_under_an_armed_load_is_named", true, |a| bad(2, a));
+    let r = launch(
+        "gpu_debug_an_update_under_an_armed_load_is_named",
+        true,
+        |a| bad(2, a),
+    );
     expect_check(
         r,
         "update_global/update_shared",

@@ -34,7 +34,9 @@ fn global(dim: usize, name: &str) -> Field {
 
 #[test]
 fn a_good_update_gives_its_fields_in_tma_order() {
-    let u = grouped().map_update(0x7f00_0000_0100, &[384, 200], &[256]).unwrap();
+    let u = grouped()
+        .map_update(0x7f00_0000_0100, &[384, 200], &[256])
+        .unwrap();
     assert_eq!(u.base(), 0x7f00_0000_0100);
     assert_eq!(u.shape_fields(), vec![384, 200, 256]);
     let args = u.encode_args();

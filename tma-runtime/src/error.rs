@@ -737,6 +737,23 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_map_update_under_a_load_names_the_barrier_and_phase() {
+        // What tma_debug_check_map_idle writes: the mbarrier's shared address << 1 | parity.
+        let s = device_check_detail(
+            tma_core::Rule::MapUpdateInFlight,
+            None,
+            None,
+            (0x400 << 1) | 1,
+        );
+        assert!(
+            s.starts_with("a load through this map (on this CTA's mbarrier at shared address 0x400, phase parity 1)"),
+            "{s}"
+        );
+        let s = device_check_detail(tma_core::Rule::StrideAlignment, Some(0), Some("M"), 50);
+        assert!(s.starts_with("dim 0 (M) stride 50 (elements)"), "{s}");
+    }
+
+    #[test]
     fn a_descriptor_past_the_tile_is_named() {
         // What the generated `desc()` writes: dim, index | count << 32 (| 1 << 48 for a block).
         let k = device_check_detail(
