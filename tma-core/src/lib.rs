@@ -52,4 +52,4 @@ pub use rules::Rule;
 pub use size::Size;
 pub use smem::{RepeatPlacement, SmemPlan};
 pub use spec::{Arch, Extent, Interleave, L2Promotion, OobFill, Swizzle, TileSpec, MAX_RANK};
-pub use validate::{validate, BoundSpec, ValidSpec};
+pub use validate::{validate, BoundSpec, MapUpdate, ValidSpec};

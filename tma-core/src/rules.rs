@@ -261,6 +261,18 @@ pub enum Rule {
     /// (`OperandPlan::offset` / `descriptor`; the generated `desc()` checks it on the device
     /// in debug mode).
     WgmmaSliceRange,
+
+    // ---- tensor maps updated on the device (issue 26; docs/MAP_UPDATE.md) ----
+    /// A map a kernel updates (`T::update_global` / `T::update_shared`) is 128-byte aligned and
+    /// in the state space the helper names (global or shared memory): `tensormap.replace` and
+    /// `tensormap.cp_fenceproxy` address it there (checked on the device in debug mode).
+    TensorMapAddress,
+    /// A map is updated only once no copy through it is in flight: the last loads through it
+    /// completed (their mbarrier phase) and the updating thread's bulk stores were waited.
+    /// Replacing a field under a copy that still reads the map races (DeepGEMM #343, CUTLASS
+    /// #2162). Checked on the device in debug mode for loads the same CTA issued
+    /// (docs/MAP_UPDATE.md says what is and is not caught).
+    MapUpdateInFlight,
 }
 
 impl Rule {
@@ -291,7 +303,7 @@ impl Rule {
     /// The rules the generated helpers check on the device in debug mode, with the code the
     /// device writes into the debug record (docs/CONTRACTS.md "Debug checks"). The one table:
     /// the renderer passes these codes to the templates and the runtime decodes with them.
-    pub const DEVICE_CHECKED: [(Rule, u32); 11] = [
+    pub const DEVICE_CHECKED: [(Rule, u32); 20] = [
         (Rule::CoordinateAlignment, 1),
         (Rule::StoreCoordinateNegative, 2),
         (Rule::CoordinateRange, 3),
@@ -303,6 +315,16 @@ impl Rule {
         (Rule::PipelineLaunchShape, 9),
         (Rule::WgmmaSliceRange, 10),
         (Rule::NamedBarrierIds, 11),
+        // A device-side map update checks what the host encode checks.
+        (Rule::GlobalDimRange, 12),
+        (Rule::StrideAlignment, 13),
+        (Rule::StrideMax, 14),
+        (Rule::StrideWholeBytes, 15),
+        (Rule::BaseAddressAlignment, 16),
+        (Rule::RuntimeShapeMismatch, 17),
+        (Rule::PackedTypeAlignment, 18),
+        (Rule::TensorMapAddress, 19),
+        (Rule::MapUpdateInFlight, 20),
     ];
 
     /// The rule a debug record's code names.
@@ -338,11 +360,23 @@ pub enum Helper {
     /// A per-consumer named barrier's `sync_<name>(consumer)` / `arrive_<name>(consumer)`,
     /// checking the consumer against the barrier's ids ([`Rule::NamedBarrierIds`]).
     NamedBarrier,
+    /// A map update (`update_global` / `update_shared`): the map's address and the drain
+    /// ([`Rule::TensorMapAddress`], [`Rule::MapUpdateInFlight`]).
+    MapUpdate,
+    /// A map update's new base address ([`Rule::BaseAddressAlignment`]).
+    MapUpdateAddress,
+    /// A map update's new global dims ([`Rule::GlobalDimRange`], [`Rule::RuntimeShapeMismatch`],
+    /// [`Rule::PackedTypeAlignment`]); the record's dim is the user dim.
+    MapUpdateDim,
+    /// A map update's new strides ([`Rule::StrideAlignment`], [`Rule::StrideMax`],
+    /// [`Rule::StrideWholeBytes`], [`Rule::RuntimeShapeMismatch`]); the record's dim is the
+    /// user dim whose stride it is.
+    MapUpdateStride,
 }
 
 impl Helper {
     /// Every helper with its device code (the one table; see [`Rule::DEVICE_CHECKED`]).
-    pub const ALL: [(Helper, u32); 11] = [
+    pub const ALL: [(Helper, u32); 15] = [
         (Helper::Load, 1),
         (Helper::LoadMulticast, 2),
         (Helper::Store, 3),
@@ -354,6 +388,10 @@ impl Helper {
         (Helper::PipelineInit, 9),
         (Helper::WgmmaDesc, 10),
         (Helper::NamedBarrier, 11),
+        (Helper::MapUpdate, 12),
+        (Helper::MapUpdateAddress, 13),
+        (Helper::MapUpdateDim, 14),
+        (Helper::MapUpdateStride, 15),
     ];
 
     /// The helper a debug record's code names.
@@ -378,6 +416,10 @@ impl Helper {
             Helper::PipelineInit => "init",
             Helper::WgmmaDesc => "desc",
             Helper::NamedBarrier => "sync_<barrier>/arrive_<barrier>",
+            Helper::MapUpdate => "update_global/update_shared",
+            Helper::MapUpdateAddress => "update_global/update_shared (base address)",
+            Helper::MapUpdateDim => "update_global/update_shared (global dim)",
+            Helper::MapUpdateStride => "update_global/update_shared (global stride)",
         }
     }
 }

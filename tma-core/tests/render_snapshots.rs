@@ -756,3 +756,28 @@ fn plan_snapshots() {
         .source()
         .contains("static constexpr unsigned BLOCKS_PER_SM = 0u;"));
 }
+
+/// The device-side map update of a grouped GEMM's A operand (`[M][K]` bf16, M, K and M's row
+/// pitch bound at run time): the fields in TMA order (K -> global_dim 0, M -> 1, M's pitch
+/// -> global_stride 0, in bytes), and a rank-3 tile with a static dim and stride the debug
+/// check holds to the declaration.
+#[test]
+fn map_update_snapshot() {
+    use tma_core::Extent;
+    let grouped = TileSpec::new("grouped_a", DType::BF16, [1, 1], [64, 64])
+        .dim_names(["M", "K"])
+        .swizzle(Swizzle::B128)
+        .global_extents([Extent::Runtime, Extent::Runtime])
+        .stride_extents([Extent::Runtime, Extent::Static(1)]);
+    let mixed = TileSpec::new("mixed", DType::F32, [8, 1, 64], [2, 4, 32])
+        .dim_names(["H", "W", "C"])
+        .global_extents([Extent::Runtime, Extent::Runtime, Extent::Static(64)])
+        .stride_extents([Extent::Runtime, Extent::Static(64), Extent::Static(1)]);
+    for spec in [grouped, mixed] {
+        let code = TileCode::new(&validate(&spec).unwrap(), 0).unwrap();
+        let src = code.source();
+        let start = src.find("  // ---- tensor map updates").unwrap();
+        let end = src.find("  // ---- copies (device)").unwrap();
+        insta::assert_snapshot!(format!("map_update_{}", spec.name), &src[start..end]);
+    }
+}

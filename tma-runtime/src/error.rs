@@ -695,6 +695,39 @@ fn device_check_detail(
                 first + index
             )
         }
+        // A device-side map update (docs/MAP_UPDATE.md): the checks of the host encode.
+        Rule::GlobalDimRange => format!(
+            "{dim}global dim {} is outside [1, 2^32 - 1] (a device update passes dims as 32-bit operands)",
+            value as u64
+        ),
+        Rule::StrideAlignment => format!(
+            "{dim}stride {} (elements): its bytes are not a multiple of the tile's stride alignment (16 B; 32 B with 32-byte interleave)",
+            value as u64
+        ),
+        Rule::StrideMax => format!("{dim}stride {} (elements) reaches 2^40 B or more", value as u64),
+        Rule::StrideWholeBytes => format!(
+            "{dim}stride {} (elements) does not end on a whole byte",
+            value as u64
+        ),
+        Rule::BaseAddressAlignment => format!(
+            "new base address {value:#x} is not aligned as the tile needs (16 B; 32 B with 32-byte interleave or packed types)"
+        ),
+        Rule::RuntimeShapeMismatch => format!(
+            "{dim}value {} differs from the one the tile declares",
+            value as u64
+        ),
+        Rule::PackedTypeAlignment => format!(
+            "{dim}value {} breaks the packed type's alignment (inner dim a multiple of 128, strides of 32 B)",
+            value as u64
+        ),
+        Rule::TensorMapAddress => format!(
+            "the map at {value:#x} is not 128-byte aligned, or not in the memory the helper names (global for update_global, shared for update_shared)"
+        ),
+        Rule::MapUpdateInFlight => format!(
+            "a load through this map (on this CTA's mbarrier at shared address {:#x}, phase parity {}) has not completed: replacing the map now races with it",
+            value >> 1,
+            value & 1
+        ),
         _ => format!("{dim}value {value}"),
     }
 }
@@ -702,6 +735,23 @@ fn device_check_detail(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_map_update_under_a_load_names_the_barrier_and_phase() {
+        // What tma_debug_check_map_idle writes: the mbarrier's shared address << 1 | parity.
+        let s = device_check_detail(
+            tma_core::Rule::MapUpdateInFlight,
+            None,
+            None,
+            (0x400 << 1) | 1,
+        );
+        assert!(
+            s.starts_with("a load through this map (on this CTA's mbarrier at shared address 0x400, phase parity 1)"),
+            "{s}"
+        );
+        let s = device_check_detail(tma_core::Rule::StrideAlignment, Some(0), Some("M"), 50);
+        assert!(s.starts_with("dim 0 (M) stride 50 (elements)"), "{s}");
+    }
 
     #[test]
     fn a_descriptor_past_the_tile_is_named() {

@@ -544,6 +544,7 @@ pub const TEMPLATE_MACROS: &[(&str, &str)] = &[
     ("TMA_BOUNDED_WAITS", "prelude.cuh.tera"),
     ("TMA_DEBUG", "pipeline.cuh.tera"),
     ("TMA_DEBUG_TIMEOUT_NS", "prelude.cuh.tera"),
+    ("TMA_DEBUG_MAP_SLOTS", "prelude.cuh.tera"),
     ("TMA_ENCODE_CUH_", "encode.cuh.tera"),
     ("TMA_ENCODE_LINK_DRIVER", "encode.cuh.tera"),
     ("TMA_HOST_DEVICE", "shapes.cuh.tera"),

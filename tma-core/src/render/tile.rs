@@ -74,6 +74,119 @@ pub(super) struct TileEncode {
     element_strides: String,
 }
 
+/// One field of a device-side map update (`map_update.cuh.tera`): the user dim, its label,
+/// its `tensormap.replace` ordinal (from [`to_tma_order`]) and its declared value when static.
+#[derive(Serialize)]
+pub(super) struct UpdateField {
+    i: usize,
+    label: String,
+    ord: usize,
+    #[serde(serialize_with = "or_false")]
+    fixed: Option<u64>,
+}
+
+/// The state spaces a map is updated in: `update_global` edits it in global memory,
+/// `update_shared` a copy in shared memory (a 32-bit shared address).
+#[derive(Serialize)]
+pub(super) struct UpdateSpace {
+    suffix: &'static str,
+    space: &'static str,
+    constraint: &'static str,
+    addr_type: &'static str,
+}
+
+/// The context of a tile's device-side map update (docs/MAP_UPDATE.md): the fields a grouped
+/// kernel replaces, with the TMA ordinal each lands in, and the encode's checks.
+#[derive(Serialize)]
+pub(super) struct UpdateContext {
+    dims: Vec<UpdateField>,
+    strides: Vec<UpdateField>,
+    init_doc: String,
+    elem_bits: u32,
+    chunk_bytes: u64,
+    base_align: u64,
+    stride_align: u64,
+    stride_align_rule: String,
+    max_stride_bytes: u64,
+    packed_inner_multiple: u64,
+    inner: usize,
+    inner_label: String,
+    spaces: Vec<UpdateSpace>,
+}
+
+/// The ordinal of each user-order entry of a list once [`to_tma_order`] reversed it: the
+/// `tensormap.replace` ordinal of a dim (all dims) or a stride (the outer dims').
+fn tma_ordinals(n: usize) -> Vec<usize> {
+    let tma = to_tma_order(&(0..n).collect::<Vec<usize>>());
+    (0..n)
+        .map(|d| tma.iter().position(|&u| u == d).unwrap_or(0))
+        .collect()
+}
+
+/// A tile's map-update context.
+pub(super) fn update_context(valid: &ValidSpec) -> UpdateContext {
+    let spec = valid.spec();
+    let rank = spec.rank();
+    let dim_ords = tma_ordinals(rank);
+    let stride_ords = tma_ordinals(rank.saturating_sub(1));
+    let dims: Vec<UpdateField> = (0..rank)
+        .map(|d| UpdateField {
+            i: d,
+            label: spec.dim_label(d),
+            ord: dim_ords[d],
+            fixed: spec.global[d].get(),
+        })
+        .collect();
+    let strides: Vec<UpdateField> = (0..rank.saturating_sub(1))
+        .map(|d| UpdateField {
+            i: d,
+            label: spec.dim_label(d),
+            ord: stride_ords[d],
+            fixed: spec.strides.as_ref().and_then(|s| s[d].get()),
+        })
+        .collect();
+    let init_doc = dims
+        .iter()
+        .map(|d| format!(".{} = ..", d.label))
+        .chain(strides.iter().map(|d| format!(".stride_{} = ..", d.label)))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let (stride_align, stride_rule) = valid.stride_align();
+    let packed = matches!(spec.dtype, DType::U4x16Align16B | DType::U6x16Align16B);
+    UpdateContext {
+        dims,
+        strides,
+        init_doc: format!("{{{init_doc}}}"),
+        elem_bits: spec.dtype.global_bits(),
+        chunk_bytes: spec.interleave.chunk_bytes().unwrap_or(0),
+        base_align: valid.base_address_align(),
+        stride_align,
+        stride_align_rule: format!("{stride_rule:?}"),
+        max_stride_bytes: crate::limits::MAX_STRIDE_BYTES,
+        packed_inner_multiple: if packed {
+            crate::limits::PACKED_INNER_DIM_MULTIPLE
+        } else {
+            0
+        },
+        inner: rank - 1,
+        inner_label: spec.dim_label(rank - 1),
+        spaces: vec![
+            UpdateSpace {
+                suffix: "global",
+                space: "global",
+                constraint: "l",
+                addr_type: "unsigned long long",
+            },
+            UpdateSpace {
+                suffix: "shared",
+                space: "shared::cta",
+                constraint: "r",
+                addr_type: "unsigned",
+            },
+        ],
+    }
+}
+
 /// The context of a tile's templates (`tile.cuh.tera`, `host_tile.cuh.tera`,
 /// `exercise.cu.tera`).
 #[derive(Serialize)]
@@ -113,6 +226,7 @@ pub(super) struct TileContext {
     reduce_ops: Vec<&'static str>,
     #[serde(serialize_with = "or_false")]
     wgmma: Option<OperandContext>,
+    update: UpdateContext,
 }
 
 /// What the tile's `position` / `offset` render from ([`ElementOffsets`]): per dim the
@@ -293,6 +407,7 @@ pub(super) fn tile_context(valid: &ValidSpec, tile_id: u32) -> TileContext {
         tma_vars: to_tma_order(&vars),
         reduce_ops: reduce_ops(spec.dtype),
         wgmma: operand_context(valid),
+        update: update_context(valid),
     }
 }
 

@@ -4,11 +4,13 @@
 
 mod collect;
 mod global_rules;
+mod map_update;
 mod operand_rules;
 mod proof;
 mod static_rules;
 
 pub use global_rules::dense_strides;
+pub use map_update::{MapUpdate, MAX_UPDATE_GLOBAL_DIM};
 pub use proof::{BoundSpec, ValidSpec};
 
 use collect::Collector;

@@ -352,6 +352,14 @@ impl BoundSpec {
     }
     /// Checks the global base address of a buffer against the alignment TMA needs.
     pub fn check_base_address(&self, addr: u64) -> Result<(), SpecErrors> {
+        self.valid.check_base_address(addr)
+    }
+}
+
+impl ValidSpec {
+    /// Checks a global base address against the alignment TMA needs
+    /// ([`ValidSpec::base_address_align`]).
+    pub fn check_base_address(&self, addr: u64) -> Result<(), SpecErrors> {
         let spec = self.spec();
         let mut c = Collector::new();
         let align = base_address_align(spec);
