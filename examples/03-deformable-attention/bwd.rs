@@ -10,8 +10,7 @@ use tma::plan::{KernelPlan, ValidKernelPlan};
 use tma::render::KernelSource;
 use tma::runtime::TensorMap;
 use tma::runtime::{ByValue, CompileOptions, Compiled, Compiler, Kernel, Module, Source};
-use tma::spec::OobFill;
-use tma::{validate, Arch, TileSpec, ValidSpec};
+use tma::{Arch, ValidSpec};
 
 use crate::dist::Ty;
 use crate::fast::{self, Buf, FastDevice};
@@ -34,44 +33,39 @@ pub enum BwdDesign {
     /// f32 buffer, no cast).
     Tma { qpb: u32, budget: u32, grad16: bool },
     /// No floating-point atomics on global memory: msda_bwd (at `qpb` queries a block)
-    /// writes grad_loc and grad_attn only; msda_bwd_tiles gathers grad_value, a block per
-    /// [`tile_threads`] pixels of one (batch, head, level), sorting each chunk of the level's
-    /// corners by pixel in shared memory, and writes it in the storage type (no f32 buffer,
-    /// no zeroing, no cast). `deterministic`: the sums in 64-bit fixed point (the same bits
-    /// on every run).
+    /// writes grad_loc and grad_attn and files each corner under its tile of
+    /// [`tile_threads`] pixels of a level; msda_bwd_tiles, a block a tile, sorts the tile's
+    /// entries by pixel in shared memory chunk by chunk, sums each pixel's, and writes
+    /// grad_value in the storage type (no f32 buffer, no zeroing, no cast).
+    /// `deterministic`: the sums in 64-bit fixed point (the same bits on every run).
     Tiles { qpb: u32, deterministic: bool },
 }
 
-/// msda_bwd_tiles' block: a thread per pixel and 32 channels, a point per thread per chunk;
-/// half as many with 64-bit sums (deterministic: 32 of them take 64 registers).
-pub fn tile_threads(deterministic: bool) -> u32 {
-    if deterministic {
-        512
-    } else {
-        1024
-    }
+/// msda_bwd_tiles' block: a thread per pixel and 32 channels; 512 threads leave each 128
+/// registers (1024 spilled the 32 f32 sums; the deterministic 64-bit sums take 64 alone).
+pub fn tile_threads(_deterministic: bool) -> u32 {
+    512
 }
 /// Shared memory for the sums of the pixels a warp sums (msda_bwd.cu's MSDA_HEAVY_BYTES).
 const HEAVY_BYTES: u64 = 16384;
 /// stats[] of the tile design (msda_bwd.cu's MSDA_STATS).
 const STATS: usize = 4;
 
+/// Queries a point block of the tile design: 32 (its filing records: 12 bytes a corner).
+const TILES_QPB: u32 = 32;
+
 /// msda_bwd_tiles' plan: its block and its shared-memory arrays as scratch regions, sized by
 /// the same numbers the kernel derives (it checks them with static_asserts).
-fn tiles_plan(m: &Msda, ty: Ty, deterministic: bool) -> Res<(ValidKernelPlan, ValidSpec)> {
+fn tiles_plan(m: &Msda, deterministic: bool) -> Res<ValidKernelPlan> {
     let threads = tile_threads(deterministic) as u64;
     let cpt = m.channels.min(32) as u64;
     let pixels = threads / (m.channels as u64 / cpt);
-    let chunk_q = chunk_queries(m, deterministic) as u64;
-    if chunk_q == 0 {
-        return Err(format!("msda_bwd_tiles: P = {} is more than {threads} points", m.points).into());
-    }
-    let chunk_entries = chunk_q * m.points as u64 * 4;
-    let go = grad_out_tile(m, ty, chunk_q as u32)?;
+    let chunk_entries = 4 * threads;
     let heavy_cap = HEAVY_BYTES / (m.channels as u64 * 8);
     if heavy_cap == 0 {
         return Err(format!("msda_bwd_tiles: D = {} is more than 2048 channels", m.channels).into());
     }
+    let point_blocks = m.queries.div_ceil(TILES_QPB as usize) as u64;
     KernelPlan::new("msda_bwd_tiles")
         .block_threads(threads as u32)
         .blocks_per_sm(1)
@@ -81,37 +75,21 @@ fn tiles_plan(m: &Msda, ty: Ty, deterministic: bool) -> Res<(ValidKernelPlan, Va
         .scratch("list", chunk_entries * 8, 16)
         .scratch("heavy", (heavy_cap + 1) * 4, 16)
         .scratch("hsum", heavy_cap * m.channels as u64 * 8, 16)
-        .staging("go", &go, 2)
+        .scratch("segs", point_blocks * 8, 16)
+        .scratch("seg_first", point_blocks * 4, 16)
         .validate()
-        .map(|p| (p, go))
         .map_err(|e| format!("msda_bwd_tiles: {e}").into())
 }
 
-/// Queries a chunk of msda_bwd_tiles: a point a thread, at most a box (256).
-fn chunk_queries(m: &Msda, deterministic: bool) -> u32 {
-    (tile_threads(deterministic) / m.points as u32).min(256)
-}
-
-/// A chunk of grad_out rows of one (batch, head): the [N][Q][M][D] view, box [1][QC][1][D].
-pub fn grad_out_tile(m: &Msda, ty: Ty, chunk_q: u32) -> Res<ValidSpec> {
-    let (q, heads, d) = (m.queries as u64, m.heads as u64, m.channels as u64);
-    let spec = TileSpec::new(
-        "msda_go",
-        ty.dtype(),
-        [m.batch as u64, q, heads, d],
-        [1, chunk_q, 1, d as u32],
-    )
-    .dim_names(["N", "Q", "M", "C"])
-    .strides([q * heads * d, heads * d, d, 1])
-    .oob_fill(OobFill::Zero);
-    Ok(validate(&spec)?)
+/// Tiles of one (batch, head): each level's pixels in tiles of msda_bwd_tiles' block.
+fn tiles_per_head(m: &Msda, deterministic: bool) -> usize {
+    let pixels = tile_threads(deterministic) as usize / (m.channels / m.channels.min(32));
+    m.levels.iter().map(|&(h, w)| (h * w).div_ceil(pixels)).sum()
 }
 
 /// msda_bwd_tiles' grid: a block per tile of each level, for each (batch, head).
 fn tiles_grid(m: &Msda, deterministic: bool) -> u32 {
-    let pixels = tile_threads(deterministic) as usize / (m.channels / m.channels.min(32));
-    let tiles: usize = m.levels.iter().map(|&(h, w)| (h * w).div_ceil(pixels)).sum();
-    (m.batch * m.heads * tiles) as u32
+    (m.batch * m.heads * tiles_per_head(m, deterministic)) as u32
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -162,7 +140,7 @@ impl BwdConfig {
     pub fn tiles(deterministic: bool) -> BwdConfig {
         BwdConfig {
             design: BwdDesign::Tiles {
-                qpb: 64,
+                qpb: TILES_QPB,
                 deterministic,
             },
             ..BwdConfig::TMA
@@ -250,8 +228,8 @@ pub struct BuiltBwd {
     pub plan: ValidKernelPlan,
     /// The f32 -> 16-bit cast's plan (16-bit storage through the f32 buffer).
     pub cast: Option<ValidKernelPlan>,
-    /// msda_bwd_tiles' plan, grid and grad_out chunk tile (the tile design).
-    pub tiles: Option<(ValidKernelPlan, u32, ValidSpec)>,
+    /// msda_bwd_tiles' plan and grid (the tile design).
+    pub tiles: Option<(ValidKernelPlan, u32)>,
     pub grid: u32,
 }
 
@@ -338,15 +316,27 @@ pub fn build_bwd(
             (nb * nh * m.queries.div_ceil(qpb as usize) as u32, plan, qpb)
         }
         BwdDesign::Tiles { qpb, deterministic } => {
-            let qpb = qpb.min(1024 / tpq).max(1);
+            let tiles = tiles_per_head(m, deterministic);
+            if m.queries >= 1 << 22 || tiles >= 1 << 16 {
+                return Err(format!(
+                    "{}: Q = {} (below 2^22) and {tiles} tiles a head (below 2^16): the filing records' fields",
+                    config.label(),
+                    m.queries
+                )
+                .into());
+            }
             options = options
                 .define("MSDA_BWD", "2")
                 .define("MSDA_STAGED", "0")
                 .define("MSDA_HEAVY_BYTES", HEAVY_BYTES.to_string())
                 .define("MSDA_DETERMINISTIC", u32::from(deterministic).to_string());
+            let records = qpb as u64 * m.levels.len() as u64 * m.points as u64 * 4 * 12;
             (
                 nb * nh * m.queries.div_ceil(qpb as usize) as u32,
-                KernelPlan::new("msda_bwd").block_threads(qpb * tpq),
+                KernelPlan::new("msda_bwd")
+                    .block_threads(qpb * tpq)
+                    .scratch("rec", records, 16)
+                    .scratch("tcount", tiles as u64 * 4, 16),
                 qpb,
             )
         }
@@ -354,9 +344,7 @@ pub fn build_bwd(
     options = options.define("MSDA_QPB", qpb.to_string());
     let tiles = if tiles {
         let det = config.deterministic();
-        let (plan, go) = tiles_plan(m, ty, det)?;
-        options = options.define("MSDA_CHUNK_Q", chunk_queries(m, det).to_string());
-        Some((plan, tiles_grid(m, det), go))
+        Some((tiles_plan(m, det)?, tiles_grid(m, det)))
     } else {
         None
     };
@@ -378,7 +366,7 @@ pub fn build_bwd(
     if let Some(c) = &cast {
         source = source.plan(c);
     }
-    if let Some((p, _, _)) = &tiles {
+    if let Some((p, _)) = &tiles {
         source = source.plan(p);
     }
     let source = source
@@ -447,10 +435,12 @@ pub struct BwdDevice {
     pub scratch: Option<TilesScratch>,
 }
 
-/// The tile design's buffers: the softmax's weights (with logits) and the stats
-/// (msda_bwd.cu's MSDA_STAT_*).
+/// The tile design's buffers: the filed entries (query << 10 | pixel, weight bits), each
+/// tile's segment descriptors (start, count) a point block, and the stats (msda_bwd.cu's
+/// MSDA_STAT_*).
 pub struct TilesScratch {
-    pub weights: CudaSlice<f32>,
+    pub entries: CudaSlice<u32>,
+    pub desc: CudaSlice<u32>,
     pub stats: CudaSlice<u32>,
 }
 
@@ -523,13 +513,6 @@ impl BwdDevice {
         let starts = fwd.m.level_start();
         let row = fwd.m.heads * fwd.m.channels;
         let mut maps = Vec::new();
-        if let Some((_, _, go)) = &built.tiles {
-            let bound = go.bound().ok_or("the grad_out tile has static dims")?;
-            maps.push(match &self.grad_out {
-                Buf::U16(g) => TensorMap::new_raw_bits(&bound, g)?,
-                Buf::F32(g) => TensorMap::new(&bound, g)?,
-            });
-        }
         for (l, valid) in &built.staged {
             let bound = valid.bound().ok_or("a level tile has static dims")?;
             let off = starts[*l] * row;
@@ -562,7 +545,7 @@ impl BwdDevice {
 
     /// Queues the whole backward: zero grad_value, the kernel, the cast (16-bit through f32).
     pub fn launch(&mut self, fwd: &FastDevice, k: &LoadedBwd) -> Res<()> {
-        if let (Some(tiles), Some((_, grid, _))) = (&k.tiles, &k.built.tiles) {
+        if let (Some(tiles), Some((_, grid))) = (&k.tiles, &k.built.tiles) {
             return self.launch_tiles(fwd, k, tiles, *grid);
         }
         let b = &k.built;
@@ -641,8 +624,14 @@ impl BwdDevice {
         let stream = &fwd.stream;
         let m = &fwd.m;
         if self.scratch.is_none() {
+            // The deterministic build's tiles are the smaller (more of them): room for either.
+            let segments = m.batch
+                * m.heads
+                * tiles_per_head(m, true).max(tiles_per_head(m, false))
+                * m.queries.div_ceil(TILES_QPB as usize);
             self.scratch = Some(TilesScratch {
-                weights: stream.alloc_zeros(m.attn_len())?,
+                entries: stream.alloc_zeros(2 * 4 * m.attn_len())?,
+                desc: stream.alloc_zeros(2 * segments)?,
                 stats: stream.alloc_zeros(STATS)?,
             });
         }
@@ -664,42 +653,37 @@ impl BwdDevice {
                 (Buf::F32(v), Buf::F32(g)) => l.arg(v).arg(&fwd.loc).arg(attn).arg(g),
                 _ => return Err("value and grad_out differ in type".into()),
             };
-            l.arg(&mut sc.weights)
+            l.arg(&mut sc.entries)
+                .arg(&mut sc.desc)
                 .arg(&mut sc.stats)
                 .arg(&mut self.gloc)
                 .arg(&mut self.gattn)
                 .arg(ByValue(&fwd.shapes))
                 .arg(&queries)
                 .arg(&spatial);
-            // SAFETY: msda_bwd (tiles)(value, loc, attn, grad_out, weights, stats, grad_loc,
-            // grad_attn, MsdaShapes, queries, spatial): weights holds N * Q * M * L * P f32,
-            // stats 4 u32; the rest as in the other designs; the grid is build_bwd's.
+            // SAFETY: msda_bwd (tiles)(value, loc, attn, grad_out, entries, desc, stats,
+            // grad_loc, grad_attn, MsdaShapes, queries, spatial): entries holds a pair a corner
+            // (4 N Q M L P), desc a pair a (batch, head, tile, point block), stats 4 u32 (zeroed:
+            // the filing counter); the rest as in the other designs; the grid is build_bwd's.
             unsafe { l.launch() }?;
         }
         {
             let cfg = tiles.plan_config(stream, (tiles_grid, 1, 1))?;
-            let weights = if b.config.softmax {
-                &sc.weights
-            } else {
-                &fwd.attn
-            };
             let mut l = tiles.launch_builder(&cfg);
-            l.arg(&fwd.loc).arg(weights);
+            l.arg(&sc.entries).arg(&sc.desc);
             match (&self.grad_out, &mut self.gv16) {
                 (Buf::U16(g), Some(out)) => l.arg(g).arg(out),
                 (Buf::F32(g), None) => l.arg(g).arg(&mut self.gv32),
                 _ => return Err("grad_out and grad_value differ in type".into()),
             };
-            let go_map = k.maps.first().ok_or("msda_bwd_tiles needs its grad_out map")?;
             l.arg(&sc.stats)
                 .arg(ByValue(&fwd.shapes))
                 .arg(&queries)
-                .arg(&spatial)
-                .arg(go_map);
-            // SAFETY: msda_bwd_tiles(loc, weights, grad_out, grad_value, stats, MsdaShapes,
-            // queries, spatial, go_map): go_map covers self.grad_out (the tile msda_go); loc and weights cover N * Q * M * L * P points, grad_out N * Q *
-            // M * D and grad_value N * S * M * D elements of the storage type; the grid is
-            // tiles_grid's (a block per tile of each level of each (batch, head)).
+                .arg(&spatial);
+            // SAFETY: msda_bwd_tiles(entries, desc, grad_out, grad_value, stats, MsdaShapes,
+            // queries, spatial): entries and desc as msda_bwd filed them for this problem,
+            // grad_out N * Q * M * D and grad_value N * S * M * D elements of the storage type;
+            // the grid is tiles_grid's (a block per tile of each level of each (batch, head)).
             unsafe { l.launch() }?;
         }
         Ok(())

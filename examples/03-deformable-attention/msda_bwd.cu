@@ -18,16 +18,18 @@
 //                   the tile set msda_out first, and reduced in that type); the other levels
 //                   through vectorised global reductions (red.global.v4.f32 / v4.f16x2 / v4.bf16x2).
 //   msda_bwd_cast   f32 -> msda_t, 8 elements a thread.
-//   tiles           (MSDA_BWD 2) no floating-point atomics on global memory: msda_bwd (msda_vec's
-//                   mapping) writes grad_loc and grad_attn only (and the softmax's weights), then
-//                   msda_bwd_tiles computes grad_value as a gather: a block owns MSDA_TILE_PIXELS
-//                   pixels of one (batch, head, level) and reads all of that level's points in
-//                   chunks of queries; each chunk's corners that land in the tile are sorted by
-//                   pixel in shared memory (integer atomics: a count, a scan, a fill) and each
-//                   pixel's thread sums its entries' weight * grad_out (a warp for a pixel of
-//                   many entries), then writes the row once in the storage type: no f32 buffer,
-//                   no cast, no zeroing. MSDA_DETERMINISTIC: the sums in 64-bit fixed point,
-//                   scaled from a bound on any pixel's sum (exact: every order, the same bits).
+//   tiles           (MSDA_BWD 2) no floating-point atomics on global memory. msda_bwd (msda_vec's
+//                   mapping, MSDA_QPB queries of one (batch, head) a block) writes grad_loc and
+//                   grad_attn and files every inside corner (query << 10 | pixel, weight) under
+//                   its tile of MSDA_TILE_PIXELS pixels of a level: ranks from shared-memory
+//                   integer atomics (one a warp and tile), one global range a tile and block
+//                   (desc[(n, head, tile)][block] = (start, count)). msda_bwd_tiles, a block a
+//                   tile, reads the tile's entries in chunks, sorts each chunk by pixel in shared
+//                   memory (count, scan, fill), and each pixel's thread sums its entries' weight *
+//                   grad_out (a warp a pixel of many entries); the row is written once in the
+//                   storage type: no f32 buffer, no zeroing, no cast. MSDA_DETERMINISTIC: the sums
+//                   in 64-bit fixed point, scaled from a bound on any pixel's sum (exact: every
+//                   order gives the same bits).
 
 #define MSDA_TILES (MSDA_BWD == 2)
 #if MSDA_GRAD16 || MSDA_TILES
@@ -236,7 +238,21 @@ static_assert(!MSDA_STAGED, "the tile design stages nothing");
 // stats[MSDA_STAT_TERM]: the largest |weight| * max |grad_out| of any (query, head), as f32 bits
 // (NaN above inf above finite): the deterministic sums' scale.
 #define MSDA_STAT_TERM 0
+#define MSDA_STAT_FILED 1  // entries handed out so far (msda_bwd's ranges)
 #define MSDA_STATS 4
+// msda_bwd_tiles' shape: a thread per pixel and 32 channels (CPT), TPP threads a pixel, a tile
+// of TILE_PIXELS pixels a block; the tiles of (n, head) level by level.
+constexpr int MSDA_TILE_THREADS = tma_plan_msda_bwd_tiles::BLOCK_THREADS;
+constexpr int MSDA_CPT = MSDA_D < 32 ? MSDA_D : 32;
+constexpr int MSDA_TPP = MSDA_D / MSDA_CPT;
+constexpr int MSDA_TILE_PIXELS = MSDA_TILE_THREADS / MSDA_TPP;
+static_assert(MSDA_TILE_PIXELS <= 1024, "an entry keeps its pixel in 10 bits");
+__device__ __forceinline__ int msda_tile_first(const MsdaShapes& sh, int level) {
+  int first = 0;
+  for (int l = 0; l < level; ++l) first += (sh.h(l) * sh.w(l) + MSDA_TILE_PIXELS - 1) / MSDA_TILE_PIXELS;
+  return first;
+}
+__device__ __forceinline__ int msda_tiles_per_head(const MsdaShapes& sh) { return msda_tile_first(sh, MSDA_L); }
 #endif
 
 // Grid: N * M * chunks blocks, chunks = ceil(Q / QPB), block b = (n * M + head) * chunks + chunk.
@@ -244,7 +260,7 @@ extern "C" __global__ void TMA_PLAN_MSDA_BWD_LAUNCH_BOUNDS
 msda_bwd(const msda_t* __restrict__ value, const float* __restrict__ loc, const float* __restrict__ attn,
          const msda_t* __restrict__ grad_out,
 #if MSDA_TILES
-         float* __restrict__ weights, unsigned* __restrict__ stats,
+         uint2* __restrict__ entries, uint2* __restrict__ desc, unsigned* __restrict__ stats,
 #else
          gv_t* __restrict__ grad_value,
 #endif
@@ -319,6 +335,17 @@ msda_bwd(const msda_t* __restrict__ value, const float* __restrict__ loc, const 
 #endif
 #endif
 #if MSDA_TILES
+  // Each corner's filing record (tile << 16 | rank in the tile, query << 10 | pixel in the tile,
+  // weight) in three arrays at a fixed slot, (point i, corner k, query) with the query innermost
+  // (a warp's stores hit distinct banks); a count a tile of (n, head).
+  extern __shared__ unsigned char msda_raw[];
+  unsigned char* pbase = MsdaBwdPlan::base(msda_raw);
+  unsigned* rec = reinterpret_cast<unsigned*>(MsdaBwdPlan::rec(pbase));
+  int* tcount = reinterpret_cast<int*>(MsdaBwdPlan::tcount(pbase));
+  const int tiles = msda_tiles_per_head(sh);
+  for (int i = t; i < tiles; i += blockDim.x) tcount[i] = 0;
+  __syncthreads();
+  const int qloc = t / MSDA_TPQ;
   // The largest |weight| * max |grad_out| of this thread's points (as bits: NaN above inf).
   unsigned gmax = 0u, term_max = 0u;
 #pragma unroll
@@ -348,6 +375,31 @@ msda_bwd(const msda_t* __restrict__ value, const float* __restrict__ loc, const 
 #pragma unroll
         for (int j = 0; j < MSDA_VEC; ++j) d = fmaf(g[j], v[j], d);
         dot[k] = d;
+#if MSDA_TILES
+        {
+          // Corner k: thread k % TPQ of the (query, head) files it; a warp's corners of one tile
+          // take their ranks with one atomic (the same few tiles take most corners).
+          const bool mine = sub == k % MSDA_TPQ;
+          const int pix = hh * W + ww, tile = msda_tile_first(sh, l) + pix / MSDA_TILE_PIXELS;
+          const int key = mine && pt.in[k] ? tile : -1 - static_cast<int>(mine);
+          const unsigned peers = __match_any_sync(0xffffffffu, key);
+          const int lane = t % 32, leader = __ffs(peers) - 1;
+          int first = 0;
+          if (key >= 0 && lane == leader) first = atomicAdd(tcount + tile, __popc(peers));
+          first = __shfl_sync(0xffffffffu, first, leader);
+          if (mine) {
+            const int slot = ((i * 4 + k) * MSDA_QPB + qloc);
+            rec[slot] = 0xffffffffu;
+            if (pt.in[k]) {
+              rec[slot] = (static_cast<unsigned>(tile) << 16) |
+                          static_cast<unsigned>(first + __popc(peers & ((1u << lane) - 1u)));
+              rec[MSDA_QPB * MSDA_LP * 4 + slot] =
+                  (static_cast<unsigned>(q) << 10) | static_cast<unsigned>(pix % MSDA_TILE_PIXELS);
+              rec[2 * MSDA_QPB * MSDA_LP * 4 + slot] = __float_as_uint(pt.a * pt.wt(k));
+            }
+          }
+        }
+#endif
         if (!pt.in[k]) continue;
         const float scale = pt.a * pt.wt(k);
 #if MSDA_STAGED
@@ -359,7 +411,7 @@ msda_bwd(const msda_t* __restrict__ value, const float* __restrict__ loc, const 
         } else
 #endif
 #if MSDA_TILES
-        (void)scale;  // msda_bwd_tiles' part
+        (void)scale;  // filed above
 #else
         {
           float s[MSDA_VEC];
@@ -383,11 +435,6 @@ msda_bwd(const msda_t* __restrict__ value, const float* __restrict__ loc, const 
       }
 #if MSDA_TILES
       const float w = weight(i);
-#if MSDA_SOFTMAX
-      if (live && sub == 0) weights[nqh * MSDA_LP + i] = w;  // msda_bwd_tiles reads these
-#else
-      (void)weights;
-#endif
       if (live) term_max = max(term_max, __float_as_uint(fabsf(w) * __uint_as_float(gmax)));
 #endif
     }
@@ -398,6 +445,25 @@ msda_bwd(const msda_t* __restrict__ value, const float* __restrict__ loc, const 
 #pragma unroll
   for (int o = 16; o > 0; o /= 2) term_max = max(term_max, __shfl_xor_sync(0xffffffffu, term_max, o));
   if (t % 32 == 0) atomicMax(stats + MSDA_STAT_TERM, term_max);
+#endif
+#if MSDA_TILES
+  // Each tile's entries of this block in one range of `entries` (one atomic a tile), described
+  // at desc[(n, head, tile)][chunk] as (start, count); then every record to its place.
+  __syncthreads();
+  uint2* my_desc = desc + static_cast<long long>(nh) * tiles * chunks;
+  for (int i = t; i < tiles; i += blockDim.x) {
+    const int count = tcount[i];
+    const unsigned start = count > 0 ? atomicAdd(stats + MSDA_STAT_FILED, static_cast<unsigned>(count)) : 0u;
+    my_desc[static_cast<long long>(i) * chunks + chunk] = make_uint2(start, static_cast<unsigned>(count));
+    tcount[i] = static_cast<int>(start);
+  }
+  __syncthreads();
+  for (int slot = t; slot < MSDA_QPB * MSDA_LP * 4; slot += blockDim.x) {
+    const unsigned key = rec[slot];
+    if (key != 0xffffffffu)
+      entries[tcount[key >> 16] + (key & 0xffffu)] =
+          make_uint2(rec[MSDA_QPB * MSDA_LP * 4 + slot], rec[2 * MSDA_QPB * MSDA_LP * 4 + slot]);
+  }
 #endif
 #if MSDA_STAGED
   __syncthreads();  // every shared-memory atomic is done
@@ -448,14 +514,8 @@ msda_bwd(const msda_t* __restrict__ value, const float* __restrict__ loc, const 
 // ---------------------------------------------------------------------------------------------
 // msda_bwd_tiles: grad_value as a gather (see the top of the file). The block's shared memory is
 // its kernel plan's scratch regions (bwd.rs sizes them from the same numbers).
-constexpr int MSDA_TILE_THREADS = tma_plan_msda_bwd_tiles::BLOCK_THREADS;
-constexpr int MSDA_CPT = MSDA_D < 32 ? MSDA_D : 32;              // channels a thread sums
-constexpr int MSDA_TPP = MSDA_D / MSDA_CPT;                       // threads a pixel
-constexpr int MSDA_TILE_PIXELS = MSDA_TILE_THREADS / MSDA_TPP;    // pixels a block
-// Queries a chunk (the host's: a point a thread, at most a box of 256).
-static_assert(MSDA_CHUNK_Q >= 1 && MSDA_CHUNK_Q * MSDA_P <= MSDA_TILE_THREADS, "at most a point a thread");
-constexpr int MSDA_CHUNK_ENTRIES = MSDA_CHUNK_Q * MSDA_P * 4;     // corners a chunk, at most
-constexpr int MSDA_NV = MSDA_CPT / MSDA_VEC;                      // 16-byte loads an entry
+constexpr int MSDA_CHUNK_ENTRIES = 4 * MSDA_TILE_THREADS;  // entries a chunk: 4 a thread
+constexpr int MSDA_NV = MSDA_CPT / MSDA_VEC;                // 16-byte loads an entry
 #ifndef MSDA_HEAVY_BYTES
 #define MSDA_HEAVY_BYTES 16384
 #endif
@@ -464,7 +524,7 @@ constexpr int MSDA_NV = MSDA_CPT / MSDA_VEC;                      // 16-byte loa
 constexpr int MSDA_HEAVY_CAP = MSDA_HEAVY_BYTES / (MSDA_D * 8);
 constexpr int MSDA_HEAVY = MSDA_CHUNK_ENTRIES / MSDA_HEAVY_CAP > 32 ? MSDA_CHUNK_ENTRIES / MSDA_HEAVY_CAP : 32;
 static_assert(MSDA_CPT % MSDA_VEC == 0 && MSDA_D % MSDA_CPT == 0, "a thread's channels are whole 16-byte vectors");
-static_assert(MSDA_TILE_THREADS % 32 == 0 && MSDA_CHUNK_Q >= 1, "whole warps, a point a thread");
+static_assert(MSDA_TILE_THREADS % 32 == 0, "whole warps");
 static_assert(MSDA_HEAVY_CAP >= 1 && MSDA_CHUNK_ENTRIES / (MSDA_HEAVY + 1) < MSDA_HEAVY_CAP, "heavy pixels fit");
 typedef tma_plan_msda_bwd_tiles MsdaTilesPlan;
 static_assert(MsdaTilesPlan::BYTES_hist >= MSDA_TILE_PIXELS * 4 && MsdaTilesPlan::BYTES_off >= MSDA_TILE_PIXELS * 4 &&
@@ -472,11 +532,6 @@ static_assert(MsdaTilesPlan::BYTES_hist >= MSDA_TILE_PIXELS * 4 && MsdaTilesPlan
                   MsdaTilesPlan::BYTES_heavy >= (MSDA_HEAVY_CAP + 1) * 4 &&
                   MsdaTilesPlan::BYTES_hsum >= MSDA_HEAVY_CAP * MSDA_D * 8,
               "the plan's scratch regions hold the kernel's arrays");
-// A chunk's grad_out rows [QC][D] of one (batch, head): two copies of the tile msda_go, loaded by
-// TMA a chunk ahead.
-typedef MsdaTilesPlan::tile_go MsdaGo;
-static_assert(MsdaTilesPlan::COPIES_go == 2 && MsdaGo::TX_BYTES == MSDA_CHUNK_Q * MSDA_D * sizeof(msda_t),
-              "the staging holds two chunks of grad_out rows");
 
 // The deterministic sums' fixed point: a term t becomes round(t * 2^shift) in 64 bits, shift
 // such that bound = Q * P * max |weight| * max |grad_out| (no pixel of a (batch, head, level)
@@ -540,28 +595,25 @@ struct MsdaAcc<true> {
   static __device__ __forceinline__ float value(long long a, float inv) { return __ll2float_rn(a) * inv; }
 };
 
-// acc[c] += term(w * grad_out[row][sub * CPT + c]) over the thread's CPT channels (row: the
-// staged copy in shared memory).
-template <bool EXACT>
-__device__ __forceinline__ void msda_tile_add(typename MsdaAcc<EXACT>::type (&acc)[MSDA_CPT], const msda_t* row,
+// acc[j] += term(w * row[j]) over n 16-byte vectors of grad_out.
+template <bool EXACT, int N>
+__device__ __forceinline__ void msda_tile_add(typename MsdaAcc<EXACT>::type* acc, const msda_t* __restrict__ row,
                                               float w, float scale) {
 #pragma unroll
-  for (int v = 0; v < MSDA_NV; ++v) {
+  for (int v = 0; v < N; ++v) {
     float g[MSDA_VEC];
-    msda_unpack(reinterpret_cast<const uint4*>(row)[v], g);
+    msda_unpack(__ldg(reinterpret_cast<const uint4*>(row) + v), g);
 #pragma unroll
     for (int j = 0; j < MSDA_VEC; ++j) acc[v * MSDA_VEC + j] += MsdaAcc<EXACT>::term(w * g[j], scale);
   }
 }
 
 template <bool EXACT>
-__device__ __forceinline__ void msda_tiles_body(const float* __restrict__ loc, const float* __restrict__ weights,
+__device__ __forceinline__ void msda_tiles_body(const uint2* __restrict__ entries, const uint2* __restrict__ desc,
                                                 const msda_t* __restrict__ grad_out, gv_t* __restrict__ grad_value,
-                                                const MsdaShapes& sh, int queries, int spatial, const MsdaFixed& fx,
-                                                const CUtensorMap* go_map) {
+                                                const MsdaShapes& sh, int queries, int spatial, const MsdaFixed& fx) {
   typedef typename MsdaAcc<EXACT>::type acc_t;
   extern __shared__ unsigned char msda_raw[];
-  __shared__ __align__(8) tma_mbarrier go_bar[2];
   unsigned char* base = MsdaTilesPlan::base(msda_raw);
   int* hist = reinterpret_cast<int*>(MsdaTilesPlan::hist(base));   // a chunk's entries a pixel
   int* off = reinterpret_cast<int*>(MsdaTilesPlan::off(base));     // their first slot in list
@@ -569,78 +621,60 @@ __device__ __forceinline__ void msda_tiles_body(const float* __restrict__ loc, c
   uint2* list = reinterpret_cast<uint2*>(MsdaTilesPlan::list(base));  // (query, weight bits)
   int* heavy = reinterpret_cast<int*>(MsdaTilesPlan::heavy(base));    // [0]: count; then pixels
   acc_t* hsum = reinterpret_cast<acc_t*>(MsdaTilesPlan::hsum(base));  // [MSDA_HEAVY_CAP][D]
+  uint2* segs = reinterpret_cast<uint2*>(MsdaTilesPlan::segs(base));  // (start, count) a point block
+  int* seg_first = reinterpret_cast<int*>(MsdaTilesPlan::seg_first(base));  // their prefix
 
-  // This block's (batch, head, level, first pixel).
-  int tiles = 0;
-  for (int l = 0; l < MSDA_L; ++l) tiles += (sh.h(l) * sh.w(l) + MSDA_TILE_PIXELS - 1) / MSDA_TILE_PIXELS;
-  const int nh = blockIdx.x / tiles;
-  int r = blockIdx.x % tiles, l = 0;
-  for (; l < MSDA_L - 1; ++l) {
-    const int here = (sh.h(l) * sh.w(l) + MSDA_TILE_PIXELS - 1) / MSDA_TILE_PIXELS;
-    if (r < here) break;
-    r -= here;
-  }
+  // This block's (batch, head) and tile (of the level `l`, first pixel tile0).
+  const int tiles = msda_tiles_per_head(sh);
+  const int nh = blockIdx.x / tiles, tile = blockIdx.x % tiles;
+  int l = 0;
+  while (l < MSDA_L - 1 && tile >= msda_tile_first(sh, l + 1)) ++l;
   const int n = nh / MSDA_M, head = nh % MSDA_M;
-  const int H = sh.h(l), W = sh.w(l), tile0 = r * MSDA_TILE_PIXELS;
+  const int tile0 = (tile - msda_tile_first(sh, l)) * MSDA_TILE_PIXELS;
   const int t = threadIdx.x, lane = t % 32, warp = t / 32;
   const int px = t / MSDA_TPP, sub = t % MSDA_TPP;  // the pixel (of the tile) and channels this thread sums
   const long long nq0 = static_cast<long long>(n) * queries;
+
+  // The tile's segments: one per point block of (n, head) (msda_bwd filed them), concatenated.
+  const int point_blocks = (queries + MSDA_QPB - 1) / MSDA_QPB;
+  const uint2* my = desc + (static_cast<long long>(nh) * tiles + tile) * point_blocks;
+  int entries_n = 0;
+  for (int s0 = 0; s0 < point_blocks; s0 += MSDA_TILE_THREADS) {
+    const uint2 d = s0 + t < point_blocks ? my[s0 + t] : make_uint2(0u, 0u);
+    int total;
+    const int before = msda_block_scan(static_cast<int>(d.y), &total);
+    if (s0 + t < point_blocks) {
+      segs[s0 + t] = d;
+      seg_first[s0 + t] = entries_n + before;
+    }
+    entries_n += total;
+  }
+  __syncthreads();
 
   acc_t acc[MSDA_CPT];
 #pragma unroll
   for (int c = 0; c < MSDA_CPT; ++c) acc[c] = 0;
 
-  // Chunk c's grad_out rows arrive in copy c % 2 on go_bar[c % 2]; thread 0 asks for chunk c + 1
-  // when chunk c starts (its copy was last read by chunk c - 1, which ended with a barrier).
-  if (t == 0) {
-    tma_mbarrier_init(&go_bar[0], 1);
-    tma_mbarrier_init(&go_bar[1], 1);
-    tma_fence_mbarrier_init();
-  }
-  __syncthreads();
-  const int chunks = (queries + MSDA_CHUNK_Q - 1) / MSDA_CHUNK_Q;
-  const auto ask = [&](int c) {
-    MsdaGo::arrive_expect_tx(&go_bar[c % 2]);
-    MsdaGo::load(go_map, &go_bar[c % 2], MsdaTilesPlan::go(base, c % 2),
-                 {.N = n, .Q = c * MSDA_CHUNK_Q, .M = head, .C = 0});
-  };
-  if (t == 0) ask(0);
-  // This thread's point of a chunk (p of query q0 + t / P), read a chunk ahead.
-  const int p = t % MSDA_P;
-  const auto point = [&](int q0, float2& xy, float& a) {
-    const int q = q0 + t / MSDA_P;
-    const bool live = t < MSDA_CHUNK_Q * MSDA_P && q < queries;
-    const long long i = ((nq0 + (live ? q : 0)) * MSDA_M + head) * MSDA_LP + l * MSDA_P + p;
-    xy = live ? __ldg(reinterpret_cast<const float2*>(loc) + i) : make_float2(-2.f, -2.f);  // outside
-    a = live ? __ldg(weights + i) : 0.f;
-  };
-  float2 next_xy;
-  float next_a;
-  point(0, next_xy, next_a);
-  for (int c = 0; c < chunks; ++c) {
-    const int q0 = c * MSDA_CHUNK_Q;
-    const float2 xy = next_xy;
-    const float a = next_a;
-    if (c + 1 < chunks) {
-      point(q0 + MSDA_CHUNK_Q, next_xy, next_a);
-      if (t == 0) ask(c + 1);
-    }
-    // 1. This chunk's corners in the tile: a count a pixel (the atomic's old value: the rank).
+  for (int e0 = 0; e0 < entries_n; e0 += MSDA_CHUNK_ENTRIES) {
+    // 1. Four entries a thread: each one's rank among its pixel's (a count a pixel).
     if (t < MSDA_TILE_PIXELS) hist[t] = 0;
     if (t == 0) heavy[0] = 0;
     __syncthreads();
-    const int q = q0 + t / MSDA_P;
-    int cpx[4], rank[4];
-    float cw[4];
-    {
-      const bool live = t < MSDA_CHUNK_Q * MSDA_P && q < queries;
-      const MsdaPoint pt(xy, H, W, a, live);
+    uint2 en[4];
+    int rank[4];
 #pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        const int x = (pt.h0 + pt.dh(k)) * W + pt.w0 + pt.dw(k) - tile0;
-        cpx[k] = pt.in[k] && x >= 0 && x < MSDA_TILE_PIXELS ? x : -1;
-        cw[k] = pt.a * pt.wt(k);
-        rank[k] = cpx[k] >= 0 ? atomicAdd(hist + cpx[k], 1) : 0;
+    for (int j = 0; j < 4; ++j) {
+      const int e = e0 + j * MSDA_TILE_THREADS + t;
+      rank[j] = -1;
+      if (e < entries_n) {
+        int lo = 0, hi = point_blocks - 1;  // the last segment starting at or before e
+        while (lo < hi) {
+          const int mid = (lo + hi + 1) / 2;
+          if (seg_first[mid] <= e) lo = mid; else hi = mid - 1;
+        }
+        // (an empty segment starts where the next one does: the last such start is a full one)
+        en[j] = __ldg(entries + segs[lo].x + (e - seg_first[lo]));
+        rank[j] = atomicAdd(hist + (en[j].x & 1023u), 1);
       }
     }
     __syncthreads();
@@ -659,23 +693,18 @@ __device__ __forceinline__ void msda_tiles_body(const float* __restrict__ loc, c
       }
     }
     __syncthreads();
-    // 3. The entries, sorted by pixel.
+    // 3. The entries, sorted by pixel: (query, weight).
 #pragma unroll
-    for (int k = 0; k < 4; ++k)
-      if (cpx[k] >= 0) list[off[cpx[k]] + rank[k]] = make_uint2(static_cast<unsigned>(q), __float_as_uint(cw[k]));
+    for (int j = 0; j < 4; ++j)
+      if (rank[j] >= 0) list[off[en[j].x & 1023u] + rank[j]] = make_uint2(en[j].x >> 10, en[j].y);
     __syncthreads();
     // 4. A pixel's thread sums its entries; a warp sums each heavy pixel.
-    MsdaGo::wait(&go_bar[c % 2], (c / 2) % 2);
-    const unsigned char* go = MsdaTilesPlan::go(base, c % 2);
-    const auto go_row = [&](unsigned query, int ch) {
-      return reinterpret_cast<const msda_t*>(&MsdaGo::at(go, {.N = 0, .Q = static_cast<int>(query) - q0, .M = 0, .C = ch}));
-    };
     const int count = hist[px], first = off[px];
     if (count <= MSDA_HEAVY) {
       for (int e = first; e < first + count; ++e) {
-        const uint2 en = list[e];
-        const msda_t* row = go_row(en.x, sub * MSDA_CPT);
-        msda_tile_add<EXACT>(acc, row, __uint_as_float(en.y), fx.scale);
+        const uint2 q = list[e];
+        const msda_t* row = grad_out + ((nq0 + q.x) * MSDA_M + head) * MSDA_D + sub * MSDA_CPT;
+        msda_tile_add<EXACT, MSDA_NV>(acc, row, __uint_as_float(q.y), fx.scale);
       }
     }
     const int n_heavy = heavy[0];
@@ -687,13 +716,9 @@ __device__ __forceinline__ void msda_tiles_body(const float* __restrict__ loc, c
 #pragma unroll
       for (int j = 0; j < MSDA_VEC; ++j) part[j] = 0;
       for (int e = off[hpx] + lane / MSDA_NV; e < off[hpx] + hist[hpx]; e += 32 / MSDA_NV) {
-        const uint2 en = list[e];
-        const msda_t* row = go_row(en.x, hsub * MSDA_CPT + v * MSDA_VEC);
-        float g[MSDA_VEC];
-        msda_unpack(*reinterpret_cast<const uint4*>(row), g);
-        const float w = __uint_as_float(en.y);
-#pragma unroll
-        for (int j = 0; j < MSDA_VEC; ++j) part[j] += MsdaAcc<EXACT>::term(w * g[j], fx.scale);
+        const uint2 q = list[e];
+        const msda_t* row = grad_out + ((nq0 + q.x) * MSDA_M + head) * MSDA_D + hsub * MSDA_CPT + v * MSDA_VEC;
+        msda_tile_add<EXACT, 1>(part, row, __uint_as_float(q.y), fx.scale);
       }
       // The lanes of one vector (NV apart) add up; lanes 0 .. NV - 1 hold the sums.
 #pragma unroll
@@ -712,7 +737,7 @@ __device__ __forceinline__ void msda_tiles_body(const float* __restrict__ loc, c
     __syncthreads();  // hist, off, heavy and hsum are the next chunk's
   }
   // 5. The pixel's row of grad_value, once, in the storage type.
-  if (tile0 + px < H * W) {
+  if (tile0 + px < sh.h(l) * sh.w(l)) {
     gv_t* out = grad_value + ((static_cast<long long>(n) * spatial + sh.start(l) + tile0 + px) * MSDA_M + head) * MSDA_D +
                 sub * MSDA_CPT;
 #pragma unroll
@@ -725,23 +750,22 @@ __device__ __forceinline__ void msda_tiles_body(const float* __restrict__ loc, c
   }
 }
 
-// Grid: N * M * (sum over levels of ceil(H * W / MSDA_TILE_PIXELS)) blocks.
+// Grid: N * M * msda_tiles_per_head blocks.
 extern "C" __global__ void TMA_PLAN_MSDA_BWD_TILES_LAUNCH_BOUNDS
-msda_bwd_tiles(const float* __restrict__ loc, const float* __restrict__ weights, const msda_t* __restrict__ grad_out,
+msda_bwd_tiles(const uint2* __restrict__ entries, const uint2* __restrict__ desc, const msda_t* __restrict__ grad_out,
                gv_t* __restrict__ grad_value, const unsigned* __restrict__ stats,
-               const __grid_constant__ MsdaShapes sh, int queries, int spatial,
-               const __grid_constant__ CUtensorMap go_map) {
+               const __grid_constant__ MsdaShapes sh, int queries, int spatial) {
 #if MSDA_DETERMINISTIC
   const MsdaFixed fx(stats, queries);
   if (fx.exact) {
-    msda_tiles_body<true>(loc, weights, grad_out, grad_value, sh, queries, spatial, fx, &go_map);
+    msda_tiles_body<true>(entries, desc, grad_out, grad_value, sh, queries, spatial, fx);
     return;
   }
 #else
   (void)stats;
   const MsdaFixed fx;
 #endif
-  msda_tiles_body<false>(loc, weights, grad_out, grad_value, sh, queries, spatial, fx, &go_map);
+  msda_tiles_body<false>(entries, desc, grad_out, grad_value, sh, queries, spatial, fx);
 }
 #endif  // MSDA_TILES
 #endif
