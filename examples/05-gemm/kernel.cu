@@ -7,6 +7,10 @@
 // tiles' desc(), the pipeline's acquire/load/wait/release, the plan's regions, the D tile's
 // offset() and store().
 
+#ifndef GEMM_GROUPED
+#define GEMM_GROUPED 0  // examples/08-grouped-gemm's schedule (gemm_groups)
+#endif
+
 typedef tma_plan_gemm P;
 typedef tma_pipe_ring Pipe;
 typedef Pipe::tile_a TA;
@@ -71,6 +75,71 @@ struct gemm_sched {
     n0 = (cn * GEMM_CN + (GEMM_CN > 1 ? (int)rank : 0)) * GEMM_BN;
   }
 };
+
+#if GEMM_GROUPED
+static_assert(GEMM_WS, "grouped: the warp-specialized kernel");
+// The grouped schedule (examples/08-grouped-gemm): G groups, group g's rows[g] rows of A and D
+// (contiguous, from row row0[g]) times its own B (rows g * N .. of B's [G * N][K] view). Its
+// tiles are ceil(rows[g] / BM) x ceil(N / BN), numbered after the groups before it; row counts
+// come from the device (no group's size is known to the host), zero included. Warp 0 builds the
+// prefixes in the plan's region `groups` (tile0[G + 1], then row0[G + 1]); every thread reads it.
+// A cluster of CM CTAs along M (B multicast) takes CM consecutive 128-row tiles of one group:
+// its tiles are ceil(ceil(rows[g] / BM) / CM) x num_n (a CTA whose rows lie past its group
+// loads its share of B for its peer and stores nothing: clipped at the group's end).
+static_assert(GEMM_CN == 1, "grouped: a cluster spans M only (its CTAs share a group's B)");
+struct gemm_groups {
+  const int* tile0;
+  const int* row0;
+  int G, num_n;
+  unsigned rank;
+  __device__ __forceinline__ gemm_groups(unsigned char* region, const int* __restrict__ rows, int groups, int N,
+                                         unsigned cta_rank) {
+    rank = cta_rank;
+    int* t0 = reinterpret_cast<int*>(region);
+    int* r0 = t0 + groups + 1;
+    num_n = (N + GEMM_BN - 1) / GEMM_BN;
+    G = groups;
+    if (threadIdx.x < 32u) {
+      const unsigned lane = threadIdx.x;
+      int tiles = 0, rowsum = 0;
+      for (int g0 = 0; g0 < groups; g0 += 32) {
+        const int g = g0 + (int)lane;
+        const int r = g < groups ? max(rows[g], 0) : 0;
+        int ti = ((r + GEMM_BM - 1) / GEMM_BM + GEMM_CM - 1) / GEMM_CM * num_n, ri = r;
+#pragma unroll
+        for (int o = 1; o < 32; o *= 2) {
+          const int a = __shfl_up_sync(0xffffffffu, ti, o), b = __shfl_up_sync(0xffffffffu, ri, o);
+          if ((int)lane >= o) ti += a, ri += b;
+        }
+        if (g < groups) {
+          t0[g + 1] = tiles + ti;
+          r0[g + 1] = rowsum + ri;
+        }
+        tiles += __shfl_sync(0xffffffffu, ti, 31);
+        rowsum += __shfl_sync(0xffffffffu, ri, 31);
+      }
+      if (lane == 0u) t0[0] = r0[0] = 0;
+    }
+    __syncthreads();
+    tile0 = t0;
+    row0 = r0;
+  }
+  __device__ __forceinline__ int total() const { return tile0[G]; }
+  // Tile t: its group, first row of A and D, last row + 1 of the group, first column.
+  __device__ __forceinline__ void tile(int t, int& g, int& m0, int& row_end, int& n0) const {
+    int lo = 0, hi = G - 1;  // the last group whose first tile is at or before t
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) / 2;
+      if (tile0[mid] <= t) lo = mid; else hi = mid - 1;
+    }
+    g = lo;
+    const int local = t - tile0[g];
+    m0 = row0[g] + (local / num_n * GEMM_CM + (int)rank) * GEMM_BM;
+    n0 = local % num_n * GEMM_BN;
+    row_end = row0[g + 1];
+  }
+};
+#endif
 
 __device__ __forceinline__ void gemm_stmatrix_x4(unsigned addr, unsigned r0, unsigned r1, unsigned r2, unsigned r3) {
   asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(r0), "r"(r1),
@@ -168,7 +237,13 @@ __device__ __forceinline__ void gemm_store_tma(float (&acc)[GEMM_MI][GEMM_BN / 2
 extern "C" __global__ void TMA_PLAN_GEMM_LAUNCH_BOUNDS gemm(const __grid_constant__ CUtensorMap mapA,
                                                             const __grid_constant__ CUtensorMap mapB,
                                                             const __grid_constant__ CUtensorMap mapD, void* D, int M,
-                                                            int N, int K, int group) {
+                                                            int N, int K, int group
+#if GEMM_GROUPED
+                                                            ,
+                                                            const int* __restrict__ group_rows, int groups,
+                                                            CUtensorMap* __restrict__ d_maps
+#endif
+) {
   extern __shared__ __align__(16) unsigned char gemm_raw[];
   unsigned char* const base = P::base(gemm_raw);
   const Pipe pipe = P::ring(base);
@@ -180,20 +255,34 @@ extern "C" __global__ void TMA_PLAN_GEMM_LAUNCH_BOUNDS gemm(const __grid_constan
 #endif
   }
   pipe.init();
+#if GEMM_GROUPED
+  (void)M, (void)group;
+  const gemm_groups sched(P::groups(base), group_rows, groups, N, GEMM_CL > 1 ? tma_cluster_ctarank() : 0u);
+  const int total = sched.total();
+#else
   const gemm_sched sched(M, N, group, GEMM_CL > 1 ? tma_cluster_ctarank() : 0u);
+  const int total = sched.total;
+#endif
   const int cid = (int)blockIdx.x / GEMM_CL;
-  const int ncl = GEMM_PERSIST ? (int)gridDim.x / GEMM_CL : sched.total;
+  const int ncl = GEMM_PERSIST ? (int)gridDim.x / GEMM_CL : total;
   const int nk = (K + GEMM_BK - 1) / GEMM_BK;
   if (R::is_producer()) {
     R::producer_setmaxnreg();
     if (threadIdx.x == 0u) {
       Pipe::state s;
-      for (int t = cid; t < sched.total; t += ncl) {
+      for (int t = cid; t < total; t += ncl) {
         int m0, n0;
+#if GEMM_GROUPED
+        int g, row_end;
+        sched.tile(t, g, m0, row_end, n0);
+        const int bn0 = g * N + n0;  // B's rows of group g
+#else
         sched.tile(t, m0, n0);
+        const int bn0 = n0;
+#endif
         for (int kb = 0; kb < nk; ++kb, ++s) {
           pipe.acquire(s);
-          pipe.load(s, &mapA, {.m = m0, .k = kb * GEMM_BK}, &mapB, {.n = n0, .k = kb * GEMM_BK});
+          pipe.load(s, &mapA, {.m = m0, .k = kb * GEMM_BK}, &mapB, {.n = bn0, .k = kb * GEMM_BK});
         }
       }
     }
@@ -203,9 +292,22 @@ extern "C" __global__ void TMA_PLAN_GEMM_LAUNCH_BOUNDS gemm(const __grid_constan
     const unsigned tw = threadIdx.x % 128u;
     Pipe::state s;
     float acc[GEMM_MI][GEMM_BN / 2];
-    for (int t = cid; t < sched.total; t += ncl) {
+#if GEMM_GROUPED && GEMM_EPI_TMA
+    // This consumer's own copy of D's map (global workspace, one per CTA and consumer): its
+    // rows dim is moved to each new group's end, so the stores of a tile that runs past the
+    // group are clipped there (tma's update protocol: drain, replace, release; acquire).
+    CUtensorMap* my_map = d_maps + (blockIdx.x * GEMM_NC + c);
+    if (tw == 0u) *my_map = mapD;
+    int my_group = -1;
+#endif
+    for (int t = cid; t < total; t += ncl) {
       int m0, n0;
+#if GEMM_GROUPED
+      int g, row_end;
+      sched.tile(t, g, m0, row_end, n0);
+#else
       sched.tile(t, m0, n0);
+#endif
       Pipe::state prev;
       for (int kb = 0; kb < nk; ++kb) {
         pipe.wait(s);
@@ -228,7 +330,19 @@ extern "C" __global__ void TMA_PLAN_GEMM_LAUNCH_BOUNDS gemm(const __grid_constan
       tma_wgmma_wait_group<0>();
       if (!GEMM_RELEASE_ONE || tw == 0u) pipe.release(prev);
       const int row0 = m0 + c * GEMM_MI * 64;
-#if GEMM_EPI_TMA
+#if GEMM_GROUPED && GEMM_EPI_TMA
+      if (g != my_group) {
+        if (tw == 0u) {
+          TD::update_global(my_map, D, {.m = (unsigned long long)row_end, .n = (unsigned long long)N,
+                                        .stride_m = (unsigned long long)N});
+          TD::acquire(my_map);
+        }
+        my_group = g;
+      }
+      gemm_store_tma(acc, my_map, P::d(base, c), c, row0, n0, tw);
+#elif GEMM_GROUPED
+      gemm_store_direct(acc, D, row_end, N, row0, n0, tw);
+#elif GEMM_EPI_TMA
       gemm_store_tma(acc, &mapD, P::d(base, c), c, row0, n0, tw);
 #else
       gemm_store_direct(acc, D, M, N, row0, n0, tw);

@@ -1,0 +1,358 @@
+//! The grouped GEMM of examples/08-grouped-gemm: routing (how many rows each group gets), a
+//! problem on the GPU (A's routed rows back to back, every group's B, D), the launch of
+//! examples/05-gemm's kernel with its grouped schedule, the checks and the baseline (a loop
+//! of cuBLAS calls, one a group). Shared by the example and `benches/grouped_gemm.rs`.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaSlice, DevicePtr};
+use tma::runtime::{Kernel, LaunchConfig, Module, TensorMap};
+
+use crate::compile::Built;
+use crate::gpu::{from_bits, to_bits, Gpu, OutBuf};
+use crate::kernel::{Config, Epi, In, Kind, Out, Plan, Res};
+use crate::rng::Rng;
+
+/// The most groups the kernel's schedule is built for (its plan's region `groups`).
+pub const MAX_GROUPS: u32 = 256;
+
+/// How routed rows fall on groups.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Routing {
+    /// Each row picks a group uniformly.
+    Uniform,
+    /// Group g is picked with weight 1 / (g + 1)^1.2 (a few hot experts, many cold), and
+    /// every 7th group gets no row at all.
+    Skewed,
+}
+
+impl Routing {
+    pub fn name(self) -> &'static str {
+        match self {
+            Routing::Uniform => "uniform",
+            Routing::Skewed => "skewed",
+        }
+    }
+
+    /// Rows per group for `rows` routed rows over `groups` groups.
+    pub fn counts(self, groups: usize, rows: usize, rng: &mut Rng) -> Vec<i32> {
+        let w: Vec<f64> = (0..groups)
+            .map(|g| match self {
+                Routing::Uniform => 1.0,
+                Routing::Skewed if g % 7 == 3 => 0.0,
+                Routing::Skewed => 1.0 / ((g + 1) as f64).powf(1.2),
+            })
+            .collect();
+        let total: f64 = w.iter().sum();
+        let cdf: Vec<f64> = w
+            .iter()
+            .scan(0.0, |s, &x| {
+                *s += x / total;
+                Some(*s)
+            })
+            .collect();
+        let mut c = vec![0i32; groups];
+        for _ in 0..rows {
+            let u = (rng.next() >> 11) as f64 / (1u64 << 53) as f64;
+            let g = cdf.partition_point(|&x| x <= u).min(groups - 1);
+            c[g] += 1;
+        }
+        c
+    }
+}
+
+/// The configurations tried: the large tile (alone and in 2-CTA clusters) and 128 x 128 ones,
+/// each warp-specialized and persistent, with the TMA-store epilogue through per-consumer maps
+/// updated on the device, and with the direct epilogue (stores clipped by the kernel) to
+/// measure the update's cost.
+pub fn configs(input: In) -> Vec<Config> {
+    let ws = |bn, stages, epi| Config {
+        kind: Kind::Ws,
+        bm: 128,
+        bn,
+        stages,
+        cm: 1,
+        cn: 1,
+        persistent: true,
+        epi,
+        input,
+        out: Out::of(input),
+        wg_release: false,
+    };
+    // (05-gemm's 4-stage 128 x 256 and 6-stage 128 x 128 with two chunks of staging leave
+    // no room for the schedule's 2 KB: one chunk of staging there.)
+    // 2-CTA clusters along M multicast each group's B (the large groups' configuration).
+    let c2 = |c: Config| Config { cm: 2, ..c };
+    vec![
+        ws(256, 4, Epi::Tma { nb: 1 }),
+        c2(ws(256, 4, Epi::Tma { nb: 1 })),
+        c2(ws(256, 4, Epi::Direct)),
+        ws(128, 6, Epi::Tma { nb: 1 }),
+        ws(128, 5, Epi::Tma { nb: 2 }),
+        ws(128, 6, Epi::Direct),
+    ]
+}
+
+/// The grouped plans of [`configs`] (the ones whose shared memory fits: the plan says).
+pub fn plans(input: In) -> Vec<Res<Plan>> {
+    configs(input)
+        .into_iter()
+        .map(|c| Plan::grouped(c, MAX_GROUPS))
+        .collect()
+}
+
+/// One grouped problem: G groups of shared N and K, rows[g] routed rows each (on the device;
+/// the host keeps a copy only for the baseline and the checks).
+pub struct Problem {
+    pub groups: usize,
+    pub n: usize,
+    pub k: usize,
+    pub input: In,
+    pub rows: Vec<i32>,
+    pub rows_dev: CudaSlice<i32>,
+    /// A: the routed rows back to back [sum rows][K]; B: every group's [N][K], [G * N][K].
+    pub a_host: Vec<u16>,
+    pub b_host: Vec<u16>,
+    pub a: CudaSlice<u16>,
+    pub b: CudaSlice<u16>,
+}
+
+impl Problem {
+    pub fn new(gpu: &Gpu, rows: Vec<i32>, n: usize, k: usize, input: In, rng: &mut Rng) -> Res<Problem> {
+        let total: usize = rows.iter().map(|&r| r.max(0) as usize).sum();
+        let fill = |len: usize, rng: &mut Rng| -> Vec<u16> {
+            (0..len).map(|_| to_bits(rng.signed_unit(), input)).collect()
+        };
+        // A holds at least one row (a problem with no routed row still has buffers).
+        let a_host = fill(total.max(1) * k, rng);
+        let b_host = fill(rows.len() * n * k, rng);
+        Ok(Problem {
+            groups: rows.len(),
+            n,
+            k,
+            input,
+            rows_dev: gpu.stream.clone_htod(&rows)?,
+            a: gpu.stream.clone_htod(&a_host)?,
+            b: gpu.stream.clone_htod(&b_host)?,
+            rows,
+            a_host,
+            b_host,
+        })
+    }
+    pub fn total_rows(&self) -> usize {
+        self.rows.iter().map(|&r| r.max(0) as usize).sum()
+    }
+    pub fn flops(&self) -> f64 {
+        2.0 * self.total_rows() as f64 * self.n as f64 * self.k as f64
+    }
+    /// The first row of each group (and the end).
+    pub fn starts(&self) -> Vec<usize> {
+        let mut s = vec![0usize];
+        for &r in &self.rows {
+            s.push(s[s.len() - 1] + r.max(0) as usize);
+        }
+        s
+    }
+}
+
+/// A grouped configuration loaded, with its persistent grid.
+pub struct Loaded {
+    pub config: Config,
+    pub kernel: Kernel,
+    pub grid: u32,
+    plan: Plan,
+}
+
+impl Loaded {
+    pub fn new(gpu: &Gpu, built: &Built) -> Res<Arc<Loaded>> {
+        let module = Module::load(&gpu.ctx, built.compiled.clone())?;
+        let kernel = module.kernel("gemm")?;
+        let cl = built.plan.config.cluster();
+        let cfg = kernel.plan_config(&gpu.stream, (gpu.sms * cl, 1, 1))?;
+        // A persistent grid: as many clusters as fit the GPU at once, in blocks.
+        let grid = kernel.max_active_clusters(&cfg)? * cl;
+        if grid == 0 {
+            return Err(format!("{}: no CTA of this configuration fits the GPU", built.plan.config).into());
+        }
+        Ok(Arc::new(Loaded {
+            config: built.plan.config,
+            kernel,
+            grid,
+            plan: built.plan.clone(),
+        }))
+    }
+}
+
+/// A launch over one problem: the maps (A over the routed rows, B over [G * N][K], D over
+/// [rows][N], the template each consumer copies and re-points at its group's end), the
+/// workspace of per-consumer maps (128 bytes each, 128-byte aligned: cudarc's allocations
+/// are 256-byte aligned).
+pub struct Launch {
+    loaded: Arc<Loaded>,
+    cfg: LaunchConfig,
+    maps: [TensorMap; 3],
+    d_addr: u64,
+    dims: [i32; 4],
+    rows_addr: u64,
+    workspace: CudaSlice<u8>,
+}
+
+impl Launch {
+    pub fn new(gpu: &Gpu, loaded: &Arc<Loaded>, p: &Problem, d: &OutBuf) -> Res<Launch> {
+        if p.groups == 0 || p.groups > MAX_GROUPS as usize {
+            return Err(format!("groups = {}: 1 to {MAX_GROUPS}", p.groups).into());
+        }
+        let total = p.total_rows().max(1) as u64;
+        let (n, k) = (p.n as u64, p.k as u64);
+        let plan = &loaded.plan;
+        let ma = TensorMap::new_raw_bits(&plan.a.bind(&[total, k], None)?, &p.a)?;
+        let mb = TensorMap::new_raw_bits(&plan.b.bind(&[p.groups as u64 * n, k], None)?, &p.b)?;
+        let md = match (&plan.d, d) {
+            (Some(pd), OutBuf::Half(buf)) => TensorMap::new_raw_bits(&pd.bind(&[total, n], None)?, buf)?,
+            (Some(pd), OutBuf::Single(buf)) => TensorMap::new(&pd.bind(&[total, n], None)?, buf)?,
+            (None, _) => TensorMap::new_raw_bits(&plan.a.bind(&[total, k], None)?, &p.a)?,
+        };
+        let cfg = loaded.kernel.plan_config(&gpu.stream, (loaded.grid, 1, 1))?;
+        let consumers = loaded.config.consumers() as usize;
+        let workspace = gpu.stream.alloc_zeros::<u8>(128 * loaded.grid as usize * consumers)?;
+        Ok(Launch {
+            loaded: loaded.clone(),
+            cfg,
+            maps: [ma, mb, md],
+            d_addr: d.addr(&gpu.stream),
+            dims: [total as i32, p.n as i32, p.k as i32, p.groups as i32],
+            rows_addr: p.rows_dev.device_ptr(&gpu.stream).0,
+            workspace,
+        })
+    }
+
+    pub fn run(&mut self, gpu: &Gpu) -> Res<()> {
+        let ws = self.workspace.device_ptr(&gpu.stream).0;
+        let group = 8i32;
+        let mut l = self.loaded.kernel.launch_builder(&self.cfg);
+        l.arg(&self.maps[0])
+            .arg(&self.maps[1])
+            .arg(&self.maps[2])
+            .arg(&self.d_addr)
+            .arg(&self.dims[0])
+            .arg(&self.dims[1])
+            .arg(&self.dims[2])
+            .arg(&group)
+            .arg(&self.rows_addr)
+            .arg(&self.dims[3])
+            .arg(&ws);
+        // SAFETY: gemm (GEMM_GROUPED)(CUtensorMap x 3, void* D, int M, int N, int K, int group,
+        // const int* rows, int groups, CUtensorMap* d_maps) as kernel.cu declares: the maps cover
+        // the problem's A ([rows][K]), B ([G * N][K]) and D ([rows][N]) buffers, which the
+        // caller holds past the launch; rows holds G ints summing to at most the maps' rows
+        // (Problem::new), d_maps 128 bytes per CTA and consumer of this grid.
+        unsafe { l.launch() }?;
+        Ok(())
+    }
+}
+
+/// The baseline and reference: one cuBLAS GEMM a non-empty group, into `d`.
+pub fn cublas_loop(gpu: &Gpu, p: &Problem, out: Out, d: &OutBuf) -> Res<()> {
+    let s = &gpu.stream;
+    let (a, b, dd) = (p.a.device_ptr(s).0, p.b.device_ptr(s).0, d.addr(s));
+    let starts = p.starts();
+    let (n, k) = (p.n as u64, p.k as u64);
+    let ob = out.bytes();
+    for (g, &r) in p.rows.iter().enumerate() {
+        if r <= 0 {
+            continue;
+        }
+        let row0 = starts[g] as u64;
+        // SAFETY: group g's rows of A (row0.., K each), its B ([N][K] at g * N * K) and its rows
+        // of D lie inside the problem's buffers (2-byte inputs, `ob`-byte outputs).
+        unsafe {
+            gpu.cublas.gemm(
+                r as usize,
+                p.n,
+                p.k,
+                p.input,
+                out,
+                a + row0 * k * 2,
+                b + g as u64 * n * k * 2,
+                dd + row0 * n * ob,
+            )
+        }?;
+    }
+    Ok(())
+}
+
+/// How far the kernel's D is from cuBLAS's (every element) and from exact f64 sums (samples
+/// in every non-empty group, its first and last rows included).
+pub struct Check {
+    pub max_rel: f64,
+    pub non_finite: usize,
+    pub samples: usize,
+    pub sample_max_err: f64,
+}
+
+impl Check {
+    /// Every element finite and within one ulp of the largest element (2 units of roundoff
+    /// of the output type) of cuBLAS's (which rounds f32 sums of another order) and of the
+    /// exact sums.
+    pub fn ok(&self, out: Out) -> bool {
+        let u = match out {
+            Out::F32 => 2f64.powi(-20),
+            Out::F16 => 2f64.powi(-11),
+            Out::BF16 => 2f64.powi(-8),
+        };
+        self.non_finite == 0 && self.max_rel <= 2.0 * u && self.sample_max_err <= 2.0 * u
+    }
+}
+
+pub fn check(p: &Problem, d: &[f32], reference: &[f32], rng: &mut Rng) -> Check {
+    let total = p.total_rows();
+    let cols = p.n;
+    let scale = reference[..total * cols]
+        .iter()
+        .fold(0f64, |m, &x| m.max(f64::from(x).abs()))
+        .max(1e-30);
+    let mut c = Check {
+        max_rel: 0.0,
+        non_finite: 0,
+        samples: 0,
+        sample_max_err: 0.0,
+    };
+    for (&x, &r) in d[..total * cols].iter().zip(&reference[..total * cols]) {
+        if !x.is_finite() {
+            c.non_finite += 1;
+            continue;
+        }
+        c.max_rel = c.max_rel.max((f64::from(x) - f64::from(r)).abs() / scale);
+    }
+    let starts = p.starts();
+    let a = |i: usize| f64::from(from_bits(p.a_host[i], p.input));
+    let b = |i: usize| f64::from(from_bits(p.b_host[i], p.input));
+    for g in 0..p.groups {
+        let r = p.rows[g].max(0) as usize;
+        if r == 0 {
+            continue;
+        }
+        for s in 0..6 {
+            let row = match s {
+                0 => 0,
+                1 => r - 1,
+                _ => rng.below(r as u64) as usize,
+            };
+            let col = rng.below(cols as u64) as usize;
+            let gr = starts[g] + row;
+            let exact: f64 = (0..p.k)
+                .map(|kk| a(gr * p.k + kk) * b((g * cols + col) * p.k + kk))
+                .sum();
+            let got = f64::from(d[gr * cols + col]);
+            c.samples += 1;
+            let err = (got - exact).abs() / scale;
+            c.sample_max_err = if got.is_finite() { c.sample_max_err.max(err) } else { f64::INFINITY };
+        }
+    }
+    c
+}
+
+/// The output buffer for a problem, poisoned (NaN) before each checked run.
+pub fn out_buf(gpu: &Gpu, p: &Problem, out: Out) -> Res<OutBuf> {
+    OutBuf::new(gpu, p.total_rows().max(1) * p.n, out)
+}

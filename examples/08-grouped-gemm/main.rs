@@ -1,0 +1,141 @@
+//! A grouped GEMM for mixture-of-experts, written with tma (issue 26): G groups (experts), group
+//! g multiplying its routed rows of A (`rows[g]` of them, a device array the host never reads
+//! for the launch: zeros included) by its own weights B_g, D_g = A_g * B_g^T, bf16 in and out,
+//! fp32 accumulation. The kernel is examples/05-gemm's (its tiles, pipeline, wgmma operands,
+//! warp roles and kernel plan) with the grouped schedule (`GEMM_GROUPED`, `Plan::grouped`): a
+//! persistent CTA walks tiles of every group, numbered group after group from prefixes warp 0
+//! builds in the plan's region `groups`; A's rows are contiguous (one map over all routed
+//! rows), B is one [G * N][K] map, and D's stores go through each consumer's own copy of D's
+//! map whose rows dim is moved to the current group's end on the device (tma's map update:
+//! drain, replace, release, acquire; docs/MAP_UPDATE.md), so a tile that runs past its group
+//! is clipped there.
+//!
+//! Without a GPU: renders and NVRTC-compiles every configuration and says why it stops. With
+//! one: every configuration on uniform and skewed routing (empty groups included) for 8, 128
+//! and 256 groups, D poisoned (NaN) first, against a loop of cuBLAS GEMMs (every element) and
+//! exact f64 samples (every group's first and last rows among them). Timing against the cuBLAS
+//! loop and torch._grouped_mm: `cargo bench --bench grouped_gemm` and
+//! benches/grouped_gemm_torch.py (BENCHMARKS.md).
+//!
+//! Run: `cargo run --release --example 08-grouped-gemm`
+
+#[allow(dead_code)]
+#[path = "../05-gemm/compile.rs"]
+mod compile;
+#[allow(dead_code)]
+#[path = "../05-gemm/cublas.rs"]
+mod cublas;
+#[allow(dead_code)]
+#[path = "../05-gemm/gpu.rs"]
+mod gpu;
+#[allow(dead_code)]
+mod grouped;
+#[allow(dead_code)]
+#[path = "../05-gemm/kernel.rs"]
+mod kernel;
+#[allow(dead_code)]
+#[path = "../05-gemm/rng.rs"]
+mod rng;
+
+use std::process::ExitCode;
+
+use grouped::{Launch, Loaded, Problem, Routing};
+use kernel::{In, Out, Res};
+use rng::Rng;
+use tma::runtime::Compiler;
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> Res<bool> {
+    let input = In::BF16;
+    let out = Out::of(input);
+    let compiler = match Compiler::global() {
+        Ok(c) => c,
+        Err(e) => {
+            println!("NVRTC is not available ({e}): nothing to compile or run");
+            return Ok(true);
+        }
+    };
+    let mut plans = Vec::new();
+    for p in grouped::plans(input) {
+        match p {
+            Ok(p) => {
+                println!(
+                    "{}: grouped plan, block {} threads, {} B of dynamic shared memory",
+                    p.config,
+                    p.kernel.launch().block[0],
+                    p.kernel.launch().dynamic_smem_bytes
+                );
+                plans.push(p);
+            }
+            Err(e) => println!("not built: {e}"),
+        }
+    }
+    let built: Vec<_> = compile::compile_all(compiler, plans)
+        .into_iter()
+        .collect::<Result<_, _>>()?;
+    for b in &built {
+        println!("compiled {} ({:.2} s, {:?})", b.plan.config, b.seconds, b.origin);
+    }
+    let gpu = match tma::runtime::gpu_available() {
+        Ok(_) => gpu::Gpu::new()?,
+        Err(e) => {
+            println!("\nno GPU here ({e}): every configuration is rendered and compiled; on an sm_90 GPU this example also runs and checks them.");
+            return Ok(true);
+        }
+    };
+    println!("\nGPU: {} ({} SMs)", gpu.name, gpu.sms);
+    let mut rng = Rng::from_clock();
+    let mut ok = true;
+    let cases: [(usize, usize, usize, usize); 4] = [
+        (8, 3000, 512, 384),
+        (128, 9000, 768, 512),
+        (256, 5000, 256, 256),
+        (16, 0, 256, 128),
+    ];
+    for &(groups, rows, n, k) in &cases {
+        for routing in [Routing::Uniform, Routing::Skewed] {
+            let counts = routing.counts(groups, rows, &mut rng);
+            let empty = counts.iter().filter(|&&c| c == 0).count();
+            let p = Problem::new(&gpu, counts, n, k, input, &mut rng)?;
+            let mut reference = grouped::out_buf(&gpu, &p, out)?;
+            reference.poison(&gpu.stream)?;
+            grouped::cublas_loop(&gpu, &p, out, &reference)?;
+            let r = reference.read(&gpu.stream, out)?;
+            for b in &built {
+                let loaded = Loaded::new(&gpu, b)?;
+                let mut d = grouped::out_buf(&gpu, &p, out)?;
+                d.poison(&gpu.stream)?;
+                let mut launch = Launch::new(&gpu, &loaded, &p, &d)?;
+                launch.run(&gpu)?;
+                gpu.stream.synchronize()?;
+                let got = d.read(&gpu.stream, out)?;
+                let c = grouped::check(&p, &got, &r, &mut rng);
+                let good = c.ok(out);
+                ok &= good;
+                println!(
+                    "G {groups:>3} rows {rows:>5} ({} empty) N {n} K {k} {:<8} {:<34} vs cuBLAS max {:.1e}, {} f64 samples max {:.1e}, non-finite {} {}",
+                    empty,
+                    routing.name(),
+                    b.plan.config.name(),
+                    c.max_rel,
+                    c.samples,
+                    c.sample_max_err,
+                    c.non_finite,
+                    if good { "OK" } else { "FAIL" }
+                );
+            }
+        }
+    }
+    println!("{}", if ok { "OK: every configuration matches cuBLAS and the exact samples" } else { "FAILED" });
+    Ok(ok)
+}
