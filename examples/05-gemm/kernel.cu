@@ -79,64 +79,42 @@ struct gemm_sched {
 #if GEMM_GROUPED
 static_assert(GEMM_WS, "grouped: the warp-specialized kernel");
 // The grouped schedule (examples/08-grouped-gemm): G groups, group g's rows[g] rows of A and D
-// (contiguous, from row row0[g]) times its own B (rows g * N .. of B's [G * N][K] view). Its
-// tiles are ceil(rows[g] / BM) x ceil(N / BN), numbered after the groups before it; row counts
-// come from the device (no group's size is known to the host), zero included. Warp 0 builds the
-// prefixes in the plan's region `groups` (tile0[G + 1], then row0[G + 1]); every thread reads it.
-// A cluster of CM CTAs along M (B multicast) takes CM consecutive 128-row tiles of one group:
-// its tiles are ceil(ceil(rows[g] / BM) / CM) x num_n (a CTA whose rows lie past its group
-// loads its share of B for its peer and stores nothing: clipped at the group's end).
+// (contiguous, after the groups before it) times its own B (rows g * N .. of B's [G * N][K]
+// view). Its tiles are ceil(ceil(rows[g] / BM) / CM) x ceil(N / BN), numbered after the groups
+// before it; row counts come from the device (no group's size is known to the host), zero
+// included. A cluster of CM CTAs along M (B multicast) takes CM consecutive 128-row tiles of one
+// group (a CTA whose rows lie past its group loads its share of B for its peer and stores
+// nothing: clipped at the group's end). Each thread that needs the schedule walks the groups
+// once, forward (its tiles only grow): no shared memory, any number of groups.
 static_assert(GEMM_CN == 1, "grouped: a cluster spans M only (its CTAs share a group's B)");
+static_assert(GEMM_PERSIST, "grouped: persistent (a CTA walks the groups' tiles)");
 struct gemm_groups {
-  const int* tile0;
-  const int* row0;
+  const int* __restrict__ rows;
   int G, num_n;
   unsigned rank;
-  __device__ __forceinline__ gemm_groups(unsigned char* region, const int* __restrict__ rows, int groups, int N,
-                                         unsigned cta_rank) {
-    rank = cta_rank;
-    int* t0 = reinterpret_cast<int*>(region);
-    int* r0 = t0 + groups + 1;
-    num_n = (N + GEMM_BN - 1) / GEMM_BN;
-    G = groups;
-    if (threadIdx.x < 32u) {
-      const unsigned lane = threadIdx.x;
-      int tiles = 0, rowsum = 0;
-      for (int g0 = 0; g0 < groups; g0 += 32) {
-        const int g = g0 + (int)lane;
-        const int r = g < groups ? max(rows[g], 0) : 0;
-        int ti = ((r + GEMM_BM - 1) / GEMM_BM + GEMM_CM - 1) / GEMM_CM * num_n, ri = r;
-#pragma unroll
-        for (int o = 1; o < 32; o *= 2) {
-          const int a = __shfl_up_sync(0xffffffffu, ti, o), b = __shfl_up_sync(0xffffffffu, ri, o);
-          if ((int)lane >= o) ti += a, ri += b;
-        }
-        if (g < groups) {
-          t0[g + 1] = tiles + ti;
-          r0[g + 1] = rowsum + ri;
-        }
-        tiles += __shfl_sync(0xffffffffu, ti, 31);
-        rowsum += __shfl_sync(0xffffffffu, ri, 31);
-      }
-      if (lane == 0u) t0[0] = r0[0] = 0;
-    }
-    __syncthreads();
-    tile0 = t0;
-    row0 = r0;
+  int g = 0, tile_first = 0, row_first = 0;  // the walk: group g's first tile and row
+  __device__ __forceinline__ gemm_groups(const int* __restrict__ group_rows, int groups, int N, unsigned cta_rank)
+      : rows(group_rows), G(groups), num_n((N + GEMM_BN - 1) / GEMM_BN), rank(cta_rank) {}
+  __device__ __forceinline__ int tiles_of(int r) const {
+    return ((max(r, 0) + GEMM_BM - 1) / GEMM_BM + GEMM_CM - 1) / GEMM_CM * num_n;
   }
-  __device__ __forceinline__ int total() const { return tile0[G]; }
-  // Tile t: its group, first row of A and D, last row + 1 of the group, first column.
-  __device__ __forceinline__ void tile(int t, int& g, int& m0, int& row_end, int& n0) const {
-    int lo = 0, hi = G - 1;  // the last group whose first tile is at or before t
-    while (lo < hi) {
-      const int mid = (lo + hi + 1) / 2;
-      if (tile0[mid] <= t) lo = mid; else hi = mid - 1;
+  // Tile t (at or after the last one asked), or false past the last group: its group, first row
+  // of A and D, the group's last row + 1, first column.
+  __device__ __forceinline__ bool tile(int t, int& group, int& m0, int& row_end, int& n0) {
+    int r = g < G ? __ldg(rows + g) : 0;
+    while (g < G && t >= tile_first + tiles_of(r)) {
+      tile_first += tiles_of(r);
+      row_first += max(r, 0);
+      ++g;
+      r = g < G ? __ldg(rows + g) : 0;
     }
-    g = lo;
-    const int local = t - tile0[g];
-    m0 = row0[g] + (local / num_n * GEMM_CM + (int)rank) * GEMM_BM;
+    if (g >= G) return false;
+    const int local = t - tile_first;
+    group = g;
+    m0 = row_first + (local / num_n * GEMM_CM + (int)rank) * GEMM_BM;
     n0 = local % num_n * GEMM_BN;
-    row_end = row0[g + 1];
+    row_end = row_first + max(r, 0);
+    return true;
   }
 };
 #endif
@@ -257,8 +235,8 @@ extern "C" __global__ void TMA_PLAN_GEMM_LAUNCH_BOUNDS gemm(const __grid_constan
   pipe.init();
 #if GEMM_GROUPED
   (void)M, (void)group;
-  const gemm_groups sched(P::groups(base), group_rows, groups, N, GEMM_CL > 1 ? tma_cluster_ctarank() : 0u);
-  const int total = sched.total();
+  gemm_groups sched(group_rows, groups, N, GEMM_CL > 1 ? tma_cluster_ctarank() : 0u);
+  const int total = 0x7fffffff;  // the walk ends past the last group
 #else
   const gemm_sched sched(M, N, group, GEMM_CL > 1 ? tma_cluster_ctarank() : 0u);
   const int total = sched.total;
@@ -274,7 +252,7 @@ extern "C" __global__ void TMA_PLAN_GEMM_LAUNCH_BOUNDS gemm(const __grid_constan
         int m0, n0;
 #if GEMM_GROUPED
         int g, row_end;
-        sched.tile(t, g, m0, row_end, n0);
+        if (!sched.tile(t, g, m0, row_end, n0)) break;
         const int bn0 = g * N + n0;  // B's rows of group g
 #else
         sched.tile(t, m0, n0);
@@ -304,7 +282,7 @@ extern "C" __global__ void TMA_PLAN_GEMM_LAUNCH_BOUNDS gemm(const __grid_constan
       int m0, n0;
 #if GEMM_GROUPED
       int g, row_end;
-      sched.tile(t, g, m0, row_end, n0);
+      if (!sched.tile(t, g, m0, row_end, n0)) break;
 #else
       sched.tile(t, m0, n0);
 #endif

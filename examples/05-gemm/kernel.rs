@@ -333,8 +333,8 @@ pub struct Plan {
     pub pipeline: ValidPipeline,
     /// The kernel `gemm`'s plan.
     pub kernel: ValidKernelPlan,
-    /// The grouped schedule (examples/08-grouped-gemm): at most this many groups.
-    pub groups: Option<u32>,
+    /// The grouped schedule (examples/08-grouped-gemm).
+    pub grouped: bool,
 }
 
 fn runtime2(spec: TileSpec) -> TileSpec {
@@ -349,22 +349,22 @@ fn findings(what: &str, e: impl fmt::Display) -> Box<dyn std::error::Error + Sen
 impl Plan {
     /// Declares and checks the tiles, the pipeline, the roles and the kernel plan of `c`.
     pub fn new(c: Config) -> Res<Plan> {
-        Plan::build(c, None)
+        Plan::build(c, false)
     }
 
-    /// [`Plan::new`] with the grouped schedule of up to `max_groups` groups (its prefixes
-    /// in the plan's region `groups`): warp-specialized, a cluster along M at most.
-    pub fn grouped(c: Config, max_groups: u32) -> Res<Plan> {
-        if c.kind != Kind::Ws || c.cn != 1 || max_groups == 0 {
+    /// [`Plan::new`] with the grouped schedule (examples/08-grouped-gemm): warp-specialized,
+    /// persistent, a cluster along M at most.
+    pub fn grouped(c: Config) -> Res<Plan> {
+        if c.kind != Kind::Ws || c.cn != 1 || !c.persistent {
             return Err(format!(
-                "{c}: a grouped GEMM is warp-specialized, its cluster along M only (a group's B multicast), with 1 or more groups (asked {max_groups})"
+                "{c}: a grouped GEMM is warp-specialized and persistent, its cluster along M only (a group's B multicast)"
             )
             .into());
         }
-        Plan::build(c, Some(max_groups))
+        Plan::build(c, true)
     }
 
-    fn build(c: Config, groups: Option<u32>) -> Res<Plan> {
+    fn build(c: Config, grouped: bool) -> Res<Plan> {
         let dt = c.input.dtype();
         if c.cm > 1 && c.cn > 1 {
             return Err(format!("{c}: a cluster spans M or N, not both").into());
@@ -445,10 +445,6 @@ impl Plan {
         if let Some(d) = &d {
             kernel = kernel.staging("d", d, c.consumers());
         }
-        if let Some(g) = groups {
-            // Two prefixes of G + 1 ints (gemm_groups in kernel.cu).
-            kernel = kernel.scratch("groups", 8 * (u64::from(g) + 1), 16);
-        }
         let kernel = kernel.validate().map_err(|e| findings(&c.name(), e))?;
         Ok(Plan {
             config: c,
@@ -457,7 +453,7 @@ impl Plan {
             d,
             pipeline,
             kernel,
-            groups,
+            grouped,
         })
     }
 
@@ -479,7 +475,7 @@ impl Plan {
             u32::from(matches!(c.epi, Epi::Tma { .. })),
             c.out.code(),
             u32::from(c.wg_release),
-            u32::from(self.groups.is_some())
+            u32::from(self.grouped)
         );
         let src = KernelSource::new()
             .plan(&self.kernel)

@@ -13,8 +13,8 @@ use crate::gpu::{from_bits, to_bits, Gpu, OutBuf};
 use crate::kernel::{Config, Epi, In, Kind, Out, Plan, Res};
 use crate::rng::Rng;
 
-/// The most groups the kernel's schedule is built for (its plan's region `groups`).
-pub const MAX_GROUPS: u32 = 256;
+/// The most groups a launch takes (B's [G * N][K] view and the counts: i32 indices).
+pub const MAX_GROUPS: usize = 1 << 16;
 
 /// How routed rows fall on groups.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -79,16 +79,13 @@ pub fn configs(input: In) -> Vec<Config> {
         out: Out::of(input),
         wg_release: false,
     };
-    // (05-gemm's 4-stage 128 x 256 and 6-stage 128 x 128 with two chunks of staging leave
-    // no room for the schedule's 2 KB: one chunk of staging there.)
     // 2-CTA clusters along M multicast each group's B (the large groups' configuration).
     let c2 = |c: Config| Config { cm: 2, ..c };
     vec![
-        ws(256, 4, Epi::Tma { nb: 1 }),
-        c2(ws(256, 4, Epi::Tma { nb: 1 })),
+        ws(256, 4, Epi::Tma { nb: 2 }),
+        c2(ws(256, 4, Epi::Tma { nb: 2 })),
         c2(ws(256, 4, Epi::Direct)),
-        ws(128, 6, Epi::Tma { nb: 1 }),
-        ws(128, 5, Epi::Tma { nb: 2 }),
+        ws(128, 6, Epi::Tma { nb: 2 }),
         ws(128, 6, Epi::Direct),
     ]
 }
@@ -97,7 +94,7 @@ pub fn configs(input: In) -> Vec<Config> {
 pub fn plans(input: In) -> Vec<Res<Plan>> {
     configs(input)
         .into_iter()
-        .map(|c| Plan::grouped(c, MAX_GROUPS))
+        .map(Plan::grouped)
         .collect()
 }
 
@@ -199,8 +196,13 @@ pub struct Launch {
 
 impl Launch {
     pub fn new(gpu: &Gpu, loaded: &Arc<Loaded>, p: &Problem, d: &OutBuf) -> Res<Launch> {
-        if p.groups == 0 || p.groups > MAX_GROUPS as usize {
-            return Err(format!("groups = {}: 1 to {MAX_GROUPS}", p.groups).into());
+        if p.groups == 0 || p.groups > MAX_GROUPS || p.groups * p.n > i32::MAX as usize {
+            return Err(format!(
+                "groups = {} (1 to {MAX_GROUPS}, and groups x N = {} below 2^31: B's rows)",
+                p.groups,
+                p.groups * p.n
+            )
+            .into());
         }
         let total = p.total_rows().max(1) as u64;
         let (n, k) = (p.n as u64, p.k as u64);

@@ -3,8 +3,8 @@
 //! for the launch: zeros included) by its own weights B_g, D_g = A_g * B_g^T, bf16 in and out,
 //! fp32 accumulation. The kernel is examples/05-gemm's (its tiles, pipeline, wgmma operands,
 //! warp roles and kernel plan) with the grouped schedule (`GEMM_GROUPED`, `Plan::grouped`): a
-//! persistent CTA walks tiles of every group, numbered group after group from prefixes warp 0
-//! builds in the plan's region `groups`; A's rows are contiguous (one map over all routed
+//! persistent CTA walks tiles of every group, numbered group after group (each thread walks the
+//! row counts once, forward: no shared memory); A's rows are contiguous (one map over all routed
 //! rows), B is one [G * N][K] map, and D's stores go through each consumer's own copy of D's
 //! map whose rows dim is moved to the current group's end on the device (tma's map update:
 //! drain, replace, release, acquire; docs/MAP_UPDATE.md), so a tile that runs past its group
