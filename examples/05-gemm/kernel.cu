@@ -90,11 +90,12 @@ static_assert(GEMM_CN == 1, "grouped: a cluster spans M only (its CTAs share a g
 static_assert(GEMM_PERSIST, "grouped: persistent (a CTA walks the groups' tiles)");
 struct gemm_groups {
   const int* __restrict__ rows;
-  int G, num_n;
+  int G, num_n, raster;
   unsigned rank;
   int g = 0, tile_first = 0, row_first = 0;  // the walk: group g's first tile and row
-  __device__ __forceinline__ gemm_groups(const int* __restrict__ group_rows, int groups, int N, unsigned cta_rank)
-      : rows(group_rows), G(groups), num_n((N + GEMM_BN - 1) / GEMM_BN), rank(cta_rank) {}
+  __device__ __forceinline__ gemm_groups(const int* __restrict__ group_rows, int groups, int N, int raster_rows,
+                                         unsigned cta_rank)
+      : rows(group_rows), G(groups), num_n((N + GEMM_BN - 1) / GEMM_BN), raster(raster_rows), rank(cta_rank) {}
   __device__ __forceinline__ int tiles_of(int r) const {
     return ((max(r, 0) + GEMM_BM - 1) / GEMM_BM + GEMM_CM - 1) / GEMM_CM * num_n;
   }
@@ -109,10 +110,13 @@ struct gemm_groups {
       r = g < G ? __ldg(rows + g) : 0;
     }
     if (g >= G) return false;
-    const int local = t - tile_first;
+    // Inside the group, the grouped raster (`raster` tile-rows before the next column): the
+    // CTAs running together share A's rows and B's columns in L2.
+    int cm, cn;
+    gemm_raster(t - tile_first, tiles_of(r) / num_n, num_n, raster, cm, cn);
     group = g;
-    m0 = row_first + (local / num_n * GEMM_CM + (int)rank) * GEMM_BM;
-    n0 = local % num_n * GEMM_BN;
+    m0 = row_first + (cm * GEMM_CM + (int)rank) * GEMM_BM;
+    n0 = cn * GEMM_BN;
     row_end = row_first + max(r, 0);
     return true;
   }
@@ -234,8 +238,8 @@ extern "C" __global__ void TMA_PLAN_GEMM_LAUNCH_BOUNDS gemm(const __grid_constan
   }
   pipe.init();
 #if GEMM_GROUPED
-  (void)M, (void)group;
-  gemm_groups sched(group_rows, groups, N, GEMM_CL > 1 ? tma_cluster_ctarank() : 0u);
+  (void)M;
+  gemm_groups sched(group_rows, groups, N, group, GEMM_CL > 1 ? tma_cluster_ctarank() : 0u);
   const int total = 0x7fffffff;  // the walk ends past the last group
 #else
   const gemm_sched sched(M, N, group, GEMM_CL > 1 ? tma_cluster_ctarank() : 0u);
