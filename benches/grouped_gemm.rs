@@ -67,20 +67,35 @@ fn run() -> Res<bool> {
             return Ok(true);
         }
     };
-    let plans: Vec<_> = grouped::plans(input).into_iter().filter_map(Result::ok).collect();
+    let plans: Vec<_> = grouped::plans(input)
+        .into_iter()
+        .filter_map(Result::ok)
+        .collect();
     let built: Vec<_> = compile::compile_all(compiler, plans)
         .into_iter()
         .collect::<Result<_, _>>()?;
     let gpu = match tma::runtime::gpu_available() {
         Ok(_) => gpu::Gpu::new()?,
         Err(e) => {
-            println!("SKIP grouped_gemm bench: no GPU ({e}); {} configurations compiled", built.len());
+            println!(
+                "SKIP grouped_gemm bench: no GPU ({e}); {} configurations compiled",
+                built.len()
+            );
             return Ok(true);
         }
     };
-    let reps: usize = std::env::var("GROUPED_REPS").ok().and_then(|v| v.parse().ok()).unwrap_or(20);
-    println!("GPU: {} ({} SMs); median of {reps} launches after 5 warm-ups", gpu.name, gpu.sms);
-    let loaded: Vec<_> = built.iter().map(|b| Loaded::new(&gpu, b)).collect::<Result<_, _>>()?;
+    let reps: usize = std::env::var("GROUPED_REPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20);
+    println!(
+        "GPU: {} ({} SMs); median of {reps} launches after 5 warm-ups",
+        gpu.name, gpu.sms
+    );
+    let loaded: Vec<_> = built
+        .iter()
+        .map(|b| Loaded::new(&gpu, b))
+        .collect::<Result<_, _>>()?;
     let mut rng = Rng::new(0x6d6f_6530_0026);
     let mut ok = true;
     let mut json = String::from("[");
@@ -104,8 +119,13 @@ fn run() -> Res<bool> {
             reference.poison(&gpu.stream)?;
             grouped::cublas_loop(&gpu, &p, out, &reference)?;
             let r = reference.read(&gpu.stream, out)?;
-            let mut t = gpu::time(&gpu, 5, &mut || grouped::cublas_loop(&gpu, &p, out, &reference))?;
-            t = gpu::time(&gpu, reps, &mut || grouped::cublas_loop(&gpu, &p, out, &reference)).unwrap_or(t);
+            let mut t = gpu::time(&gpu, 5, &mut || {
+                grouped::cublas_loop(&gpu, &p, out, &reference)
+            })?;
+            t = gpu::time(&gpu, reps, &mut || {
+                grouped::cublas_loop(&gpu, &p, out, &reference)
+            })
+            .unwrap_or(t);
             let base = gpu::median(&mut t);
             println!(
                 "G {groups} rows {rows} N {n} K {k} {} ({empty} empty): cuBLAS loop {base:.3} ms {:.0} TFLOP/s",
@@ -122,13 +142,21 @@ fn run() -> Res<bool> {
                 let c = grouped::check(&p, &d.read(&gpu.stream, out)?, &r, &mut rng);
                 if !c.ok(out) {
                     ok = false;
-                    println!("  {} WRONG: vs cuBLAS {:.1e}, samples {:.1e}, non-finite {}", l.config, c.max_rel, c.sample_max_err, c.non_finite);
+                    println!(
+                        "  {} WRONG: vs cuBLAS {:.1e}, samples {:.1e}, non-finite {}",
+                        l.config, c.max_rel, c.sample_max_err, c.non_finite
+                    );
                     continue;
                 }
                 gpu::time(&gpu, 5, &mut || launch.run(&gpu))?;
                 let mut t = gpu::time(&gpu, reps, &mut || launch.run(&gpu))?;
                 let ms = gpu::median(&mut t);
-                println!("  {:<40} {ms:.3} ms {:>5.0} TFLOP/s {:.2}x", l.config.name(), tflops(ms), base / ms);
+                println!(
+                    "  {:<40} {ms:.3} ms {:>5.0} TFLOP/s {:.2}x",
+                    l.config.name(),
+                    tflops(ms),
+                    base / ms
+                );
                 if best.as_ref().is_none_or(|(b, _)| ms < *b) {
                     best = Some((ms, l.config.name()));
                 }

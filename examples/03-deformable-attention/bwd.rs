@@ -68,7 +68,11 @@ fn tiles_plan(m: &Msda, deterministic: bool) -> Res<ValidKernelPlan> {
     let chunk_entries = 4 * threads;
     let heavy_cap = HEAVY_BYTES / (m.channels as u64 * 8);
     if heavy_cap == 0 {
-        return Err(format!("msda_bwd_tiles: D = {} is more than 2048 channels", m.channels).into());
+        return Err(format!(
+            "msda_bwd_tiles: D = {} is more than 2048 channels",
+            m.channels
+        )
+        .into());
     }
     let point_blocks = m.queries.div_ceil(TILES_QPB as usize) as u64;
     KernelPlan::new("msda_bwd_tiles")
@@ -89,7 +93,10 @@ fn tiles_plan(m: &Msda, deterministic: bool) -> Res<ValidKernelPlan> {
 /// Tiles of one (batch, head): each level's pixels in tiles of msda_bwd_tiles' block.
 fn tiles_per_head(m: &Msda, deterministic: bool) -> usize {
     let pixels = tile_threads(deterministic) as usize / (m.channels / m.channels.min(32));
-    m.levels.iter().map(|&(h, w)| (h * w).div_ceil(pixels)).sum()
+    m.levels
+        .iter()
+        .map(|&(h, w)| (h * w).div_ceil(pixels))
+        .sum()
 }
 
 /// msda_bwd_tiles' grid: a block per tile of each level, for each (batch, head).

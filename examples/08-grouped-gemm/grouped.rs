@@ -92,10 +92,7 @@ pub fn configs(input: In) -> Vec<Config> {
 
 /// The grouped plans of [`configs`] (the ones whose shared memory fits: the plan says).
 pub fn plans(input: In) -> Vec<Res<Plan>> {
-    configs(input)
-        .into_iter()
-        .map(Plan::grouped)
-        .collect()
+    configs(input).into_iter().map(Plan::grouped).collect()
 }
 
 /// One grouped problem: G groups of shared N and K, rows[g] routed rows each (on the device;
@@ -115,10 +112,19 @@ pub struct Problem {
 }
 
 impl Problem {
-    pub fn new(gpu: &Gpu, rows: Vec<i32>, n: usize, k: usize, input: In, rng: &mut Rng) -> Res<Problem> {
+    pub fn new(
+        gpu: &Gpu,
+        rows: Vec<i32>,
+        n: usize,
+        k: usize,
+        input: In,
+        rng: &mut Rng,
+    ) -> Res<Problem> {
         let total: usize = rows.iter().map(|&r| r.max(0) as usize).sum();
         let fill = |len: usize, rng: &mut Rng| -> Vec<u16> {
-            (0..len).map(|_| to_bits(rng.signed_unit(), input)).collect()
+            (0..len)
+                .map(|_| to_bits(rng.signed_unit(), input))
+                .collect()
         };
         // A holds at least one row (a problem with no routed row still has buffers).
         let a_host = fill(total.max(1) * k, rng);
@@ -169,7 +175,11 @@ impl Loaded {
         // A persistent grid: as many clusters as fit the GPU at once, in blocks.
         let grid = kernel.max_active_clusters(&cfg)? * cl;
         if grid == 0 {
-            return Err(format!("{}: no CTA of this configuration fits the GPU", built.plan.config).into());
+            return Err(format!(
+                "{}: no CTA of this configuration fits the GPU",
+                built.plan.config
+            )
+            .into());
         }
         Ok(Arc::new(Loaded {
             config: built.plan.config,
@@ -210,13 +220,19 @@ impl Launch {
         let ma = TensorMap::new_raw_bits(&plan.a.bind(&[total, k], None)?, &p.a)?;
         let mb = TensorMap::new_raw_bits(&plan.b.bind(&[p.groups as u64 * n, k], None)?, &p.b)?;
         let md = match (&plan.d, d) {
-            (Some(pd), OutBuf::Half(buf)) => TensorMap::new_raw_bits(&pd.bind(&[total, n], None)?, buf)?,
+            (Some(pd), OutBuf::Half(buf)) => {
+                TensorMap::new_raw_bits(&pd.bind(&[total, n], None)?, buf)?
+            }
             (Some(pd), OutBuf::Single(buf)) => TensorMap::new(&pd.bind(&[total, n], None)?, buf)?,
             (None, _) => TensorMap::new_raw_bits(&plan.a.bind(&[total, k], None)?, &p.a)?,
         };
-        let cfg = loaded.kernel.plan_config(&gpu.stream, (loaded.grid, 1, 1))?;
+        let cfg = loaded
+            .kernel
+            .plan_config(&gpu.stream, (loaded.grid, 1, 1))?;
         let consumers = loaded.config.consumers() as usize;
-        let workspace = gpu.stream.alloc_zeros::<u8>(128 * loaded.grid as usize * consumers)?;
+        let workspace = gpu
+            .stream
+            .alloc_zeros::<u8>(128 * loaded.grid as usize * consumers)?;
         Ok(Launch {
             loaded: loaded.clone(),
             cfg,
@@ -348,7 +364,11 @@ pub fn check(p: &Problem, d: &[f32], reference: &[f32], rng: &mut Rng) -> Check 
             let got = f64::from(d[gr * cols + col]);
             c.samples += 1;
             let err = (got - exact).abs() / scale;
-            c.sample_max_err = if got.is_finite() { c.sample_max_err.max(err) } else { f64::INFINITY };
+            c.sample_max_err = if got.is_finite() {
+                c.sample_max_err.max(err)
+            } else {
+                f64::INFINITY
+            };
         }
     }
     c
