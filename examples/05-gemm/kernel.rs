@@ -354,6 +354,7 @@ impl Plan {
 
     /// [`Plan::new`] with the grouped schedule (examples/08-grouped-gemm): warp-specialized,
     /// persistent, a cluster along M at most.
+    #[allow(dead_code)] // examples/08-grouped-gemm's, which includes this file
     pub fn grouped(c: Config) -> Res<Plan> {
         if c.kind != Kind::Ws || c.cn != 1 || !c.persistent {
             return Err(format!(

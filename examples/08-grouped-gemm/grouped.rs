@@ -345,8 +345,8 @@ pub fn check(p: &Problem, d: &[f32], reference: &[f32], rng: &mut Rng) -> Check 
     let starts = p.starts();
     let a = |i: usize| f64::from(from_bits(p.a_host[i], p.input));
     let b = |i: usize| f64::from(from_bits(p.b_host[i], p.input));
-    for g in 0..p.groups {
-        let r = p.rows[g].max(0) as usize;
+    for (g, (&rows, &start)) in p.rows.iter().zip(&starts).enumerate() {
+        let r = rows.max(0) as usize;
         if r == 0 {
             continue;
         }
@@ -357,7 +357,7 @@ pub fn check(p: &Problem, d: &[f32], reference: &[f32], rng: &mut Rng) -> Check 
                 _ => rng.below(r as u64) as usize,
             };
             let col = rng.below(cols as u64) as usize;
-            let gr = starts[g] + row;
+            let gr = start + row;
             let exact: f64 = (0..p.k)
                 .map(|kk| a(gr * p.k + kk) * b((g * cols + col) * p.k + kk))
                 .sum();
