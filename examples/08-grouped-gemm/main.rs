@@ -152,3 +152,64 @@ fn run() -> Res<bool> {
     );
     Ok(ok)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::grouped::{self, Routing};
+    use super::kernel::{Config, Epi, In, Kind, Plan};
+    use super::rng::Rng;
+
+    /// Routing puts every row somewhere; skewed routing leaves every 7th group (from 3) empty
+    /// and favours the first groups.
+    #[test]
+    fn routing_places_every_row() {
+        let mut rng = Rng::new(7);
+        for routing in [Routing::Uniform, Routing::Skewed] {
+            for (groups, rows) in [(1, 0), (8, 3000), (128, 9000), (256, 5000)] {
+                let c = routing.counts(groups, rows, &mut rng);
+                assert_eq!(c.len(), groups);
+                assert_eq!(c.iter().map(|&x| x as usize).sum::<usize>(), rows);
+                assert!(c.iter().all(|&x| x >= 0));
+                if routing == Routing::Skewed && groups >= 8 {
+                    assert!(c.iter().skip(3).step_by(7).all(|&x| x == 0), "{c:?}");
+                    assert!(c[0] > c[groups - 1]);
+                }
+            }
+        }
+    }
+
+    /// Every configuration the example runs is a valid grouped plan whose source asks for the
+    /// grouped schedule; kinds the schedule cannot serve are refused with the reason.
+    #[test]
+    fn grouped_plans_render_and_refuse_what_they_cannot_serve() {
+        for p in grouped::plans(In::BF16) {
+            let p = p.expect("every configuration of the example fits");
+            assert!(p.grouped);
+            let src = p.source().expect("renders");
+            assert!(src.text().contains("#define GEMM_GROUPED 1"));
+        }
+        let base = grouped::configs(In::BF16)[0];
+        let simple = Config {
+            kind: Kind::Simple,
+            epi: Epi::Direct,
+            ..base
+        };
+        let along_n = Config { cn: 2, ..base };
+        let not_persistent = Config {
+            persistent: false,
+            ..base
+        };
+        for c in [simple, along_n, not_persistent] {
+            let e = Plan::grouped(c).err().expect("refused").to_string();
+            assert!(e.contains("warp-specialized and persistent"), "{e}");
+        }
+        // The dense GEMM's plans say no grouped schedule.
+        let dense = Plan::new(Config::L5).expect("L5");
+        assert!(!dense.grouped);
+        assert!(dense
+            .source()
+            .expect("renders")
+            .text()
+            .contains("#define GEMM_GROUPED 0"));
+    }
+}
