@@ -412,7 +412,8 @@ fn count(sass: &str, op: &str) -> usize {
         .count()
 }
 
-/// Without a GPU: every ring compiles to sm_90a SASS without local memory; with the debug
+/// Without a GPU: every ring compiles to sm_90a SASS without local memory (debug builds: two
+/// saved register pairs around out-of-line debug calls at most); with the debug
 /// waits off, a producer issues one UTMALDG per box (2 per stage; the multicast CTA its one box
 /// of `a` plus `b`), one arrive.expect_tx, and the consumers' release one arrive (remote ones
 /// for the multicast ring).
@@ -438,10 +439,14 @@ fn the_pipeline_kernels_compile_without_local_memory() {
                 return;
             };
             assert!(res.contains("LOCAL:0"), "{name}: {res}");
-            assert_eq!(
-                count(&sass, "LDL") + count(&sass, "STL"),
-                0,
-                "{name}: local memory"
+            // Release builds: no local memory at all. Debug builds: at most two register pairs
+            // saved and restored around the out-of-line debug calls (the map-load tracking of
+            // docs/MAP_UPDATE.md and the failure record's writer); inlined, the tracking made the
+            // register-starved producers of debug builds spill 10-12 times (measured).
+            let local = count(&sass, "LDL") + count(&sass, "STL");
+            assert!(
+                local <= if debug { 4 } else { 0 },
+                "{name} (debug {debug}): {local} local memory accesses"
             );
             let ldg = count(&sass, "UTMALDG");
             let setmax = count(&sass, "USETMAXREG");
