@@ -294,14 +294,18 @@ fn compile_errors_point_into_the_users_file() -> Result<(), Error> {
         "{log}"
     );
     assert!(log.contains("kernels/user.cu(42): error"), "{log}");
-    assert!(
-        numbered_source.contains(
-            "--- kernels/user.cu ---\n 40 | extern \"C\" __global__ void k(int* p) {\n 41 |   *p = first_undefined;\n"
-        ),
-        "{numbered_source}"
-    );
+    // Line numbers are right-aligned to the widest one of the unit (the prelude and tile
+    // helpers grow; past 999 lines the column widens).
     let unit_lines = numbered_source.lines().count();
     assert!(unit_lines > 300, "the generated unit: {unit_lines} lines");
+    let w = unit_lines.to_string().len();
+    assert!(
+        numbered_source.contains(&format!(
+            "--- kernels/user.cu ---\n{:>w$} | extern \"C\" __global__ void k(int* p) {{\n{:>w$} |   *p = first_undefined;\n",
+            40, 41
+        )),
+        "{numbered_source}"
+    );
     if full_source {
         // The child: the whole unit, once.
         assert!(shown.contains(&numbered_source), "{shown}");
@@ -309,8 +313,11 @@ fn compile_errors_point_into_the_users_file() -> Result<(), Error> {
         return Ok(());
     }
     // The two reported lines, marked, with three lines around them, under the user's file.
-    let want = " --- kernels/user.cu ---\n   40 | extern \"C\" __global__ void k(int* p) {\n>  41 |   *p = first_undefined;\n>  42 |   *p = second_undefined;\n   43 | }\n";
-    assert!(shown.contains(want), "{shown}");
+    let want = format!(
+        " --- kernels/user.cu ---\n  {:>w$} | extern \"C\" __global__ void k(int* p) {{\n> {:>w$} |   *p = first_undefined;\n> {:>w$} |   *p = second_undefined;\n  {:>w$} | }}\n",
+        40, 41, 42, 43
+    );
+    assert!(shown.contains(&want), "{shown}");
     assert!(shown.contains("TMA_FULL_SOURCE=1"), "{shown}");
     let shown_lines = shown.lines().count();
     assert!(
