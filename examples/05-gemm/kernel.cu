@@ -95,7 +95,7 @@ struct gemm_groups {
   int g = 0, tile_first = 0, row_first = 0;  // the walk: group g's first tile and row
   __device__ __forceinline__ gemm_groups(const int* __restrict__ group_rows, int groups, int N, int raster_rows,
                                          unsigned cta_rank)
-      : rows(group_rows), G(groups), num_n((N + GEMM_BN - 1) / GEMM_BN), raster(raster_rows), rank(cta_rank) {}
+      : rows(group_rows), G(groups), num_n((N + GEMM_BN - 1) / GEMM_BN), raster(max(raster_rows, 1)), rank(cta_rank) {}
   __device__ __forceinline__ int tiles_of(int r) const {
     return ((max(r, 0) + GEMM_BM - 1) / GEMM_BM + GEMM_CM - 1) / GEMM_CM * num_n;
   }
