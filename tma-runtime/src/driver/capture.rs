@@ -193,8 +193,13 @@ impl Capture {
     /// tracking is on ([`CaptureOp::TrackedBegin`]: every buffer's first use in the capture
     /// would wait on an event recorded before it).
     pub fn begin(stream: &Arc<CudaStream>) -> Result<Capture, Error> {
+        crate::cuda_libs::libcuda_available()?;
+        // The default stream first: it is refused whatever the tracking (the review fix that
+        // moved this check into begin_tracked named tracking instead, seen on the H100).
+        if stream.cu_stream().is_null() {
+            return Err(CaptureOp::DefaultStream.error());
+        }
         if stream.context().is_event_tracking() {
-            crate::cuda_libs::libcuda_available()?;
             return Err(CaptureOp::TrackedBegin.error());
         }
         Capture::begin_tracked(stream)

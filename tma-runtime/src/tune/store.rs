@@ -225,6 +225,10 @@ mod tests {
                             stage: Stage::Check,
                             message: "3 elements wrong".into(),
                         }
+                    } else if i == 0 {
+                        // A median the H100 gave that serde_json's fast float parser read
+                        // back one ulp off (its `float_roundtrip` parser is exact).
+                        timed(1.190_530_630_398_769_7)
                     } else {
                         timed(100.0 + 10.0 * i as f64)
                     },
