@@ -355,6 +355,29 @@ fn finite_values(rng: &mut XorShift, dtype: DType, len: usize) -> Vec<u8> {
     out
 }
 
+/// A window whose dynamic shared memory is exactly 48 KB: with the harness's static mbarrier
+/// the block needs more than a block gets without the opt-in, so the runtime must opt in. It
+/// did not (it opted in above 48 KB of dynamic memory alone): the launch was
+/// CUDA_ERROR_INVALID_VALUE (H100, `TMA_GPU_SEED=1795655312674227616`, spec #31).
+#[test]
+fn gpu_a_48_kb_dynamic_window_beside_static_shared_memory_launches() {
+    let Some(gpu) = Gpu::open("gpu_a_48_kb_dynamic_window_beside_static_shared_memory_launches")
+    else {
+        return;
+    };
+    let window = (48 * 1024 - support::HARNESS_ALIGN) as u32;
+    assert_eq!(support::harness_dynamic_smem(window), 48 * 1024);
+    let sanity = sanity_spec();
+    let mut rng = XorShift::new(11);
+    let global = random_bytes(&mut rng, sanity.extent_bytes() as usize);
+    let mut want = model::load(&sanity, &global, &[3, 4]).expect("model");
+    want.resize(window as usize, 0);
+    assert_eq!(
+        gpu.load_window(&sanity, &global, &[3, 4], window, 0),
+        Ok(want)
+    );
+}
+
 /// A plain 2-D f32 tile: if this fails, the harness is broken, not the model.
 fn sanity_spec() -> BoundSpec {
     let spec = tma_core::TileSpec::new("sanity", DType::F32, [40, 48], [8, 16]);

@@ -17,7 +17,7 @@ use super::capture::{capturing_on_this_thread, refuse_if_capturing, CaptureOp};
 use super::checks::{check_args, check_dynamic_smem, check_pipelines, kernel_needs, SmemNeed};
 use super::hang::MappedRecord;
 
-/// Dynamic shared memory a kernel gets without opting in (48 KB).
+/// Shared memory a block gets without opting in (48 KB): static and dynamic together.
 pub const DEFAULT_DYNAMIC_SMEM_LIMIT: u32 = 48 * 1024;
 /// Largest portable cluster (blocks); larger needs the non-portable attribute (max 16 on H100).
 pub const MAX_PORTABLE_CLUSTER: u32 = 8;
@@ -152,12 +152,19 @@ impl Module {
         // a plan kernel's are its plan's, exactly; a kernel without a plan may keep any tile
         // and run any pipeline the source holds outside its plans. Text alone gives none.
         let needs = kernel_needs(self.compiled.facts.as_deref(), name);
+        let static_smem = u32::try_from(static_smem).unwrap_or(0);
         Ok(Kernel {
             func,
             name: name.to_string(),
             module: self.clone(),
-            static_smem: u32::try_from(static_smem).unwrap_or(0),
-            dynamic_smem_opted: AtomicU32::new(DEFAULT_DYNAMIC_SMEM_LIMIT),
+            static_smem,
+            // Without the opt-in a block gets 48 KB of static and dynamic shared memory
+            // together: a kernel with static shared memory must opt in below 48 KB of dynamic
+            // (48 KB of dynamic plus a 16-byte mbarrier was refused, CUDA_ERROR_INVALID_VALUE,
+            // H100: gpu_model's seed 1795655312674227616).
+            dynamic_smem_opted: AtomicU32::new(
+                DEFAULT_DYNAMIC_SMEM_LIMIT.saturating_sub(static_smem),
+            ),
             param_bytes,
             smem_need: needs.smem,
             pipelines: needs.pipelines,
