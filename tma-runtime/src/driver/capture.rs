@@ -193,16 +193,7 @@ impl Capture {
     /// tracking is on ([`CaptureOp::TrackedBegin`]: every buffer's first use in the capture
     /// would wait on an event recorded before it).
     pub fn begin(stream: &Arc<CudaStream>) -> Result<Capture, Error> {
-        crate::cuda_libs::libcuda_available()?;
-        // The default stream first: it is refused whatever the tracking (the review fix that
-        // moved this check into begin_tracked named tracking instead, seen on the H100).
-        if stream.cu_stream().is_null() {
-            return Err(CaptureOp::DefaultStream.error());
-        }
-        if stream.context().is_event_tracking() {
-            return Err(CaptureOp::TrackedBegin.error());
-        }
-        Capture::begin_tracked(stream)
+        Capture::begin_checked(stream, true)
     }
 
     /// [`Capture::begin`] with cudarc's event tracking left as it is: for a caller whose
@@ -210,9 +201,19 @@ impl Capture {
     /// device addresses taken before it). The guard holds all the same: a compile or load
     /// inside it is refused by name.
     pub(crate) fn begin_tracked(stream: &Arc<CudaStream>) -> Result<Capture, Error> {
+        Capture::begin_checked(stream, false)
+    }
+
+    /// The one place both begin: the default stream refused first, whatever the tracking
+    /// (a review fix that checked tracking first named the default stream as tracked; seen
+    /// on the H100), then the tracking when `refuse_tracking`.
+    fn begin_checked(stream: &Arc<CudaStream>, refuse_tracking: bool) -> Result<Capture, Error> {
         crate::cuda_libs::libcuda_available()?;
         if stream.cu_stream().is_null() {
             return Err(CaptureOp::DefaultStream.error());
+        }
+        if refuse_tracking && stream.context().is_event_tracking() {
+            return Err(CaptureOp::TrackedBegin.error());
         }
         stream
             .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
