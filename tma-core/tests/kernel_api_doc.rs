@@ -201,11 +201,15 @@ fn sections(d: &Decls) -> Vec<Section> {
         },
         Section {
             id: "wgmma",
-            title: "wgmma: fences, the accumulator's layout, `tma_wgmma<A, B>`",
+            title: "wgmma: fences, the accumulator's layout, `tma_wgmma<A, B>`, A from \
+                    registers, the accumulator's rows",
             templates: &["wgmma.cuh.tera", "wgmma_ops.cuh.tera"],
             intro: "The free helpers are in every source; one instruction wrapper is rendered \
                     per shape the source's operand tiles need (here `a` x `b`: \
-                    m64n256k16 bf16).",
+                    m64n256k16 bf16), with its register-A form for an f16 or bf16 B \
+                    (`tma_wgmma_rs<B>`). The row helpers and `tma_wgmma_acc_to_a` are what an \
+                    attention kernel's softmax does to the accumulator; \
+                    `tma_core::wgmma::registers` is their CPU model.",
             items: wgmma,
         },
         Section {

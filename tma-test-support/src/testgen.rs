@@ -395,6 +395,75 @@ pub fn operand_combinations() -> Vec<(DType, tma_core::WgmmaOperand, Swizzle)> {
     out
 }
 
+/// One shape of the register-fragment tests (the pieces of an attention forward on one
+/// warpgroup): `S = Q K^T` (64 x `n_kv`, K = `d`), then `O = P V` (64 x `d`, K = `n_kv`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AttentionShape {
+    pub dtype: DType,
+    pub n_kv: u64,
+    pub d: u64,
+}
+
+/// The register-fragment tests' shapes: every `n_kv` from 16 to 256 in steps of 16, bf16 and
+/// f16; `d` is a permutation of the same 16 values for each type (bf16 `272 - n_kv`, f16 7
+/// times around), so every N of both products is run in both types, and Q, K and V of one
+/// shape fit one block's shared memory (at most 182 KB). 32 in all.
+pub fn attention_shapes() -> Vec<AttentionShape> {
+    let mut out = Vec::new();
+    for dtype in [DType::BF16, DType::F16] {
+        for n_kv in (16..=256u64).step_by(16) {
+            let d = match dtype {
+                DType::BF16 => 272 - n_kv,
+                _ => (n_kv / 16 * 7 % 16 + 1) * 16,
+            };
+            out.push(AttentionShape { dtype, n_kv, d });
+        }
+    }
+    out
+}
+
+/// The Q, K and V tiles of `shape`, as an attention kernel declares them, on global tensors of
+/// two blocks each (`[128, d]` for Q, `[2 n_kv, d]` for K and V; dims `S`, `D`): Q an A operand
+/// (64 x d, K-major), K a B operand (`n_kv` rows, K-major), V a B operand read MN-major (its
+/// rows are K = `n_kv`, its contiguous `d` is N). K-major tiles take boxes of 4, 2 or 1
+/// k-slices (the most that divide `d / 16`) in the swizzle of that width; V the widest swizzle
+/// whose span divides a row of `d`.
+pub fn attention_tiles(shape: AttentionShape) -> Result<[ValidSpec; 3], tma_core::SpecErrors> {
+    use tma_core::operand::{Major, Operand};
+    let AttentionShape { dtype, n_kv, d } = shape;
+    let e = dtype.size_bytes().unwrap_or(2);
+    let k_slices = d / 16;
+    // Boxes of 4, 2 or 1 k-slices (128, 64 or 32 bytes a row), each in the swizzle of its
+    // width: no row padded.
+    let (per_box, k_swizzle) = [(4, Swizzle::B128), (2, Swizzle::B64), (1, Swizzle::B32)]
+        .into_iter()
+        .find(|(j, _)| k_slices % j == 0)
+        .unwrap_or((1, Swizzle::B32));
+    let k_box = per_box * 16;
+    let k_major = |name: &str, rows: u64, operand: Operand| {
+        TileSpec::new(name, dtype, [2 * rows, d], [rows as u32, k_box as u32])
+            .dim_names(["S", "D"])
+            .swizzle(k_swizzle)
+            .repeat([1, (d / k_box) as u32])
+            .wgmma(operand, Major::K)
+    };
+    let swizzle = [Swizzle::B128, Swizzle::B64, Swizzle::B32]
+        .into_iter()
+        .find(|s| s.span_bytes().is_some_and(|span| (d * e) % span == 0))
+        .unwrap_or(Swizzle::None);
+    let inner = swizzle.span_bytes().unwrap_or(16) / e;
+    let v = TileSpec::new("v", dtype, [2 * n_kv, d], [n_kv as u32, inner as u32])
+        .dim_names(["S", "D"])
+        .swizzle(swizzle)
+        .repeat([1, (d / inner) as u32])
+        .wgmma(Operand::B, Major::MN);
+    Ok([
+        validate(&k_major("q", 64, Operand::A))?,
+        validate(&k_major("k", n_kv, Operand::B))?,
+        validate(&v)?,
+    ])
+}
+
 /// Every unsigned decimal literal (`<digits>u`, not `ull`) of generated CUDA, as written
 /// (saturated at `u128::MAX`): tests check none passes `u32::MAX`, so no rendered 32-bit
 /// constant, box offset or offset term wrapped.

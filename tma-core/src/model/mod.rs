@@ -35,7 +35,7 @@ use crate::smem::{self, CallRows, InnerRowLayout, LayoutError, DEFAULT_INNER_ROW
 use crate::spec::OobFill;
 use crate::validate::BoundSpec;
 
-mod float;
+pub(crate) mod float;
 pub mod picture;
 mod reduce;
 

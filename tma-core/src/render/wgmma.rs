@@ -1,6 +1,7 @@
 //! wgmma operands in CUDA: an operand tile's descriptor constants and `desc()` (rendered into
 //! its struct from [`OperandPlan`]), and the `wgmma.mma_async` wrappers the source's operand
-//! tiles need (one per B tile's (type, N) and each A type that pairs with it).
+//! tiles need (one per B tile's (type, N) and each A type that pairs with it; for an f16 or
+//! bf16 B also the form with A from registers, `tma_wgmma_rs<B>`).
 
 use super::*;
 use crate::operand::{Operand, WgmmaType};
@@ -114,6 +115,8 @@ struct WgmmaOp {
     n_acc: u64,
     rows: Vec<Vec<u64>>,
     trans: bool,
+    /// Also the register-A form (`tma_wgmma_rs<B>`): f16 / bf16, the same type on both sides.
+    rs: bool,
 }
 
 /// The context of `wgmma_ops.cuh.tera`.
@@ -142,6 +145,7 @@ pub(super) fn wgmma_ops(specs: &[ValidSpec]) -> Result<String, RenderError> {
                 n_acc,
                 rows,
                 trans: a.allows_mn_major() && b.allows_mn_major(),
+                rs: a == b && matches!(a, WgmmaType::F16 | WgmmaType::BF16),
             }
         })
         .collect();
@@ -150,7 +154,7 @@ pub(super) fn wgmma_ops(specs: &[ValidSpec]) -> Result<String, RenderError> {
     }
     let ctx = WgmmaOpsContext { ops };
     let mut out = String::from(
-        "\n// ---- wgmma.mma_async for the operand tiles of this source (tma_wgmma<A, B> picks one) ----",
+        "\n// ---- wgmma.mma_async for the operand tiles of this source (tma_wgmma<A, B> and tma_wgmma_rs<B> pick one) ----",
     );
     out.push_str(&render("wgmma_ops.cuh.tera", &ctx)?);
     out.push('\n');

@@ -28,7 +28,7 @@
 //! k-slice `s`), so a converted accumulator feeds the next wgmma as A without a shuffle
 //! ([`Fragment::accumulator_to_a`]).
 
-use crate::operand::{N_MAX, N_MIN, N_STEP};
+use crate::operand::{WgmmaType, N_MAX, N_MIN, N_STEP};
 use crate::rules::Rule;
 
 /// Threads of a warpgroup, which one wgmma spreads its fragments over.
@@ -85,6 +85,17 @@ pub enum FragmentError {
         expected: usize,
         given: usize,
     },
+    /// A from registers of a type other than f16 / bf16 (tf32 and fp8 register A are not
+    /// modelled or rendered).
+    #[error(
+        "A from registers of type {kind}: only f16 and bf16 are supported (PTX ISA 9.7.15.5.1.1.1)"
+    )]
+    RegisterA { kind: WgmmaType },
+    /// An accumulator fed back as A whose N is not whole k16 slices.
+    #[error(
+        "accumulator N = {n} as A: the k-slices of A are 16 columns, so N must be a multiple of 16"
+    )]
+    KSlices { n: u32 },
 }
 
 impl FragmentError {
@@ -92,7 +103,9 @@ impl FragmentError {
     pub fn rule(&self) -> Option<Rule> {
         match self {
             FragmentError::N { .. } => Some(Rule::WgmmaMnExtent),
-            FragmentError::Length { .. } => None,
+            FragmentError::Length { .. }
+            | FragmentError::RegisterA { .. }
+            | FragmentError::KSlices { .. } => None,
         }
     }
 }

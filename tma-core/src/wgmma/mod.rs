@@ -7,6 +7,9 @@
 //!   fields, the step of each k-slice and 64-row block, the instruction shape.
 //! - [`fragment`]: which element of D (and of A from registers) each thread of the warpgroup
 //!   holds in each register ([`Fragment`]), for CPU checks of epilogues.
+//! - [`registers`]: what the generated accumulator helpers do thread by thread (row max, row
+//!   sum, row scale, the softmax exponential, the accumulator packed into A fragments for a
+//!   register-A wgmma), for bit-exact checks of an attention kernel's softmax.
 //! - [`read`]: a CPU model of what wgmma reads through a descriptor, written from the ISA's
 //!   shared-memory layouts independently of the plan; tma-core/tests/wgmma_props.rs shows
 //!   that TMA's model writing a tile and this model reading it give back the global matrix.
@@ -30,6 +33,7 @@ mod descriptor;
 pub mod fragment;
 mod plan;
 pub mod read;
+pub mod registers;
 
 pub use descriptor::{
     DescriptorField, EncodeError, LayoutType, MatrixDescriptor, ADDRESS_LIMIT, FIELDS,

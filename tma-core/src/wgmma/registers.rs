@@ -1,0 +1,401 @@
+//! The f32 accumulator as an attention kernel's softmax works on it, thread by thread: what
+//! the generated helpers (templates/wgmma.cuh.tera) do to each thread's registers, in the
+//! same order, so a GPU test compares the hardware with this model bit for bit.
+//!
+//! - Row-wise reductions that know the layout ([`row_max`], [`row_sum`]): thread `t` holds
+//!   elements of two rows, `16 w + groupID` (elements `i` with `i % 4 < 2`) and 8 rows below
+//!   (`i % 4 >= 2`) ([`super::fragment`]); the four threads of a quad (lanes `4 g .. 4 g + 3`)
+//!   share those rows, so each reduces its own elements, then the quad combines them with
+//!   `shfl.xor` 1 and 2, and all four hold the row's value. `tma_wgmma_row_max<N>` /
+//!   `tma_wgmma_row_sum<N>`.
+//! - [`row_scale`] (`tma_wgmma_row_scale<N>`): each row times a per-row factor (rescaling the
+//!   output when the running max moves, dividing by the row sum at the end).
+//! - [`row_exp2`] (`tma_wgmma_row_exp2<N>`): `exp2(x * scale_log2 - max * scale_log2)`, the
+//!   product and difference one fused multiply-add (FlashAttention's `exp2f(x * scale -
+//!   max_scaled)`), a row max of `-inf` (a row masked out) taken as 0.
+//! - [`accumulator_to_a`] (`tma_wgmma_acc_to_a<N>`): the accumulator of `S = Q K^T` (64 x N,
+//!   N a multiple of 16) as the A operand of the next wgmma (`P V`, K = N): k-slice `s` is
+//!   columns `16 s .. 16 s + 15`, element for element an A fragment
+//!   ([`super::Fragment::accumulator_to_a`]); each pair of elements is rounded to 16 bits
+//!   (nearest even: `cvt.rn.bf16x2.f32` / `cvt.rn.f16x2.f32`) and packed, element `2 j` in the
+//!   low half of register `j`.
+//!
+//! A warpgroup's registers are `Vec<Vec<f32>>`: 128 threads, each its elements in element
+//! order ([`super::Fragment::scatter`] builds them from a matrix).
+//!
+//! Everything here is exact f32 arithmetic the model repeats bit for bit, except the
+//! exponential: the device's `ex2.approx.ftz.f32` approximates `2^x` (PTX ISA 9.7.4, `ex2`:
+//! an approximation, subnormal results flushed to zero); [`row_exp2`] gives the nearest f32
+//! to the exact power (flushed the same way), and tests allow the device
+//! [`EX2_MAX_ULPS`] from it.
+
+use super::fragment::{d_position, Fragment, FragmentError, A_COLS, WARPGROUP_THREADS};
+use crate::model::float::{Half, BF16, F16};
+use crate::operand::WgmmaType;
+
+/// A row-wise value per thread: `[0]` for the thread's upper row (`16 w + groupID`), `[1]`
+/// for the row 8 below. What `float m[2]` holds in a kernel.
+pub type RowPair = [f32; 2];
+
+/// How far (in units in the last place of the f32 result) the device's `ex2.approx.ftz.f32`
+/// may be from [`exp2_ftz`] before a test calls it wrong: NVIDIA documents the `MUFU.EX2`
+/// path of `exp2f` at 2 ulp; the tests allow twice that.
+pub const EX2_MAX_ULPS: u32 = 4;
+
+/// Rows of the fragment thread `thread` holds: `[16 w + groupID, 16 w + groupID + 8]`.
+pub const fn thread_rows(thread: u32) -> [u32; 2] {
+    let (row, _) = d_position(thread, 0);
+    [row, row + 8]
+}
+
+/// Which of the thread's two rows element `element` is in: 0 (upper) or 1 (8 below).
+pub const fn element_row(element: u32) -> usize {
+    ((element / 2) % 2) as usize
+}
+
+/// One k16 slice of A from registers: four `.b32` registers of two 16-bit elements each
+/// (element `2 j` in the low half of `regs[j]`), what `tma_wgmma_a_frag<TYPE>` holds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct AFragment {
+    pub regs: [u32; 4],
+}
+
+impl AFragment {
+    /// The fragment's 8 elements (16-bit patterns) in element order.
+    pub fn elements(&self) -> [u16; 8] {
+        let mut out = [0u16; 8];
+        for (j, r) in self.regs.iter().enumerate() {
+            out[2 * j] = (r & 0xffff) as u16;
+            out[2 * j + 1] = (r >> 16) as u16;
+        }
+        out
+    }
+}
+
+/// The soft float of a 16-bit wgmma type; other types take no A from registers here.
+fn half(kind: WgmmaType) -> Result<Half, FragmentError> {
+    match kind {
+        WgmmaType::F16 => Ok(F16),
+        WgmmaType::BF16 => Ok(BF16),
+        other => Err(FragmentError::RegisterA { kind: other }),
+    }
+}
+
+/// `v` rounded to the 16-bit `kind` (nearest, ties to even; what `cvt.rn` does), as bits.
+/// [`FragmentError::RegisterA`] for a type that is not f16 or bf16.
+pub fn round_16(kind: WgmmaType, v: f32) -> Result<u16, FragmentError> {
+    // f32 -> f64 is exact, so one rounding from f64 is the rounding from f32.
+    Ok(half(kind)?.round(f64::from(v)))
+}
+
+/// The value of 16-bit pattern `bits` of `kind`, as f32 (exact: both 16-bit types fit).
+pub fn value_16(kind: WgmmaType, bits: u16) -> Result<f32, FragmentError> {
+    Ok(half(kind)?.value(bits) as f32)
+}
+
+/// `cvt.rn.{f16,bf16}x2.f32 d, hi, lo`: `lo` rounded into the low half, `hi` into the high.
+pub fn pack_pair(kind: WgmmaType, lo: f32, hi: f32) -> Result<u32, FragmentError> {
+    Ok(u32::from(round_16(kind, lo)?) | (u32::from(round_16(kind, hi)?) << 16))
+}
+
+/// The nearest f32 to `2^x`, flushed to zero below the smallest normal (`.ftz`): the model of
+/// `ex2.approx.ftz.f32`, which the device approximates within [`EX2_MAX_ULPS`].
+pub fn exp2_ftz(x: f32) -> f32 {
+    // A subnormal input is read as 0 (`.ftz`): 2^0.
+    let x = if x != 0.0 && x.abs() < f32::MIN_POSITIVE {
+        0.0
+    } else {
+        x
+    };
+    let y = f64::from(x).exp2() as f32;
+    if y < f32::MIN_POSITIVE {
+        0.0
+    } else {
+        y
+    }
+}
+
+/// The argument `tma_wgmma_row_exp2` raises 2 to for element `x` of a row of max `max`:
+/// `fma(x, scale_log2, -(max * scale_log2))`, with a max of `-inf` taken as 0 (a row with
+/// nothing unmasked gives 0s, not NaN).
+pub fn exp2_argument(x: f32, max: f32, scale_log2: f32) -> f32 {
+    let max_scaled = if max == f32::NEG_INFINITY {
+        0.0
+    } else {
+        max * scale_log2
+    };
+    x.mul_add(scale_log2, -max_scaled)
+}
+
+/// Refuses registers that are not 128 threads of `f`'s elements each.
+fn check<T>(f: &Fragment, threads: &[Vec<T>]) -> Result<(), FragmentError> {
+    if threads.len() != WARPGROUP_THREADS as usize {
+        return Err(FragmentError::Length {
+            what: "threads of the warpgroup".to_string(),
+            expected: WARPGROUP_THREADS as usize,
+            given: threads.len(),
+        });
+    }
+    let per = f.elements_per_thread() as usize;
+    for (t, e) in threads.iter().enumerate() {
+        if e.len() != per {
+            return Err(FragmentError::Length {
+                what: format!("elements of thread {t}"),
+                expected: per,
+                given: e.len(),
+            });
+        }
+    }
+    Ok(())
+}
+
+fn check_rows(what: &str, rows: &[RowPair]) -> Result<(), FragmentError> {
+    if rows.len() != WARPGROUP_THREADS as usize {
+        return Err(FragmentError::Length {
+            what: format!("{what} (a pair per thread)"),
+            expected: WARPGROUP_THREADS as usize,
+            given: rows.len(),
+        });
+    }
+    Ok(())
+}
+
+/// Each thread's own reduction of its two rows (`op` folded from `init` in element order),
+/// then the quad's butterfly: `v = op(v, shfl_xor(v, 1)); v = op(v, shfl_xor(v, 2))`.
+fn quad_reduce(threads: &[Vec<f32>], init: f32, op: impl Fn(f32, f32) -> f32) -> Vec<RowPair> {
+    let own: Vec<RowPair> = threads
+        .iter()
+        .map(|e| {
+            let mut p = [init; 2];
+            for (i, &v) in e.iter().enumerate() {
+                let r = element_row(i as u32);
+                p[r] = op(p[r], v);
+            }
+            p
+        })
+        .collect();
+    let butterfly = |from: &[RowPair], mask: usize| -> Vec<RowPair> {
+        (0..from.len())
+            .map(|t| {
+                let (a, b) = (from[t], from[t ^ mask]);
+                [op(a[0], b[0]), op(a[1], b[1])]
+            })
+            .collect()
+    };
+    butterfly(&butterfly(&own, 1), 2)
+}
+
+/// `tma_wgmma_row_max<N>(d, m)`: `m = max(m, max of the row)` for both rows of each thread,
+/// the four threads of a quad ending with the same value (`fmaxf`: a NaN element is skipped).
+pub fn row_max(f: &Fragment, threads: &[Vec<f32>], m: &mut [RowPair]) -> Result<(), FragmentError> {
+    check(f, threads)?;
+    check_rows("row max", m)?;
+    let rows = quad_reduce(threads, f32::NEG_INFINITY, f32::max);
+    for (m, r) in m.iter_mut().zip(rows) {
+        *m = [m[0].max(r[0]), m[1].max(r[1])];
+    }
+    Ok(())
+}
+
+/// `tma_wgmma_row_sum<N>(d, s)`: `s = s + (sum of the row)`, the row's sum taken as the
+/// device does: each thread adds its elements of the row from 0 in element order, then the
+/// quad adds pairs (`v + shfl_xor(v, 1)`, then `v + shfl_xor(v, 2)`).
+pub fn row_sum(f: &Fragment, threads: &[Vec<f32>], s: &mut [RowPair]) -> Result<(), FragmentError> {
+    check(f, threads)?;
+    check_rows("row sum", s)?;
+    let rows = quad_reduce(threads, 0.0, |a, b| a + b);
+    for (s, r) in s.iter_mut().zip(rows) {
+        *s = [s[0] + r[0], s[1] + r[1]];
+    }
+    Ok(())
+}
+
+/// `tma_wgmma_row_scale<N>(d, factor)`: every element times its row's factor.
+pub fn row_scale(
+    f: &Fragment,
+    threads: &mut [Vec<f32>],
+    factor: &[RowPair],
+) -> Result<(), FragmentError> {
+    check(f, threads)?;
+    check_rows("row factors", factor)?;
+    for (e, fac) in threads.iter_mut().zip(factor) {
+        for (i, v) in e.iter_mut().enumerate() {
+            *v *= fac[element_row(i as u32)];
+        }
+    }
+    Ok(())
+}
+
+/// `tma_wgmma_row_exp2<N>(d, m, scale_log2)`: every element `x` becomes
+/// `exp2(`[`exp2_argument`]`(x, m_row, scale_log2))` ([`exp2_ftz`]: the device's
+/// `ex2.approx.ftz.f32` is within [`EX2_MAX_ULPS`] of it).
+pub fn row_exp2(
+    f: &Fragment,
+    threads: &mut [Vec<f32>],
+    max: &[RowPair],
+    scale_log2: f32,
+) -> Result<(), FragmentError> {
+    check(f, threads)?;
+    check_rows("row max", max)?;
+    for (e, m) in threads.iter_mut().zip(max) {
+        for (i, v) in e.iter_mut().enumerate() {
+            *v = exp2_ftz(exp2_argument(*v, m[element_row(i as u32)], scale_log2));
+        }
+    }
+    Ok(())
+}
+
+/// `tma_wgmma_acc_to_a<N>(d, a)`: each thread's f32 accumulator of a `64 x N` fragment `f`
+/// (N a multiple of 16) as `N / 16` A fragments of `kind` (f16 or bf16): slice `s`, register
+/// `j` packs elements `8 s + 2 j` (low half) and `8 s + 2 j + 1` (high), rounded to nearest
+/// even. Per thread, per k-slice.
+pub fn accumulator_to_a(
+    f: &Fragment,
+    kind: WgmmaType,
+    threads: &[Vec<f32>],
+) -> Result<Vec<Vec<AFragment>>, FragmentError> {
+    half(kind)?;
+    check(f, threads)?;
+    if f.cols() % A_COLS != 0 {
+        return Err(FragmentError::KSlices { n: f.cols() });
+    }
+    threads
+        .iter()
+        .map(|e| {
+            e.chunks_exact(8)
+                .map(|s| {
+                    let mut a = AFragment::default();
+                    for (j, r) in a.regs.iter_mut().enumerate() {
+                        *r = pack_pair(kind, s[2 * j], s[2 * j + 1])?;
+                    }
+                    Ok(a)
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// The `64 x 16 k` matrix (row-major, 16-bit patterns) that A fragments hold: each thread's
+/// `k` slices (`slices[t][s]`), element `e` of slice `s` at `(row, 16 s + col)` of
+/// [`Fragment::a_16bit`]'s position of `e`. What the register-A wgmma multiplies.
+pub fn a_matrix(slices: &[Vec<AFragment>]) -> Result<Vec<u16>, FragmentError> {
+    if slices.len() != WARPGROUP_THREADS as usize {
+        return Err(FragmentError::Length {
+            what: "threads of the warpgroup".to_string(),
+            expected: WARPGROUP_THREADS as usize,
+            given: slices.len(),
+        });
+    }
+    let k = slices[0].len();
+    let cols = k * A_COLS as usize;
+    let mut out = vec![0u16; 64 * cols];
+    for (t, thread) in slices.iter().enumerate() {
+        if thread.len() != k {
+            return Err(FragmentError::Length {
+                what: format!("k-slices of thread {t}"),
+                expected: k,
+                given: thread.len(),
+            });
+        }
+        for (s, a) in thread.iter().enumerate() {
+            for (e, bits) in a.elements().into_iter().enumerate() {
+                let (row, col) = d_position(t as u32, e as u32);
+                out[row as usize * cols + s * A_COLS as usize + col as usize] = bits;
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The inverse of [`a_matrix`]: a `64 x cols` matrix of 16-bit patterns (row-major, `cols` a
+/// multiple of 16) as each thread's A fragments, `cols / 16` k-slices per thread: what a host
+/// uploads for a kernel to read into `tma_wgmma_a_frag`s.
+pub fn a_fragments(matrix: &[u16], cols: usize) -> Result<Vec<Vec<AFragment>>, FragmentError> {
+    if cols == 0 || cols % A_COLS as usize != 0 {
+        return Err(FragmentError::KSlices { n: cols as u32 });
+    }
+    if matrix.len() != 64 * cols {
+        return Err(FragmentError::Length {
+            what: format!("A matrix (64 x {cols}, row-major)"),
+            expected: 64 * cols,
+            given: matrix.len(),
+        });
+    }
+    let at = |t: u32, s: usize, e: u32| {
+        let (row, col) = d_position(t, e);
+        u32::from(matrix[row as usize * cols + s * A_COLS as usize + col as usize])
+    };
+    Ok((0..WARPGROUP_THREADS)
+        .map(|t| {
+            (0..cols / A_COLS as usize)
+                .map(|s| AFragment {
+                    regs: [0u32, 1, 2, 3].map(|j| at(t, s, 2 * j) | (at(t, s, 2 * j + 1) << 16)),
+                })
+                .collect()
+        })
+        .collect())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::wgmma::AccumulatorType;
+
+    #[test]
+    fn pack_puts_the_first_element_low() {
+        // bf16: 1.0 = 0x3f80, 2.0 = 0x4000; f16: 1.0 = 0x3c00, -2.0 = 0xc000.
+        assert_eq!(pack_pair(WgmmaType::BF16, 1.0, 2.0), Ok(0x4000_3f80));
+        assert_eq!(pack_pair(WgmmaType::F16, 1.0, -2.0), Ok(0xc000_3c00));
+        // Ties to even: 1 + 2^-8 is halfway between bf16 1.0 and 1 + 2^-7.
+        assert_eq!(round_16(WgmmaType::BF16, 1.0 + 2f32.powi(-8)), Ok(0x3f80));
+        assert_eq!(
+            round_16(WgmmaType::TF32, 1.0),
+            Err(FragmentError::RegisterA {
+                kind: WgmmaType::TF32
+            })
+        );
+    }
+
+    #[test]
+    fn exp2_argument_is_one_fused_multiply_add() {
+        let (x, m, s) = (1.1f32, 3.3f32, 0.180_336_88f32);
+        assert_eq!(exp2_argument(x, m, s), x.mul_add(s, -(m * s)));
+        // A masked row (max -inf) exponentiates its -inf elements to 0, not NaN.
+        let a = exp2_argument(f32::NEG_INFINITY, f32::NEG_INFINITY, s);
+        assert_eq!(exp2_ftz(a), 0.0);
+        assert_eq!(exp2_ftz(0.0), 1.0);
+        assert_eq!(exp2_ftz(-3.0), 0.125);
+        assert_eq!(exp2_ftz(-127.0), 0.0); // 2^-127 is subnormal: flushed
+        assert_eq!(exp2_ftz(-126.0), f32::MIN_POSITIVE);
+    }
+
+    #[test]
+    fn a_fragments_invert_a_matrix() {
+        let m: Vec<u16> = (0..64 * 48).map(|i| (i * 7919 % 65521) as u16).collect();
+        let frags = a_fragments(&m, 48).unwrap();
+        assert_eq!((frags.len(), frags[0].len()), (128, 3));
+        assert_eq!(a_matrix(&frags).unwrap(), m);
+        // Thread 0, slice 1: A[0][16], A[0][17] in register 0 (low, high).
+        assert_eq!(
+            frags[0][1].regs[0],
+            u32::from(m[16]) | (u32::from(m[17]) << 16)
+        );
+        assert!(a_fragments(&m, 40).is_err());
+        assert!(a_fragments(&m[1..], 48).is_err());
+    }
+
+    #[test]
+    fn thread_rows_are_the_rows_of_its_elements() {
+        for n in (8..=256).step_by(8) {
+            let f = Fragment::accumulator(n, AccumulatorType::F32).unwrap();
+            for e in f.iter() {
+                assert_eq!(
+                    thread_rows(e.thread)[element_row(e.element)],
+                    e.row,
+                    "{e:?}"
+                );
+            }
+        }
+    }
+}
