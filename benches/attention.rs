@@ -1,0 +1,190 @@
+//! The attention forward of examples/06-attention on the FlashAttention-3 paper's family of
+//! shapes (B S = 16k tokens, H D = 2048; sequence 512 to 16k; head dim 64, 128, 256; causal and
+//! not), bf16, and the ladder of features at head dim 128. cuDNN SDPA and FlashAttention-2 are
+//! timed on the same shapes by benches/attention_torch.py in the same device call (this bench
+//! writes its rows to ATTN_RESULTS, a JSON file, when that variable names one; the script prints
+//! the table with the ratios).
+//!
+//! Every configuration is checked first on each problem (O and LSE poisoned; 16 sampled rows
+//! against the f64 reference), then timed: median of ATTN_REPS (20) event-timed launches after
+//! 5 warm-ups; TFLOP/s = 4 B H S^2 D / median, halved for causal. Also: one configuration's
+//! cold compile (no cache) on this machine. Exit code 1 when a configuration is wrong. Without
+//! NVRTC or a GPU: says so, exits 0. `ATTN_SEQS=512,4096`: those sequence lengths only.
+
+#[allow(dead_code)]
+#[path = "../examples/05-gemm/compile.rs"]
+mod compile;
+#[allow(dead_code)]
+#[path = "../examples/06-attention/gpu.rs"]
+mod gpu;
+#[allow(dead_code)]
+#[path = "../examples/06-attention/kernel.rs"]
+mod kernel;
+#[allow(dead_code)]
+#[path = "../examples/06-attention/reference.rs"]
+mod reference;
+#[allow(dead_code)]
+#[path = "../examples/05-gemm/rng.rs"]
+mod rng;
+
+use std::fmt::Write as _;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use gpu::{Gpu, Launch, Loaded, Outputs, Problem, Shape};
+use kernel::{Config, In, Plan, Res};
+use rng::Rng;
+use tma::runtime::{Compiler, JitConfig};
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn env_list(var: &str, default: &[usize]) -> Vec<usize> {
+    std::env::var(var)
+        .ok()
+        .map(|v| v.split(',').filter_map(|x| x.trim().parse().ok()).collect())
+        .unwrap_or_else(|| default.to_vec())
+}
+
+fn run() -> Res<bool> {
+    let reps: usize = std::env::var("ATTN_REPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20);
+    let seqs = env_list("ATTN_SEQS", &[512, 1024, 2048, 4096, 8192, 16384]);
+    let dims = env_list("ATTN_DIMS", &[64, 128, 256]);
+    // (label, config, head dim, causal): the best configuration per (d, causal) on every
+    // sequence length; the ladder at d = 128, not causal, at 4k and 16k.
+    let mut runs: Vec<(String, Config, Vec<usize>)> = Vec::new();
+    for &d in &dims {
+        for causal in [false, true] {
+            runs.push((
+                "best".into(),
+                Config::best(In::BF16, d as u32, causal),
+                seqs.clone(),
+            ));
+        }
+    }
+    if dims.contains(&128) {
+        for (label, c) in Config::ladder(In::BF16, 128, false) {
+            if c != Config::best(In::BF16, 128, false) {
+                let s: Vec<usize> = seqs.iter().copied().filter(|s| [4096, 16384].contains(s)).collect();
+                runs.push((label.into(), c, s));
+            }
+        }
+    }
+    let compiler = match Compiler::global() {
+        Ok(c) => c,
+        Err(e) => {
+            println!("no NVRTC ({e}): nothing to time");
+            return Ok(true);
+        }
+    };
+    // One configuration's cold compile: render + NVRTC, no cache.
+    let cold = Plan::new(Config::best(In::BF16, 128, false))?;
+    let t0 = Instant::now();
+    let src = cold.source()?;
+    let nocache = Compiler::with_config(JitConfig {
+        cache: false,
+        cache_dir: None,
+        ..JitConfig::from_env()
+    })?;
+    nocache.compile_source(&src, &kernel::options())?;
+    let cold_s = t0.elapsed().as_secs_f64();
+    let plans = runs
+        .iter()
+        .map(|(_, c, _)| Plan::new(*c))
+        .collect::<Res<Vec<_>>>()?;
+    let built = compile::compile_all(compiler, plans);
+    let gpu = match tma::runtime::gpu_available() {
+        Ok(_) => Gpu::new()?,
+        Err(why) => {
+            println!("no GPU ({why}): compiled every configuration; nothing to time");
+            return Ok(true);
+        }
+    };
+    println!(
+        "{}; one configuration ({}) compiles cold in {cold_s:.2} s (render + NVRTC, no cache)",
+        gpu.name,
+        cold.config
+    );
+    println!("| ladder step | config | B | H | S | D | causal | ms | TFLOP/s |");
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    let mut rng = Rng::from_clock();
+    let mut ok = true;
+    let mut json = String::from("[");
+    for ((label, c, seqs), b) in runs.iter().zip(built) {
+        let b = b?;
+        let loaded = Loaded::new(&gpu, &b)?;
+        for &s in seqs {
+            let d = c.d as usize;
+            let shape = Shape {
+                b: 16384 / s,
+                h: 2048 / d,
+                hkv: 2048 / d,
+                sq: s,
+                sk: s,
+                d,
+            };
+            let p = Problem::new(&gpu, shape, c.input, &mut rng)?;
+            let mut out = Outputs::new(&gpu, &shape)?;
+            out.poison(&gpu.stream)?;
+            let launch = Launch::new(&gpu, &loaded, &p, &out)?;
+            launch.run()?;
+            gpu.stream.synchronize()?;
+            let o = gpu.stream.clone_dtoh(&out.o)?;
+            let lse = gpu.stream.clone_dtoh(&out.lse)?;
+            let mut bad = Vec::new();
+            let heads = shape.b * shape.h;
+            for i in 0..16 {
+                let (bh, r) = if i == 0 {
+                    (heads - 1, s - 1)
+                } else {
+                    (rng.below(heads as u64) as usize, rng.below(s as u64) as usize)
+                };
+                let want = reference::reference_row(&p, c.causal, bh, r);
+                let at = (bh * s + r) * d;
+                reference::check_row(&want, &o[at..at + d], lse[bh * s + r], c.input, bh, r, &mut bad);
+            }
+            if !bad.is_empty() {
+                println!("| {label} | {c} | {} | {} | {s} | {d} | {} | WRONG: {} |", shape.b, shape.h, c.causal, bad[0]);
+                ok = false;
+                continue;
+            }
+            for _ in 0..5 {
+                launch.run()?;
+            }
+            let mut t = gpu::time(&gpu, reps, &mut || launch.run())?;
+            let ms = gpu::median(&mut t);
+            let tf = shape.flops(c.causal) / ms / 1e9;
+            println!(
+                "| {label} | {c} | {} | {} | {s} | {d} | {} | {ms:.3} | {tf:.0} |",
+                shape.b, shape.h, c.causal
+            );
+            if json.len() > 1 {
+                json.push(',');
+            }
+            let _ = write!(
+                json,
+                r#"{{"config":"{c}","b":{},"h":{},"s":{s},"d":{d},"causal":{},"dtype":"{}","tflops":{tf}}}"#,
+                shape.b,
+                shape.h,
+                if c.causal { "true" } else { "false" },
+                c.input.name()
+            );
+        }
+    }
+    json.push(']');
+    if let Ok(path) = std::env::var("ATTN_RESULTS") {
+        std::fs::write(&path, json)?;
+    }
+    Ok(ok)
+}

@@ -1,0 +1,356 @@
+// O = softmax(Q K^T / sqrt(d)) V per (batch, head), fp32 accumulation, and the log-sum-exp of
+// every query row (examples/06-attention). Appended after tma's generated helpers: the tiles
+// q, k, v (wgmma operands) and o, the pipelines tma_pipe_q (Q once per work unit), tma_pipe_k
+// and tma_pipe_v (K and V on separate barriers, so QK^T starts before V lands), the warp roles
+// tma_roles_attn (a producer warpgroup, two consumers, named barriers `epi` and `turn` per
+// consumer) and the kernel plan tma_plan_attn (regions and launch). The ATTN_* macros before
+// it say which configuration this is (kernel.rs renders them).
+//
+// Layout: Q and O are [B * H][Sq][D], K and V [B * Hkv][Sk][D] (row-major), LSE [B * H][Sq]
+// f32. Head h reads K/V head h / (H / Hkv) (GQA). Causal: query row r sees key rows <= r (the
+// top-left diagonal, as torch's is_causal). Rows past Sq and keys past Sk: TMA fills the
+// loads with zeros, the scores of keys past Sk are masked, the stores are clipped.
+
+typedef tma_plan_attn P;
+typedef tma_pipe_q QP;
+typedef tma_pipe_k KP;
+typedef tma_pipe_v VP;
+typedef QP::tile_q TQ;
+typedef KP::tile_k TK;
+typedef VP::tile_v TV;
+#if ATTN_O_TMA
+typedef P::tile_o TO;
+#endif
+
+#define ATTN_NEG_INF __int_as_float(0xff800000)  // -inf: a masked score (NVRTC has no INFINITY)
+constexpr int ATTN_BM = 64 * ATTN_NC;  // query rows per CTA
+constexpr int ATTN_S = ATTN_BN / 2;    // S's f32 accumulators per thread (64 x BN)
+constexpr int ATTN_O = ATTN_D / 2;     // O's (64 x D)
+constexpr int ATTN_PK = ATTN_BN / 16;  // k-slices of P V (P's A fragments)
+static_assert(TQ::M_BLOCKS == ATTN_NC, "Q's tile is one 64-row block per consumer");
+static_assert(TK::WGMMA_N == ATTN_BN, "K's tile is QK^T's N");
+static_assert(TV::WGMMA_N == ATTN_D, "V's tile is P V's N");
+static_assert(TQ::K_SLICES * 16 == ATTN_D && TV::K_SLICES == ATTN_PK, "the k-slices");
+
+#if ATTN_KIND >= 1
+typedef tma_roles_attn R;
+#endif
+
+// Work unit (query block, batch x head) of this CTA. Causal: the heaviest blocks first.
+struct attn_unit {
+  int m0, bh, bh_kv, nblocks;
+  __device__ __forceinline__ attn_unit(int H, int Hkv, int Sq, int Sk) {
+    const int mb = ATTN_CAUSAL ? (int)(gridDim.x - 1u - blockIdx.x) : (int)blockIdx.x;
+    m0 = mb * ATTN_BM;
+    bh = (int)blockIdx.y;
+    const int b = bh / H, h = bh % H;
+    bh_kv = b * Hkv + h / (H / Hkv);
+    const int last = ATTN_CAUSAL ? min(Sk, m0 + ATTN_BM) : Sk;  // keys this block sees
+    nblocks = (max(last, 0) + ATTN_BN - 1) / ATTN_BN;
+  }
+};
+
+// The producer: Q once, then K and V of every key block, each on its own pipeline.
+struct attn_producer {
+  QP::state qs;
+  KP::state ks;
+  VP::state vs;
+  __device__ __forceinline__ void q(const QP& qp, const CUtensorMap* map, const attn_unit& u) {
+    qp.acquire(qs);
+    qp.load(qs, map, {.bh = u.bh, .s = u.m0, .d = 0});
+    ++qs;
+  }
+  __device__ __forceinline__ void k(const KP& kp, const CUtensorMap* map, const attn_unit& u, int j) {
+    kp.acquire(ks);
+    kp.load(ks, map, {.bh = u.bh_kv, .s = j * ATTN_BN, .d = 0});
+    ++ks;
+  }
+  __device__ __forceinline__ void v(const VP& vp, const CUtensorMap* map, const attn_unit& u, int j) {
+    vp.acquire(vs);
+    vp.load(vs, map, {.bh = u.bh_kv, .s = j * ATTN_BN, .d = 0});
+    ++vs;
+  }
+};
+
+// Two fp32 -> one packed pair of the storage type (lo in the low half).
+__device__ __forceinline__ unsigned attn_pack(float lo, float hi) {
+  unsigned r;
+#if ATTN_F16
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+#else
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+#endif
+  return r;
+}
+
+// One consumer warpgroup's online softmax over its 64 rows: each thread holds two rows (its
+// fragment's halves h = 0, 1, as tma's row helpers number them), their running max m (raw
+// scores) and sum l.
+struct attn_softmax {
+  float m[2], l[2];
+  float scale_log2;
+  __device__ __forceinline__ explicit attn_softmax(float sl2) : scale_log2(sl2) {
+    m[0] = m[1] = ATTN_NEG_INF;
+    l[0] = l[1] = 0.f;
+  }
+  // Masks S (keys past Sk, and past the row under causal), updates the max, turns S into
+  // P = exp2(S * scale_log2 - max * scale_log2) in place and returns each row's factor for
+  // what came before (O and l are rescaled by it).
+  __device__ __forceinline__ void step(float (&s)[ATTN_S], int row0, int col0, int Sk, bool mask, float (&corr)[2],
+                                       unsigned tw) {
+    if (mask) {
+#pragma unroll
+      for (int i = 0; i < ATTN_S; ++i) {
+        const int row = row0 + (int)tma_wgmma_d_row(tw, i), col = col0 + (int)tma_wgmma_d_col(tw, i);
+        if (col >= Sk || (ATTN_CAUSAL && col > row)) s[i] = ATTN_NEG_INF;
+      }
+    }
+    float mx[2] = {m[0], m[1]};
+    tma_wgmma_row_max<ATTN_BN>(s, mx);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      // A row with nothing seen yet keeps -inf: its factor is taken against 0, not NaN.
+      corr[h] = exp2f(m[h] * scale_log2 - (mx[h] == ATTN_NEG_INF ? 0.f : mx[h] * scale_log2));
+      m[h] = mx[h];
+    }
+    tma_wgmma_row_exp2<ATTN_BN>(s, m, scale_log2);
+    float sum[2] = {0.f, 0.f};
+    tma_wgmma_row_sum<ATTN_BN>(s, sum);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) l[h] = l[h] * corr[h] + sum[h];
+  }
+};
+
+// The epilogue of one consumer: O / l in the storage type, written where O's tile puts it in
+// the consumer's staging (its 128B swizzle) for one TMA store (clipped at Sq), or (head dim
+// 256, whose staging does not fit beside the stages) straight to global memory, clipped; the
+// log-sum-exp (natural log) of each row by the quad's first thread.
+__device__ __forceinline__ void attn_epilogue(float (&o)[ATTN_O], attn_softmax& sm, unsigned char* staging,
+                                              void* out, float* __restrict__ lse, int bh, int row0, int Sq,
+                                              unsigned tw) {
+  float inv[2];
+  const float* l = sm.l;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) inv[h] = l[h] > 0.f ? 1.f / l[h] : 0.f;
+  tma_wgmma_row_scale<ATTN_D>(o, inv);
+  if (tw % 4u == 0u) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = row0 + (int)tma_wgmma_d_row(tw, 2 * h);
+      if (row < Sq) lse[(size_t)bh * Sq + row] = (sm.m[h] * sm.scale_log2 + __log2f(l[h])) * 0.69314718055994531f;
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < ATTN_O; i += 2) {
+    const int row = (int)tma_wgmma_d_row(tw, i), col = (int)tma_wgmma_d_col(tw, i);
+#if ATTN_O_TMA
+    *reinterpret_cast<unsigned*>(staging + TO::offset({.bh = 0, .s = row, .d = col})) = attn_pack(o[i], o[i + 1]);
+#else
+    if (row0 + row < Sq)
+      *reinterpret_cast<unsigned*>(static_cast<unsigned short*>(out) + ((size_t)bh * Sq + row0 + row) * ATTN_D + col) =
+          attn_pack(o[i], o[i + 1]);
+#endif
+  }
+#if ATTN_O_TMA
+  tma_async_proxy_fence();
+#endif
+}
+
+// P (the exponentiated S, 64 x BN) as the A fragments of P V: V's element type, one per k16
+// slice; each thread already holds them (tma_wgmma_acc_to_a packs, no exchange).
+typedef tma_wgmma_a_frag<TV::WGMMA_TYPE> attn_pfrag;
+
+// O += P V: A from registers, V from its stage. Issue tma_wgmma_fence() after writing p.
+__device__ __forceinline__ void attn_pv(float (&o)[ATTN_O], const attn_pfrag (&p)[ATTN_PK], const unsigned char* v) {
+#pragma unroll
+  for (int k = 0; k < ATTN_PK; ++k) tma_wgmma_rs<TV>(o, p[k], TV::desc(v, k), 1);
+}
+
+// S = Q K^T for consumer c's 64 rows.
+__device__ __forceinline__ void attn_qk(float (&s)[ATTN_S], const unsigned char* q, const unsigned char* k, int c) {
+#pragma unroll
+  for (int ks = 0; ks < (int)TQ::K_SLICES; ++ks) tma_wgmma<TQ, TK>(s, TQ::desc(q, ks, c), TK::desc(k, ks), ks != 0);
+}
+
+// Whether key block j needs a mask for rows row0 .. row0 + 63.
+__device__ __forceinline__ bool attn_masked(int j, int row0, int Sk) {
+  const int c0 = j * ATTN_BN;
+  return c0 + ATTN_BN > Sk || (ATTN_CAUSAL && c0 + ATTN_BN - 1 > row0);
+}
+
+extern "C" __global__ void TMA_PLAN_ATTN_LAUNCH_BOUNDS attn(const __grid_constant__ CUtensorMap mapQ,
+                                                          const __grid_constant__ CUtensorMap mapK,
+                                                          const __grid_constant__ CUtensorMap mapV,
+                                                          const __grid_constant__ CUtensorMap mapO, void* out,
+                                                          float* __restrict__ lse, int H, int Hkv, int Sq, int Sk,
+                                                          float scale_log2) {
+  extern __shared__ __align__(16) unsigned char attn_raw[];
+  unsigned char* const base = P::base(attn_raw);
+  const QP qp = P::q(base);
+  const KP kp = P::k(base);
+  const VP vp = P::v(base);
+  if (threadIdx.x == 0u) {
+    tma_prefetch_tensormap(&mapQ);
+    tma_prefetch_tensormap(&mapK);
+    tma_prefetch_tensormap(&mapV);
+    tma_prefetch_tensormap(&mapO);
+  }
+  qp.init();
+  kp.init();
+  vp.init();
+  const attn_unit u(H, Hkv, Sq, Sk);
+  const int nb = u.nblocks;
+
+#if ATTN_KIND == 0
+  // One warpgroup: thread 0 loads Q and keeps K and V STAGES - 1 blocks ahead; all 128 threads
+  // compute, each block's GEMMs waited for before the softmax.
+  const unsigned tw = threadIdx.x;
+  const int c = 0;
+  attn_producer prod;
+  if (tw == 0u) {
+    prod.q(qp, &mapQ, u);
+    for (int j = 0; j < (int)KP::STAGES - 1 && j < nb; ++j) {
+      prod.k(kp, &mapK, u, j);
+      prod.v(vp, &mapV, u, j);
+    }
+  }
+#else
+  if (R::is_producer()) {
+    R::producer_setmaxnreg();
+    if (threadIdx.x == 0u) {
+      attn_producer prod;
+      prod.q(qp, &mapQ, u);
+      for (int j = 0; j < nb; ++j) {
+        prod.k(kp, &mapK, u, j);
+        prod.v(vp, &mapV, u, j);
+      }
+    }
+    qp.finish();
+    return;
+  }
+  R::consumer_setmaxnreg();
+  const int c = (int)R::consumer_index();
+  const unsigned tw = threadIdx.x % 128u;
+#endif
+  const int row0 = u.m0 + c * 64;
+  QP::state qs;
+  KP::state ks;
+  VP::state vs;
+  attn_softmax sm(scale_log2);
+  float o[ATTN_O];
+#pragma unroll
+  for (int i = 0; i < ATTN_O; ++i) o[i] = 0.f;
+  float s[ATTN_S];
+  float corr[2];
+  qp.wait(qs);
+  const unsigned char* q = qp.smem_q(qs);
+
+#if ATTN_KIND == 2 || ATTN_KIND == 3
+  // Ping-pong: consumer 0 takes the first turn (consumer 1 arrives on it once up front).
+  if (c == 1) R::arrive_turn(0);
+#endif
+
+#if ATTN_KIND <= 2
+  for (int j = 0; j < nb; ++j) {
+#if ATTN_KIND == 0
+    const int next = j + (int)KP::STAGES - 1;
+    if (tw == 0u && next < nb) {
+      prod.k(kp, &mapK, u, next);
+      prod.v(vp, &mapV, u, next);
+    }
+#endif
+    kp.wait(ks);
+#if ATTN_KIND == 2
+    R::sync_turn(c);
+#endif
+    tma_wgmma_fence();
+    attn_qk(s, q, kp.smem_k(ks), c);
+    tma_wgmma_commit_group();
+#if ATTN_KIND == 2
+    // Hand the turn to the other consumer (consumer 1 keeps its last: every sync has one arrive).
+    if (c == 0 || j + 1 < nb) R::arrive_turn(1 - c);
+#endif
+    tma_wgmma_wait_group<0>();
+    kp.release(ks);
+    ++ks;
+    sm.step(s, row0, j * ATTN_BN, Sk, attn_masked(j, row0, Sk), corr, tw);
+    tma_wgmma_row_scale<ATTN_D>(o, corr);
+    attn_pfrag p[ATTN_PK];
+    tma_wgmma_acc_to_a<ATTN_BN>(s, p);
+    vp.wait(vs);
+    tma_wgmma_fence();
+    attn_pv(o, p, vp.smem_v(vs));
+    tma_wgmma_commit_group();
+    tma_wgmma_wait_group<0>();
+    vp.release(vs);
+    ++vs;
+  }
+#else
+  // Overlap: block j's QK^T and block j-1's P V are issued together (one turn), and block j's
+  // softmax runs while P V is in flight; O is rescaled once P V has landed. Block 0 (QK^T
+  // alone) and the last P V are peeled off, so every wgmma in the loop is issued on every pass:
+  // a conditional one makes ptxas serialize them all (C7520, "WG.AR in divergent path").
+  attn_pfrag p[ATTN_PK];
+  kp.wait(ks);
+  R::sync_turn(c);
+  tma_wgmma_fence();
+  attn_qk(s, q, kp.smem_k(ks), c);
+  tma_wgmma_commit_group();
+  if (c == 0 || nb > 1) R::arrive_turn(1 - c);
+  tma_wgmma_wait_group<0>();
+  kp.release(ks);
+  ++ks;
+  sm.step(s, row0, 0, Sk, attn_masked(0, row0, Sk), corr, tw);
+  tma_wgmma_acc_to_a<ATTN_BN>(s, p);
+  for (int j = 1; j < nb; ++j) {
+    kp.wait(ks);
+    vp.wait(vs);
+    R::sync_turn(c);
+    tma_wgmma_fence();
+    attn_qk(s, q, kp.smem_k(ks), c);
+    tma_wgmma_commit_group();
+    attn_pv(o, p, vp.smem_v(vs));
+    tma_wgmma_commit_group();
+    if (c == 0 || j + 1 < nb) R::arrive_turn(1 - c);
+    tma_wgmma_wait_group<1>();  // QK^T of block j
+    kp.release(ks);
+    ++ks;
+    sm.step(s, row0, j * ATTN_BN, Sk, attn_masked(j, row0, Sk), corr, tw);
+    tma_wgmma_wait_group<0>();  // P V of block j - 1
+    vp.release(vs);
+    ++vs;
+    tma_wgmma_row_scale<ATTN_D>(o, corr);
+    tma_wgmma_acc_to_a<ATTN_BN>(s, p);
+  }
+  vp.wait(vs);
+  tma_wgmma_fence();
+  attn_pv(o, p, vp.smem_v(vs));
+  tma_wgmma_commit_group();
+  tma_wgmma_wait_group<0>();
+  vp.release(vs);
+  ++vs;
+#endif
+  qp.release(qs);
+
+#if ATTN_O_TMA
+  unsigned char* staging = P::o(base, (unsigned)c);
+#else
+  unsigned char* staging = nullptr;
+#endif
+  attn_epilogue(o, sm, staging, out, lse, u.bh, row0, Sq, tw);
+#if ATTN_O_TMA
+#if ATTN_KIND == 0
+  __syncthreads();
+#else
+  R::sync_epi((unsigned)c);
+#endif
+  if (tw == 0u) {
+    TO::store(&mapO, staging, {.bh = u.bh, .s = row0, .d = 0});
+    tma_store_commit_group();
+    tma_store_async_wait<0>();
+  }
+#else
+  (void)mapO;
+#endif
+  qp.finish();
+}

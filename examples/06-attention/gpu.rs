@@ -1,0 +1,237 @@
+//! On the GPU: problems (Q, K, V random, never 0), a compiled configuration loaded and launched
+//! from its kernel plan, outputs poisoned before each run, event timing.
+
+use std::sync::Arc;
+
+use cudarc::driver::sys::CUevent_flags;
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
+use tma::runtime::{Kernel, LaunchConfig, Module, TensorMap};
+
+use crate::compile::Built;
+use crate::kernel::{Config, In, Plan, Res};
+use crate::rng::Rng;
+
+pub struct Gpu {
+    pub ctx: Arc<CudaContext>,
+    pub stream: Arc<CudaStream>,
+    pub name: String,
+}
+
+impl Gpu {
+    pub fn new() -> Res<Gpu> {
+        let ctx = CudaContext::new(0)?;
+        let stream = ctx.new_stream()?;
+        let name = ctx.name()?;
+        Ok(Gpu { ctx, stream, name })
+    }
+}
+
+/// A problem's sizes: batch, query heads, key/value heads (GQA: `h % hkv == 0`), query and
+/// key sequence lengths, head dim.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shape {
+    pub b: usize,
+    pub h: usize,
+    pub hkv: usize,
+    pub sq: usize,
+    pub sk: usize,
+    pub d: usize,
+}
+
+impl Shape {
+    /// FLOPs of the forward: 4 B H Sq Sk D (two GEMMs), halved under causal (as FlashAttention
+    /// and the issue count them).
+    pub fn flops(&self, causal: bool) -> f64 {
+        let f = 4.0 * (self.b * self.h) as f64 * self.sq as f64 * self.sk as f64 * self.d as f64;
+        if causal {
+            f / 2.0
+        } else {
+            f
+        }
+    }
+    pub fn check(&self) -> Res<()> {
+        if self.b == 0 || self.h == 0 || self.hkv == 0 || self.sq == 0 || self.sk == 0 {
+            return Err(format!("{self}: every size is at least 1").into());
+        }
+        if self.h % self.hkv != 0 {
+            return Err(format!("{self}: query heads are a multiple of key/value heads (GQA)").into());
+        }
+        Ok(())
+    }
+}
+
+impl std::fmt::Display for Shape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "b{} h{}/{} sq{} sk{} d{}",
+            self.b, self.h, self.hkv, self.sq, self.sk, self.d
+        )
+    }
+}
+
+/// One problem's inputs on host (bits) and device. Q is drawn from [-3, 3) (sharp softmax
+/// rows, so the running max matters), K and V from [-1, 1); none is 0.
+pub struct Problem {
+    pub shape: Shape,
+    pub input: In,
+    pub q_host: Vec<u16>,
+    pub k_host: Vec<u16>,
+    pub v_host: Vec<u16>,
+    pub q: CudaSlice<u16>,
+    pub k: CudaSlice<u16>,
+    pub v: CudaSlice<u16>,
+}
+
+impl Problem {
+    pub fn new(gpu: &Gpu, shape: Shape, input: In, rng: &mut Rng) -> Res<Problem> {
+        shape.check()?;
+        let mut fill = |len: usize, scale: f32| -> Vec<u16> {
+            (0..len)
+                .map(|_| {
+                    let v = rng.signed_unit() * scale;
+                    input.to_bits(if v == 0.0 { 1.0 / 256.0 } else { v })
+                })
+                .collect()
+        };
+        let (q_len, kv_len) = (
+            shape.b * shape.h * shape.sq * shape.d,
+            shape.b * shape.hkv * shape.sk * shape.d,
+        );
+        let q_host = fill(q_len, 3.0);
+        let k_host = fill(kv_len, 1.0);
+        let v_host = fill(kv_len, 1.0);
+        Ok(Problem {
+            shape,
+            input,
+            q: gpu.stream.clone_htod(&q_host)?,
+            k: gpu.stream.clone_htod(&k_host)?,
+            v: gpu.stream.clone_htod(&v_host)?,
+            q_host,
+            k_host,
+            v_host,
+        })
+    }
+}
+
+/// The outputs: O ([B H][Sq][D], the input type) and the log-sum-exp ([B H][Sq], f32).
+pub struct Outputs {
+    pub o: CudaSlice<u16>,
+    pub lse: CudaSlice<f32>,
+}
+
+impl Outputs {
+    pub fn new(gpu: &Gpu, s: &Shape) -> Res<Outputs> {
+        let rows = s.b * s.h * s.sq;
+        Ok(Outputs {
+            o: gpu.stream.alloc_zeros::<u16>(rows * s.d)?,
+            lse: gpu.stream.alloc_zeros::<f32>(rows)?,
+        })
+    }
+    /// Every byte 0xFF: NaN in the 16-bit types and f32.
+    pub fn poison(&mut self, stream: &CudaStream) -> Res<()> {
+        for (addr, bytes) in [
+            (self.o.device_ptr(stream).0, self.o.len() * 2),
+            (self.lse.device_ptr(stream).0, self.lse.len() * 4),
+        ] {
+            // SAFETY: each buffer's own address and length, on the stream it was allocated on.
+            unsafe { cudarc::driver::result::memset_d8_async(addr, 0xFF, bytes, stream.cu_stream()) }?;
+        }
+        Ok(())
+    }
+}
+
+/// A configuration loaded on the GPU.
+pub struct Loaded {
+    pub config: Config,
+    pub kernel: Kernel,
+    plan: Plan,
+}
+
+impl Loaded {
+    pub fn new(gpu: &Gpu, built: &Built) -> Res<Arc<Loaded>> {
+        let module = Module::load(&gpu.ctx, built.compiled.clone())?;
+        Ok(Arc::new(Loaded {
+            config: built.plan.config,
+            kernel: module.kernel("attn")?,
+            plan: built.plan.clone(),
+        }))
+    }
+}
+
+/// A launch of one configuration on one problem: the maps encoded once.
+pub struct Launch {
+    loaded: Arc<Loaded>,
+    cfg: LaunchConfig,
+    maps: [TensorMap; 4],
+    out: u64,
+    lse: u64,
+    dims: [i32; 4],
+    scale_log2: f32,
+}
+
+impl Launch {
+    pub fn new(gpu: &Gpu, loaded: &Arc<Loaded>, p: &Problem, out: &Outputs) -> Res<Launch> {
+        let s = p.shape;
+        let c = loaded.config;
+        if s.d != c.d as usize || p.input != c.input {
+            return Err(format!("{c}: a problem of {s} {}", p.input.name()).into());
+        }
+        let plan = &loaded.plan;
+        let (bh, bhkv, d) = ((s.b * s.h) as u64, (s.b * s.hkv) as u64, s.d as u64);
+        let mq = TensorMap::new_raw_bits(&plan.q.bind(&[bh, s.sq as u64, d], None)?, &p.q)?;
+        let mk = TensorMap::new_raw_bits(&plan.k.bind(&[bhkv, s.sk as u64, d], None)?, &p.k)?;
+        let mv = TensorMap::new_raw_bits(&plan.v.bind(&[bhkv, s.sk as u64, d], None)?, &p.v)?;
+        let mo = TensorMap::new_raw_bits(&plan.o.bind(&[bh, s.sq as u64, d], None)?, &out.o)?;
+        let blocks = s.sq.div_ceil(c.bm() as usize) as u32;
+        let cfg = loaded
+            .kernel
+            .plan_config(&gpu.stream, (blocks, (s.b * s.h) as u32, 1))?;
+        let i = |v: usize| i32::try_from(v).map_err(|_| format!("{v} does not fit an int"));
+        Ok(Launch {
+            loaded: loaded.clone(),
+            cfg,
+            maps: [mq, mk, mv, mo],
+            out: out.o.device_ptr(&gpu.stream).0,
+            lse: out.lse.device_ptr(&gpu.stream).0,
+            dims: [i(s.h)?, i(s.hkv)?, i(s.sq)?, i(s.sk)?],
+            scale_log2: (std::f64::consts::LOG2_E / (s.d as f64).sqrt()) as f32,
+        })
+    }
+
+    pub fn run(&self) -> Res<()> {
+        let mut l = self.loaded.kernel.launch_builder(&self.cfg);
+        for m in &self.maps {
+            l.arg(m);
+        }
+        l.arg(&self.out).arg(&self.lse);
+        for d in &self.dims {
+            l.arg(d);
+        }
+        l.arg(&self.scale_log2);
+        // SAFETY: (CUtensorMap x 4, void*, float*, int x 4, float) as attn.cu declares; the maps
+        // cover the problem's and the outputs' buffers, which outlive the launch (the caller
+        // holds them); O and LSE hold B H Sq (x D) elements of their types.
+        unsafe { l.launch() }?;
+        Ok(())
+    }
+}
+
+/// Event times (ms) of `reps` launches of `f`, each between its own pair of events.
+pub fn time(gpu: &Gpu, reps: usize, f: &mut dyn FnMut() -> Res<()>) -> Res<Vec<f64>> {
+    let start = gpu.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
+    let end = gpu.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
+    let mut t = Vec::with_capacity(reps);
+    for _ in 0..reps {
+        start.record(&gpu.stream)?;
+        f()?;
+        end.record(&gpu.stream)?;
+        t.push(f64::from(start.elapsed_ms(&end)?));
+    }
+    Ok(t)
+}
+
+pub fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}

@@ -1,0 +1,325 @@
+//! One attention configuration -> its tiles (Q, K, V, O), pipelines (Q once, K and V on
+//! separate barriers), warp roles and kernel plan (tma's checked declarations) -> one CUDA
+//! source (tma's generated helpers + attn.cu), compiled by tma's runtime.
+
+use std::fmt;
+
+use tma::pipeline::{Consumers, PipelineSpec, ValidPipeline, WarpRoles};
+use tma::plan::{KernelPlan, ValidKernelPlan};
+use tma::render::KernelSource;
+use tma::runtime::{CompileOptions, Source};
+use tma::spec::{Extent, Major, Operand};
+use tma::{validate, Arch, DType, Swizzle, TileSpec, ValidSpec};
+
+pub type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+
+/// The kernel body every configuration shares.
+pub const ATTN_CU: &str = include_str!("attn.cu");
+
+/// Element type of Q, K, V and O (fp32 accumulation, f32 log-sum-exp).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum In {
+    BF16,
+    F16,
+}
+
+impl In {
+    pub fn name(self) -> &'static str {
+        match self {
+            In::BF16 => "bf16",
+            In::F16 => "f16",
+        }
+    }
+    pub fn dtype(self) -> DType {
+        match self {
+            In::BF16 => DType::BF16,
+            In::F16 => DType::F16,
+        }
+    }
+    pub fn parse(s: &str) -> Option<In> {
+        match s {
+            "bf16" => Some(In::BF16),
+            "f16" => Some(In::F16),
+            _ => None,
+        }
+    }
+    /// The unit roundoff of the type (half an ulp at 1): what one rounding may move a value by,
+    /// relative to it.
+    pub fn unit_roundoff(self) -> f64 {
+        match self {
+            In::BF16 => 2f64.powi(-8),
+            In::F16 => 2f64.powi(-11),
+        }
+    }
+    pub fn to_bits(self, v: f32) -> u16 {
+        match self {
+            In::BF16 => tma::half::bf16::from_f32(v).to_bits(),
+            In::F16 => tma::half::f16::from_f32(v).to_bits(),
+        }
+    }
+    pub fn from_bits(self, b: u16) -> f32 {
+        match self {
+            In::BF16 => tma::half::bf16::from_bits(b).to_f32(),
+            In::F16 => tma::half::f16::from_bits(b).to_f32(),
+        }
+    }
+}
+
+/// How the kernel is organised: the ladder of features, each step one more.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Kind {
+    /// One warpgroup, 64 query rows: thread 0 keeps the K/V loads ahead, every thread runs
+    /// both GEMMs and the softmax.
+    Wg1,
+    /// A producer warpgroup and two consumer warpgroups (64 query rows each), setmaxnreg.
+    Ws,
+    /// + ping-pong: the consumers take turns issuing their GEMMs (named barriers), so one's
+    /// softmax runs under the other's GEMMs.
+    PingPong,
+    /// + inside a warpgroup, QK^T of the next block issued before the softmax of this one.
+    Overlap,
+}
+
+impl Kind {
+    fn code(self) -> u32 {
+        match self {
+            Kind::Wg1 => 0,
+            Kind::Ws => 1,
+            Kind::PingPong => 2,
+            Kind::Overlap => 3,
+        }
+    }
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Wg1 => "wg1",
+            Kind::Ws => "ws",
+            Kind::PingPong => "pp",
+            Kind::Overlap => "ov",
+        }
+    }
+}
+
+/// One configuration: everything that changes the compiled kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Config {
+    pub kind: Kind,
+    pub input: In,
+    /// Head dim: 64, 128 or 256.
+    pub d: u32,
+    /// Key/value rows per block (the N of QK^T, the K of P V).
+    pub bn: u32,
+    /// K and V stages.
+    pub stages: u32,
+    pub causal: bool,
+}
+
+/// Query rows per consumer warpgroup: wgmma's M.
+pub const WG_ROWS: u32 = 64;
+/// Columns of one 128B-swizzled box row of a 16-bit type.
+pub const SPAN: u32 = 64;
+
+impl Config {
+    /// The configuration the benchmark and the checks use for one head dim and type.
+    pub fn best(input: In, d: u32, causal: bool) -> Config {
+        let (bn, stages) = match d {
+            64 => (128, 3),
+            128 => (128, 2),
+            _ => (64, 2),
+        };
+        Config {
+            kind: Kind::Overlap,
+            input,
+            d,
+            bn,
+            stages,
+            causal,
+        }
+    }
+
+    /// The ladder of features at one head dim (each step one more).
+    pub fn ladder(input: In, d: u32, causal: bool) -> Vec<(&'static str, Config)> {
+        let best = Config::best(input, d, causal);
+        vec![
+            ("A1 one warpgroup", Config { kind: Kind::Wg1, ..best }),
+            ("A2 + producer warpgroup, 2 consumers, setmaxnreg", Config { kind: Kind::Ws, ..best }),
+            ("A3 + ping-pong consumers", Config { kind: Kind::PingPong, ..best }),
+            ("A4 + QK^T of the next block under the softmax", best),
+        ]
+    }
+
+    /// Consumer warpgroups.
+    pub fn consumers(&self) -> u32 {
+        match self.kind {
+            Kind::Wg1 => 1,
+            _ => 2,
+        }
+    }
+    /// Whether O leaves through a staging copy per consumer and a TMA store (head dims 64 and
+    /// 128); at 256 the staging does not fit beside Q and the K/V stages, and each thread
+    /// stores its pairs, clipped.
+    pub fn o_tma(&self) -> bool {
+        self.d <= 128
+    }
+    /// Query rows per CTA.
+    pub fn bm(&self) -> u32 {
+        WG_ROWS * self.consumers()
+    }
+
+    /// `ov_d128_n128_s2_bf16_causal`.
+    pub fn name(&self) -> String {
+        format!(
+            "{}_d{}_n{}_s{}_{}{}",
+            self.kind.name(),
+            self.d,
+            self.bn,
+            self.stages,
+            self.input.name(),
+            if self.causal { "_causal" } else { "" }
+        )
+    }
+
+    pub fn parse(s: &str) -> Option<Config> {
+        let p: Vec<&str> = s.split('_').collect();
+        let kind = match *p.first()? {
+            "wg1" => Kind::Wg1,
+            "ws" => Kind::Ws,
+            "pp" => Kind::PingPong,
+            "ov" => Kind::Overlap,
+            _ => return None,
+        };
+        let causal = match p.get(5) {
+            None => false,
+            Some(&"causal") => true,
+            Some(_) => return None,
+        };
+        Some(Config {
+            kind,
+            d: p.get(1)?.strip_prefix('d')?.parse().ok()?,
+            bn: p.get(2)?.strip_prefix('n')?.parse().ok()?,
+            stages: p.get(3)?.strip_prefix('s')?.parse().ok()?,
+            input: In::parse(p.get(4)?)?,
+            causal,
+        })
+    }
+}
+
+impl fmt::Display for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name())
+    }
+}
+
+/// A configuration's checked declarations, from which both the source's shared-memory layout
+/// (`struct tma_plan_attn`) and the launch come.
+#[derive(Clone)]
+pub struct Plan {
+    pub config: Config,
+    pub q: ValidSpec,
+    pub k: ValidSpec,
+    pub v: ValidSpec,
+    pub o: ValidSpec,
+    pub q_pipe: ValidPipeline,
+    pub k_pipe: ValidPipeline,
+    pub v_pipe: ValidPipeline,
+    pub kernel: ValidKernelPlan,
+}
+
+fn findings(what: &str, e: impl fmt::Display) -> Box<dyn std::error::Error + Send + Sync> {
+    format!("{what}: {e}").into()
+}
+
+/// A [batch x heads][seq][head dim] tile of `rows` rows, the head dim in 128-byte boxes.
+fn bhsd(name: &str, c: &Config, rows: u32) -> TileSpec {
+    TileSpec::new(name, c.input.dtype(), [1, 1, 1], [1, rows, SPAN])
+        .global_extents([Extent::Runtime, Extent::Runtime, Extent::Runtime])
+        .dim_names(["bh", "s", "d"])
+        .swizzle(Swizzle::B128)
+        .repeat([1, 1, c.d / SPAN])
+}
+
+impl Plan {
+    pub fn new(c: Config) -> Res<Plan> {
+        if ![64, 128, 256].contains(&c.d) {
+            return Err(format!("{c}: head dim {} (64, 128 or 256)", c.d).into());
+        }
+        let v = |s: TileSpec, what: &str| validate(&s).map_err(|e| findings(what, e));
+        // Q: the CTA's query rows, A of S = Q K^T (K = head dim), loaded once per work unit.
+        let q = v(bhsd("q", &c, c.bm()).wgmma(Operand::A, Major::K), "tile q")?;
+        // K: BN key rows, B of S = Q K^T: N = BN, K = head dim (K-major).
+        let k = v(bhsd("k", &c, c.bn).wgmma(Operand::B, Major::K), "tile k")?;
+        // V: BN value rows, B of O = P V: N = head dim (contiguous: MN-major), K = BN.
+        let vt = v(bhsd("v", &c, c.bn).wgmma(Operand::B, Major::MN), "tile v")?;
+        // O: one consumer's 64 rows, stored from its staging by TMA (clipped at the sequence end).
+        let o = v(bhsd("o", &c, WG_ROWS), "tile o")?;
+        let consumers = Consumers::Warpgroups(c.consumers());
+        let pipe = |name: &str, stages: u32, tile: &ValidSpec| {
+            PipelineSpec::new(name, stages, consumers)
+                .tile(name, tile)
+                .validate()
+                .map_err(|e| findings(&format!("pipeline {name}"), e))
+        };
+        // Q once per work unit; K and V each on their own barriers, so QK^T starts before V lands.
+        let q_pipe = pipe("q", 1, &q)?;
+        let k_pipe = pipe("k", c.stages, &k)?;
+        let v_pipe = pipe("v", c.stages, &vt)?;
+        let mut kernel = KernelPlan::new("attn")
+            .pipeline(&q_pipe)
+            .pipeline(&k_pipe)
+            .pipeline(&v_pipe);
+        kernel = match c.kind {
+            Kind::Wg1 => kernel.block_threads(128),
+            _ => kernel.roles(
+                &WarpRoles::new("attn", 24, c.consumers(), 240)
+                    .per_consumer_barrier("epi", 128)
+                    // Ping-pong: consumer c waits on its `turn` (its 128 threads sync, the other
+                    // consumer's 128 arrive) before it issues its GEMMs.
+                    .per_consumer_barrier("turn", 256)
+                    .validate()
+                    .map_err(|e| findings("warp roles", e))?,
+            ),
+        };
+        if c.o_tma() {
+            kernel = kernel.staging("o", &o, c.consumers());
+        }
+        let kernel = kernel
+            .validate()
+            .map_err(|e| findings(&c.name(), e))?;
+        Ok(Plan {
+            config: c,
+            q,
+            k,
+            v: vt,
+            o,
+            q_pipe,
+            k_pipe,
+            v_pipe,
+            kernel,
+        })
+    }
+
+    /// The whole CUDA source: the plan's helpers, the configuration's macros, attn.cu.
+    pub fn source(&self) -> Res<Source> {
+        let c = &self.config;
+        let defines = format!(
+            "#define ATTN_D {}\n#define ATTN_BN {}\n#define ATTN_NC {}\n#define ATTN_KIND {}\n#define ATTN_CAUSAL {}\n#define ATTN_F16 {}\n#define ATTN_O_TMA {}\n",
+            c.d,
+            c.bn,
+            c.consumers(),
+            c.kind.code(),
+            u32::from(c.causal),
+            u32::from(c.input == In::F16),
+            u32::from(c.o_tma()),
+        );
+        let src = KernelSource::new()
+            .plan(&self.kernel)
+            .body(&defines)
+            .body_at("examples/06-attention/attn.cu", 1, ATTN_CU);
+        Source::kernel(&src).map_err(|e| findings("render", e))
+    }
+}
+
+/// Release code unless ATTN_DEBUG=1 (debug waits: hang detection, device checks).
+pub fn options() -> CompileOptions {
+    CompileOptions::new(Arch::Sm90a)
+        .debug_waits(std::env::var("ATTN_DEBUG").is_ok_and(|v| v == "1"))
+}

@@ -1,0 +1,261 @@
+//! Attention forward written with tma (issue 21): O = softmax(Q K^T / sqrt(d)) V per (batch,
+//! head), bf16 or f16 in and out, fp32 accumulation, head dims 64, 128 and 256, causal or not,
+//! any sequence lengths (ragged ends: TMA fills loads past the end with zeros, the scores of
+//! missing keys are masked, the stores are clipped), GQA (fewer key/value heads than query
+//! heads), and the log-sum-exp of every row (f32, natural log).
+//!
+//! The kernel (attn.cu) is FlashAttention-3's design written with tma's pieces: Q, K and V are
+//! 128B-swizzled wgmma operand tiles (V MN-major: P V reads it as B through the transpose bit),
+//! Q is loaded once per work unit on its own pipeline, K and V on separate pipelines so QK^T
+//! starts before V lands; a producer warpgroup and two consumer warpgroups (setmaxnreg); the
+//! online softmax on the accumulator fragment (tma's row max / exp2 / row sum / rescale helpers,
+//! which know the fragment's layout); P V with P from registers (tma's accumulator -> A
+//! fragment conversion and register-A wgmma); ping-pong of the consumers through named barriers
+//! of the warp roles; QK^T of the next block issued under this block's softmax; O stored by TMA
+//! through its tile. Each configuration (kernel.rs) is one kernel plan, from which both the
+//! source's shared-memory layout and the launch come.
+//!
+//! Without a GPU: renders and compiles every configuration, checks each plan on the CPU model
+//! (Q, K and V loaded by the TMA model and read back through the kernel's descriptors), and
+//! says why it stops. With a GPU: every configuration on ragged, GQA and larger problems, O and
+//! LSE poisoned (NaN) first, checked against an f64 reference (every row of the small problems,
+//! sampled rows of the large), then timed once (`--reps`). The comparison with cuDNN and
+//! FlashAttention-2 is the benchmark's (`cargo bench --bench attention`, BENCHMARKS.md).
+//!
+//! Run: `cargo run --release --example 06-attention -- [--configs all|best|ladder|NAME,...]
+//! [--d 64,128,256] [--reps N]` (`ATTN_DEBUG=1`: debug waits and device checks;
+//! `ATTN_QUICK=1`: the first problem of each configuration only).
+
+#[allow(dead_code)]
+#[path = "../05-gemm/compile.rs"]
+mod compile;
+mod cpu_check;
+#[allow(dead_code)]
+mod gpu;
+#[allow(dead_code)]
+mod kernel;
+mod reference;
+#[allow(dead_code)]
+#[path = "../05-gemm/rng.rs"]
+mod rng;
+
+use std::process::ExitCode;
+
+use gpu::{Gpu, Launch, Loaded, Outputs, Problem, Shape};
+use kernel::{Config, In, Plan, Res};
+use rng::Rng;
+use tma::runtime::Compiler;
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+struct Args {
+    configs: String,
+    dims: Vec<u32>,
+    reps: usize,
+}
+
+fn args() -> Res<Args> {
+    let mut a = Args {
+        configs: "all".into(),
+        dims: vec![64, 128, 256],
+        reps: 10,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(k) = it.next() {
+        let v = it.next().ok_or(format!("{k} needs a value"))?;
+        match k.as_str() {
+            "--configs" => a.configs = v,
+            "--d" => {
+                a.dims = v
+                    .split(',')
+                    .map(|x| x.trim().parse().map_err(|_| format!("--d: {x}")))
+                    .collect::<Result<_, _>>()?
+            }
+            "--reps" => a.reps = v.parse().map_err(|_| format!("--reps: {v}"))?,
+            _ => return Err(format!("unknown argument {k}").into()),
+        }
+    }
+    Ok(a)
+}
+
+/// The configurations `--configs` names: `all` (the ladder in bf16 and the best in f16, causal
+/// and not, each head dim), `best`, `ladder`, or names (`ov_d128_n128_s2_bf16_causal`).
+fn configs(a: &Args) -> Res<Vec<Config>> {
+    let mut v = Vec::new();
+    for &d in &a.dims {
+        for causal in [false, true] {
+            match a.configs.as_str() {
+                "all" | "ladder" => {
+                    v.extend(Config::ladder(In::BF16, d, causal).into_iter().map(|(_, c)| c));
+                    if a.configs == "all" {
+                        v.push(Config::best(In::F16, d, causal));
+                    }
+                }
+                "best" => {
+                    v.push(Config::best(In::BF16, d, causal));
+                    v.push(Config::best(In::F16, d, causal));
+                }
+                _ => {}
+            }
+        }
+    }
+    if v.is_empty() {
+        for n in a.configs.split(',') {
+            v.push(Config::parse(n.trim()).ok_or(format!("no configuration named {n}"))?);
+        }
+    }
+    Ok(v)
+}
+
+/// The problems every configuration is checked on (head dim d): ragged lengths, GQA, a query
+/// length unlike the key length, one key, and one larger problem (sampled rows).
+fn problems(d: usize) -> Vec<Shape> {
+    let s = |b, h, hkv, sq, sk| Shape { b, h, hkv, sq, sk, d };
+    vec![
+        s(2, 4, 2, 200, 200),
+        s(1, 2, 1, 333, 517),
+        s(1, 3, 3, 130, 1),
+        s(2, 8, 8, 2048, 2048),
+    ]
+}
+
+fn run() -> Res<bool> {
+    let a = args()?;
+    let configs = configs(&a)?;
+    let plans = configs
+        .iter()
+        .map(|&c| Plan::new(c))
+        .collect::<Res<Vec<Plan>>>()?;
+    // The CPU proofs first: every operand read back through the kernel's descriptors.
+    let mut rng = Rng::from_clock();
+    let mut elements = 0;
+    for p in &plans {
+        elements += cpu_check::check_plan(p, &mut rng)?;
+    }
+    println!(
+        "CPU model: Q, K and V of {} configurations read back through their descriptors ({elements} elements)",
+        plans.len()
+    );
+    let compiler = match Compiler::global() {
+        Ok(c) => c,
+        Err(e) => {
+            println!("no NVRTC ({e}): every plan checked on the CPU model; stopping before compiling");
+            return Ok(true);
+        }
+    };
+    let built = compile::compile_all(compiler, plans);
+    let mut ok = true;
+    let mut ready = Vec::new();
+    for (c, b) in configs.iter().zip(built) {
+        match b {
+            Ok(b) => {
+                // ptxas's resources: a spilling configuration is slow, and says so here.
+                let res = match b.compiled.resources("attn") {
+                    Ok(r) => format!(
+                        "{} registers, {} B spilled",
+                        r.registers,
+                        r.spill_stores + r.spill_loads
+                    ),
+                    Err(_) => "no ptxas report".into(),
+                };
+                println!("compiled {c} in {:.2} s ({:?}): {res}", b.seconds, b.origin);
+                // ptxas's performance warnings (C7520: wgmma serialized) would cost half the speed.
+                for w in b.compiled.log.lines().filter(|l| l.contains("Performance Loss")) {
+                    println!("  ptxas: {}", w.trim());
+                }
+                ready.push(b);
+            }
+            Err(e) => {
+                println!("{c}: FAILED to build: {e}");
+                ok = false;
+            }
+        }
+    }
+    let gpu = match tma::runtime::gpu_available() {
+        Ok(_) => Gpu::new()?,
+        Err(why) => {
+            println!("no GPU run: {why}");
+            return Ok(ok);
+        }
+    };
+    println!("GPU: {}", gpu.name);
+    let quick = std::env::var("ATTN_QUICK").is_ok_and(|v| v == "1");
+    for b in &ready {
+        let c = b.plan.config;
+        let loaded = Loaded::new(&gpu, b)?;
+        let shapes = problems(c.d as usize);
+        let shapes = if quick { &shapes[..1] } else { &shapes[..] };
+        for &shape in shapes {
+            let p = Problem::new(&gpu, shape, c.input, &mut rng)?;
+            let mut out = Outputs::new(&gpu, &shape)?;
+            out.poison(&gpu.stream)?;
+            let launch = Launch::new(&gpu, &loaded, &p, &out)?;
+            launch.run()?;
+            gpu.stream.synchronize()?;
+            let o = gpu.stream.clone_dtoh(&out.o)?;
+            let lse = gpu.stream.clone_dtoh(&out.lse)?;
+            let heads = shape.b * shape.h;
+            let all_rows = heads * shape.sq <= 4096;
+            let rows: Vec<(usize, usize)> = if all_rows {
+                (0..heads).flat_map(|bh| (0..shape.sq).map(move |r| (bh, r))).collect()
+            } else {
+                // The first and last rows of every head, and 256 random ones.
+                let mut v: Vec<(usize, usize)> =
+                    (0..heads).flat_map(|bh| [(bh, 0), (bh, shape.sq - 1)]).collect();
+                for _ in 0..256 {
+                    v.push((
+                        rng.below(heads as u64) as usize,
+                        rng.below(shape.sq as u64) as usize,
+                    ));
+                }
+                v
+            };
+            let mut bad = Vec::new();
+            for &(bh, r) in &rows {
+                let want = reference::reference_row(&p, c.causal, bh, r);
+                let at = (bh * shape.sq + r) * shape.d;
+                reference::check_row(
+                    &want,
+                    &o[at..at + shape.d],
+                    lse[bh * shape.sq + r],
+                    c.input,
+                    bh,
+                    r,
+                    &mut bad,
+                );
+                if bad.len() > 8 {
+                    break;
+                }
+            }
+            let mut line = format!(
+                "{c} {shape}: {} rows {}",
+                rows.len(),
+                if bad.is_empty() { "OK" } else { "WRONG" }
+            );
+            if bad.is_empty() && a.reps > 0 && !all_rows {
+                let mut t = gpu::time(&gpu, a.reps, &mut || launch.run())?;
+                let ms = gpu::median(&mut t);
+                line += &format!(
+                    ", {:.3} ms, {:.0} TFLOP/s",
+                    ms,
+                    shape.flops(c.causal) / ms / 1e9
+                );
+            }
+            println!("{line}");
+            for m in &bad {
+                println!("    {m}");
+            }
+            ok &= bad.is_empty();
+        }
+    }
+    Ok(ok)
+}

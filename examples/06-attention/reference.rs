@@ -1,0 +1,91 @@
+//! The f64 reference of one query row and the check of the GPU's row against it.
+//!
+//! Error model (why the tolerance is what it is): the kernel computes S in f32 (exact products
+//! of 16-bit inputs, f32 sums), P = 2^(S log2(e) / sqrt(d) - max) in f32, then rounds P to the
+//! input type for P V (each weight moves by at most the type's unit roundoff u, relative), sums
+//! in f32 and rounds O to the input type (u again). So element e of the row is off by at most
+//! about `u * A_e + u * |o_e|`, with `A_e = sum_j p_j |v_je| / l` (the weights' share of |V|),
+//! plus f32 rounding, far below; the check allows twice the first term and a 1e-5 floor.
+//! The log-sum-exp is f32 throughout: 1e-5 relative (plus 1e-5).
+
+use crate::gpu::{Problem, Shape};
+use crate::kernel::In;
+
+/// The exact (f64) output row `row` of head `bh` (= b H + h): O's row and its log-sum-exp,
+/// and each element's tolerance.
+pub struct RefRow {
+    pub o: Vec<f64>,
+    pub lse: f64,
+    pub tol: Vec<f64>,
+}
+
+pub fn reference_row(p: &Problem, causal: bool, bh: usize, row: usize) -> RefRow {
+    let Shape { h, hkv, sq, sk, d, .. } = p.shape;
+    let (b, head) = (bh / h, bh % h);
+    let bh_kv = b * hkv + head / (h / hkv);
+    let t = p.input;
+    let q: Vec<f64> = (0..d)
+        .map(|e| f64::from(t.from_bits(p.q_host[(bh * sq + row) * d + e])))
+        .collect();
+    let kv = |buf: &[u16], j: usize, e: usize| f64::from(t.from_bits(buf[(bh_kv * sk + j) * d + e]));
+    let keys = if causal { (row + 1).min(sk) } else { sk };
+    let scale = 1.0 / (d as f64).sqrt();
+    let s: Vec<f64> = (0..keys)
+        .map(|j| (0..d).map(|e| q[e] * kv(&p.k_host, j, e)).sum::<f64>() * scale)
+        .collect();
+    let m = s.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let w: Vec<f64> = s.iter().map(|x| (x - m).exp()).collect();
+    let l: f64 = w.iter().sum();
+    let mut o = vec![0.0; d];
+    let mut a = vec![0.0; d];
+    for (j, wj) in w.iter().enumerate() {
+        for e in 0..d {
+            let v = kv(&p.v_host, j, e);
+            o[e] += wj * v;
+            a[e] += wj * v.abs();
+        }
+    }
+    let u = t.unit_roundoff();
+    let tol = (0..d)
+        .map(|e| 2.0 * u * a[e] / l + u * (o[e] / l).abs() + 1e-5)
+        .collect();
+    RefRow {
+        o: o.into_iter().map(|x| x / l).collect(),
+        lse: m + l.ln(),
+        tol,
+    }
+}
+
+/// The first few mismatches of one row (empty: the row is right).
+pub fn check_row(
+    r: &RefRow,
+    o: &[u16],
+    lse: f32,
+    t: In,
+    bh: usize,
+    row: usize,
+    out: &mut Vec<String>,
+) {
+    let lse = f64::from(lse);
+    if !((lse - r.lse).abs() <= 1e-5 * (1.0 + r.lse.abs())) {
+        out.push(format!(
+            "head {bh} row {row}: lse {lse} (want {}, off {:.2e})",
+            r.lse,
+            (lse - r.lse).abs()
+        ));
+    }
+    for (e, bits) in o.iter().enumerate() {
+        let got = f64::from(t.from_bits(*bits));
+        if !((got - r.o[e]).abs() <= r.tol[e]) {
+            out.push(format!(
+                "head {bh} row {row} col {e}: {got} (want {:.6}, off {:.2e} > {:.2e})",
+                r.o[e],
+                (got - r.o[e]).abs(),
+                r.tol[e]
+            ));
+            if out.len() > 8 {
+                return;
+            }
+        }
+    }
+}
