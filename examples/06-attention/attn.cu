@@ -36,13 +36,16 @@ static_assert(TQ::K_SLICES * 16 == ATTN_D && TV::K_SLICES == ATTN_PK, "the k-sli
 typedef tma_roles_attn R;
 #endif
 
-// Work unit (query block, batch x head) of this CTA. Causal: the heaviest blocks first.
+// Work unit u (a query block of one batch x head): the query blocks of a head are consecutive
+// units, so the CTAs running at once share a few heads' K and V in L2; under causal the
+// heaviest (last) query block of each head comes first.
 struct attn_unit {
   int m0, bh, bh_kv, nblocks;
-  __device__ __forceinline__ attn_unit(int H, int Hkv, int Sq, int Sk) {
-    const int mb = ATTN_CAUSAL ? (int)(gridDim.x - 1u - blockIdx.x) : (int)blockIdx.x;
+  __device__ __forceinline__ attn_unit(int u, int H, int Hkv, int Sq, int Sk) {
+    const int nmb = (Sq + ATTN_BM - 1) / ATTN_BM;
+    const int mb = ATTN_CAUSAL ? nmb - 1 - u % nmb : u % nmb;
     m0 = mb * ATTN_BM;
-    bh = (int)blockIdx.y;
+    bh = u / nmb;
     const int b = bh / H, h = bh % H;
     bh_kv = b * Hkv + h / (H / Hkv);
     const int last = ATTN_CAUSAL ? min(Sk, m0 + ATTN_BM) : Sk;  // keys this block sees
@@ -183,7 +186,7 @@ extern "C" __global__ void TMA_PLAN_ATTN_LAUNCH_BOUNDS attn(const __grid_constan
                                                           const __grid_constant__ CUtensorMap mapV,
                                                           const __grid_constant__ CUtensorMap mapO, void* out,
                                                           float* __restrict__ lse, int H, int Hkv, int Sq, int Sk,
-                                                          float scale_log2) {
+                                                          float scale_log2, int units) {
   extern __shared__ __align__(16) unsigned char attn_raw[];
   unsigned char* const base = P::base(attn_raw);
   const QP qp = P::q(base);
@@ -198,8 +201,8 @@ extern "C" __global__ void TMA_PLAN_ATTN_LAUNCH_BOUNDS attn(const __grid_constan
   qp.init();
   kp.init();
   vp.init();
-  const attn_unit u(H, Hkv, Sq, Sk);
-  const int nb = u.nblocks;
+  // Units blockIdx.x, + gridDim.x, ...: one each when the grid is every unit, several in a
+  // persistent grid (Q of the next unit then loads while this one's last blocks run).
 
 #if ATTN_KIND == 0
   // One warpgroup: thread 0 loads Q and keeps K and V STAGES - 1 blocks ahead; all 128 threads
@@ -207,22 +210,18 @@ extern "C" __global__ void TMA_PLAN_ATTN_LAUNCH_BOUNDS attn(const __grid_constan
   const unsigned tw = threadIdx.x;
   const int c = 0;
   attn_producer prod;
-  if (tw == 0u) {
-    prod.q(qp, &mapQ, u);
-    for (int j = 0; j < (int)KP::STAGES - 1 && j < nb; ++j) {
-      prod.k(kp, &mapK, u, j);
-      prod.v(vp, &mapV, u, j);
-    }
-  }
 #else
   if (R::is_producer()) {
     R::producer_setmaxnreg();
     if (threadIdx.x == 0u) {
       attn_producer prod;
-      prod.q(qp, &mapQ, u);
-      for (int j = 0; j < nb; ++j) {
-        prod.k(kp, &mapK, u, j);
-        prod.v(vp, &mapV, u, j);
+      for (int ui = (int)blockIdx.x; ui < units; ui += (int)gridDim.x) {
+        const attn_unit u(ui, H, Hkv, Sq, Sk);
+        prod.q(qp, &mapQ, u);
+        for (int j = 0; j < u.nblocks; ++j) {
+          prod.k(kp, &mapK, u, j);
+          prod.v(vp, &mapV, u, j);
+        }
       }
     }
     qp.finish();
@@ -232,123 +231,152 @@ extern "C" __global__ void TMA_PLAN_ATTN_LAUNCH_BOUNDS attn(const __grid_constan
   const int c = (int)R::consumer_index();
   const unsigned tw = threadIdx.x % 128u;
 #endif
-  const int row0 = u.m0 + c * 64;
   QP::state qs;
   KP::state ks;
   VP::state vs;
-  attn_softmax sm(scale_log2);
-  float o[ATTN_O];
-#pragma unroll
-  for (int i = 0; i < ATTN_O; ++i) o[i] = 0.f;
-  float s[ATTN_S];
-  float corr[2];
-  qp.wait(qs);
-  const unsigned char* q = qp.smem_q(qs);
-
-#if ATTN_KIND == 2 || ATTN_KIND == 3
-  // Ping-pong: consumer 0 takes the first turn (consumer 1 arrives on it once up front).
-  if (c == 1) R::arrive_turn(0);
-#endif
-
-#if ATTN_KIND <= 2
-  for (int j = 0; j < nb; ++j) {
-#if ATTN_KIND == 0
-    const int next = j + (int)KP::STAGES - 1;
-    if (tw == 0u && next < nb) {
-      prod.k(kp, &mapK, u, next);
-      prod.v(vp, &mapV, u, next);
-    }
-#endif
-    kp.wait(ks);
-#if ATTN_KIND == 2
-    R::sync_turn(c);
-#endif
-    tma_wgmma_fence();
-    attn_qk(s, q, kp.smem_k(ks), c);
-    tma_wgmma_commit_group();
-#if ATTN_KIND == 2
-    // Hand the turn to the other consumer (consumer 1 keeps its last: every sync has one arrive).
-    if (c == 0 || j + 1 < nb) R::arrive_turn(1 - c);
-#endif
-    tma_wgmma_wait_group<0>();
-    kp.release(ks);
-    ++ks;
-    sm.step(s, row0, j * ATTN_BN, Sk, attn_masked(j, row0, Sk), corr, tw);
-    tma_wgmma_row_scale<ATTN_D>(o, corr);
-    attn_pfrag p[ATTN_PK];
-    tma_wgmma_acc_to_a<ATTN_BN>(s, p);
-    vp.wait(vs);
-    tma_wgmma_fence();
-    attn_pv(o, p, vp.smem_v(vs));
-    tma_wgmma_commit_group();
-    tma_wgmma_wait_group<0>();
-    vp.release(vs);
-    ++vs;
-  }
-#else
-  // Overlap: block j's QK^T and block j-1's P V are issued together (one turn), and block j's
-  // softmax runs while P V is in flight; O is rescaled once P V has landed. Block 0 (QK^T
-  // alone) and the last P V are peeled off, so every wgmma in the loop is issued on every pass:
-  // a conditional one makes ptxas serialize them all (C7520, "WG.AR in divergent path").
-  attn_pfrag p[ATTN_PK];
-  kp.wait(ks);
-  R::sync_turn(c);
-  tma_wgmma_fence();
-  attn_qk(s, q, kp.smem_k(ks), c);
-  tma_wgmma_commit_group();
-  if (c == 0 || nb > 1) R::arrive_turn(1 - c);
-  tma_wgmma_wait_group<0>();
-  kp.release(ks);
-  ++ks;
-  sm.step(s, row0, 0, Sk, attn_masked(0, row0, Sk), corr, tw);
-  tma_wgmma_acc_to_a<ATTN_BN>(s, p);
-  for (int j = 1; j < nb; ++j) {
-    kp.wait(ks);
-    vp.wait(vs);
-    R::sync_turn(c);
-    tma_wgmma_fence();
-    attn_qk(s, q, kp.smem_k(ks), c);
-    tma_wgmma_commit_group();
-    attn_pv(o, p, vp.smem_v(vs));
-    tma_wgmma_commit_group();
-    if (c == 0 || j + 1 < nb) R::arrive_turn(1 - c);
-    tma_wgmma_wait_group<1>();  // QK^T of block j
-    kp.release(ks);
-    ++ks;
-    sm.step(s, row0, j * ATTN_BN, Sk, attn_masked(j, row0, Sk), corr, tw);
-    tma_wgmma_wait_group<0>();  // P V of block j - 1
-    vp.release(vs);
-    ++vs;
-    tma_wgmma_row_scale<ATTN_D>(o, corr);
-    tma_wgmma_acc_to_a<ATTN_BN>(s, p);
-  }
-  vp.wait(vs);
-  tma_wgmma_fence();
-  attn_pv(o, p, vp.smem_v(vs));
-  tma_wgmma_commit_group();
-  tma_wgmma_wait_group<0>();
-  vp.release(vs);
-  ++vs;
-#endif
-  qp.release(qs);
-
 #if ATTN_O_TMA
   unsigned char* staging = P::o(base, (unsigned)c);
 #else
   unsigned char* staging = nullptr;
 #endif
-  attn_epilogue(o, sm, staging, out, lse, u.bh, row0, Sq, tw);
+  for (int ui = (int)blockIdx.x; ui < units; ui += (int)gridDim.x) {
+    const attn_unit u(ui, H, Hkv, Sq, Sk);
+    const int nb = u.nblocks;
+    const int row0 = u.m0 + c * 64;
+#if ATTN_KIND == 0
+    if (tw == 0u) {
+      prod.q(qp, &mapQ, u);
+      for (int j = 0; j < (int)KP::STAGES - 1 && j < nb; ++j) {
+        prod.k(kp, &mapK, u, j);
+        prod.v(vp, &mapV, u, j);
+      }
+    }
+#endif
+    attn_softmax sm(scale_log2);
+    float o[ATTN_O];
+#pragma unroll
+    for (int i = 0; i < ATTN_O; ++i) o[i] = 0.f;
+    float s[ATTN_S];
+    float corr[2];
+    qp.wait(qs);
+    const unsigned char* q = qp.smem_q(qs);
+
+#if ATTN_KIND == 2 || ATTN_KIND == 3
+    // Ping-pong: consumer 0 takes the first turn of each unit (consumer 1 arrives on it once up
+    // front, and keeps its last turn's arrival: every sync has exactly one arrive).
+    if (c == 1) R::arrive_turn(0);
+#endif
+
+#if ATTN_KIND <= 2
+    for (int j = 0; j < nb; ++j) {
+#if ATTN_KIND == 0
+      const int next = j + (int)KP::STAGES - 1;
+      if (tw == 0u && next < nb) {
+        prod.k(kp, &mapK, u, next);
+        prod.v(vp, &mapV, u, next);
+      }
+#endif
+      kp.wait(ks);
+#if ATTN_KIND == 2
+      R::sync_turn(c);
+#endif
+      tma_wgmma_fence();
+      attn_qk(s, q, kp.smem_k(ks), c);
+      tma_wgmma_commit_group();
+#if ATTN_KIND == 2
+      if (c == 0 || j + 1 < nb) R::arrive_turn(1 - c);
+#endif
+      tma_wgmma_wait_group<0>();
+      kp.release(ks);
+      ++ks;
+      sm.step(s, row0, j * ATTN_BN, Sk, attn_masked(j, row0, Sk), corr, tw);
+      tma_wgmma_row_scale<ATTN_D>(o, corr);
+      attn_pfrag p[ATTN_PK];
+      tma_wgmma_acc_to_a<ATTN_BN>(s, p);
+      vp.wait(vs);
+      tma_wgmma_fence();
+      attn_pv(o, p, vp.smem_v(vs));
+      tma_wgmma_commit_group();
+      tma_wgmma_wait_group<0>();
+      vp.release(vs);
+      ++vs;
+    }
+    qp.release(qs);
+    ++qs;
+#else
+    // Overlap: block j's QK^T and block j-1's P V are issued together (one turn), and block j's
+    // softmax runs while P V is in flight; O is rescaled once P V has landed. Block 0 (QK^T
+    // alone) and the last P V are peeled off, so every wgmma in the loop is issued on every
+    // pass: a conditional one makes ptxas serialize them all (C7520, "WG.AR in divergent path").
+    attn_pfrag p[ATTN_PK];
+    kp.wait(ks);
+    R::sync_turn(c);
+    tma_wgmma_fence();
+    attn_qk(s, q, kp.smem_k(ks), c);
+    tma_wgmma_commit_group();
+    if (c == 0 || nb > 1) R::arrive_turn(1 - c);
+    tma_wgmma_wait_group<0>();
+    kp.release(ks);
+    ++ks;
+    sm.step(s, row0, 0, Sk, attn_masked(0, row0, Sk), corr, tw);
+    tma_wgmma_acc_to_a<ATTN_BN>(s, p);
+    for (int j = 1; j < nb; ++j) {
+      kp.wait(ks);
+      vp.wait(vs);
+      R::sync_turn(c);
+      tma_wgmma_fence();
+      attn_qk(s, q, kp.smem_k(ks), c);
+      tma_wgmma_commit_group();
+      attn_pv(o, p, vp.smem_v(vs));
+      tma_wgmma_commit_group();
+      if (c == 0 || j + 1 < nb) R::arrive_turn(1 - c);
+      tma_wgmma_wait_group<1>();  // QK^T of block j
+      kp.release(ks);
+      ++ks;
+      sm.step(s, row0, j * ATTN_BN, Sk, attn_masked(j, row0, Sk), corr, tw);
+      tma_wgmma_wait_group<0>();  // P V of block j - 1
+      vp.release(vs);
+      ++vs;
+      tma_wgmma_row_scale<ATTN_D>(o, corr);
+      tma_wgmma_acc_to_a<ATTN_BN>(s, p);
+    }
+    // Every QK^T of the unit is done: Q's stage goes back (the next unit's Q loads under the
+    // last P V).
+    qp.release(qs);
+    ++qs;
+    vp.wait(vs);
+    tma_wgmma_fence();
+    attn_pv(o, p, vp.smem_v(vs));
+    tma_wgmma_commit_group();
+    tma_wgmma_wait_group<0>();
+    vp.release(vs);
+    ++vs;
+#endif
+
+#if ATTN_O_TMA
+    // The staging is free once the previous unit's store has read it.
+    if (tw == 0u) tma_store_async_wait<0>();
+#if ATTN_KIND == 0
+    __syncthreads();
+#else
+    R::sync_epi((unsigned)c);
+#endif
+#endif
+    attn_epilogue(o, sm, staging, out, lse, u.bh, row0, Sq, tw);
 #if ATTN_O_TMA
 #if ATTN_KIND == 0
-  __syncthreads();
+    __syncthreads();
 #else
-  R::sync_epi((unsigned)c);
+    R::sync_epi((unsigned)c);
 #endif
-  if (tw == 0u) {
-    TO::store(&mapO, staging, {.bh = u.bh, .s = row0, .d = 0});
-    tma_store_commit_group();
-    tma_store_async_wait<0>();
+    if (tw == 0u) {
+      TO::store(&mapO, staging, {.bh = u.bh, .s = row0, .d = 0});
+      tma_store_commit_group();
+    }
+#endif
   }
+#if ATTN_O_TMA
+  if (tw == 0u) tma_store_async_wait_complete<0>();
 #else
   (void)mapO;
 #endif

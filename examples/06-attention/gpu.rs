@@ -15,6 +15,7 @@ pub struct Gpu {
     pub ctx: Arc<CudaContext>,
     pub stream: Arc<CudaStream>,
     pub name: String,
+    pub sms: u32,
 }
 
 impl Gpu {
@@ -22,7 +23,15 @@ impl Gpu {
         let ctx = CudaContext::new(0)?;
         let stream = ctx.new_stream()?;
         let name = ctx.name()?;
-        Ok(Gpu { ctx, stream, name })
+        let sms = u32::try_from(ctx.attribute(
+            cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+        )?)?;
+        Ok(Gpu {
+            ctx,
+            stream,
+            name,
+            sms,
+        })
     }
 }
 
@@ -146,15 +155,26 @@ pub struct Loaded {
     pub config: Config,
     pub kernel: Kernel,
     plan: Plan,
+    /// CTAs resident on the whole GPU at once (a persistent grid's size).
+    resident: u32,
 }
 
 impl Loaded {
     pub fn new(gpu: &Gpu, built: &Built) -> Res<Arc<Loaded>> {
         let module = Module::load(&gpu.ctx, built.compiled.clone())?;
+        let kernel = module.kernel("attn")?;
+        // The plan's launch (block, dynamic shared memory: the runtime opts the kernel in) at
+        // the most blocks per SM the driver gives it, on every SM.
+        let cfg = kernel.plan_config(&gpu.stream, (1, 1, 1))?;
+        let per_sm = kernel.max_active_blocks_per_sm(&cfg)?;
+        if per_sm == 0 {
+            return Err(format!("{}: no block fits an SM", built.plan.config).into());
+        }
         Ok(Arc::new(Loaded {
             config: built.plan.config,
-            kernel: module.kernel("attn")?,
+            kernel,
             plan: built.plan.clone(),
+            resident: per_sm * gpu.sms,
         }))
     }
 }
@@ -168,6 +188,7 @@ pub struct Launch {
     lse: u64,
     dims: [i32; 4],
     scale_log2: f32,
+    units: i32,
 }
 
 impl Launch {
@@ -183,11 +204,16 @@ impl Launch {
         let mk = TensorMap::new_raw_bits(&plan.k.bind(&[bhkv, s.sk as u64, d], None)?, &p.k)?;
         let mv = TensorMap::new_raw_bits(&plan.v.bind(&[bhkv, s.sk as u64, d], None)?, &p.v)?;
         let mo = TensorMap::new_raw_bits(&plan.o.bind(&[bh, s.sq as u64, d], None)?, &out.o)?;
-        let blocks = s.sq.div_ceil(c.bm() as usize) as u32;
-        let cfg = loaded
-            .kernel
-            .plan_config(&gpu.stream, (blocks, (s.b * s.h) as u32, 1))?;
+        // Work units: each head's query blocks.
+        let units = s.sq.div_ceil(c.bm() as usize) * s.b * s.h;
         let i = |v: usize| i32::try_from(v).map_err(|_| format!("{v} does not fit an int"));
+        let units = i(units)?;
+        let grid = if c.persistent {
+            (units as u32).min(loaded.resident)
+        } else {
+            units as u32
+        };
+        let cfg = loaded.kernel.plan_config(&gpu.stream, (grid, 1, 1))?;
         Ok(Launch {
             loaded: loaded.clone(),
             cfg,
@@ -196,6 +222,7 @@ impl Launch {
             lse: out.lse.device_ptr(&gpu.stream).0,
             dims: [i(s.h)?, i(s.hkv)?, i(s.sq)?, i(s.sk)?],
             scale_log2: (std::f64::consts::LOG2_E / (s.d as f64).sqrt()) as f32,
+            units,
         })
     }
 
@@ -208,8 +235,8 @@ impl Launch {
         for d in &self.dims {
             l.arg(d);
         }
-        l.arg(&self.scale_log2);
-        // SAFETY: (CUtensorMap x 4, void*, float*, int x 4, float) as attn.cu declares; the maps
+        l.arg(&self.scale_log2).arg(&self.units);
+        // SAFETY: (CUtensorMap x 4, void*, float*, int x 4, float, int) as attn.cu declares; the maps
         // cover the problem's and the outputs' buffers, which outlive the launch (the caller
         // holds them); O and LSE hold B H Sq (x D) elements of their types.
         unsafe { l.launch() }?;

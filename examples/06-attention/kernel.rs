@@ -111,6 +111,9 @@ pub struct Config {
     /// K and V stages.
     pub stages: u32,
     pub causal: bool,
+    /// A grid of as many CTAs as fit the GPU at once, each walking work units (query block,
+    /// batch x head), the next unit's Q loaded under this one's last blocks; else one CTA a unit.
+    pub persistent: bool,
 }
 
 /// Query rows per consumer warpgroup: wgmma's M.
@@ -133,17 +136,23 @@ impl Config {
             bn,
             stages,
             causal,
+            persistent: true,
         }
     }
 
     /// The ladder of features at one head dim (each step one more).
     pub fn ladder(input: In, d: u32, causal: bool) -> Vec<(&'static str, Config)> {
         let best = Config::best(input, d, causal);
+        let a4 = Config {
+            persistent: false,
+            ..best
+        };
         vec![
-            ("A1 one warpgroup", Config { kind: Kind::Wg1, ..best }),
-            ("A2 + producer warpgroup, 2 consumers, setmaxnreg", Config { kind: Kind::Ws, ..best }),
-            ("A3 + ping-pong consumers", Config { kind: Kind::PingPong, ..best }),
-            ("A4 + QK^T of the next block under the softmax", best),
+            ("A1 one warpgroup", Config { kind: Kind::Wg1, ..a4 }),
+            ("A2 + producer warpgroup, 2 consumers, setmaxnreg", Config { kind: Kind::Ws, ..a4 }),
+            ("A3 + ping-pong consumers", Config { kind: Kind::PingPong, ..a4 }),
+            ("A4 + QK^T of the next block under the softmax", a4),
+            ("A5 + persistent CTAs, the next Q under the last blocks", best),
         ]
     }
 
@@ -165,21 +174,26 @@ impl Config {
         WG_ROWS * self.consumers()
     }
 
-    /// `ov_d128_n128_s2_bf16_causal`.
+    /// `ov_d128_n128_s2_p_bf16_causal` (`_p`: persistent).
     pub fn name(&self) -> String {
         format!(
-            "{}_d{}_n{}_s{}_{}{}",
+            "{}_d{}_n{}_s{}{}_{}{}",
             self.kind.name(),
             self.d,
             self.bn,
             self.stages,
+            if self.persistent { "_p" } else { "" },
             self.input.name(),
             if self.causal { "_causal" } else { "" }
         )
     }
 
     pub fn parse(s: &str) -> Option<Config> {
-        let p: Vec<&str> = s.split('_').collect();
+        let mut p: Vec<&str> = s.split('_').collect();
+        let persistent = p.get(4) == Some(&"p");
+        if persistent {
+            p.remove(4);
+        }
         let kind = match *p.first()? {
             "wg1" => Kind::Wg1,
             "ws" => Kind::Ws,
@@ -199,6 +213,7 @@ impl Config {
             stages: p.get(3)?.strip_prefix('s')?.parse().ok()?,
             input: In::parse(p.get(4)?)?,
             causal,
+            persistent,
         })
     }
 }
