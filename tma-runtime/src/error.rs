@@ -728,6 +728,9 @@ fn device_check_detail(
             value >> 1,
             value & 1
         ),
+        Rule::Im2colOffsetRange => format!(
+            "{dim}im2col offset {value} is outside [0, 2^(16 / spatial dims) - 1] (the map keeps that many bits of each filter offset)"
+        ),
         _ => format!("{dim}value {value}"),
     }
 }
