@@ -136,7 +136,11 @@ fn explain(
                 e.pixel,
                 e.channel,
                 e.index,
-                if e.global.is_some() { "" } else { " (out of bounds: fill)" }
+                if e.global.is_some() {
+                    ""
+                } else {
+                    " (out of bounds: fill)"
+                }
             )
         })
         .unwrap_or_else(|| "no element (padding, expected 0)".into());
@@ -259,7 +263,9 @@ fn gpu_im2col_loads_match_the_model_bit_for_bit() {
         }
         let s = b.spec();
         *coverage.entry(format!("rank {}", s.rank())).or_default() += 1;
-        *coverage.entry(format!("swizzle {}", s.swizzle.name())).or_default() += 1;
+        *coverage
+            .entry(format!("swizzle {}", s.swizzle.name()))
+            .or_default() += 1;
         *coverage
             .entry(format!("{}-byte", s.dtype.size_bytes().unwrap_or(0)))
             .or_default() += 1;
@@ -273,7 +279,9 @@ fn gpu_im2col_loads_match_the_model_bit_for_bit() {
             *coverage.entry("some out of bounds".into()).or_default() += 1;
         }
         if elements.iter().any(|e| e.index[0] != coords[0]) {
-            *coverage.entry("wraps into the next image".into()).or_default() += 1;
+            *coverage
+                .entry("wraps into the next image".into())
+                .or_default() += 1;
         }
         let mut want = im2col::load(&b, &global, &coords, &offsets).expect("model");
         let footprint = b.plan().footprint_bytes;
@@ -313,7 +321,10 @@ fn gpu_im2col_loads_match_the_model_bit_for_bit() {
             println!("  {i}/{n} loads, {} mismatches so far", mismatches.len());
         }
     }
-    println!("im2col loads: {n}, {} mismatches; coverage {coverage:?}", mismatches.len());
+    println!(
+        "im2col loads: {n}, {} mismatches; coverage {coverage:?}",
+        mismatches.len()
+    );
     for m in mismatches.iter().take(20) {
         println!("MISMATCH {m}");
     }
@@ -323,7 +334,11 @@ fn gpu_im2col_loads_match_the_model_bit_for_bit() {
             mismatches.join("\n"),
         );
     }
-    assert!(mismatches.is_empty(), "{} of {n} im2col loads differ from the model", mismatches.len());
+    assert!(
+        mismatches.is_empty(),
+        "{} of {n} im2col loads differ from the model",
+        mismatches.len()
+    );
 }
 
 /// The kernel that loads through the rendered helpers of `b`: `T::load` with the coordinates
@@ -420,10 +435,8 @@ fn gpu_im2col_rendered_helpers_match_the_model() {
                 let ptr = gbuf.device_ptr(stream).0;
                 dev.ctx.bind_to_thread().unwrap();
                 // SAFETY: a context is current; the buffer holds the tensor.
-                unsafe {
-                    tma::runtime::driver::encode_im2col_args(&Im2colEncodeArgs::new(b), ptr)
-                }
-                .unwrap()
+                unsafe { tma::runtime::driver::encode_im2col_args(&Im2colEncodeArgs::new(b), ptr) }
+                    .unwrap()
             }
         };
         #[repr(C)]
@@ -444,7 +457,9 @@ fn gpu_im2col_rendered_helpers_match_the_model() {
         for (d, &o) in offsets.iter().enumerate() {
             call.offsets[d] = o as i32;
         }
-        let mut out: CudaSlice<u8> = stream.clone_htod(&vec![0xA5u8; footprint as usize]).unwrap();
+        let mut out: CudaSlice<u8> = stream
+            .clone_htod(&vec![0xA5u8; footprint as usize])
+            .unwrap();
         let mut status: CudaSlice<i32> = stream.alloc_zeros(1).unwrap();
         let kernel = module.kernel("im2col_helper").unwrap();
         let cfg = LaunchConfig::new(stream, (1, 1, 1), (128, 1, 1))
@@ -481,5 +496,9 @@ fn gpu_im2col_rendered_helpers_match_the_model() {
     for m in &mismatches {
         println!("MISMATCH {m}");
     }
-    assert!(mismatches.is_empty(), "{} rendered loads differ", mismatches.len());
+    assert!(
+        mismatches.is_empty(),
+        "{} rendered loads differ",
+        mismatches.len()
+    );
 }

@@ -182,14 +182,26 @@ impl std::fmt::Display for Im2colEncodeArgs {
             self.data_type.cu_value()
         )?;
         writeln!(f, "  tensorRank          = {}", self.rank)?;
-        writeln!(f, "  globalDim           = {:?}  (innermost first)", self.global_dim)?;
+        writeln!(
+            f,
+            "  globalDim           = {:?}  (innermost first)",
+            self.global_dim
+        )?;
         writeln!(
             f,
             "  globalStrides       = {:?}  (bytes, dim 0 omitted)",
             self.global_strides
         )?;
-        writeln!(f, "  pixelBoxLowerCorner = {:?}  (W first)", self.lower_corner)?;
-        writeln!(f, "  pixelBoxUpperCorner = {:?}  (W first)", self.upper_corner)?;
+        writeln!(
+            f,
+            "  pixelBoxLowerCorner = {:?}  (W first)",
+            self.lower_corner
+        )?;
+        writeln!(
+            f,
+            "  pixelBoxUpperCorner = {:?}  (W first)",
+            self.upper_corner
+        )?;
         writeln!(f, "  channelsPerPixel    = {}", self.channels_per_pixel)?;
         writeln!(f, "  pixelsPerColumn     = {}", self.pixels_per_column)?;
         writeln!(f, "  elementStrides      = {:?}", self.element_strides)?;

@@ -57,7 +57,14 @@ fn rendered_offsets_state_the_models_pitch() {
         .get()
         .unwrap();
         let text = format!("const unsigned u = pixel * {pitch}u + channel * {esize}u;");
-        assert!(code.source().contains(&text), "{text} missing from {}", code.source().lines().find(|l| l.contains("const unsigned u =")).unwrap_or(""));
+        assert!(
+            code.source().contains(&text),
+            "{text} missing from {}",
+            code.source()
+                .lines()
+                .find(|l| l.contains("const unsigned u ="))
+                .unwrap_or("")
+        );
         for e in im2col::elements(&b, &coords, &offsets).unwrap() {
             let u = e.pixel * pitch + e.channel * esize;
             assert_eq!(b.spec().swizzle.apply(u), e.smem);

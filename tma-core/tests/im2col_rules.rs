@@ -6,8 +6,7 @@
 use tma_core::error::{Field, Severity};
 use tma_core::limits::{im2col_corner_range, im2col_offset_max, MAX_PIXELS_PER_COLUMN};
 use tma_core::{
-    validate_im2col, DType, Extent, Im2colEncodeArgs, Im2colSpec, OobFill, Rule, SpecError,
-    Swizzle,
+    validate_im2col, DType, Extent, Im2colEncodeArgs, Im2colSpec, OobFill, Rule, SpecError, Swizzle,
 };
 
 /// NHWC bf16, 64 channels (128 B: the 128B swizzle's span), 128 pixels, 3x3 pad 1.
@@ -172,7 +171,9 @@ fn rows() -> Vec<Row> {
 fn every_im2col_rule_has_a_row_that_breaks_only_it() {
     let good_findings = findings(&good());
     assert!(
-        good_findings.iter().all(|f| f.severity == Severity::Warning),
+        good_findings
+            .iter()
+            .all(|f| f.severity == Severity::Warning),
         "{good_findings:?}"
     );
     for r in rows() {
@@ -223,10 +224,18 @@ fn corner_and_offset_ranges_per_rank() {
     for (g, lo, hi) in [
         (vec![2u64, 300, 32], vec![-32768], vec![32767]),
         (vec![2, 300, 300, 32], vec![-128, -128], vec![127, 127]),
-        (vec![2, 40, 40, 40, 32], vec![-16, -16, -16], vec![15, 15, 15]),
+        (
+            vec![2, 40, 40, 40, 32],
+            vec![-16, -16, -16],
+            vec![15, 15, 15],
+        ),
     ] {
         let spec = Im2colSpec::new("t", DType::U8, g, 32, 64).corners(lo, hi);
-        assert!(validate_im2col(&spec).is_ok(), "{:?}", validate_im2col(&spec));
+        assert!(
+            validate_im2col(&spec).is_ok(),
+            "{:?}",
+            validate_im2col(&spec)
+        );
     }
 }
 

@@ -602,7 +602,11 @@ pub fn random_im2col(rng: &mut XorShift) -> (tma_core::BoundIm2col, Vec<i64>, Ve
                 lower.push(l as i32);
                 upper.push(u as i32);
             }
-            estrides.push(if rng.chance(1, 2) { 1 } else { rng.range(1, 8) as u32 });
+            estrides.push(if rng.chance(1, 2) {
+                1
+            } else {
+                rng.range(1, 8) as u32
+            });
         }
         let pixels = *rng
             .pick(&[1u32, 2, 7, 8, 16, 31, 32, 64, 100, 128, 256])

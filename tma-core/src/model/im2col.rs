@@ -169,21 +169,17 @@ pub fn load(
     let mut out = vec![0u8; len as usize];
     for e in elements(bound, coords, offsets)? {
         let s = e.smem as usize;
-        let dst = out
-            .get_mut(s..s + esize)
-            .ok_or(ModelError::SmemTooSmall {
-                needed: e.smem + esize as u64,
-                got: len,
-            })?;
+        let dst = out.get_mut(s..s + esize).ok_or(ModelError::SmemTooSmall {
+            needed: e.smem + esize as u64,
+            got: len,
+        })?;
         match e.global {
             Some(g) => {
                 let g = g as usize;
-                let src = global
-                    .get(g..g + esize)
-                    .ok_or(ModelError::GlobalTooSmall {
-                        needed: (g + esize) as u64,
-                        got: global.len() as u64,
-                    })?;
+                let src = global.get(g..g + esize).ok_or(ModelError::GlobalTooSmall {
+                    needed: (g + esize) as u64,
+                    got: global.len() as u64,
+                })?;
                 dst.copy_from_slice(src);
                 convert_on_load(spec.dtype, dst);
             }
@@ -216,9 +212,8 @@ mod tests {
     }
 
     fn walk(lower: [i32; 2], upper: [i32; 2], coords: [i64; 4], offsets: [i64; 2]) -> Vec<i64> {
-        let b = bound(
-            Im2colSpec::new("g", DType::F32, [2, 4, 4, 32], 32, 16).corners(lower, upper),
-        );
+        let b =
+            bound(Im2colSpec::new("g", DType::F32, [2, 4, 4, 32], 32, 16).corners(lower, upper));
         pixels(&b, &coords, &offsets)
             .unwrap()
             .iter()
@@ -295,7 +290,10 @@ mod tests {
             (vec![0, 0, 0, 0], vec![256, 0]), // offset past 8 bits
             (vec![0, 0, 0, 0], vec![-1, 0]),
         ] {
-            assert!(pixels(&b, &coords, &offsets).is_err(), "{coords:?} {offsets:?}");
+            assert!(
+                pixels(&b, &coords, &offsets).is_err(),
+                "{coords:?} {offsets:?}"
+            );
         }
     }
 }

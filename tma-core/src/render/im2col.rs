@@ -92,7 +92,11 @@ fn context(valid: &ValidIm2col, tile_id: u32) -> Im2colContext {
             spatial,
             lower: if spatial { spec.lower_corner[d - 1] } else { 0 },
             upper: if spatial { spec.upper_corner[d - 1] } else { 0 },
-            estride: if spatial { spec.element_strides[d - 1] } else { 1 },
+            estride: if spatial {
+                spec.element_strides[d - 1]
+            } else {
+                1
+            },
         }
     };
     let dims: Vec<Im2colDim> = (0..rank)
@@ -104,9 +108,10 @@ fn context(valid: &ValidIm2col, tile_id: u32) -> Im2colContext {
         .collect();
     let esize = spec.dtype.size_bytes().unwrap_or(1);
     let row_bytes = u64::from(spec.channels_per_pixel) * esize;
-    let pitch = crate::smem::row_pitch_bytes(&spec.smem_view(), crate::smem::DEFAULT_INNER_ROW_LAYOUT)
-        .get()
-        .unwrap_or(row_bytes);
+    let pitch =
+        crate::smem::row_pitch_bytes(&spec.smem_view(), crate::smem::DEFAULT_INNER_ROW_LAYOUT)
+            .get()
+            .unwrap_or(row_bytes);
     let swizzled = spec
         .swizzle
         .xor_terms()

@@ -151,12 +151,8 @@ pub fn validate_im2col(spec: &Im2colSpec) -> Result<ValidIm2col, SpecErrors> {
     if p > 0 && spec.channels_per_pixel > 0 {
         check_plan(&view, &sizes, &mut plan_findings);
     }
-    c.findings.extend(
-        plan_findings
-            .findings
-            .into_iter()
-            .map(|e| rename(e, rank)),
-    );
+    c.findings
+        .extend(plan_findings.findings.into_iter().map(|e| rename(e, rank)));
     let (errors, mut warnings) = c.split();
     match (tensor, sizes.fit()) {
         (Some(tensor), Some(plan)) if errors.is_empty() => {
@@ -182,8 +178,8 @@ pub fn validate_im2col(spec: &Im2colSpec) -> Result<ValidIm2col, SpecErrors> {
 fn check_box_extents(spec: &Im2colSpec, global: &[u64]) -> Result<(), SpecErrors> {
     let mut c = Collector::new();
     for i in 0..spec.spatial_rank() {
-        let extent =
-            global[i + 1] as i64 + i64::from(spec.upper_corner[i]) - i64::from(spec.lower_corner[i]);
+        let extent = global[i + 1] as i64 + i64::from(spec.upper_corner[i])
+            - i64::from(spec.lower_corner[i]);
         if extent < 1 {
             c.error(
                 spatial_field(spec, "upper_corner", i),

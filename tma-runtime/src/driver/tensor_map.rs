@@ -354,18 +354,27 @@ pub unsafe fn encode_im2col_args(a: &Im2colEncodeArgs, addr: u64) -> Result<Tens
     if a.global_dim.len() != rank
         || a.element_strides.len() != rank
         || a.global_strides.len() + 1 != rank.max(1)
-        || a.lower_corner.len() != spatial
-        || a.upper_corner.len() != spatial
+        || a.lower_corner.len() != spatial.min(3)
+        || a.upper_corner.len() != spatial.min(3)
     {
         return Err(Error::InvalidLaunch {
             kernel: "cuTensorMapEncodeIm2col".into(),
             reason: format!("argument lists do not match rank {rank}:\n{a}"),
         });
     }
+    // The corners go in arrays of 3 whatever the rank, so a driver that reads them before
+    // refusing a rank outside 3-5 reads initialised memory.
+    let mut lower = [0i32; 3];
+    let mut upper = [0i32; 3];
+    for (dst, src) in [(&mut lower, &a.lower_corner), (&mut upper, &a.upper_corner)] {
+        for (d, s) in dst.iter_mut().zip(src) {
+            *d = *s;
+        }
+    }
     let mut map = std::mem::MaybeUninit::<sys::CUtensorMap>::zeroed();
-    // SAFETY: every array holds the entries the rank asks for (checked above; a corner list
-    // of rank - 2 entries, which the driver reads for ranks 3-5 and refuses other ranks
-    // before reading); the map is a valid out-pointer; the driver only reads the arguments.
+    // SAFETY: the dim, stride and element-stride arrays hold the entries the rank asks for
+    // (checked above), the corner arrays 3 (the most any rank has); the map is a valid
+    // out-pointer; the driver only reads the arguments.
     let r = unsafe {
         sys::cuTensorMapEncodeIm2col(
             map.as_mut_ptr(),
@@ -374,8 +383,8 @@ pub unsafe fn encode_im2col_args(a: &Im2colEncodeArgs, addr: u64) -> Result<Tens
             addr as *mut std::ffi::c_void,
             a.global_dim.as_ptr(),
             a.global_strides.as_ptr(),
-            a.lower_corner.as_ptr(),
-            a.upper_corner.as_ptr(),
+            lower.as_ptr(),
+            upper.as_ptr(),
             a.channels_per_pixel,
             a.pixels_per_column,
             a.element_strides.as_ptr(),
