@@ -133,7 +133,7 @@ fn gpu_im2col_validator_agrees_with_the_driver() {
     let seed = std::env::var("TMA_GPU_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(0x12c0_7a11d);
+        .unwrap_or(0x0012_c07a_11d0);
     let mut rng = XorShift::new(seed);
     let buffer: cudarc::driver::CudaSlice<u8> = gpu.stream.alloc_zeros(1 << 16).unwrap();
     let base = {

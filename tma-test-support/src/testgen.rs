@@ -498,39 +498,6 @@ pub fn operand_case(
 /// Largest shared-memory footprint [`operand_case`] makes: 128 KB.
 pub const MAX_OPERAND_SMEM_BYTES: u64 = 128 * 1024;
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn deterministic_and_valid_for_every_arch() {
-        for arch in [Arch::Sm90a, Arch::Sm100a] {
-            let mut a = XorShift::new(7);
-            let mut b = XorShift::new(7);
-            let mut interleaved = [0usize; 2];
-            for _ in 0..400 {
-                let (x, cx) = random_valid_spec(&mut a, arch);
-                let (y, cy) = random_valid_spec(&mut b, arch);
-                assert_eq!((x.spec(), &cx), (y.spec(), &cy));
-                assert!(x.extent_bytes() <= MAX_TENSOR_BYTES);
-                if arch == Arch::Sm90a {
-                    assert!(!x.spec().swizzle.is_blackwell_only());
-                }
-                match x.spec().interleave {
-                    Interleave::B16 => interleaved[0] += 1,
-                    Interleave::B32 => interleaved[1] += 1,
-                    Interleave::None => {}
-                }
-            }
-            // About one spec in eight is interleaved, both chunk sizes.
-            assert!(
-                interleaved[0] >= 15 && interleaved[1] >= 5,
-                "{interleaved:?}"
-            );
-        }
-    }
-}
-
 /// A random valid im2col spec (ranks 3-5, element sizes 1/2/4/8, every sm_90 swizzle, corners
 /// over their whole range but kept small enough for small tensors, traversal strides 1-8, NaN
 /// or zero fill), bound to a small random tensor, and a random load of it: coordinates (user
@@ -647,6 +614,39 @@ pub fn random_im2col(rng: &mut XorShift) -> (tma_core::BoundIm2col, Vec<i64>, Ve
             .collect();
         if bound.check_call(&coords, &offsets).is_ok() {
             return (bound, coords, offsets);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deterministic_and_valid_for_every_arch() {
+        for arch in [Arch::Sm90a, Arch::Sm100a] {
+            let mut a = XorShift::new(7);
+            let mut b = XorShift::new(7);
+            let mut interleaved = [0usize; 2];
+            for _ in 0..400 {
+                let (x, cx) = random_valid_spec(&mut a, arch);
+                let (y, cy) = random_valid_spec(&mut b, arch);
+                assert_eq!((x.spec(), &cx), (y.spec(), &cy));
+                assert!(x.extent_bytes() <= MAX_TENSOR_BYTES);
+                if arch == Arch::Sm90a {
+                    assert!(!x.spec().swizzle.is_blackwell_only());
+                }
+                match x.spec().interleave {
+                    Interleave::B16 => interleaved[0] += 1,
+                    Interleave::B32 => interleaved[1] += 1,
+                    Interleave::None => {}
+                }
+            }
+            // About one spec in eight is interleaved, both chunk sizes.
+            assert!(
+                interleaved[0] >= 15 && interleaved[1] >= 5,
+                "{interleaved:?}"
+            );
         }
     }
 }
