@@ -5,6 +5,7 @@ pub use kernel::Plan;
 pub use pipe::{Pipeline, Roles};
 pub use tile::Tile;
 pub use tma_core::{validate, BoundSpec, EncodeArgs, MapUpdate, SpecErrors, TileSpec, ValidSpec};
+pub use tma_core::{validate_im2col, BoundIm2col, Im2colEncodeArgs, Im2colSpec, ValidIm2col};
 pub use tma_core::{Arch, DType, Swizzle};
 pub use tma_macros::{
     tma_1d, tma_2d, tma_3d, tma_4d, tma_5d, tma_kernel, tma_pipeline, tma_warp_roles, TmaTiles,

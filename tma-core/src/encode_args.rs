@@ -2,8 +2,8 @@
 //! order (innermost first) and element strides become byte strides.
 
 use crate::dtype::DType;
-use crate::spec::{Interleave, L2Promotion, OobFill, Swizzle, TileSpec};
-use crate::validate::BoundSpec;
+use crate::spec::{Im2colSpec, Interleave, L2Promotion, OobFill, Swizzle, TileSpec};
+use crate::validate::{BoundIm2col, BoundSpec};
 
 /// Reverses a per-dim list from the user's order (outer -> inner) to TMA order
 /// (innermost first: X = the contiguous dim). Every other module calls this; none
@@ -102,6 +102,113 @@ impl std::fmt::Display for EncodeArgs {
         writeln!(f, "  swizzle        = {}", self.swizzle.cu_name())?;
         writeln!(f, "  l2Promotion    = {}", self.l2_promotion.cu_name())?;
         write!(f, "  oobFill        = {})", self.oob_fill.cu_name())
+    }
+}
+
+/// Exactly the arguments `cuTensorMapEncodeIm2col` takes (all but the map and base address),
+/// in TMA order: the one place an im2col spec's lists are reversed.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Im2colEncodeArgs {
+    pub data_type: DType,
+    pub rank: u32,
+    /// `globalDim`, innermost first: C, W, H, D, N.
+    pub global_dim: Vec<u64>,
+    /// `globalStrides` in bytes, innermost first, without C's (rank - 1 entries).
+    pub global_strides: Vec<u64>,
+    /// `pixelBoxLowerCorner`, innermost first: W, H, D.
+    pub lower_corner: Vec<i32>,
+    /// `pixelBoxUpperCorner`, innermost first: W, H, D.
+    pub upper_corner: Vec<i32>,
+    pub channels_per_pixel: u32,
+    pub pixels_per_column: u32,
+    /// `elementStrides`, innermost first: 1 for C, the spatial traversal strides, 1 for N.
+    pub element_strides: Vec<u32>,
+    /// Always [`Interleave::None`]: im2col tiles are not interleaved.
+    pub interleave: Interleave,
+    pub swizzle: Swizzle,
+    pub l2_promotion: L2Promotion,
+    pub oob_fill: OobFill,
+}
+
+impl Im2colEncodeArgs {
+    /// The encode arguments of a bound im2col spec.
+    pub fn new(bound: &BoundIm2col) -> Im2colEncodeArgs {
+        Im2colEncodeArgs::assemble(bound.spec(), bound.global(), bound.tensor().byte_strides())
+    }
+
+    /// The arguments an unchecked spec would pass, for testing the validator against the
+    /// driver (see [`EncodeArgs::from_parts`]). `global` and `strides` (elements) are in user
+    /// order; lists of the wrong length are passed as they are.
+    pub fn from_parts(spec: &Im2colSpec, global: &[u64], strides: &[u64]) -> Im2colEncodeArgs {
+        let outer = &strides[..strides.len().saturating_sub(1)];
+        let byte_strides: Vec<u64> = outer
+            .iter()
+            .map(|&s| spec.dtype.global_bytes(s).get().unwrap_or(u64::MAX))
+            .collect();
+        Im2colEncodeArgs::assemble(spec, global, &byte_strides)
+    }
+
+    fn assemble(spec: &Im2colSpec, global: &[u64], byte_strides: &[u64]) -> Im2colEncodeArgs {
+        // N and C traverse every element; the spatial dims by the convolution's stride.
+        let mut element_strides = vec![1u32];
+        element_strides.extend(&spec.element_strides);
+        element_strides.push(1);
+        Im2colEncodeArgs {
+            data_type: spec.dtype,
+            rank: u32::try_from(spec.rank()).unwrap_or(u32::MAX),
+            global_dim: to_tma_order(global),
+            global_strides: to_tma_order(byte_strides),
+            lower_corner: to_tma_order(&spec.lower_corner),
+            upper_corner: to_tma_order(&spec.upper_corner),
+            channels_per_pixel: spec.channels_per_pixel,
+            pixels_per_column: spec.pixels_per_column,
+            element_strides: to_tma_order(&element_strides),
+            interleave: Interleave::None,
+            swizzle: spec.swizzle,
+            l2_promotion: spec.l2_promotion,
+            oob_fill: spec.oob_fill,
+        }
+    }
+}
+
+impl std::fmt::Display for Im2colEncodeArgs {
+    /// Every argument, as [`EncodeArgs`] prints them.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(f, "cuTensorMapEncodeIm2col(")?;
+        writeln!(
+            f,
+            "  tensorDataType      = {} ({})",
+            self.data_type.cu_name(),
+            self.data_type.cu_value()
+        )?;
+        writeln!(f, "  tensorRank          = {}", self.rank)?;
+        writeln!(
+            f,
+            "  globalDim           = {:?}  (innermost first)",
+            self.global_dim
+        )?;
+        writeln!(
+            f,
+            "  globalStrides       = {:?}  (bytes, dim 0 omitted)",
+            self.global_strides
+        )?;
+        writeln!(
+            f,
+            "  pixelBoxLowerCorner = {:?}  (W first)",
+            self.lower_corner
+        )?;
+        writeln!(
+            f,
+            "  pixelBoxUpperCorner = {:?}  (W first)",
+            self.upper_corner
+        )?;
+        writeln!(f, "  channelsPerPixel    = {}", self.channels_per_pixel)?;
+        writeln!(f, "  pixelsPerColumn     = {}", self.pixels_per_column)?;
+        writeln!(f, "  elementStrides      = {:?}", self.element_strides)?;
+        writeln!(f, "  interleave          = {}", self.interleave.cu_name())?;
+        writeln!(f, "  swizzle             = {}", self.swizzle.cu_name())?;
+        writeln!(f, "  l2Promotion         = {}", self.l2_promotion.cu_name())?;
+        write!(f, "  oobFill             = {})", self.oob_fill.cu_name())
     }
 }
 

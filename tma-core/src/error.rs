@@ -112,6 +112,19 @@ pub enum Field {
         what: &'static str,
         name: String,
     },
+    // ---- im2col tiles ----
+    /// One entry of an im2col spatial list (`lower_corner`, `upper_corner`,
+    /// `element_strides`, a call's `offsets`): `index` counts the spatial dims (user order),
+    /// `name` is the dim's.
+    Spatial {
+        list: &'static str,
+        index: usize,
+        name: Option<String>,
+    },
+    /// An im2col tile's `channels_per_pixel`.
+    ChannelsPerPixel,
+    /// An im2col tile's `pixels_per_column`.
+    PixelsPerColumn,
 }
 
 impl Field {
@@ -182,6 +195,9 @@ impl fmt::Display for Field {
             Field::MBlock => f.write_str("m_block"),
             Field::Plan(field) => f.write_str(field),
             Field::PlanPart { what, name } => write!(f, "{what} `{name}`"),
+            Field::Spatial { list, index, name } => dim_label(f, list, *index, name),
+            Field::ChannelsPerPixel => f.write_str("channels_per_pixel"),
+            Field::PixelsPerColumn => f.write_str("pixels_per_column"),
         }
     }
 }

@@ -45,11 +45,15 @@ pub mod validate;
 pub mod wgmma;
 
 pub use dtype::DType;
-pub use encode_args::{to_tma_order, EncodeArgs};
+pub use encode_args::{to_tma_order, EncodeArgs, Im2colEncodeArgs};
 pub use error::{Field, Severity, SpecError, SpecErrors};
 pub use operand::{Major, Operand, WgmmaOperand};
 pub use rules::Rule;
 pub use size::Size;
 pub use smem::{RepeatPlacement, SmemPlan};
-pub use spec::{Arch, Extent, Interleave, L2Promotion, OobFill, Swizzle, TileSpec, MAX_RANK};
-pub use validate::{validate, BoundSpec, MapUpdate, ValidSpec};
+pub use spec::{
+    Arch, Extent, Im2colSpec, Interleave, L2Promotion, OobFill, Swizzle, TileSpec, MAX_RANK,
+};
+pub use validate::{
+    validate, validate_im2col, BoundIm2col, BoundSpec, MapUpdate, ValidIm2col, ValidSpec,
+};

@@ -110,3 +110,48 @@ pub const MAX_BLOCKS_PER_SM: u32 = 32;
 /// `cudaFuncAttributeNonPortableClusterSizeAllowed`; 8 portably: "Thread Block Clusters"),
 /// and the multicast CTA mask of `cp.async.bulk.tensor` has 16 bits.
 pub const MAX_CLUSTER_CTAS: u32 = 16;
+
+// ---- im2col mode (`cuTensorMapEncodeIm2col`, `cp.async.bulk.tensor ... .im2col`) ----
+
+/// Largest `pixelsPerColumn` (CUDA 13.0 `cuda.h`, `cuTensorMapEncodeIm2col`: "pixelsPerColumn
+/// ... must be less than or equal to 1024"; older documentation and CubeCL's say 256: the
+/// GPU validator test probes both sides of each).
+pub const MAX_PIXELS_PER_COLUMN: u32 = 1024;
+
+/// Largest `channelsPerPixel` ("channelsPerPixel ... must be less than or equal to 256"):
+/// the box of C, the same limit as a tiled box dim.
+pub const MAX_CHANNELS_PER_PIXEL: u32 = MAX_BOX_DIM;
+
+/// The bits of one bounding-box corner coordinate for a tensor of `spatial` spatial dims: the
+/// corners of all spatial dims share 16 bits. `cuTensorMapEncodeIm2col`: rank 3 "[-32768,
+/// 32767]", rank 4 "[-128, 127]", rank 5 "[-16, 15]"; CUTLASS's `can_implement` (sm90 implicit
+/// GEMM): `corner_limit = 1 << (16 / NumSpatialDimensions - 1)`, the range
+/// `[-corner_limit, corner_limit - 1]`. 0 for a rank without im2col.
+pub const fn im2col_corner_bits(spatial: usize) -> u32 {
+    match spatial {
+        1..=3 => 16 / spatial as u32,
+        _ => 0,
+    }
+}
+
+/// The range of a corner coordinate (see [`im2col_corner_bits`]): signed, that many bits.
+pub const fn im2col_corner_range(spatial: usize) -> (i32, i32) {
+    let bits = im2col_corner_bits(spatial);
+    if bits == 0 {
+        return (0, -1);
+    }
+    (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
+}
+
+/// The largest im2col offset (the filter tap, `im2colOffsets` of `cp.async.bulk.tensor`) per
+/// spatial dim: unsigned, the same bits as a corner (PTX passes 16-bit operands, the map keeps
+/// `16 / spatial` bits of each). CUTLASS's `can_implement`: `offset_limit = 1 << (16 /
+/// NumSpatialDimensions)`, offsets in `[0, offset_limit - 1]`: 65535 (NWC), 255 (NHWC), 31
+/// (NDHWC).
+pub const fn im2col_offset_max(spatial: usize) -> u32 {
+    let bits = im2col_corner_bits(spatial);
+    if bits == 0 {
+        return 0;
+    }
+    (1u32 << bits) - 1
+}

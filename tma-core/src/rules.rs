@@ -273,6 +273,30 @@ pub enum Rule {
     /// #2162). Checked on the device in debug mode for loads the same CTA issued
     /// (docs/MAP_UPDATE.md says what is and is not caught).
     MapUpdateInFlight,
+
+    // ---- im2col tiles (issue 22; docs/IM2COL.md, `crate::validate::validate_im2col`) ----
+    /// An im2col tensor has rank 3, 4 or 5: NWC, NHWC, NDHWC (`cuTensorMapEncodeIm2col`:
+    /// tensorRank).
+    Im2colRank,
+    /// A bounding-box corner fits the bits the map keeps for it: 16 bits shared by the spatial
+    /// dims, signed ([`crate::limits::im2col_corner_range`]: [-32768, 32767] for NWC,
+    /// [-128, 127] for NHWC, [-16, 15] for NDHWC; the driver's documentation and CUTLASS's
+    /// `can_implement`).
+    Im2colCornerRange,
+    /// The bounding box is not empty along any spatial dim: `extent + upper - lower >= 1`
+    /// (`cuTensorMapEncodeIm2col`: "must have non-zero area").
+    Im2colBoxEmpty,
+    /// `pixelsPerColumn` in [1, [`crate::limits::MAX_PIXELS_PER_COLUMN`]].
+    Im2colPixelsRange,
+    /// An im2col offset (the filter tap of one load) is in [0,
+    /// [`crate::limits::im2col_offset_max`]]: 65535 / 255 / 31 for NWC / NHWC / NDHWC (the
+    /// map keeps `16 / spatial` bits of each; CUTLASS's `can_implement`). Checked on the
+    /// device in debug mode.
+    Im2colOffsetRange,
+    /// A load's spatial coordinates start inside the bounding box, `lower <= coord < extent +
+    /// upper` along each spatial dim: the PTX ISA defines the walk from there; the model
+    /// refuses other starts (the hardware's behaviour outside is not modelled).
+    Im2colStartOutsideBox,
 }
 
 impl Rule {
@@ -297,13 +321,17 @@ impl Rule {
                 | Rule::PackedTypeAlignment
                 | Rule::NanFillNeedsFloat
                 | Rule::BaseAddressAlignment
+                | Rule::Im2colRank
+                | Rule::Im2colCornerRange
+                | Rule::Im2colBoxEmpty
+                | Rule::Im2colPixelsRange
         )
     }
 
     /// The rules the generated helpers check on the device in debug mode, with the code the
     /// device writes into the debug record (docs/CONTRACTS.md "Debug checks"). The one table:
     /// the renderer passes these codes to the templates and the runtime decodes with them.
-    pub const DEVICE_CHECKED: [(Rule, u32); 20] = [
+    pub const DEVICE_CHECKED: [(Rule, u32); 21] = [
         (Rule::CoordinateAlignment, 1),
         (Rule::StoreCoordinateNegative, 2),
         (Rule::CoordinateRange, 3),
@@ -325,6 +353,8 @@ impl Rule {
         (Rule::PackedTypeAlignment, 18),
         (Rule::TensorMapAddress, 19),
         (Rule::MapUpdateInFlight, 20),
+        // An im2col load's filter offsets.
+        (Rule::Im2colOffsetRange, 21),
     ];
 
     /// The rule a debug record's code names.

@@ -399,3 +399,206 @@ impl TileSpec {
             .map_or_else(|| format!("d{d}"), ToString::to_string)
     }
 }
+
+/// Smallest and largest tensor rank of an im2col map: NWC (3), NHWC (4), NDHWC (5)
+/// (`cuTensorMapEncodeIm2col`: "tensorRank ... must be 3, 4, or 5").
+pub const IM2COL_RANKS: std::ops::RangeInclusive<usize> = 3..=5;
+
+/// A plain-data description of one TMA **im2col** tile (`cuTensorMapEncodeIm2col`,
+/// `cp.async.bulk.tensor.{3,4,5}d...im2col`): an activation tensor `[N][W][C]`, `[N][H][W][C]`
+/// or `[N][D][H][W][C]` (outer -> inner, as tiled tiles are written), and what one load takes
+/// from it: `pixels_per_column` pixels, walked W fastest through the bounding box the corners
+/// define, `channels_per_pixel` channels of each. docs/IM2COL.md and [`crate::model::im2col`]
+/// say exactly which element lands where.
+///
+/// The spatial lists (`lower_corner`, `upper_corner`, `element_strides`; the per-call offsets)
+/// have one entry per spatial dim (rank - 2), user order (`[H][W]` for NHWC). Interleave is
+/// always none. Unchecked: [`crate::validate::validate_im2col`] makes a
+/// [`crate::validate::ValidIm2col`].
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Im2colSpec {
+    /// Names the generated helper (`tma_<name>`). An identifier.
+    pub name: String,
+    pub dtype: DType,
+    /// Dim names (outer -> inner); default `N, W, C` / `N, H, W, C` / `N, D, H, W, C`.
+    pub dim_names: Vec<Option<String>>,
+    /// Global extent of each dim, outer -> inner, in elements.
+    pub global: Vec<Extent>,
+    /// Global strides in elements, outer -> inner; the innermost (C) is 1. `None`: dense.
+    pub strides: Option<Vec<Extent>>,
+    /// Channels each pixel contributes to one load (`channelsPerPixel`): the box of C.
+    pub channels_per_pixel: u32,
+    /// Pixels one load takes (`pixelsPerColumn`): the rows of the shared-memory tile.
+    pub pixels_per_column: u32,
+    /// The bounding box's lower corner per spatial dim (`pixelBoxLowerCorner`, user order):
+    /// the box starts `lower` positions from the tensor's first pixel (`-padding` for a
+    /// convolution).
+    pub lower_corner: Vec<i32>,
+    /// The bounding box's upper corner per spatial dim (`pixelBoxUpperCorner`, user order):
+    /// the box ends (exclusive) at `extent + upper` (docs/IM2COL.md on the two formulas in use).
+    pub upper_corner: Vec<i32>,
+    /// Traversal stride per spatial dim (the convolution's stride), in [1, 8]; N and C are
+    /// encoded with 1.
+    pub element_strides: Vec<u32>,
+    pub swizzle: Swizzle,
+    pub l2_promotion: L2Promotion,
+    pub oob_fill: OobFill,
+    pub target: Arch,
+}
+
+impl Im2colSpec {
+    /// An im2col spec over a tensor of `global` (outer -> inner, rank 3-5), every option at
+    /// its default: dense strides, corners 0 (the box is the tensor), unit traversal strides,
+    /// no swizzle, zero fill.
+    pub fn new(
+        name: impl Into<String>,
+        dtype: DType,
+        global: impl IntoIterator<Item = u64>,
+        channels_per_pixel: u32,
+        pixels_per_column: u32,
+    ) -> Im2colSpec {
+        let global: Vec<Extent> = global.into_iter().map(Extent::Static).collect();
+        let rank = global.len();
+        let spatial = rank.saturating_sub(2);
+        let defaults: &[&str] = match rank {
+            3 => &["N", "W", "C"],
+            4 => &["N", "H", "W", "C"],
+            5 => &["N", "D", "H", "W", "C"],
+            _ => &[],
+        };
+        let dim_names = if defaults.is_empty() {
+            vec![None; rank]
+        } else {
+            defaults.iter().map(|n| Some((*n).to_string())).collect()
+        };
+        Im2colSpec {
+            name: name.into(),
+            dtype,
+            dim_names,
+            global,
+            strides: None,
+            channels_per_pixel,
+            pixels_per_column,
+            lower_corner: vec![0; spatial],
+            upper_corner: vec![0; spatial],
+            element_strides: vec![1; spatial],
+            swizzle: Swizzle::None,
+            l2_promotion: L2Promotion::None,
+            oob_fill: OobFill::Zero,
+            target: Arch::Sm90a,
+        }
+    }
+
+    /// The rank: number of global dims (N, the spatial dims, C).
+    pub fn rank(&self) -> usize {
+        self.global.len()
+    }
+    /// Spatial dims: rank - 2 (W; H, W; D, H, W).
+    pub fn spatial_rank(&self) -> usize {
+        self.rank().saturating_sub(2)
+    }
+    pub fn dim_names<S: Into<String>>(mut self, names: impl IntoIterator<Item = S>) -> Self {
+        self.dim_names = names.into_iter().map(|n| Some(n.into())).collect();
+        self
+    }
+    pub fn global_extents(mut self, global: impl IntoIterator<Item = Extent>) -> Self {
+        self.global = global.into_iter().collect();
+        self
+    }
+    pub fn strides(mut self, strides: impl IntoIterator<Item = u64>) -> Self {
+        self.strides = Some(strides.into_iter().map(Extent::Static).collect());
+        self
+    }
+    pub fn stride_extents(mut self, strides: impl IntoIterator<Item = Extent>) -> Self {
+        self.strides = Some(strides.into_iter().collect());
+        self
+    }
+    /// The bounding box's corners, user order (`[H][W]` for NHWC).
+    pub fn corners(
+        mut self,
+        lower: impl IntoIterator<Item = i32>,
+        upper: impl IntoIterator<Item = i32>,
+    ) -> Self {
+        self.lower_corner = lower.into_iter().collect();
+        self.upper_corner = upper.into_iter().collect();
+        self
+    }
+    /// Traversal strides of the spatial dims, user order.
+    pub fn element_strides(mut self, s: impl IntoIterator<Item = u32>) -> Self {
+        self.element_strides = s.into_iter().collect();
+        self
+    }
+    pub fn swizzle(mut self, s: Swizzle) -> Self {
+        self.swizzle = s;
+        self
+    }
+    pub fn l2_promotion(mut self, l: L2Promotion) -> Self {
+        self.l2_promotion = l;
+        self
+    }
+    pub fn oob_fill(mut self, o: OobFill) -> Self {
+        self.oob_fill = o;
+        self
+    }
+    pub fn target(mut self, a: Arch) -> Self {
+        self.target = a;
+        self
+    }
+
+    /// The name of user dim `d`, if given.
+    pub fn dim_name(&self, d: usize) -> Option<&str> {
+        self.dim_names.get(d).and_then(|n| n.as_deref())
+    }
+    /// The name dim `d` has in generated CUDA: its name, or `d<d>`.
+    pub fn dim_label(&self, d: usize) -> String {
+        self.dim_name(d)
+            .map_or_else(|| format!("d{d}"), ToString::to_string)
+    }
+
+    /// The tiled tile that reads the same tensor one pixel at a time: box 1 along N and the
+    /// spatial dims, `channels_per_pixel` along C, unit element strides, no repeats. The rules
+    /// im2col shares with tiled mode (names, data type, global dims and strides, the channel
+    /// box's 16-byte multiple and swizzle span, OOB fill, target) are stated once, on tiled
+    /// specs; validation runs them on this view and renames their findings to the im2col
+    /// fields. Its lists have the spec's rank whatever they hold.
+    pub fn tensor_view(&self) -> TileSpec {
+        let rank = self.rank();
+        let mut boxed = vec![1u32; rank];
+        if let Some(c) = boxed.last_mut() {
+            *c = self.channels_per_pixel;
+        }
+        TileSpec {
+            name: self.name.clone(),
+            dtype: self.dtype,
+            dim_names: self.dim_names.clone(),
+            global: self.global.clone(),
+            strides: self.strides.clone(),
+            element_strides: vec![1; rank],
+            repeat: vec![1; rank],
+            boxed,
+            interleave: Interleave::None,
+            swizzle: self.swizzle,
+            l2_promotion: self.l2_promotion,
+            oob_fill: self.oob_fill,
+            smem_stride: None,
+            target: self.target,
+            wgmma: None,
+        }
+    }
+
+    /// The tiled tile whose one box lands in shared memory exactly as one im2col load does:
+    /// `[pixels_per_column][channels_per_pixel]`, each pixel a row (padded to the swizzle span
+    /// when narrower), the swizzle applied to the whole. [`crate::smem`] lays it out; nothing
+    /// about shared memory is computed twice.
+    pub fn smem_view(&self) -> TileSpec {
+        let (p, c) = (self.pixels_per_column, self.channels_per_pixel);
+        TileSpec::new(
+            self.name.clone(),
+            self.dtype,
+            [u64::from(p), u64::from(c)],
+            [p, c],
+        )
+        .swizzle(self.swizzle)
+        .target(self.target)
+    }
+}

@@ -5,7 +5,7 @@
 
 /// Every template, by the name the renderer registers it under. A template the renderer uses
 /// must be listed here (the engine is built from this list).
-pub(crate) const ALL: [(&str, &str); 22] = [
+pub(crate) const ALL: [(&str, &str); 23] = [
     (
         "components.tera",
         include_str!("../templates/components.tera"),
@@ -27,6 +27,10 @@ pub(crate) const ALL: [(&str, &str); 22] = [
         include_str!("../templates/shape.cuh.tera"),
     ),
     ("tile.cuh.tera", include_str!("../templates/tile.cuh.tera")),
+    (
+        "im2col.cuh.tera",
+        include_str!("../templates/im2col.cuh.tera"),
+    ),
     (
         "map_update.cuh.tera",
         include_str!("../templates/map_update.cuh.tera"),

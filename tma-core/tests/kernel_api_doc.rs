@@ -164,6 +164,14 @@ fn sections(d: &Decls) -> Vec<Section> {
     let roles = WarpRolesCode::new(&d.roles).unwrap();
     let plan = PlanCode::new(&d.plan).unwrap();
     let header = header_with(&[d.a.clone(), d.bias.clone()], HeaderOptions { mpk: true }).unwrap();
+    let im2col = {
+        let spec =
+            tma_core::Im2colSpec::new("act_nhwc", tma_core::DType::BF16, [8, 56, 56, 64], 64, 128)
+                .corners([-1, -1], [-1, -1])
+                .swizzle(tma_core::Swizzle::B128);
+        let valid = tma_core::validate_im2col(&spec).unwrap();
+        tma_core::render::Im2colCode::new(&valid, 0).unwrap()
+    };
     let mut wgmma = under("tma wgmma helpers");
     wgmma.extend(ops);
     vec![
@@ -198,6 +206,19 @@ fn sections(d: &Decls) -> Vec<Section> {
                     `act` (interleaved: positions are chunks). Members that only some tiles \
                     have say which.",
             items: generic(tile_items, &names),
+        },
+        Section {
+            id: "im2col",
+            title: "An im2col tile: `struct tma_<tile>` of an `Im2colSpec`",
+            templates: &["im2col.cuh.tera"],
+            intro: "One per declared im2col tile (`Im2colSpec`; `render::Im2colCode`; \
+                    docs/IM2COL.md): `load` takes the coordinates and the filter offsets as \
+                    named structs, user order. Rendered for `act_nhwc`: NHWC bf16, 64 channels, \
+                    128 pixels, corners -1 (a 3x3 filter, pad 1), 128B swizzle.",
+            items: generic(
+                scan(im2col.source()).items,
+                &[(&im2col.cuda_name(), "tma_<tile>")],
+            ),
         },
         Section {
             id: "wgmma",

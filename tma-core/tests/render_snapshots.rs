@@ -781,3 +781,35 @@ fn map_update_snapshot() {
         insta::assert_snapshot!(format!("map_update_{}", spec.name), &src[start..end]);
     }
 }
+
+/// The im2col corpus: NWC u8, NHWC bf16 with the 128B swizzle and a 3x3/2 box, NDHWC f32 with
+/// run-time dims. Snapshots, and the same bytes twice.
+#[test]
+fn im2col_snapshots() {
+    use tma_core::render::Im2colCode;
+    use tma_core::{validate_im2col, Extent, Im2colSpec};
+    let specs = [
+        Im2colSpec::new("nwc_u8", DType::U8, [4, 100, 32], 32, 64).corners([-2], [0]),
+        Im2colSpec::new("nhwc_bf16", DType::BF16, [8, 56, 56, 64], 64, 128)
+            .corners([-1, -1], [-1, -1])
+            .element_strides([2, 2])
+            .swizzle(Swizzle::B128),
+        Im2colSpec::new("ndhwc_f32", DType::F32, [2, 8, 8, 8, 16], 16, 32)
+            .global_extents([
+                Extent::Runtime,
+                Extent::Runtime,
+                Extent::Runtime,
+                Extent::Runtime,
+                Extent::Static(16),
+            ])
+            .corners([0, -1, -1], [0, -1, -1])
+            .swizzle(Swizzle::B64),
+    ];
+    for spec in specs {
+        let valid = validate_im2col(&spec).unwrap_or_else(|e| panic!("{e}"));
+        let code = Im2colCode::new(&valid, 3).unwrap();
+        assert_eq!(code.source(), Im2colCode::new(&valid, 3).unwrap().source());
+        assert_eq!(code.cuda_name(), format!("tma_{}", spec.name));
+        insta::assert_snapshot!(format!("im2col_{}", spec.name), code.source());
+    }
+}

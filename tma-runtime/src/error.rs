@@ -2,7 +2,7 @@
 
 use cudarc::driver::{sys::CUresult, DriverError};
 use tma_core::limits::TENSOR_MAP_BYTES;
-use tma_core::{DType, EncodeArgs, SpecErrors};
+use tma_core::{DType, EncodeArgs, Im2colEncodeArgs, SpecErrors};
 
 /// Everything the runtime can refuse or report.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -192,6 +192,14 @@ pub enum Error {
         result: CuResult,
         global_address: u64,
         args: Box<EncodeArgs>,
+    },
+
+    /// `cuTensorMapEncodeIm2col` refused arguments that passed validation.
+    #[error("{args}\nreturned {result} (global address {global_address:#x}); the driver refused im2col arguments tma-core accepted: please report")]
+    EncodeIm2col {
+        result: CuResult,
+        global_address: u64,
+        args: Box<Im2colEncodeArgs>,
     },
 
     /// A CUBIN built for one arch loaded on a device of another.
@@ -727,6 +735,9 @@ fn device_check_detail(
             "a load through this map (on this CTA's mbarrier at shared address {:#x}, phase parity {}) has not completed: replacing the map now races with it",
             value >> 1,
             value & 1
+        ),
+        Rule::Im2colOffsetRange => format!(
+            "{dim}im2col offset {value} is outside [0, 2^(16 / spatial dims) - 1] (the map keeps that many bits of each filter offset)"
         ),
         _ => format!("{dim}value {value}"),
     }

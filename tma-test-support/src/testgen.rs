@@ -567,6 +567,126 @@ pub fn operand_case(
 /// Largest shared-memory footprint [`operand_case`] makes: 128 KB.
 pub const MAX_OPERAND_SMEM_BYTES: u64 = 128 * 1024;
 
+/// A random valid im2col spec (ranks 3-5, element sizes 1/2/4/8, every sm_90 swizzle, corners
+/// over their whole range but kept small enough for small tensors, traversal strides 1-8, NaN
+/// or zero fill), bound to a small random tensor, and a random load of it: coordinates (user
+/// order: N, the spatial dims inside the bounding box, C on 16 bytes, past the channels
+/// sometimes) and offsets (filter taps, within the rank's range, past the tensor sometimes).
+/// Every spec fits one block's shared memory.
+pub fn random_im2col(rng: &mut XorShift) -> (tma_core::BoundIm2col, Vec<i64>, Vec<i64>) {
+    use tma_core::limits::{im2col_corner_range, im2col_offset_max};
+    use tma_core::{validate_im2col, Im2colSpec};
+    loop {
+        let rank = rng.range(3, 5) as usize;
+        let k = rank - 2;
+        let dtype = *rng
+            .pick(&[
+                DType::U8,
+                DType::U16,
+                DType::F16,
+                DType::BF16,
+                DType::F32,
+                DType::TF32,
+                DType::U64,
+                DType::F64,
+                DType::E4M3,
+            ])
+            .unwrap_or(&DType::F16);
+        let esize = dtype.size_bytes().unwrap_or(2);
+        let swizzle = *rng
+            .pick(&[Swizzle::None, Swizzle::B32, Swizzle::B64, Swizzle::B128])
+            .unwrap_or(&Swizzle::None);
+        let span = swizzle.span_bytes().unwrap_or(256);
+        // Channels: a multiple of 16 bytes within the span (and 256 elements).
+        let unit = (16 / esize).max(1);
+        let max_units = (span / 16).min(256 / unit).max(1);
+        let channels = (unit * rng.range(1, max_units)) as u32;
+        let c_extent = if rng.chance(1, 4) {
+            u64::from(channels) * rng.range(1, 3)
+        } else {
+            // Channel counts of 16 bytes that may be fewer than one load's channels.
+            unit * rng.range(1, 2 * max_units)
+        };
+        let mut global = vec![rng.range(1, 3)];
+        for _ in 0..k {
+            global.push(rng.range(1, if k == 3 { 6 } else { 12 }));
+        }
+        global.push(c_extent);
+        let (lo, hi) = im2col_corner_range(k);
+        let mut lower = Vec::new();
+        let mut upper = Vec::new();
+        let mut estrides = Vec::new();
+        for i in 0..k {
+            let dim = global[i + 1] as i64;
+            // Mostly convolution-like corners (pad 0-3, filters 1-5), now and then the edges.
+            let (l, u) = if rng.chance(1, 10) {
+                (
+                    rng.range(0, (hi - lo) as u64) as i64 + i64::from(lo),
+                    rng.range(0, (hi - lo) as u64) as i64 + i64::from(lo),
+                )
+            } else {
+                let pad = rng.range(0, 3) as i64;
+                let taps = rng.range(1, 5) as i64;
+                (-pad, pad - (taps - 1))
+            };
+            let l = l.clamp(i64::from(lo), i64::from(hi));
+            let u = u.clamp(i64::from(lo), i64::from(hi));
+            if dim + u - l < 1 {
+                lower.push(0);
+                upper.push(0);
+            } else {
+                lower.push(l as i32);
+                upper.push(u as i32);
+            }
+            estrides.push(if rng.chance(1, 2) {
+                1
+            } else {
+                rng.range(1, 8) as u32
+            });
+        }
+        let pixels = *rng
+            .pick(&[1u32, 2, 7, 8, 16, 31, 32, 64, 100, 128, 256])
+            .unwrap_or(&16);
+        let oob = if dtype.is_float() && rng.chance(1, 3) {
+            OobFill::NanRequestZeroFma
+        } else {
+            OobFill::Zero
+        };
+        let spec = Im2colSpec::new("im2col", dtype, global.clone(), channels, pixels)
+            .corners(lower.clone(), upper.clone())
+            .element_strides(estrides)
+            .swizzle(swizzle)
+            .oob_fill(oob);
+        let Ok(valid) = validate_im2col(&spec) else {
+            continue;
+        };
+        let Some(bound) = valid.bound() else { continue };
+        if bound.plan().footprint_bytes > 100 * 1024 {
+            continue;
+        }
+        let mut coords = vec![rng.below(global[0]) as i64];
+        for i in 0..k {
+            let (l, h) = bound.bounding_box(i);
+            coords.push(l + rng.below((h - l) as u64) as i64);
+        }
+        let c = unit as i64 * (rng.range(0, (c_extent / unit).max(1) + 1) as i64);
+        coords.push(if rng.chance(1, 8) { -(unit as i64) } else { c });
+        let max = i64::from(im2col_offset_max(k));
+        let offsets: Vec<i64> = (0..k)
+            .map(|_| {
+                if rng.chance(1, 10) {
+                    rng.range(0, max as u64) as i64
+                } else {
+                    rng.range(0, 5) as i64
+                }
+            })
+            .collect();
+        if bound.check_call(&coords, &offsets).is_ok() {
+            return (bound, coords, offsets);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -36,6 +36,7 @@ use crate::spec::OobFill;
 use crate::validate::BoundSpec;
 
 pub(crate) mod float;
+pub mod im2col;
 pub mod picture;
 mod reduce;
 

@@ -542,7 +542,7 @@ pub const REGION_SLOTS: &[RegionSlot] = &[
 /// first (the test holding [`REGION_SLOTS`] to the table checks that too).
 pub const TEMPLATE_MACROS: &[(&str, &str)] = &[
     ("TMA_BOUNDED_WAITS", "prelude.cuh.tera"),
-    ("TMA_DEBUG", "pipeline.cuh.tera"),
+    ("TMA_DEBUG", "im2col.cuh.tera"),
     ("TMA_DEBUG_TIMEOUT_NS", "prelude.cuh.tera"),
     ("TMA_DEBUG_MAP_SLOTS", "prelude.cuh.tera"),
     ("TMA_ENCODE_CUH_", "encode.cuh.tera"),

@@ -64,6 +64,18 @@ impl Collector {
             errors: self.split().0,
         }
     }
+    /// [`Collector::into_result`] for a tile known by its name only.
+    pub(super) fn into_result_named(self, tile: &str) -> Result<(), SpecErrors> {
+        let errors = self.split().0;
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(SpecErrors {
+                tile: crate::echo::shown(tile),
+                errors,
+            })
+        }
+    }
     pub(super) fn into_result(self, spec: &TileSpec) -> Result<(), SpecErrors> {
         let errs = self.finish(spec);
         if errs.errors.is_empty() {

@@ -4,12 +4,14 @@
 
 mod collect;
 mod global_rules;
+mod im2col;
 mod map_update;
 mod operand_rules;
 mod proof;
 mod static_rules;
 
 pub use global_rules::dense_strides;
+pub use im2col::{validate_im2col, BoundIm2col, ValidIm2col};
 pub use map_update::{MapUpdate, MAX_UPDATE_GLOBAL_DIM};
 pub use proof::{BoundSpec, ValidSpec};
 

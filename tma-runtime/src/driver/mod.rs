@@ -30,5 +30,6 @@ pub use launch::{check_launch_shape, ByValue, KernelArg, Launch, LaunchConfig};
 pub use module::{Kernel, Module, DEFAULT_DYNAMIC_SMEM_LIMIT, MAX_PORTABLE_CLUSTER};
 pub use plan::check_plan_launch;
 pub use tensor_map::{
-    check_buffer, check_buffer_bits, encode_args, TensorMap, TensorMapArray, TmaElement,
+    check_buffer, check_buffer_bits, encode_args, encode_im2col_args, TensorMap, TensorMapArray,
+    TmaElement,
 };

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use cudarc::driver::sys;
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DeviceRepr};
 use tma_core::limits::{TENSOR_MAP_ALIGN, TENSOR_MAP_BYTES};
-use tma_core::{BoundSpec, DType, EncodeArgs};
+use tma_core::{BoundIm2col, BoundSpec, DType, EncodeArgs, Im2colEncodeArgs};
 
 use super::capture::{refuse_if_capturing, CaptureOp};
 use super::cu_enums::{cu_dtype, cu_interleave, cu_l2, cu_oob, cu_swizzle};
@@ -194,11 +194,53 @@ impl TensorMap {
         TensorMap::encode_over(bound, buffer, check_buffer_bits::<T>)
     }
 
+    /// Encodes an im2col tile over a device buffer (`cuTensorMapEncodeIm2col`), after the
+    /// checks of [`TensorMap::new`] on the tensor (element type, alignment, length). A driver
+    /// refusal returns [`Error::EncodeIm2col`] printing every argument.
+    pub fn new_im2col<T: TmaElement, B: DevicePtr<T>>(
+        bound: &BoundIm2col,
+        buffer: &B,
+    ) -> Result<TensorMap, Error> {
+        let args = Im2colEncodeArgs::new(bound);
+        TensorMap::checked_over(bound.tensor(), buffer, check_buffer::<T>, |ptr| {
+            // SAFETY: a context is current (checked_over binds it) and libcuda is loaded.
+            unsafe { encode_im2col_args(&args, ptr) }
+        })
+    }
+
+    /// [`TensorMap::new_im2col`] over raw bits of another type of the same size (see
+    /// [`TensorMap::new_raw_bits`]).
+    pub fn new_im2col_raw_bits<T: TmaElement, B: DevicePtr<T>>(
+        bound: &BoundIm2col,
+        buffer: &B,
+    ) -> Result<TensorMap, Error> {
+        let args = Im2colEncodeArgs::new(bound);
+        TensorMap::checked_over(bound.tensor(), buffer, check_buffer_bits::<T>, |ptr| {
+            // SAFETY: a context is current (checked_over binds it) and libcuda is loaded.
+            unsafe { encode_im2col_args(&args, ptr) }
+        })
+    }
+
     /// Encodes `bound` over `buffer` after `check` accepted its address and length.
     fn encode_over<T: TmaElement, B: DevicePtr<T>>(
         bound: &BoundSpec,
         buffer: &B,
         check: fn(&BoundSpec, u64, u64) -> Result<(), Error>,
+    ) -> Result<TensorMap, Error> {
+        TensorMap::checked_over(bound, buffer, check, |ptr| {
+            // SAFETY: the buffer was checked to hold the tensor; encoding only reads the
+            // arguments; a context is current.
+            unsafe { encode_unchecked(bound, ptr) }
+        })
+    }
+
+    /// Checks `buffer` against `bound` (the tensor a tiled or im2col map reads), makes its
+    /// context current, then runs `encode` on its address.
+    fn checked_over<T: TmaElement, B: DevicePtr<T>>(
+        bound: &BoundSpec,
+        buffer: &B,
+        check: fn(&BoundSpec, u64, u64) -> Result<(), Error>,
+        encode: impl FnOnce(u64) -> Result<TensorMap, Error>,
     ) -> Result<TensorMap, Error> {
         crate::cuda_libs::libcuda_available()?;
         let stream: &Arc<CudaStream> = buffer.stream();
@@ -211,8 +253,7 @@ impl TensorMap {
             .context()
             .bind_to_thread()
             .map_err(Error::driver("cuCtxSetCurrent"))?;
-        // SAFETY: the buffer was checked to hold the tensor; encoding only reads the arguments.
-        unsafe { encode_unchecked(bound, ptr) }
+        encode(ptr)
     }
 
     /// Encodes `bound` over a `CudaSlice` (same as [`TensorMap::new`]).
@@ -294,6 +335,69 @@ pub unsafe fn encode_args(a: &EncodeArgs, addr: u64) -> Result<TensorMap, Error>
         // SAFETY: the driver wrote the map on success (and it was zeroed before).
         Ok(()) => Ok(TensorMap(unsafe { map.assume_init() })),
         Err(result) => Err(Error::Encode {
+            result: result.into(),
+            global_address: addr,
+            args: Box::new(a.clone()),
+        }),
+    }
+}
+
+/// `cuTensorMapEncodeIm2col` on raw arguments, checked by nothing but the driver: for tests
+/// that compare the im2col validator with the driver; real code uses
+/// [`TensorMap::new_im2col`].
+///
+/// # Safety
+/// libcuda is loaded and a context is current on this thread.
+pub unsafe fn encode_im2col_args(a: &Im2colEncodeArgs, addr: u64) -> Result<TensorMap, Error> {
+    let rank = a.rank as usize;
+    let spatial = rank.saturating_sub(2);
+    if a.global_dim.len() != rank
+        || a.element_strides.len() != rank
+        || a.global_strides.len() + 1 != rank.max(1)
+        || a.lower_corner.len() != spatial.min(3)
+        || a.upper_corner.len() != spatial.min(3)
+    {
+        return Err(Error::InvalidLaunch {
+            kernel: "cuTensorMapEncodeIm2col".into(),
+            reason: format!("argument lists do not match rank {rank}:\n{a}"),
+        });
+    }
+    // The corners go in arrays of 3 whatever the rank, so a driver that reads them before
+    // refusing a rank outside 3-5 reads initialised memory.
+    let mut lower = [0i32; 3];
+    let mut upper = [0i32; 3];
+    for (dst, src) in [(&mut lower, &a.lower_corner), (&mut upper, &a.upper_corner)] {
+        for (d, s) in dst.iter_mut().zip(src) {
+            *d = *s;
+        }
+    }
+    let mut map = std::mem::MaybeUninit::<sys::CUtensorMap>::zeroed();
+    // SAFETY: the dim, stride and element-stride arrays hold the entries the rank asks for
+    // (checked above), the corner arrays 3 (the most any rank has); the map is a valid
+    // out-pointer; the driver only reads the arguments.
+    let r = unsafe {
+        sys::cuTensorMapEncodeIm2col(
+            map.as_mut_ptr(),
+            cu_dtype(a.data_type),
+            a.rank,
+            addr as *mut std::ffi::c_void,
+            a.global_dim.as_ptr(),
+            a.global_strides.as_ptr(),
+            lower.as_ptr(),
+            upper.as_ptr(),
+            a.channels_per_pixel,
+            a.pixels_per_column,
+            a.element_strides.as_ptr(),
+            cu_interleave(a.interleave),
+            cu_swizzle(a.swizzle),
+            cu_l2(a.l2_promotion),
+            cu_oob(a.oob_fill),
+        )
+    };
+    match r.result() {
+        // SAFETY: the driver wrote the map on success (and it was zeroed before).
+        Ok(()) => Ok(TensorMap(unsafe { map.assume_init() })),
+        Err(result) => Err(Error::EncodeIm2col {
             result: result.into(),
             global_address: addr,
             args: Box::new(a.clone()),

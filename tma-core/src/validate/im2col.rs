@@ -1,0 +1,367 @@
+//! Validation of im2col tiles ([`Im2colSpec`]): every rule at once, as for tiled tiles.
+//!
+//! The rules im2col shares with tiled mode are not restated: they run on the spec's tiled
+//! views ([`Im2colSpec::tensor_view`]: the tensor read one pixel at a time;
+//! [`Im2colSpec::smem_view`]: the `[pixels][channels]` box one load writes) and their findings
+//! are renamed to the im2col fields (the box of C is `channels_per_pixel`). The im2col-only
+//! rules (rank, corners, traversal strides, pixels, offsets, start) are checked here.
+
+use super::collect::Collector;
+use super::static_rules::check_plan;
+use super::{validate, BoundSpec, ValidSpec};
+use crate::error::{Field, SpecError, SpecErrors};
+use crate::limits::*;
+use crate::rules::Rule;
+use crate::smem::SmemPlan;
+use crate::spec::{Im2colSpec, IM2COL_RANKS};
+
+/// An im2col spec whose static parts break no rule: what the renderer and the runtime take.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ValidIm2col {
+    spec: Im2colSpec,
+    /// The tensor read one pixel at a time, validated as a tiled tile.
+    tensor: ValidSpec,
+    /// The shared memory one load writes: the plan of [`Im2colSpec::smem_view`].
+    plan: SmemPlan,
+    warnings: Vec<SpecError>,
+}
+
+/// A valid im2col spec bound to concrete global dims and strides (elements, user order).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct BoundIm2col {
+    valid: ValidIm2col,
+    tensor: BoundSpec,
+}
+
+/// The field an im2col finding is about, renamed from the tiled view's: the box of C is
+/// `channels_per_pixel`, the `[pixels][channels]` box is one load.
+fn rename(mut e: SpecError, rank: usize) -> SpecError {
+    e.field = match e.field {
+        Field::Box { dim, .. } if dim + 1 == rank => {
+            e.message = format!("channels_per_pixel is the box of C: {}", e.message);
+            Field::ChannelsPerPixel
+        }
+        Field::List("boxed") => Field::List("pixels_per_column x channels_per_pixel"),
+        other => other,
+    };
+    e
+}
+
+fn spatial_field(spec: &Im2colSpec, list: &'static str, index: usize) -> Field {
+    Field::Spatial {
+        list,
+        index,
+        name: spec.dim_name(index + 1).map(str::to_owned),
+    }
+}
+
+/// Checks every rule on `spec`. Global dims and strides are checked when static; run-time
+/// ones by [`ValidIm2col::bind`], with the same code.
+pub fn validate_im2col(spec: &Im2colSpec) -> Result<ValidIm2col, SpecErrors> {
+    let mut c = Collector::new();
+    let rank = spec.rank();
+    let fail = |c: Collector| SpecErrors {
+        tile: crate::echo::shown(&spec.name),
+        errors: c.split().0,
+    };
+    if !IM2COL_RANKS.contains(&rank) {
+        c.error(
+            Field::Rank,
+            rank,
+            Rule::Im2colRank,
+            "im2col tensors have 3, 4 or 5 dims: [N][W][C], [N][H][W][C] or [N][D][H][W][C] (cuTensorMapEncodeIm2col: tensorRank)".into(),
+        );
+        return Err(fail(c));
+    }
+    let spatial = spec.spatial_rank();
+    let lists = [
+        ("lower_corner", spec.lower_corner.len()),
+        ("upper_corner", spec.upper_corner.len()),
+        ("element_strides", spec.element_strides.len()),
+    ];
+    let mut lists_ok = true;
+    for (list, len) in lists {
+        if len != spatial {
+            lists_ok = false;
+            c.error(
+                Field::List(list),
+                len,
+                Rule::ListLength,
+                format!("needs one entry per spatial dim: a rank-{rank} tensor has {spatial}, `{list}` has {len}"),
+            );
+        }
+    }
+    // The rules shared with tiled mode, on the tensor read one pixel at a time (its static
+    // global shape included).
+    let tensor = match validate(&spec.tensor_view()) {
+        Ok(v) => Some(v),
+        Err(e) => {
+            c.findings
+                .extend(e.errors.into_iter().map(|e| rename(e, rank)));
+            None
+        }
+    };
+    if !lists_ok {
+        return Err(fail(c));
+    }
+    let (lo, hi) = im2col_corner_range(spatial);
+    for (list, corner) in [
+        ("lower_corner", &spec.lower_corner),
+        ("upper_corner", &spec.upper_corner),
+    ] {
+        for (i, &v) in corner.iter().enumerate() {
+            if v < lo || v > hi {
+                c.error(
+                    spatial_field(spec, list, i),
+                    v,
+                    Rule::Im2colCornerRange,
+                    format!(
+                        "a rank-{rank} im2col map keeps {} bits of each corner: it must be in [{lo}, {hi}] (cuTensorMapEncodeIm2col: pixelBox{}Corner)",
+                        im2col_corner_bits(spatial),
+                        if list == "lower_corner" { "Lower" } else { "Upper" }
+                    ),
+                );
+            }
+        }
+    }
+    for (i, &e) in spec.element_strides.iter().enumerate() {
+        if e == 0 || e > MAX_ELEMENT_STRIDE {
+            c.error(
+                spatial_field(spec, "element_strides", i),
+                e,
+                Rule::ElementStrideRange,
+                format!("traversal strides must be in [1, {MAX_ELEMENT_STRIDE}] (cuTensorMapEncodeIm2col: elementStrides)"),
+            );
+        }
+    }
+    let p = spec.pixels_per_column;
+    if p == 0 || p > MAX_PIXELS_PER_COLUMN {
+        c.error(
+            Field::PixelsPerColumn,
+            p,
+            Rule::Im2colPixelsRange,
+            format!("pixels per column must be in [1, {MAX_PIXELS_PER_COLUMN}] (cuTensorMapEncodeIm2col: pixelsPerColumn)"),
+        );
+    }
+    // What one load writes: the [pixels][channels] box (its size against an SM and an
+    // mbarrier's tx-count; the channel rules were the tensor view's).
+    let view = spec.smem_view();
+    let sizes = crate::smem::plan(&view);
+    let mut plan_findings = Collector::new();
+    if p > 0 && spec.channels_per_pixel > 0 {
+        check_plan(&view, &sizes, &mut plan_findings);
+    }
+    c.findings
+        .extend(plan_findings.findings.into_iter().map(|e| rename(e, rank)));
+    let (errors, mut warnings) = c.split();
+    match (tensor, sizes.fit()) {
+        (Some(tensor), Some(plan)) if errors.is_empty() => {
+            if let Some(bound) = tensor.bound() {
+                check_box_extents(spec, bound.global())?;
+            }
+            warnings.extend(tensor.warnings().iter().cloned());
+            Ok(ValidIm2col {
+                spec: spec.clone(),
+                tensor,
+                plan,
+                warnings,
+            })
+        }
+        _ => Err(SpecErrors {
+            tile: crate::echo::shown(&spec.name),
+            errors,
+        }),
+    }
+}
+
+/// [`Rule::Im2colBoxEmpty`] on a concrete shape.
+fn check_box_extents(spec: &Im2colSpec, global: &[u64]) -> Result<(), SpecErrors> {
+    let mut c = Collector::new();
+    for i in 0..spec.spatial_rank() {
+        let extent = global[i + 1] as i64 + i64::from(spec.upper_corner[i])
+            - i64::from(spec.lower_corner[i]);
+        if extent < 1 {
+            c.error(
+                spatial_field(spec, "upper_corner", i),
+                spec.upper_corner[i],
+                Rule::Im2colBoxEmpty,
+                format!(
+                    "the bounding box along this dim is [{}, {} + {}) = {extent} positions: it must hold at least one (cuTensorMapEncodeIm2col: \"non-zero area\")",
+                    spec.lower_corner[i], global[i + 1], spec.upper_corner[i]
+                ),
+            );
+        }
+    }
+    if c.has_errors() {
+        return Err(SpecErrors {
+            tile: crate::echo::shown(&spec.name),
+            errors: c.split().0,
+        });
+    }
+    Ok(())
+}
+
+impl ValidIm2col {
+    pub fn spec(&self) -> &Im2colSpec {
+        &self.spec
+    }
+    /// Where one load's pixels land: the plan of the `[pixels][channels]` box.
+    pub fn plan(&self) -> &SmemPlan {
+        &self.plan
+    }
+    /// The tensor, validated as the tiled tile that reads one pixel at a time
+    /// ([`Im2colSpec::tensor_view`]): its alignment, coordinate and stride rules are im2col's.
+    pub fn tensor(&self) -> &ValidSpec {
+        &self.tensor
+    }
+    /// Bytes the mbarrier must expect for one load: every pixel's channels, out-of-bounds
+    /// ones included (they are filled): `pixels x channels x element size`.
+    pub fn tx_bytes(&self) -> u64 {
+        self.plan.tx_bytes
+    }
+    /// Findings that do not stop the spec.
+    pub fn warnings(&self) -> &[SpecError] {
+        &self.warnings
+    }
+    /// The largest offset a load takes per spatial dim ([`Rule::Im2colOffsetRange`]).
+    pub fn offset_max(&self) -> u32 {
+        im2col_offset_max(self.spec.spatial_rank())
+    }
+    /// The innermost (C) coordinate must be a multiple of this many elements (16 bytes).
+    pub fn inner_coord_multiple(&self) -> u64 {
+        self.tensor.inner_coord_multiple()
+    }
+
+    /// Binds concrete global dims (and optionally strides, elements), user order: every
+    /// global rule again on the concrete values, and the bounding box not empty.
+    pub fn bind(&self, global: &[u64], strides: Option<&[u64]>) -> Result<BoundIm2col, SpecErrors> {
+        let tensor = self.tensor.bind(global, strides)?;
+        check_box_extents(&self.spec, tensor.global())?;
+        Ok(BoundIm2col {
+            valid: self.clone(),
+            tensor,
+        })
+    }
+
+    /// The bound spec when every dim and stride is static.
+    pub fn bound(&self) -> Option<BoundIm2col> {
+        let tensor = self.tensor.bound()?;
+        self.bind(tensor.global(), Some(tensor.strides())).ok()
+    }
+
+    /// Checks the filter offsets of one load (spatial, user order): one per spatial dim, each
+    /// in [0, [`ValidIm2col::offset_max`]].
+    pub fn check_offsets(&self, offsets: &[i64]) -> Result<(), SpecErrors> {
+        let spec = &self.spec;
+        let spatial = spec.spatial_rank();
+        let mut c = Collector::new();
+        if offsets.len() != spatial {
+            c.error(
+                Field::List("offsets"),
+                offsets.len(),
+                Rule::Im2colOffsetRange,
+                format!("{} offsets given for {spatial} spatial dims", offsets.len()),
+            );
+        }
+        let max = i64::from(self.offset_max());
+        for (i, &o) in offsets.iter().enumerate() {
+            if o < 0 || o > max {
+                c.error(
+                    spatial_field(spec, "offsets", i),
+                    o,
+                    Rule::Im2colOffsetRange,
+                    format!(
+                        "a rank-{} im2col map keeps {} bits of each offset: it must be in [0, {max}]",
+                        spec.rank(),
+                        im2col_corner_bits(spatial)
+                    ),
+                );
+            }
+        }
+        c.into_result_named(&spec.name)
+    }
+}
+
+impl BoundIm2col {
+    pub fn valid(&self) -> &ValidIm2col {
+        &self.valid
+    }
+    pub fn spec(&self) -> &Im2colSpec {
+        &self.valid.spec
+    }
+    pub fn plan(&self) -> &SmemPlan {
+        &self.valid.plan
+    }
+    /// The tensor bound as the one-pixel tiled tile: dims, strides, byte strides, extent,
+    /// base-address check.
+    pub fn tensor(&self) -> &BoundSpec {
+        &self.tensor
+    }
+    /// Global dims, user order, elements.
+    pub fn global(&self) -> &[u64] {
+        self.tensor.global()
+    }
+    /// Global strides, user order, elements.
+    pub fn strides(&self) -> &[u64] {
+        self.tensor.strides()
+    }
+    /// Bytes from the base address to one past the last byte a load may read.
+    pub fn extent_bytes(&self) -> u64 {
+        self.tensor.extent_bytes()
+    }
+    /// Checks the global base address of a buffer against the alignment TMA needs.
+    pub fn check_base_address(&self, addr: u64) -> Result<(), SpecErrors> {
+        self.tensor.check_base_address(addr)
+    }
+    /// The bounding box of spatial dim `i` (user order, in coordinate space before the
+    /// offsets): `[lower, extent + upper)`.
+    pub fn bounding_box(&self, i: usize) -> (i64, i64) {
+        let spec = self.spec();
+        (
+            i64::from(spec.lower_corner[i]),
+            self.global()[i + 1] as i64 + i64::from(spec.upper_corner[i]),
+        )
+    }
+
+    /// Checks one load: its coordinates (user order: N, the spatial dims, C) as a tiled
+    /// copy's ([`ValidSpec::check_coords`]: signed 32-bit, C on 16 bytes), its offsets
+    /// ([`ValidIm2col::check_offsets`]), and a start inside the bounding box
+    /// ([`Rule::Im2colStartOutsideBox`]).
+    pub fn check_call(&self, coords: &[i64], offsets: &[i64]) -> Result<(), SpecErrors> {
+        let spec = self.spec();
+        let mut errors = Vec::new();
+        if let Err(e) = self.valid.tensor.check_coords(coords) {
+            errors.extend(e.errors);
+        }
+        if let Err(e) = self.valid.check_offsets(offsets) {
+            errors.extend(e.errors);
+        }
+        if coords.len() == spec.rank() {
+            let mut c = Collector::new();
+            for i in 0..spec.spatial_rank() {
+                let (lo, hi) = self.bounding_box(i);
+                let x = coords[i + 1];
+                if x < lo || x >= hi {
+                    c.error(
+                        Field::Coord {
+                            dim: i + 1,
+                            name: spec.dim_name(i + 1).map(str::to_owned),
+                        },
+                        x,
+                        Rule::Im2colStartOutsideBox,
+                        format!("a load starts inside the bounding box [{lo}, {hi}) of this dim (lower corner, extent + upper corner); the walk from elsewhere is not modelled"),
+                    );
+                }
+            }
+            errors.extend(c.split().0);
+        }
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(SpecErrors {
+                tile: crate::echo::shown(&spec.name),
+                errors,
+            })
+        }
+    }
+}
