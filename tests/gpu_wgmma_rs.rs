@@ -223,6 +223,10 @@ fn every_shape_compiles_and_a_mismatched_fragment_does_not() {
             !c.cubin.is_empty(),
             "{shape:?}: no CUBIN (ptxas did not run)"
         );
+        // The register-A form (`{d..}, { %r, %r, %r, %r}, desc-b, p, 1, 1, 1`: V is MN-major),
+        // one per k-slice of P V and of X V (the loops unrolled).
+        let rs_issued = c.ptx.matches("}, { %r").count();
+        assert_eq!(rs_issued, 2 * shape.n_kv as usize / 16, "{shape:?}");
         // ptxas says when it must serialize wgmma (a fence missing, registers moved): clean.
         assert!(c.log.trim().is_empty(), "{shape:?}: {}", c.log);
         let r = c.resources(KERNEL).unwrap();
