@@ -223,6 +223,10 @@ fn every_shape_compiles_and_a_mismatched_fragment_does_not() {
             !c.cubin.is_empty(),
             "{shape:?}: no CUBIN (ptxas did not run)"
         );
+        // The register-A form (`{d..}, { %r, %r, %r, %r}, desc-b, p, 1, 1, 1`: V is MN-major),
+        // one per k-slice of P V and of X V (the loops unrolled).
+        let rs_issued = c.ptx.matches("}, { %r").count();
+        assert_eq!(rs_issued, 2 * shape.n_kv as usize / 16, "{shape:?}");
         // ptxas says when it must serialize wgmma (a fence missing, registers moved): clean.
         assert!(c.log.trim().is_empty(), "{shape:?}: {}", c.log);
         let r = c.resources(KERNEL).unwrap();
@@ -394,9 +398,8 @@ fn check(inp: &Inputs, out: &Outputs) -> Vec<Stage> {
     let mut m = vec![[f32::NEG_INFINITY; 2]; threads];
     row_max(&fs, &out.s, &mut m).unwrap();
     let mut st = stage("row max");
-    for t in 0..threads {
-        for r in 0..2 {
-            let (g, w) = (out.m[t][r], m[t][r]);
+    for (t, (gt, wt)) in out.m.iter().zip(&m).enumerate() {
+        for (r, (&g, &w)) in gt.iter().zip(wt).enumerate() {
             st.check(g.to_bits() == w.to_bits(), || {
                 format!("thread {t} row {r}: {g}, want {w}")
             });
@@ -405,10 +408,9 @@ fn check(inp: &Inputs, out: &Outputs) -> Vec<Stage> {
     stages.push(st);
     // P: within EX2_MAX_ULPS of the correctly rounded power.
     let mut st = stage("P = exp2");
-    for t in 0..threads {
-        for (i, &g) in out.p[t].iter().enumerate() {
-            let r = registers::element_row(i as u32);
-            let arg = exp2_argument(out.s[t][i], m[t][r], inp.scale_log2);
+    for (t, ((pt, st_), mt)) in out.p.iter().zip(&out.s).zip(&m).enumerate() {
+        for (i, (&g, &x)) in pt.iter().zip(st_).enumerate() {
+            let arg = exp2_argument(x, mt[registers::element_row(i as u32)], inp.scale_log2);
             let w = exp2_ftz(arg);
             let tiny = g.abs() <= 2.0 * f32::MIN_POSITIVE && w <= 2.0 * f32::MIN_POSITIVE;
             st.check(tiny || ulps(g, w) <= EX2_MAX_ULPS, || {
@@ -424,9 +426,8 @@ fn check(inp: &Inputs, out: &Outputs) -> Vec<Stage> {
     let mut l = vec![[0f32; 2]; threads];
     row_sum(&fs, &out.p, &mut l).unwrap();
     let mut st = stage("row sum");
-    for t in 0..threads {
-        for r in 0..2 {
-            let (g, w) = (out.l[t][r], l[t][r]);
+    for (t, (gt, wt)) in out.l.iter().zip(&l).enumerate() {
+        for (r, (&g, &w)) in gt.iter().zip(wt).enumerate() {
             st.check(g.to_bits() == w.to_bits(), || {
                 format!("thread {t} row {r}: {g}, want {w}")
             });
@@ -436,10 +437,10 @@ fn check(inp: &Inputs, out: &Outputs) -> Vec<Stage> {
     // P as A fragments: the packed bits exactly.
     let a = accumulator_to_a(&fs, k16, &out.p).unwrap();
     let mut st = stage("P as A");
-    for t in 0..threads {
-        for s in 0..n / 16 {
-            for j in 0..4 {
-                let (g, w) = (out.a[t][s].regs[j], a[t][s].regs[j]);
+    for (t, (gt, wt)) in out.a.iter().zip(&a).enumerate() {
+        assert_eq!(gt.len(), n / 16);
+        for (s, (gs, ws)) in gt.iter().zip(wt).enumerate() {
+            for (j, (&g, &w)) in gs.regs.iter().zip(&ws.regs).enumerate() {
                 st.check(g == w, || {
                     format!("thread {t} slice {s} reg {j}: {g:#010x}, want {w:#010x}")
                 });
@@ -468,8 +469,8 @@ fn check(inp: &Inputs, out: &Outputs) -> Vec<Stage> {
     let inv: Vec<RowPair> = out.l.iter().map(|l| [1.0 / l[0], 1.0 / l[1]]).collect();
     row_scale(&fo, &mut on, &inv).unwrap();
     let mut st = stage("O / l");
-    for t in 0..threads {
-        for (i, (&g, &w)) in out.on[t].iter().zip(&on[t]).enumerate() {
+    for (t, (gt, wt)) in out.on.iter().zip(&on).enumerate() {
+        for (i, (&g, &w)) in gt.iter().zip(wt).enumerate() {
             st.check(g.to_bits() == w.to_bits(), || {
                 format!("thread {t} element {i}: {g}, want {w}")
             });
@@ -623,7 +624,7 @@ fn gpu_attention_pieces_match_the_cpu_model() {
         let upload = |bits: &[u16], rows: usize, spec: &ValidSpec| {
             let bound = spec.bind(&[rows as u64, d as u64], None).unwrap();
             let buf = stream.clone_htod(bits).unwrap();
-            let map = TensorMap::new(&bound, &buf).unwrap();
+            let map = TensorMap::new_raw_bits(&bound, &buf).unwrap();
             (map, buf)
         };
         let (q_map, _qb) = upload(&inp.q, 128, &tiles[0]);

@@ -174,7 +174,125 @@ fn page() -> String {
          the 1024-byte pattern."
     )
     .unwrap();
+    registers_section(w);
     s
+}
+
+/// The register-level section: the accumulator as the next wgmma's A, and its rows, from the
+/// fragment model (`tma_core::wgmma::registers`).
+fn registers_section(w: &mut String) {
+    use tma_core::operand::WgmmaType;
+    use tma_core::wgmma::fragment::d_position;
+    use tma_core::wgmma::registers::{accumulator_to_a, thread_rows};
+    use tma_core::wgmma::{AccumulatorType, Fragment};
+    let n = 64u32;
+    let f = Fragment::accumulator(n, AccumulatorType::F32).unwrap();
+    writeln!(w).unwrap();
+    writeln!(
+        w,
+        "## The accumulator as A, and its rows (attention's softmax)"
+    )
+    .unwrap();
+    writeln!(w).unwrap();
+    writeln!(
+        w,
+        "For `O = softmax(S) V` the scores `S = Q K^T` stay in registers: the f32 accumulator of \
+         S (64 x N) becomes the A operand of `P V` (K = N) without a shuffle, because its columns \
+         `16 s .. 16 s + 15` are, element for element, an A fragment of k-slice `s` (PTX ISA \
+         Figures 148 and 149). The generated helpers (docs/KERNEL_API.md, section 5):"
+    )
+    .unwrap();
+    writeln!(w).unwrap();
+    for (helper, what) in [
+        (
+            "`tma_wgmma_row_max<N>(d, m)`, `tma_wgmma_row_sum<N>(d, s)`",
+            "each thread reduces its elements of its two rows, then the 4 threads of the quad \
+             combine theirs (`shfl.xor` 1, 2); `m[r] = max(m[r], row)`, `s[r] += row`",
+        ),
+        (
+            "`tma_wgmma_row_exp2<N>(d, m, scale_log2)`",
+            "`2^(x * scale_log2 - m * scale_log2)`, one FMA and `ex2.approx.ftz.f32`; a row max \
+             of -inf counts as 0",
+        ),
+        (
+            "`tma_wgmma_row_scale<N>(d, factor)`",
+            "each row times its factor (a moved max, `1 / sum`)",
+        ),
+        (
+            "`tma_wgmma_acc_to_a<N>(d, a)`",
+            "`a[s].r[j] = cvt.rn.{bf16,f16}x2(d[8 s + 2 j], d[8 s + 2 j + 1])`, \
+             the even element in the low half; `a` is `tma_wgmma_a_frag<V::WGMMA_TYPE>[N / 16]`",
+        ),
+        (
+            "`tma_wgmma_rs<V>(o, a[s], V::desc(smem, s), s > 0)`",
+            "`wgmma.mma_async` with A from registers (`{a0, a1, a2, a3}, desc-b, p, 1, 1, \
+             imm-trans-b`: no imm-trans-a); an A fragment of the other 16-bit type does not compile",
+        ),
+    ] {
+        writeln!(w, "- {helper}: {what}.").unwrap();
+    }
+    writeln!(w).unwrap();
+    writeln!(
+        w,
+        "`tma_core::wgmma::registers` models each helper thread by thread (its order of \
+         operations included: bit for bit, except the exponential, which the device approximates); \
+         tma-core/tests/wgmma_registers.rs proves that TMA's model, the read model, the D \
+         fragment, the row helpers and the conversion compose to the dense attention for every N \
+         from 16 to 256, and tests/gpu_wgmma_rs.rs runs every stage on the GPU."
+    )
+    .unwrap();
+    writeln!(w).unwrap();
+    let t = 5u32;
+    let rows = thread_rows(t);
+    writeln!(
+        w,
+        "Thread {t} (warp 0, lane {t}: groupID {}, threadID_in_group {}) of an N = {n} accumulator holds \
+         rows {} (`m[0]`) and {} (`m[1]`); its A fragments for `P V`:",
+        t / 4,
+        t % 4,
+        rows[0],
+        rows[1]
+    )
+    .unwrap();
+    writeln!(w).unwrap();
+    writeln!(
+        w,
+        "| k-slice | register | low half: element (row, col) | high half: element (row, col) |"
+    )
+    .unwrap();
+    writeln!(w, "|---|---|---|---|").unwrap();
+    // Each element's value its own index, to show which lands where.
+    let mut regs = vec![vec![0f32; f.elements_per_thread() as usize]; 128];
+    for (i, v) in regs[t as usize].iter_mut().enumerate() {
+        *v = i as f32;
+    }
+    let a = accumulator_to_a(&f, WgmmaType::F16, &regs).unwrap();
+    let f16_index = |bits: u16| {
+        (0..f.elements_per_thread())
+            .find(|&i| tma_core::wgmma::registers::round_16(WgmmaType::F16, i as f32) == Ok(bits))
+            .unwrap()
+    };
+    for (s, frag) in a[t as usize].iter().enumerate() {
+        for (j, r) in frag.regs.iter().enumerate() {
+            let (lo, hi) = (f16_index((r & 0xffff) as u16), f16_index((r >> 16) as u16));
+            let at = |i: u32| {
+                let (row, col) = d_position(t, i);
+                format!("d{i} ({row}, {col})")
+            };
+            writeln!(w, "| {s} | r[{j}] | {} | {} |", at(lo), at(hi)).unwrap();
+        }
+    }
+    writeln!(w).unwrap();
+    writeln!(
+        w,
+        "Slice `s` holds columns `16 s + {{{c}, {c1}, {c8}, {c9}}}` of both rows: A's layout over \
+         64 x 16 (the thread's columns {c}, {c1}, {c8}, {c9}) shifted by `16 s`.",
+        c = 2 * (t % 4),
+        c1 = 2 * (t % 4) + 1,
+        c8 = 2 * (t % 4) + 8,
+        c9 = 2 * (t % 4) + 9,
+    )
+    .unwrap();
 }
 
 #[test]
