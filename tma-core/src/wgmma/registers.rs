@@ -38,8 +38,9 @@ use crate::operand::WgmmaType;
 pub type RowPair = [f32; 2];
 
 /// How far (in units in the last place of the f32 result) the device's `ex2.approx.ftz.f32`
-/// may be from [`exp2_ftz`] before a test calls it wrong: NVIDIA documents the `MUFU.EX2`
-/// path of `exp2f` at 2 ulp; the tests allow twice that.
+/// may be from [`exp2_ftz`] before a test calls it wrong. The instruction is an approximation
+/// of a few ulp at most; a wrong argument (another row's max, a scale missed, the product
+/// rounded before the subtraction) moves the result by far more than this.
 pub const EX2_MAX_ULPS: u32 = 4;
 
 /// Rows of the fragment thread `thread` holds: `[16 w + groupID, 16 w + groupID + 8]`.
