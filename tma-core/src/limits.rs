@@ -118,6 +118,14 @@ pub const MAX_CLUSTER_CTAS: u32 = 16;
 /// GPU validator test probes both sides of each).
 pub const MAX_PIXELS_PER_COLUMN: u32 = 1024;
 
+/// Largest spatial global dim (D, H, W) of an im2col map, and of its bounding box: 2^31 - 1.
+/// Found on the H100 (CUDA 13.0 driver): `cuTensorMapEncodeIm2col` computes `dim + upper -
+/// lower` in 32-bit signed arithmetic and refuses it below 1, so 2^31 with corners 0 is
+/// refused and 2^32 with `upper - lower = 3` accepted (by wrap-around), while N and C take
+/// 2^32 as in tiled mode (tests/gpu_im2col_validator.rs probes both sides); no documentation
+/// states it.
+pub const MAX_IM2COL_SPATIAL_DIM: u64 = (1 << 31) - 1;
+
 /// Largest `channelsPerPixel` ("channelsPerPixel ... must be less than or equal to 256"):
 /// the box of C, the same limit as a tiled box dim.
 pub const MAX_CHANNELS_PER_PIXEL: u32 = MAX_BOX_DIM;

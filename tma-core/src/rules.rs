@@ -284,10 +284,16 @@ pub enum Rule {
     /// `can_implement`).
     Im2colCornerRange,
     /// The bounding box is not empty along any spatial dim: `extent + upper - lower >= 1`
-    /// (`cuTensorMapEncodeIm2col`: "must have non-zero area").
+    /// (`cuTensorMapEncodeIm2col`: "must have non-zero area"), computed as the driver does, in
+    /// 32-bit signed arithmetic (seen on the H100).
     Im2colBoxEmpty,
     /// `pixelsPerColumn` in [1, [`crate::limits::MAX_PIXELS_PER_COLUMN`]].
     Im2colPixelsRange,
+    /// A spatial global dim (D, H, W) and its bounding box are at most
+    /// [`crate::limits::MAX_IM2COL_SPATIAL_DIM`] (2^31 - 1). This toolkit's own rule: the
+    /// driver computes the box in 32-bit signed arithmetic (seen on the H100) and so accepts a
+    /// larger one whenever the wrapped extent is positive; N and C take 2^32 as in tiled mode.
+    Im2colSpatialExtent,
     /// An im2col offset (the filter tap of one load) is in [0,
     /// [`crate::limits::im2col_offset_max`]]: 65535 / 255 / 31 for NWC / NHWC / NDHWC (the
     /// map keeps `16 / spatial` bits of each; CUTLASS's `can_implement`). Checked on the

@@ -254,6 +254,16 @@ fn calls_are_checked_at_run_time() {
     assert!(valid.bind(&[1, 3, 3, 64], None).is_ok());
     let e = valid.bind(&[1, 3, 2, 64], None).unwrap_err();
     assert_eq!(e.errors[0].rule, Rule::Im2colBoxEmpty, "{e}");
+    // Spatial dims stop at 2^31 - 1 (the H100's driver), N and C do not.
+    // (Strides given: dense ones would pass 2^40 bytes first.)
+    let strides = [192, 192, 64, 1];
+    assert!(valid.bind(&[1, (1 << 31) - 1, 3, 64], Some(&strides)).is_ok());
+    for global in [[1, 1 << 31, 3, 64], [1, 3, 1 << 32, 64]] {
+        let e = valid.bind(&global, Some(&strides)).unwrap_err();
+        assert_eq!(e.errors[0].rule, Rule::Im2colSpatialExtent, "{e}");
+        assert!(e.to_string().contains("2^31 - 1"), "{e}");
+    }
+    assert!(valid.bind(&[1 << 32, 3, 3, 64], Some(&strides)).is_ok());
     let valid = validate_im2col(&good().global_extents(runtime)).unwrap();
     let b = valid.bind(&[8, 56, 56, 64], None).unwrap();
     assert!(b.check_call(&[0, -1, -1, 0], &[2, 2]).is_ok());

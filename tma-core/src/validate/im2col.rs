@@ -174,21 +174,50 @@ pub fn validate_im2col(spec: &Im2colSpec) -> Result<ValidIm2col, SpecErrors> {
     }
 }
 
-/// [`Rule::Im2colBoxEmpty`] on a concrete shape.
+/// [`Rule::Im2colSpatialExtent`] and [`Rule::Im2colBoxEmpty`] on a concrete shape.
+///
+/// The driver computes each bounding box's extent, `dim + upper - lower`, in 32-bit signed
+/// arithmetic and refuses it below 1 (seen on the H100: a dim of 2^32 with `upper - lower = 3`
+/// is accepted, with 0 refused; 2^31 with corners 0 refused). So `Im2colBoxEmpty` is that
+/// wrapped check, exactly what the driver refuses; `Im2colSpatialExtent`, this toolkit's own
+/// rule, refuses every dim or extent past 2^31 - 1, which the driver accepts only by
+/// wrap-around.
 fn check_box_extents(spec: &Im2colSpec, global: &[u64]) -> Result<(), SpecErrors> {
     let mut c = Collector::new();
     for i in 0..spec.spatial_rank() {
-        let extent = global[i + 1] as i64 + i64::from(spec.upper_corner[i])
-            - i64::from(spec.lower_corner[i]);
-        if extent < 1 {
+        let dim = global[i + 1];
+        let (lower, upper) = (i64::from(spec.lower_corner[i]), i64::from(spec.upper_corner[i]));
+        let extent = i128::from(dim) + i128::from(upper) - i128::from(lower);
+        let field = || Field::Global {
+            dim: i + 1,
+            name: spec.dim_name(i + 1).map(str::to_owned),
+        };
+        if dim > MAX_IM2COL_SPATIAL_DIM || extent > i128::from(MAX_IM2COL_SPATIAL_DIM) {
+            c.error(
+                field(),
+                dim,
+                Rule::Im2colSpatialExtent,
+                format!(
+                    "a spatial dim of an im2col map and its bounding box ({dim} + {upper} - {lower} = {extent} positions) are at most 2^31 - 1 = {MAX_IM2COL_SPATIAL_DIM}: the driver computes the box in 32-bit signed arithmetic and takes larger ones only by wrap-around (N and C take up to 2^32)"
+                ),
+            );
+        }
+        // The driver's own check, in its arithmetic: two's complement, 32 bits.
+        let wrapped = i64::from(extent as u32 as i32);
+        if wrapped < 1 {
             c.error(
                 spatial_field(spec, "upper_corner", i),
                 spec.upper_corner[i],
                 Rule::Im2colBoxEmpty,
-                format!(
-                    "the bounding box along this dim is [{}, {} + {}) = {extent} positions: it must hold at least one (cuTensorMapEncodeIm2col: \"non-zero area\")",
-                    spec.lower_corner[i], global[i + 1], spec.upper_corner[i]
-                ),
+                if i128::from(wrapped) == extent {
+                    format!(
+                        "the bounding box along this dim is [{lower}, {dim} + {upper}) = {extent} positions: it must hold at least one (cuTensorMapEncodeIm2col: \"must have non-zero area\")"
+                    )
+                } else {
+                    format!(
+                        "the bounding box along this dim, {dim} + {upper} - {lower} = {extent} positions, is {wrapped} in the driver's 32-bit arithmetic, which refuses it (\"must have non-zero area\")"
+                    )
+                },
             );
         }
     }
