@@ -9,7 +9,9 @@
 //! against the f64 reference), then timed: median of ATTN_REPS (20) event-timed launches after
 //! 5 warm-ups; TFLOP/s = 4 B H S^2 D / median, halved for causal. Also: one configuration's
 //! cold compile (no cache) on this machine. Exit code 1 when a configuration is wrong. Without
-//! NVRTC or a GPU: says so, exits 0. `ATTN_SEQS=512,4096`: those sequence lengths only.
+//! NVRTC or a GPU: says so, exits 0. `ATTN_SEQS=512,4096`: those sequence lengths only;
+//! `ATTN_DIMS=128`: that head dim only; `ATTN_EXTRA=ov_d64_n192_s3_p_bf16,...`: those
+//! configurations too (at 4k and 16k), to try a tile or schedule against the best.
 
 #[allow(dead_code)]
 #[path = "../examples/05-gemm/compile.rs"]
@@ -79,6 +81,12 @@ fn run() -> Res<bool> {
                 let s: Vec<usize> = seqs.iter().copied().filter(|s| [4096, 16384].contains(s)).collect();
                 runs.push((label.into(), c, s));
             }
+        }
+    }
+    if let Ok(extra) = std::env::var("ATTN_EXTRA") {
+        for n in extra.split(',').filter(|n| !n.trim().is_empty()) {
+            let c = Config::parse(n.trim()).ok_or(format!("ATTN_EXTRA: no configuration named {n}"))?;
+            runs.push(("extra".into(), c, vec![4096, 16384]));
         }
     }
     let compiler = match Compiler::global() {

@@ -36,6 +36,18 @@ static_assert(TQ::K_SLICES * 16 == ATTN_D && TV::K_SLICES == ATTN_PK, "the k-sli
 typedef tma_roles_attn R;
 #endif
 
+// A stage goes back to the producer once its consumer warpgroup's wgmmas are done with it: one
+// arrival per warp (the pipelines' Consumers::Warpgroups), or (ATTN_RELEASE_ONE, Consumers::
+// Threads) one by each warpgroup's first thread, after its wgmma.wait_group.
+#if ATTN_RELEASE_ONE
+#define ATTN_RELEASE(pipe, st) \
+  do {                         \
+    if (tw == 0u) pipe.release(st); \
+  } while (0)
+#else
+#define ATTN_RELEASE(pipe, st) pipe.release(st)
+#endif
+
 // Work unit u (a query block of one batch x head): the query blocks of a head are consecutive
 // units, so the CTAs running at once share a few heads' K and V in L2; under causal the
 // heaviest (last) query block of each head comes first.
@@ -88,7 +100,7 @@ __device__ __forceinline__ unsigned attn_pack(float lo, float hi) {
 
 // One consumer warpgroup's online softmax over its 64 rows: each thread holds two rows (its
 // fragment's halves h = 0, 1, as tma's row helpers number them), their running max m (raw
-// scores) and sum l.
+// scores, the same in the quad) and its share l of their sums.
 struct attn_softmax {
   float m[2], l[2];
   float scale_log2;
@@ -117,10 +129,11 @@ struct attn_softmax {
       m[h] = mx[h];
     }
     tma_wgmma_row_exp2<ATTN_BN>(s, m, scale_log2);
-    float sum[2] = {0.f, 0.f};
-    tma_wgmma_row_sum<ATTN_BN>(s, sum);
+    // l: this thread's share of each row sum (rescaled with O; the quad adds the shares once,
+    // in the epilogue).
 #pragma unroll
-    for (int h = 0; h < 2; ++h) l[h] = l[h] * corr[h] + sum[h];
+    for (int h = 0; h < 2; ++h) l[h] *= corr[h];
+    tma_wgmma_row_sum_partial<ATTN_BN>(s, l);
   }
 };
 
@@ -132,7 +145,7 @@ __device__ __forceinline__ void attn_epilogue(float (&o)[ATTN_O], attn_softmax& 
                                               void* out, float* __restrict__ lse, int bh, int row0, int Sq,
                                               unsigned tw) {
   float inv[2];
-  const float* l = sm.l;
+  const float l[2] = {tma_wgmma_quad_sum(sm.l[0]), tma_wgmma_quad_sum(sm.l[1])};
 #pragma unroll
   for (int h = 0; h < 2; ++h) inv[h] = l[h] > 0.f ? 1.f / l[h] : 0.f;
   tma_wgmma_row_scale<ATTN_D>(o, inv);
@@ -287,7 +300,7 @@ extern "C" __global__ void TMA_PLAN_ATTN_LAUNCH_BOUNDS attn(const __grid_constan
       if (c == 0 || j + 1 < nb) R::arrive_turn(1 - c);
 #endif
       tma_wgmma_wait_group<0>();
-      kp.release(ks);
+      ATTN_RELEASE(kp, ks);
       ++ks;
       sm.step(s, row0, j * ATTN_BN, Sk, attn_masked(j, row0, Sk), corr, tw);
       tma_wgmma_row_scale<ATTN_D>(o, corr);
@@ -298,10 +311,10 @@ extern "C" __global__ void TMA_PLAN_ATTN_LAUNCH_BOUNDS attn(const __grid_constan
       attn_pv(o, p, vp.smem_v(vs));
       tma_wgmma_commit_group();
       tma_wgmma_wait_group<0>();
-      vp.release(vs);
+      ATTN_RELEASE(vp, vs);
       ++vs;
     }
-    qp.release(qs);
+    ATTN_RELEASE(qp, qs);
     ++qs;
 #else
     // Overlap: block j's QK^T and block j-1's P V are issued together (one turn), and block j's
@@ -316,7 +329,7 @@ extern "C" __global__ void TMA_PLAN_ATTN_LAUNCH_BOUNDS attn(const __grid_constan
     tma_wgmma_commit_group();
     if (c == 0 || nb > 1) R::arrive_turn(1 - c);
     tma_wgmma_wait_group<0>();
-    kp.release(ks);
+    ATTN_RELEASE(kp, ks);
     ++ks;
     sm.step(s, row0, 0, Sk, attn_masked(0, row0, Sk), corr, tw);
     tma_wgmma_acc_to_a<ATTN_BN>(s, p);
@@ -331,25 +344,25 @@ extern "C" __global__ void TMA_PLAN_ATTN_LAUNCH_BOUNDS attn(const __grid_constan
       tma_wgmma_commit_group();
       if (c == 0 || j + 1 < nb) R::arrive_turn(1 - c);
       tma_wgmma_wait_group<1>();  // QK^T of block j
-      kp.release(ks);
+      ATTN_RELEASE(kp, ks);
       ++ks;
       sm.step(s, row0, j * ATTN_BN, Sk, attn_masked(j, row0, Sk), corr, tw);
       tma_wgmma_wait_group<0>();  // P V of block j - 1
-      vp.release(vs);
+      ATTN_RELEASE(vp, vs);
       ++vs;
       tma_wgmma_row_scale<ATTN_D>(o, corr);
       tma_wgmma_acc_to_a<ATTN_BN>(s, p);
     }
     // Every QK^T of the unit is done: Q's stage goes back (the next unit's Q loads under the
     // last P V).
-    qp.release(qs);
+    ATTN_RELEASE(qp, qs);
     ++qs;
     vp.wait(vs);
     tma_wgmma_fence();
     attn_pv(o, p, vp.smem_v(vs));
     tma_wgmma_commit_group();
     tma_wgmma_wait_group<0>();
-    vp.release(vs);
+    ATTN_RELEASE(vp, vs);
     ++vs;
 #endif
 

@@ -114,6 +114,12 @@ pub struct Config {
     /// A grid of as many CTAs as fit the GPU at once, each walking work units (query block,
     /// batch x head), the next unit's Q loaded under this one's last blocks; else one CTA a unit.
     pub persistent: bool,
+    /// O leaves through a staging copy per consumer and one TMA store; else each thread stores
+    /// its pairs (clipped). The staging needs 2 x 64 x D x 2 bytes beside Q and the stages.
+    pub o_tma: bool,
+    /// Stages released by one thread per consumer warpgroup (after wgmma.wait_group) instead
+    /// of one arrival per warp.
+    pub release_one: bool,
 }
 
 /// Query rows per consumer warpgroup: wgmma's M.
@@ -122,10 +128,14 @@ pub const WG_ROWS: u32 = 64;
 pub const SPAN: u32 = 64;
 
 impl Config {
-    /// The configuration the benchmark and the checks use for one head dim and type.
+    /// The configuration the benchmark and the checks use for one head dim and type: the
+    /// fastest measured on the H100 (BENCHMARKS.md). Causal work units differ in length, so a
+    /// persistent grid's static walk lets its CTAs drift apart over more heads than L2 holds
+    /// (457 against 679 TFLOP/s at 16k, head dim 128): causal launches one CTA a unit and lets
+    /// the hardware hand them out in order.
     pub fn best(input: In, d: u32, causal: bool) -> Config {
         let (bn, stages) = match d {
-            64 => (128, 3),
+            64 => (192, 3),
             128 => (128, 2),
             _ => (64, 2),
         };
@@ -136,23 +146,25 @@ impl Config {
             bn,
             stages,
             causal,
-            persistent: true,
+            persistent: !causal,
+            // At 256 the staging does not fit beside Q and the K/V stages.
+            o_tma: d <= 128,
+            release_one: false,
         }
     }
 
     /// The ladder of features at one head dim (each step one more).
     pub fn ladder(input: In, d: u32, causal: bool) -> Vec<(&'static str, Config)> {
-        let best = Config::best(input, d, causal);
         let a4 = Config {
             persistent: false,
-            ..best
+            ..Config::best(input, d, causal)
         };
         vec![
             ("A1 one warpgroup", Config { kind: Kind::Wg1, ..a4 }),
             ("A2 + producer warpgroup, 2 consumers, setmaxnreg", Config { kind: Kind::Ws, ..a4 }),
             ("A3 + ping-pong consumers", Config { kind: Kind::PingPong, ..a4 }),
             ("A4 + QK^T of the next block under the softmax", a4),
-            ("A5 + persistent CTAs, the next Q under the last blocks", best),
+            ("A5 + persistent CTAs, the next Q under the last blocks", Config { persistent: true, ..a4 }),
         ]
     }
 
@@ -163,26 +175,23 @@ impl Config {
             _ => 2,
         }
     }
-    /// Whether O leaves through a staging copy per consumer and a TMA store (head dims 64 and
-    /// 128); at 256 the staging does not fit beside Q and the K/V stages, and each thread
-    /// stores its pairs, clipped.
-    pub fn o_tma(&self) -> bool {
-        self.d <= 128
-    }
     /// Query rows per CTA.
     pub fn bm(&self) -> u32 {
         WG_ROWS * self.consumers()
     }
 
-    /// `ov_d128_n128_s2_p_bf16_causal` (`_p`: persistent).
+    /// `ov_d128_n128_s2_p_bf16_causal` (`_p`: persistent, `_od`: O stored directly, `_r1`:
+    /// one release per warpgroup).
     pub fn name(&self) -> String {
         format!(
-            "{}_d{}_n{}_s{}{}_{}{}",
+            "{}_d{}_n{}_s{}{}{}{}_{}{}",
             self.kind.name(),
             self.d,
             self.bn,
             self.stages,
             if self.persistent { "_p" } else { "" },
+            if self.o_tma { "" } else { "_od" },
+            if self.release_one { "_r1" } else { "" },
             self.input.name(),
             if self.causal { "_causal" } else { "" }
         )
@@ -192,6 +201,14 @@ impl Config {
         let mut p: Vec<&str> = s.split('_').collect();
         let persistent = p.get(4) == Some(&"p");
         if persistent {
+            p.remove(4);
+        }
+        let o_tma = p.get(4) != Some(&"od");
+        if !o_tma {
+            p.remove(4);
+        }
+        let release_one = p.get(4) == Some(&"r1");
+        if release_one {
             p.remove(4);
         }
         let kind = match *p.first()? {
@@ -214,6 +231,8 @@ impl Config {
             input: In::parse(p.get(4)?)?,
             causal,
             persistent,
+            o_tma,
+            release_one,
         })
     }
 }
@@ -266,7 +285,11 @@ impl Plan {
         let vt = v(bhsd("v", &c, c.bn).wgmma(Operand::B, Major::MN), "tile v")?;
         // O: one consumer's 64 rows, stored from its staging by TMA (clipped at the sequence end).
         let o = v(bhsd("o", &c, WG_ROWS), "tile o")?;
-        let consumers = Consumers::Warpgroups(c.consumers());
+        let consumers = if c.release_one {
+            Consumers::Threads(c.consumers())
+        } else {
+            Consumers::Warpgroups(c.consumers())
+        };
         let pipe = |name: &str, stages: u32, tile: &ValidSpec| {
             PipelineSpec::new(name, stages, consumers)
                 .tile(name, tile)
@@ -293,7 +316,7 @@ impl Plan {
                     .map_err(|e| findings("warp roles", e))?,
             ),
         };
-        if c.o_tma() {
+        if c.o_tma {
             kernel = kernel.staging("o", &o, c.consumers());
         }
         let kernel = kernel
@@ -316,14 +339,15 @@ impl Plan {
     pub fn source(&self) -> Res<Source> {
         let c = &self.config;
         let defines = format!(
-            "#define ATTN_D {}\n#define ATTN_BN {}\n#define ATTN_NC {}\n#define ATTN_KIND {}\n#define ATTN_CAUSAL {}\n#define ATTN_F16 {}\n#define ATTN_O_TMA {}\n",
+            "#define ATTN_D {}\n#define ATTN_BN {}\n#define ATTN_NC {}\n#define ATTN_KIND {}\n#define ATTN_CAUSAL {}\n#define ATTN_F16 {}\n#define ATTN_O_TMA {}\n#define ATTN_RELEASE_ONE {}\n",
             c.d,
             c.bn,
             c.consumers(),
             c.kind.code(),
             u32::from(c.causal),
             u32::from(c.input == In::F16),
-            u32::from(c.o_tma()),
+            u32::from(c.o_tma),
+            u32::from(c.release_one),
         );
         let src = KernelSource::new()
             .plan(&self.kernel)

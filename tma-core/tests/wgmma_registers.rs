@@ -20,7 +20,7 @@ use tma_core::wgmma::fragment::WARPGROUP_THREADS;
 use tma_core::wgmma::read::{read_operand, ReadShape};
 use tma_core::wgmma::registers::{
     self, a_matrix, accumulator_to_a, exp2_argument, exp2_ftz, row_exp2, row_max, row_scale,
-    row_sum, thread_rows, value_16, AFragment, RowPair,
+    quad_sum, row_sum, row_sum_partial, thread_rows, value_16, AFragment, RowPair,
 };
 use tma_core::wgmma::{AccumulatorType, Fragment, OperandPlan};
 use tma_core::{BoundSpec, DType};
@@ -296,6 +296,15 @@ fn row_reductions_equal_the_dense_rows_for_every_n() {
             row_max(&f, &regs, &mut m).unwrap();
             let mut sum = vec![[0.0f32; 2]; 128];
             row_sum(&f, &regs, &mut sum).unwrap();
+            // The shares, added by the quad once, are the same row sums bit for bit.
+            let mut shares = vec![[0.0f32; 2]; 128];
+            row_sum_partial(&f, &regs, &mut shares).unwrap();
+            let summed = quad_sum(&shares).unwrap();
+            for t in 0..128 {
+                for r in 0..2 {
+                    assert_eq!(summed[t][r].to_bits(), sum[t][r].to_bits(), "N {n} thread {t} row {r}");
+                }
+            }
             let factor: Vec<RowPair> = (0..128).map(|t| [t as f32 + 0.5, -(t as f32)]).collect();
             let mut scaled = regs.clone();
             row_scale(&f, &mut scaled, &factor).unwrap();

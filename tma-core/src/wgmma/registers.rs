@@ -211,6 +211,37 @@ pub fn row_sum(f: &Fragment, threads: &[Vec<f32>], s: &mut [RowPair]) -> Result<
     Ok(())
 }
 
+/// `tma_wgmma_row_sum_partial<N>(d, s)`: each thread's own share of its two rows, no exchange
+/// (`s = s + own`, the own sum added from 0 in element order); [`quad_sum`] adds the four shares.
+pub fn row_sum_partial(
+    f: &Fragment,
+    threads: &[Vec<f32>],
+    s: &mut [RowPair],
+) -> Result<(), FragmentError> {
+    check(f, threads)?;
+    check_rows("row sum shares", s)?;
+    for (s, e) in s.iter_mut().zip(threads) {
+        let mut own = [0.0f32; 2];
+        for (i, &v) in e.iter().enumerate() {
+            let r = element_row(i as u32);
+            own[r] += v;
+        }
+        *s = [s[0] + own[0], s[1] + own[1]];
+    }
+    Ok(())
+}
+
+/// `tma_wgmma_quad_sum` on both rows of every thread: lane ^ 1's value added, then lane ^ 2's.
+pub fn quad_sum(s: &[RowPair]) -> Result<Vec<RowPair>, FragmentError> {
+    check_rows("quad sums", s)?;
+    let butterfly = |from: &[RowPair], mask: usize| -> Vec<RowPair> {
+        (0..from.len())
+            .map(|t| [from[t][0] + from[t ^ mask][0], from[t][1] + from[t ^ mask][1]])
+            .collect()
+    };
+    Ok(butterfly(&butterfly(s, 1), 2))
+}
+
 /// `tma_wgmma_row_scale<N>(d, factor)`: every element times its row's factor.
 pub fn row_scale(
     f: &Fragment,
