@@ -134,9 +134,10 @@ impl Config {
     /// (457 against 679 TFLOP/s at 16k, head dim 128): causal launches one CTA a unit and lets
     /// the hardware hand them out in order.
     pub fn best(input: In, d: u32, causal: bool) -> Config {
-        let (bn, stages) = match d {
-            64 => (192, 3),
-            128 => (128, 2),
+        let (bn, stages) = match (d, causal) {
+            (64, _) => (192, 3),
+            (128, false) => (144, 2),
+            (128, true) => (128, 2),
             _ => (64, 2),
         };
         Config {
