@@ -78,14 +78,19 @@ fn run() -> Res<bool> {
     if dims.contains(&128) {
         for (label, c) in Config::ladder(In::BF16, 128, false) {
             if c != Config::best(In::BF16, 128, false) {
-                let s: Vec<usize> = seqs.iter().copied().filter(|s| [4096, 16384].contains(s)).collect();
+                let s: Vec<usize> = seqs
+                    .iter()
+                    .copied()
+                    .filter(|s| [4096, 16384].contains(s))
+                    .collect();
                 runs.push((label.into(), c, s));
             }
         }
     }
     if let Ok(extra) = std::env::var("ATTN_EXTRA") {
         for n in extra.split(',').filter(|n| !n.trim().is_empty()) {
-            let c = Config::parse(n.trim()).ok_or(format!("ATTN_EXTRA: no configuration named {n}"))?;
+            let c =
+                Config::parse(n.trim()).ok_or(format!("ATTN_EXTRA: no configuration named {n}"))?;
             runs.push(("extra".into(), c, vec![4096, 16384]));
         }
     }
@@ -121,8 +126,7 @@ fn run() -> Res<bool> {
     };
     println!(
         "{}; one configuration ({}) compiles cold in {cold_s:.2} s (render + NVRTC, no cache)",
-        gpu.name,
-        cold.config
+        gpu.name, cold.config
     );
     println!("| ladder step | config | B | H | S | D | causal | ms | TFLOP/s |");
     println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
@@ -156,14 +160,28 @@ fn run() -> Res<bool> {
                 let (bh, r) = if i == 0 {
                     (heads - 1, s - 1)
                 } else {
-                    (rng.below(heads as u64) as usize, rng.below(s as u64) as usize)
+                    (
+                        rng.below(heads as u64) as usize,
+                        rng.below(s as u64) as usize,
+                    )
                 };
                 let want = reference::reference_row(&p, c.causal, bh, r);
                 let at = (bh * s + r) * d;
-                reference::check_row(&want, &o[at..at + d], lse[bh * s + r], c.input, bh, r, &mut bad);
+                reference::check_row(
+                    &want,
+                    &o[at..at + d],
+                    lse[bh * s + r],
+                    c.input,
+                    bh,
+                    r,
+                    &mut bad,
+                );
             }
             if !bad.is_empty() {
-                println!("| {label} | {c} | {} | {} | {s} | {d} | {} | WRONG: {} |", shape.b, shape.h, c.causal, bad[0]);
+                println!(
+                    "| {label} | {c} | {} | {} | {s} | {d} | {} | WRONG: {} |",
+                    shape.b, shape.h, c.causal, bad[0]
+                );
                 ok = false;
                 continue;
             }

@@ -249,7 +249,13 @@ fn gpu_im2col_validator_agrees_with_the_driver() {
     // Each dim of a u8 NHWC tensor at the edges of 2^31 and 2^32 (the random mutations found
     // the driver refusing 2^32 for the spatial dims, which tiled mode takes).
     for d in 0..4usize {
-        for v in [(1u64 << 31) - 1, 1 << 31, (1 << 31) + 1, (1 << 32) - 1, 1 << 32] {
+        for v in [
+            (1u64 << 31) - 1,
+            1 << 31,
+            (1 << 31) + 1,
+            (1 << 32) - 1,
+            1 << 32,
+        ] {
             let mut global = [2u64, 8, 8, 16];
             global[d] = v;
             let mut spec = Im2colSpec::new("probe", DType::U8, [2, 8, 8, 16], 16, 16);
@@ -258,7 +264,9 @@ fn gpu_im2col_validator_agrees_with_the_driver() {
             let driver = encode(&args, base);
             println!("probe global[{d}] = {v}: ours {ours:?}, driver {driver:?}");
             if ours.is_ok() != driver.is_ok() {
-                disagreements.push(format!("global[{d}] = {v}: ours {ours:?}, driver {driver:?}"));
+                disagreements.push(format!(
+                    "global[{d}] = {v}: ours {ours:?}, driver {driver:?}"
+                ));
             }
         }
     }

@@ -57,7 +57,7 @@ impl In {
             In::F16 => tma::half::f16::from_f32(v).to_bits(),
         }
     }
-    pub fn from_bits(self, b: u16) -> f32 {
+    pub fn value_of(self, b: u16) -> f32 {
         match self {
             In::BF16 => tma::half::bf16::from_bits(b).to_f32(),
             In::F16 => tma::half::f16::from_bits(b).to_f32(),
@@ -73,10 +73,11 @@ pub enum Kind {
     Wg1,
     /// A producer warpgroup and two consumer warpgroups (64 query rows each), setmaxnreg.
     Ws,
-    /// + ping-pong: the consumers take turns issuing their GEMMs (named barriers), so one's
-    /// softmax runs under the other's GEMMs.
+    /// Ws and ping-pong: the consumers take turns issuing their GEMMs (named barriers), so
+    /// one's softmax runs under the other's GEMMs.
     PingPong,
-    /// + inside a warpgroup, QK^T of the next block issued before the softmax of this one.
+    /// PingPong and, inside a warpgroup, QK^T of the next block issued before the softmax of
+    /// this one.
     Overlap,
 }
 
@@ -161,11 +162,35 @@ impl Config {
             ..Config::best(input, d, causal)
         };
         vec![
-            ("A1 one warpgroup", Config { kind: Kind::Wg1, ..a4 }),
-            ("A2 + producer warpgroup, 2 consumers, setmaxnreg", Config { kind: Kind::Ws, ..a4 }),
-            ("A3 + ping-pong consumers", Config { kind: Kind::PingPong, ..a4 }),
+            (
+                "A1 one warpgroup",
+                Config {
+                    kind: Kind::Wg1,
+                    ..a4
+                },
+            ),
+            (
+                "A2 + producer warpgroup, 2 consumers, setmaxnreg",
+                Config {
+                    kind: Kind::Ws,
+                    ..a4
+                },
+            ),
+            (
+                "A3 + ping-pong consumers",
+                Config {
+                    kind: Kind::PingPong,
+                    ..a4
+                },
+            ),
             ("A4 + QK^T of the next block under the softmax", a4),
-            ("A5 + persistent CTAs, the next Q under the last blocks", Config { persistent: true, ..a4 }),
+            (
+                "A5 + persistent CTAs, the next Q under the last blocks",
+                Config {
+                    persistent: true,
+                    ..a4
+                },
+            ),
         ]
     }
 
@@ -320,9 +345,7 @@ impl Plan {
         if c.o_tma {
             kernel = kernel.staging("o", &o, c.consumers());
         }
-        let kernel = kernel
-            .validate()
-            .map_err(|e| findings(&c.name(), e))?;
+        let kernel = kernel.validate().map_err(|e| findings(&c.name(), e))?;
         Ok(Plan {
             config: c,
             q,

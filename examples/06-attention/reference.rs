@@ -20,14 +20,16 @@ pub struct RefRow {
 }
 
 pub fn reference_row(p: &Problem, causal: bool, bh: usize, row: usize) -> RefRow {
-    let Shape { h, hkv, sq, sk, d, .. } = p.shape;
+    let Shape {
+        h, hkv, sq, sk, d, ..
+    } = p.shape;
     let (b, head) = (bh / h, bh % h);
     let bh_kv = b * hkv + head / (h / hkv);
     let t = p.input;
     let q: Vec<f64> = (0..d)
-        .map(|e| f64::from(t.from_bits(p.q_host[(bh * sq + row) * d + e])))
+        .map(|e| f64::from(t.value_of(p.q_host[(bh * sq + row) * d + e])))
         .collect();
-    let kv = |buf: &[u16], j: usize, e: usize| f64::from(t.from_bits(buf[(bh_kv * sk + j) * d + e]));
+    let kv = |buf: &[u16], j: usize, e: usize| f64::from(t.value_of(buf[(bh_kv * sk + j) * d + e]));
     let keys = if causal { (row + 1).min(sk) } else { sk };
     let scale = 1.0 / (d as f64).sqrt();
     let s: Vec<f64> = (0..keys)
@@ -67,7 +69,9 @@ pub fn check_row(
     out: &mut Vec<String>,
 ) {
     let lse = f64::from(lse);
-    if !((lse - r.lse).abs() <= 1e-5 * (1.0 + r.lse.abs())) {
+    // (A NaN fails: `is_some_and` on the comparison, not a negated `<=`.)
+    let close = |d: f64, tol: f64| d.partial_cmp(&tol).is_some_and(|o| o.is_le());
+    if !close((lse - r.lse).abs(), 1e-5 * (1.0 + r.lse.abs())) {
         out.push(format!(
             "head {bh} row {row}: lse {lse} (want {}, off {:.2e})",
             r.lse,
@@ -75,8 +79,8 @@ pub fn check_row(
         ));
     }
     for (e, bits) in o.iter().enumerate() {
-        let got = f64::from(t.from_bits(*bits));
-        if !((got - r.o[e]).abs() <= r.tol[e]) {
+        let got = f64::from(t.value_of(*bits));
+        if !close((got - r.o[e]).abs(), r.tol[e]) {
             out.push(format!(
                 "head {bh} row {row} col {e}: {got} (want {:.6}, off {:.2e} > {:.2e})",
                 r.o[e],

@@ -257,7 +257,9 @@ fn calls_are_checked_at_run_time() {
     // Spatial dims stop at 2^31 - 1 (the H100's driver), N and C do not.
     // (Strides given: dense ones would pass 2^40 bytes first.)
     let strides = [192, 192, 64, 1];
-    assert!(valid.bind(&[1, (1 << 31) - 1, 3, 64], Some(&strides)).is_ok());
+    assert!(valid
+        .bind(&[1, (1 << 31) - 1, 3, 64], Some(&strides))
+        .is_ok());
     for global in [[1, 1 << 31, 3, 64], [1, 3, 1 << 32, 64]] {
         let e = valid.bind(&global, Some(&strides)).unwrap_err();
         assert_eq!(e.errors[0].rule, Rule::Im2colSpatialExtent, "{e}");

@@ -19,8 +19,8 @@ use tma_core::operand::WgmmaType;
 use tma_core::wgmma::fragment::WARPGROUP_THREADS;
 use tma_core::wgmma::read::{read_operand, ReadShape};
 use tma_core::wgmma::registers::{
-    self, a_matrix, accumulator_to_a, exp2_argument, exp2_ftz, row_exp2, row_max, row_scale,
-    quad_sum, row_sum, row_sum_partial, thread_rows, value_16, AFragment, RowPair,
+    self, a_matrix, accumulator_to_a, exp2_argument, exp2_ftz, quad_sum, row_exp2, row_max,
+    row_scale, row_sum, row_sum_partial, thread_rows, value_16, AFragment, RowPair,
 };
 use tma_core::wgmma::{AccumulatorType, Fragment, OperandPlan};
 use tma_core::{BoundSpec, DType};
@@ -302,7 +302,11 @@ fn row_reductions_equal_the_dense_rows_for_every_n() {
             let summed = quad_sum(&shares).unwrap();
             for t in 0..128 {
                 for r in 0..2 {
-                    assert_eq!(summed[t][r].to_bits(), sum[t][r].to_bits(), "N {n} thread {t} row {r}");
+                    assert_eq!(
+                        summed[t][r].to_bits(),
+                        sum[t][r].to_bits(),
+                        "N {n} thread {t} row {r}"
+                    );
                 }
             }
             let factor: Vec<RowPair> = (0..128).map(|t| [t as f32 + 0.5, -(t as f32)]).collect();

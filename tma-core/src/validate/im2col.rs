@@ -186,7 +186,10 @@ fn check_box_extents(spec: &Im2colSpec, global: &[u64]) -> Result<(), SpecErrors
     let mut c = Collector::new();
     for i in 0..spec.spatial_rank() {
         let dim = global[i + 1];
-        let (lower, upper) = (i64::from(spec.lower_corner[i]), i64::from(spec.upper_corner[i]));
+        let (lower, upper) = (
+            i64::from(spec.lower_corner[i]),
+            i64::from(spec.upper_corner[i]),
+        );
         let extent = i128::from(dim) + i128::from(upper) - i128::from(lower);
         let field = || Field::Global {
             dim: i + 1,

@@ -236,7 +236,12 @@ pub fn quad_sum(s: &[RowPair]) -> Result<Vec<RowPair>, FragmentError> {
     check_rows("quad sums", s)?;
     let butterfly = |from: &[RowPair], mask: usize| -> Vec<RowPair> {
         (0..from.len())
-            .map(|t| [from[t][0] + from[t ^ mask][0], from[t][1] + from[t ^ mask][1]])
+            .map(|t| {
+                [
+                    from[t][0] + from[t ^ mask][0],
+                    from[t][1] + from[t ^ mask][1],
+                ]
+            })
             .collect()
     };
     Ok(butterfly(&butterfly(s, 1), 2))
