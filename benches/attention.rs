@@ -76,7 +76,11 @@ fn run() -> Res<bool> {
     if dims.contains(&128) {
         for (label, c) in Config::ladder(In::BF16, 128, false) {
             if c != Config::best(In::BF16, 128, false) {
-                let s: Vec<usize> = seqs.iter().copied().filter(|s| [4096, 16384].contains(s)).collect();
+                let s: Vec<usize> = seqs
+                    .iter()
+                    .copied()
+                    .filter(|s| [4096, 16384].contains(s))
+                    .collect();
                 runs.push((label.into(), c, s));
             }
         }
@@ -113,8 +117,7 @@ fn run() -> Res<bool> {
     };
     println!(
         "{}; one configuration ({}) compiles cold in {cold_s:.2} s (render + NVRTC, no cache)",
-        gpu.name,
-        cold.config
+        gpu.name, cold.config
     );
     println!("| ladder step | config | B | H | S | D | causal | ms | TFLOP/s |");
     println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
@@ -148,14 +151,28 @@ fn run() -> Res<bool> {
                 let (bh, r) = if i == 0 {
                     (heads - 1, s - 1)
                 } else {
-                    (rng.below(heads as u64) as usize, rng.below(s as u64) as usize)
+                    (
+                        rng.below(heads as u64) as usize,
+                        rng.below(s as u64) as usize,
+                    )
                 };
                 let want = reference::reference_row(&p, c.causal, bh, r);
                 let at = (bh * s + r) * d;
-                reference::check_row(&want, &o[at..at + d], lse[bh * s + r], c.input, bh, r, &mut bad);
+                reference::check_row(
+                    &want,
+                    &o[at..at + d],
+                    lse[bh * s + r],
+                    c.input,
+                    bh,
+                    r,
+                    &mut bad,
+                );
             }
             if !bad.is_empty() {
-                println!("| {label} | {c} | {} | {} | {s} | {d} | {} | WRONG: {} |", shape.b, shape.h, c.causal, bad[0]);
+                println!(
+                    "| {label} | {c} | {} | {} | {s} | {d} | {} | WRONG: {} |",
+                    shape.b, shape.h, c.causal, bad[0]
+                );
                 ok = false;
                 continue;
             }

@@ -8,7 +8,9 @@ use tma::plan::{KernelPlan, ValidKernelPlan};
 use tma::render::KernelSource;
 use tma::runtime::{CompileOptions, Source};
 use tma::spec::{Extent, L2Promotion, Major, Operand};
-use tma::{validate, validate_im2col, Arch, DType, Im2colSpec, Swizzle, TileSpec, ValidIm2col, ValidSpec};
+use tma::{
+    validate, validate_im2col, Arch, DType, Im2colSpec, Swizzle, TileSpec, ValidIm2col, ValidSpec,
+};
 
 pub type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 

@@ -72,7 +72,11 @@ pub fn check_plan(p: &Plan, rng: &mut Rng) -> Res<u64> {
         OperandPlan::new(&p.v).ok_or("v")?,
     );
     if q.m_blocks != u64::from(c.consumers()) || k.mn != u64::from(c.bn) || v.mn != d {
-        return Err(format!("{c}: Q has {} blocks, K N {}, V N {}", q.m_blocks, k.mn, v.mn).into());
+        return Err(format!(
+            "{c}: Q has {} blocks, K N {}, V N {}",
+            q.m_blocks, k.mn, v.mn
+        )
+        .into());
     }
     if q.k_slices * 16 != d || v.k_slices * 16 != u64::from(c.bn) {
         return Err(format!("{c}: k-slices Q {} V {}", q.k_slices, v.k_slices).into());

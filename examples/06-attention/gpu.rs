@@ -63,7 +63,9 @@ impl Shape {
             return Err(format!("{self}: every size is at least 1").into());
         }
         if self.h % self.hkv != 0 {
-            return Err(format!("{self}: query heads are a multiple of key/value heads (GQA)").into());
+            return Err(
+                format!("{self}: query heads are a multiple of key/value heads (GQA)").into(),
+            );
         }
         Ok(())
     }
@@ -144,7 +146,9 @@ impl Outputs {
             (self.lse.device_ptr(stream).0, self.lse.len() * 4),
         ] {
             // SAFETY: each buffer's own address and length, on the stream it was allocated on.
-            unsafe { cudarc::driver::result::memset_d8_async(addr, 0xFF, bytes, stream.cu_stream()) }?;
+            unsafe {
+                cudarc::driver::result::memset_d8_async(addr, 0xFF, bytes, stream.cu_stream())
+            }?;
         }
         Ok(())
     }

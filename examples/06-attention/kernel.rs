@@ -148,11 +148,32 @@ impl Config {
             ..best
         };
         vec![
-            ("A1 one warpgroup", Config { kind: Kind::Wg1, ..a4 }),
-            ("A2 + producer warpgroup, 2 consumers, setmaxnreg", Config { kind: Kind::Ws, ..a4 }),
-            ("A3 + ping-pong consumers", Config { kind: Kind::PingPong, ..a4 }),
+            (
+                "A1 one warpgroup",
+                Config {
+                    kind: Kind::Wg1,
+                    ..a4
+                },
+            ),
+            (
+                "A2 + producer warpgroup, 2 consumers, setmaxnreg",
+                Config {
+                    kind: Kind::Ws,
+                    ..a4
+                },
+            ),
+            (
+                "A3 + ping-pong consumers",
+                Config {
+                    kind: Kind::PingPong,
+                    ..a4
+                },
+            ),
             ("A4 + QK^T of the next block under the softmax", a4),
-            ("A5 + persistent CTAs, the next Q under the last blocks", best),
+            (
+                "A5 + persistent CTAs, the next Q under the last blocks",
+                best,
+            ),
         ]
     }
 
@@ -296,9 +317,7 @@ impl Plan {
         if c.o_tma() {
             kernel = kernel.staging("o", &o, c.consumers());
         }
-        let kernel = kernel
-            .validate()
-            .map_err(|e| findings(&c.name(), e))?;
+        let kernel = kernel.validate().map_err(|e| findings(&c.name(), e))?;
         Ok(Plan {
             config: c,
             q,

@@ -95,7 +95,11 @@ fn configs(a: &Args) -> Res<Vec<Config>> {
         for causal in [false, true] {
             match a.configs.as_str() {
                 "all" | "ladder" => {
-                    v.extend(Config::ladder(In::BF16, d, causal).into_iter().map(|(_, c)| c));
+                    v.extend(
+                        Config::ladder(In::BF16, d, causal)
+                            .into_iter()
+                            .map(|(_, c)| c),
+                    );
                     if a.configs == "all" {
                         v.push(Config::best(In::F16, d, causal));
                     }
@@ -119,7 +123,14 @@ fn configs(a: &Args) -> Res<Vec<Config>> {
 /// The problems every configuration is checked on (head dim d): ragged lengths, GQA, a query
 /// length unlike the key length, one key, and one larger problem (sampled rows).
 fn problems(d: usize) -> Vec<Shape> {
-    let s = |b, h, hkv, sq, sk| Shape { b, h, hkv, sq, sk, d };
+    let s = |b, h, hkv, sq, sk| Shape {
+        b,
+        h,
+        hkv,
+        sq,
+        sk,
+        d,
+    };
     vec![
         s(2, 4, 2, 200, 200),
         s(1, 2, 1, 333, 517),
@@ -148,7 +159,9 @@ fn run() -> Res<bool> {
     let compiler = match Compiler::global() {
         Ok(c) => c,
         Err(e) => {
-            println!("no NVRTC ({e}): every plan checked on the CPU model; stopping before compiling");
+            println!(
+                "no NVRTC ({e}): every plan checked on the CPU model; stopping before compiling"
+            );
             return Ok(true);
         }
     };
@@ -169,7 +182,12 @@ fn run() -> Res<bool> {
                 };
                 println!("compiled {c} in {:.2} s ({:?}): {res}", b.seconds, b.origin);
                 // ptxas's performance warnings (C7520: wgmma serialized) would cost half the speed.
-                for w in b.compiled.log.lines().filter(|l| l.contains("Performance Loss")) {
+                for w in b
+                    .compiled
+                    .log
+                    .lines()
+                    .filter(|l| l.contains("Performance Loss"))
+                {
                     println!("  ptxas: {}", w.trim());
                 }
                 ready.push(b);
@@ -206,11 +224,14 @@ fn run() -> Res<bool> {
             let heads = shape.b * shape.h;
             let all_rows = heads * shape.sq <= 4096;
             let rows: Vec<(usize, usize)> = if all_rows {
-                (0..heads).flat_map(|bh| (0..shape.sq).map(move |r| (bh, r))).collect()
+                (0..heads)
+                    .flat_map(|bh| (0..shape.sq).map(move |r| (bh, r)))
+                    .collect()
             } else {
                 // The first and last rows of every head, and 256 random ones.
-                let mut v: Vec<(usize, usize)> =
-                    (0..heads).flat_map(|bh| [(bh, 0), (bh, shape.sq - 1)]).collect();
+                let mut v: Vec<(usize, usize)> = (0..heads)
+                    .flat_map(|bh| [(bh, 0), (bh, shape.sq - 1)])
+                    .collect();
                 for _ in 0..256 {
                     v.push((
                         rng.below(heads as u64) as usize,

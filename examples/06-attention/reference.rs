@@ -20,14 +20,17 @@ pub struct RefRow {
 }
 
 pub fn reference_row(p: &Problem, causal: bool, bh: usize, row: usize) -> RefRow {
-    let Shape { h, hkv, sq, sk, d, .. } = p.shape;
+    let Shape {
+        h, hkv, sq, sk, d, ..
+    } = p.shape;
     let (b, head) = (bh / h, bh % h);
     let bh_kv = b * hkv + head / (h / hkv);
     let t = p.input;
     let q: Vec<f64> = (0..d)
         .map(|e| f64::from(t.from_bits(p.q_host[(bh * sq + row) * d + e])))
         .collect();
-    let kv = |buf: &[u16], j: usize, e: usize| f64::from(t.from_bits(buf[(bh_kv * sk + j) * d + e]));
+    let kv =
+        |buf: &[u16], j: usize, e: usize| f64::from(t.from_bits(buf[(bh_kv * sk + j) * d + e]));
     let keys = if causal { (row + 1).min(sk) } else { sk };
     let scale = 1.0 / (d as f64).sqrt();
     let s: Vec<f64> = (0..keys)

@@ -52,7 +52,16 @@ impl fmt::Display for Conv {
 impl Conv {
     /// A square convolution: `r x r` filter, the same padding, stride and dilation on H and W.
     #[allow(clippy::too_many_arguments)]
-    pub fn square(n: u64, hw: u64, c: u64, k: u64, r: u64, pad: u64, stride: u64, dil: u64) -> Conv {
+    pub fn square(
+        n: u64,
+        hw: u64,
+        c: u64,
+        k: u64,
+        r: u64,
+        pad: u64,
+        stride: u64,
+        dil: u64,
+    ) -> Conv {
         Conv {
             n,
             h: hw,
@@ -109,7 +118,9 @@ impl Conv {
             ("s", self.s),
         ] {
             if v == 0 {
-                e.push(format!("{field} = 0: every dim of a convolution is at least 1"));
+                e.push(format!(
+                    "{field} = 0: every dim of a convolution is at least 1"
+                ));
             }
         }
         for i in 0..2 {
@@ -144,7 +155,10 @@ impl Conv {
             // each offset, the filter tap (rule Im2colOffsetRange).
             let lower = -(self.pad[i] as i64);
             let upper = self.pad[i] as i64 - span as i64;
-            for (what, v) in [("lower corner -pad", lower), ("upper corner pad - (taps - 1) dil", upper)] {
+            for (what, v) in [
+                ("lower corner -pad", lower),
+                ("upper corner pad - (taps - 1) dil", upper),
+            ] {
                 if !(-128..=127).contains(&v) {
                     e.push(format!(
                         "pad[{dim}] = {}, taps {}, dil {}: the im2col {what} = {v} leaves [-128, 127] (rule Im2colCornerRange)",
@@ -345,7 +359,14 @@ impl Check {
 /// ones (the first and last pixel's among them), against the exact sum: `|d - exact| <=
 /// u |exact| + 2^-22 sum |products| + 2^-30` (example 05's bound: fp32 accumulation, one
 /// rounding to the output type). NaN (the poison left unwritten) fails.
-pub fn check(p: &Problem, out: Out, d: &[f32], all_below: usize, samples: usize, rng: &mut Rng) -> Check {
+pub fn check(
+    p: &Problem,
+    out: Out,
+    d: &[f32],
+    all_below: usize,
+    samples: usize,
+    rng: &mut Rng,
+) -> Check {
     let u = unit_roundoff(out);
     let (m, k) = (p.conv.gemm_m(), p.conv.k);
     let total = (m * k) as usize;
@@ -436,11 +457,17 @@ impl Launch {
         )?;
         let (m, k) = (cv.gemm_m(), cv.k);
         let md = match (&plan.d, d) {
-            (Some(pd), OutBuf::Half(buf)) => TensorMap::new_raw_bits(&pd.bind(&[m, k], None)?, buf)?,
-            _ => return Err(format!("{c}: the conv stores 16-bit outputs through its D tile").into()),
+            (Some(pd), OutBuf::Half(buf)) => {
+                TensorMap::new_raw_bits(&pd.bind(&[m, k], None)?, buf)?
+            }
+            _ => {
+                return Err(
+                    format!("{c}: the conv stores 16-bit outputs through its D tile").into(),
+                )
+            }
         };
-        let tiles = m.div_ceil(u64::from(c.bm)).div_ceil(u64::from(c.cm))
-            * k.div_ceil(u64::from(c.bn));
+        let tiles =
+            m.div_ceil(u64::from(c.bm)).div_ceil(u64::from(c.cm)) * k.div_ceil(u64::from(c.bn));
         let grid = tiles.min(u64::from(loaded.max_clusters)) as u32 * c.cluster();
         let cfg = loaded.kernel.plan_config(&gpu.stream, (grid, 1, 1))?;
         Ok(Launch {
@@ -492,7 +519,8 @@ pub fn cpu_proof(plan: &Plan, conv: &Conv, rng: &mut Rng) -> Res<u64> {
     let (rs, cp) = (conv.r * conv.s, conv.c_pad());
     let bound_b = plan.b.bind(&[rs, conv.k, cp], Some(&[cp, rs * cp, 1]))?;
     let e = 2u64;
-    let rand = |len: u64, rng: &mut Rng| -> Vec<u8> { (0..len * e).map(|_| rng.next() as u8).collect() };
+    let rand =
+        |len: u64, rng: &mut Rng| -> Vec<u8> { (0..len * e).map(|_| rng.next() as u8).collect() };
     // Zero channels past C, as Problem::new pads them.
     let mut x = rand(conv.n * conv.h * conv.w * cp, rng);
     let mut wt = rand(conv.k * rs * cp, rng);
@@ -536,16 +564,20 @@ pub fn cpu_proof(plan: &Plan, conv: &Conv, rng: &mut Rng) -> Res<u64> {
                     let offsets = [(r * conv.dil[0]) as i64, (s * conv.dil[1]) as i64];
                     let smem_a = im2col::load(&bound_a, &x, &coords, &offsets)?;
                     // B: the tile's first N rows (a cluster's share is the same view).
-                    let smem_b = model::load(&bound_b, &wt, &[(r * conv.s + s) as i64, 0, coords[3]])?;
+                    let smem_b =
+                        model::load(&bound_b, &wt, &[(r * conv.s + s) as i64, 0, coords[3]])?;
                     for slice in 0..pa.k_slices {
                         for block in 0..pa.m_blocks {
-                            let desc = pa.descriptor(a.smem_tile(), base, slice, block)?.encode()?;
+                            let desc =
+                                pa.descriptor(a.smem_tile(), base, slice, block)?.encode()?;
                             let got = read_operand(desc, &shape_a, &smem_a, base)?;
                             for row in 0..64 {
                                 let m = m0 + block * 64 + row;
                                 let (n, p, q) = (m / (p_out * q_out), m / q_out % p_out, m % q_out);
-                                let h = (p * conv.stride[0] + r * conv.dil[0]) as i64 - conv.pad[0] as i64;
-                                let w = (q * conv.stride[1] + s * conv.dil[1]) as i64 - conv.pad[1] as i64;
+                                let h = (p * conv.stride[0] + r * conv.dil[0]) as i64
+                                    - conv.pad[0] as i64;
+                                let w = (q * conv.stride[1] + s * conv.dil[1]) as i64
+                                    - conv.pad[1] as i64;
                                 for kk in 0..shape_a.k() {
                                     let ch = cb * u64::from(BK) + slice * shape_a.k() + kk;
                                     let inside = n < conv.n
@@ -553,7 +585,11 @@ pub fn cpu_proof(plan: &Plan, conv: &Conv, rng: &mut Rng) -> Res<u64> {
                                         && (0..conv.w as i64).contains(&w)
                                         && ch < cp;
                                     let want = if inside {
-                                        let at = ((((n * conv.h + h as u64) * conv.w + w as u64) * cp + ch) * e) as usize;
+                                        let at = ((((n * conv.h + h as u64) * conv.w + w as u64)
+                                            * cp
+                                            + ch)
+                                            * e)
+                                            as usize;
                                         x[at..at + e as usize].to_vec()
                                     } else {
                                         vec![0; e as usize]
@@ -574,7 +610,8 @@ pub fn cpu_proof(plan: &Plan, conv: &Conv, rng: &mut Rng) -> Res<u64> {
                             for kk in 0..shape_b.k() {
                                 let ch = cb * u64::from(BK) + slice * shape_b.k() + kk;
                                 let want = if row < conv.k && ch < cp {
-                                    let at = ((((row * conv.r + r) * conv.s + s) * cp + ch) * e) as usize;
+                                    let at = ((((row * conv.r + r) * conv.s + s) * cp + ch) * e)
+                                        as usize;
                                     wt[at..at + e as usize].to_vec()
                                 } else {
                                     vec![0; e as usize]

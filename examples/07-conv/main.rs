@@ -142,7 +142,10 @@ fn run() -> Res<bool> {
         .into_iter()
         .collect::<Result<_, _>>()?;
     for b in &built {
-        println!("compiled {} ({:.2} s, {:?})", b.plan.config, b.seconds, b.origin);
+        println!(
+            "compiled {} ({:.2} s, {:?})",
+            b.plan.config, b.seconds, b.origin
+        );
     }
     let gpu = match tma::runtime::gpu_available() {
         Ok(_) => gpu::Gpu::new()?,
@@ -215,10 +218,17 @@ mod tests {
                 epi: Epi::Direct,
                 ..base
             },
-            Config { cm: 1, cn: 2, ..base },
+            Config {
+                cm: 1,
+                cn: 2,
+                ..base
+            },
         ] {
             let e = Plan::conv(c).err().expect("refused").to_string();
-            assert!(e.contains("warp-specialized, its cluster along M only"), "{e}");
+            assert!(
+                e.contains("warp-specialized, its cluster along M only"),
+                "{e}"
+            );
         }
         assert!(!Plan::new(Config::L5)
             .expect("L5")
@@ -251,6 +261,9 @@ mod tests {
         let e = Conv::square(1, 8, 64, 60, 3, 1, 1, 1).check().unwrap_err();
         assert!(e.contains("k = 60") && e.contains("StrideAlignment"), "{e}");
         let e = Conv::square(1, 8, 64, 64, 3, 1, 9, 1).check().unwrap_err();
-        assert!(e.contains("stride[H] = 9") && e.contains("ElementStrideRange"), "{e}");
+        assert!(
+            e.contains("stride[H] = 9") && e.contains("ElementStrideRange"),
+            "{e}"
+        );
     }
 }

@@ -10,10 +10,10 @@
 use tma_core::model::im2col;
 use tma_core::pipeline::{ClusterAxis, Consumers, PipelineSpec};
 use tma_core::render::KernelSource;
-use tma_core::{Major, Operand};
 use tma_core::wgmma::read::{read_operand, ReadShape};
 use tma_core::wgmma::OperandPlan;
 use tma_core::{validate, validate_im2col, DType, Im2colSpec, Rule, Swizzle, TileSpec};
+use tma_core::{Major, Operand};
 use tma_test_support::testgen::XorShift;
 
 /// One random 2-D convolution: input [n][h][w][c], filter r x s, padding, stride, dilation.
@@ -104,7 +104,10 @@ fn an_im2col_box_is_a_tiled_operand_of_its_pixels_and_channels() {
     )
     .unwrap();
     let want = OperandPlan::new(&tiled).unwrap();
-    assert_eq!((plan.mn, plan.k, plan.m_blocks, plan.k_slices), (128, 64, 2, 4));
+    assert_eq!(
+        (plan.mn, plan.k, plan.m_blocks, plan.k_slices),
+        (128, 64, 2, 4)
+    );
     assert_eq!(
         (plan.lbo, plan.sbo, plan.slice_step, plan.m_block_step),
         (want.lbo, want.sbo, want.slice_step, want.m_block_step)
@@ -112,8 +115,12 @@ fn an_im2col_box_is_a_tiled_operand_of_its_pixels_and_channels() {
     assert_eq!(plan.base_word(), want.base_word());
     // The rendered struct holds the descriptor helpers.
     let code = tma_core::render::Im2colCode::new(&v, 0).unwrap();
-    assert!(code.source().contains("static constexpr char WGMMA_OPERAND = 'A';"));
-    assert!(code.source().contains("desc(const void* smem, unsigned k_slice, unsigned m_block = 0u)"));
+    assert!(code
+        .source()
+        .contains("static constexpr char WGMMA_OPERAND = 'A';"));
+    assert!(code
+        .source()
+        .contains("desc(const void* smem, unsigned k_slice, unsigned m_block = 0u)"));
     // Not an operand: no descriptors.
     let mut plain = a_tile(&conv, DType::BF16, 128);
     plain.wgmma = None;
@@ -155,7 +162,10 @@ fn the_operand_rules_name_the_im2col_fields() {
     })
     .unwrap_err();
     assert_eq!(
-        e.errors.iter().filter(|f| f.rule == Rule::WgmmaDType).count(),
+        e.errors
+            .iter()
+            .filter(|f| f.rule == Rule::WgmmaDType)
+            .count(),
         1,
         "{e}"
     );
@@ -177,9 +187,14 @@ fn im2col_loads_read_through_the_descriptors_are_the_convolutions_matrix() {
     let mut checked = 0u64;
     for round in 0..60 {
         let conv = random_conv(&mut rng);
-        let dtype = if round % 2 == 0 { DType::BF16 } else { DType::F16 };
+        let dtype = if round % 2 == 0 {
+            DType::BF16
+        } else {
+            DType::F16
+        };
         let pixels = if round % 3 == 0 { 64 } else { 128 };
-        let valid = validate_im2col(&a_tile(&conv, dtype, pixels)).unwrap_or_else(|e| panic!("{conv:?}: {e}"));
+        let valid = validate_im2col(&a_tile(&conv, dtype, pixels))
+            .unwrap_or_else(|e| panic!("{conv:?}: {e}"));
         let bound = valid.bind(&[conv.n, conv.h, conv.w, conv.c], None).unwrap();
         let plan = OperandPlan::new(valid.smem_tile()).unwrap();
         let [p_out, q_out] = conv.out();
@@ -225,9 +240,12 @@ fn im2col_loads_read_through_the_descriptors_are_the_convolutions_matrix() {
                                 let got = read_operand(desc, &shape, &smem, base).unwrap();
                                 for row in 0..64 {
                                     let m = m0 + block * 64 + row;
-                                    let (n, p, q) = (m / (p_out * q_out), m / q_out % p_out, m % q_out);
-                                    let h = (p * conv.stride[0] + r * conv.dil[0]) as i64 - conv.pad[0] as i64;
-                                    let w = (q * conv.stride[1] + s * conv.dil[1]) as i64 - conv.pad[1] as i64;
+                                    let (n, p, q) =
+                                        (m / (p_out * q_out), m / q_out % p_out, m % q_out);
+                                    let h = (p * conv.stride[0] + r * conv.dil[0]) as i64
+                                        - conv.pad[0] as i64;
+                                    let w = (q * conv.stride[1] + s * conv.dil[1]) as i64
+                                        - conv.pad[1] as i64;
                                     for k in 0..shape.k() {
                                         let c = cb * 64 + slice * shape.k() + k;
                                         let inside = n < conv.n
@@ -235,7 +253,11 @@ fn im2col_loads_read_through_the_descriptors_are_the_convolutions_matrix() {
                                             && (0..conv.w as i64).contains(&w)
                                             && c < conv.c;
                                         let want = if inside {
-                                            let at = (((n * conv.h + h as u64) * conv.w + w as u64) * conv.c + c) * e;
+                                            let at = (((n * conv.h + h as u64) * conv.w
+                                                + w as u64)
+                                                * conv.c
+                                                + c)
+                                                * e;
                                             x[at as usize..(at + e) as usize].to_vec()
                                         } else {
                                             vec![0; e as usize]
