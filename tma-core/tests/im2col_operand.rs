@@ -183,7 +183,7 @@ fn the_operand_rules_name_the_im2col_fields() {
 /// the model's load read through every descriptor is the im2col matrix.
 #[test]
 fn im2col_loads_read_through_the_descriptors_are_the_convolutions_matrix() {
-    let mut rng = XorShift::new(0x1c0_2d);
+    let mut rng = XorShift::new(0x0001_c02d);
     let mut checked = 0u64;
     for round in 0..60 {
         let conv = random_conv(&mut rng);
