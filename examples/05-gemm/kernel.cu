@@ -10,13 +10,20 @@
 #ifndef GEMM_GROUPED
 #define GEMM_GROUPED 0  // examples/08-grouped-gemm's schedule (gemm_groups)
 #endif
+#ifndef GEMM_CONV
+#define GEMM_CONV 0  // examples/07-conv: A from im2col loads (gemm_conv)
+#endif
 
 typedef tma_plan_gemm P;
 typedef tma_pipe_ring Pipe;
 typedef Pipe::tile_a TA;
 typedef Pipe::tile_b TB;
 
+#if GEMM_CONV
+constexpr int GEMM_BK = TA::CHANNELS_PER_PIXEL;     // K of one stage: one tap's 64-channel chunk
+#else
 constexpr int GEMM_BK = TA::BOX_k;                 // K of one stage
+#endif
 constexpr int GEMM_CL = GEMM_CM * GEMM_CN;          // CTAs of a cluster
 static_assert(P::CLUSTER_X == GEMM_CL && P::CLUSTER_Y == 1u && P::CLUSTER_Z == 1u, "the plan's cluster");
 constexpr int GEMM_MI = GEMM_BM / (64 * GEMM_NC);   // 64-row blocks per consumer warpgroup
@@ -123,6 +130,25 @@ struct gemm_groups {
 };
 #endif
 
+#if GEMM_CONV
+static_assert(GEMM_WS && !GEMM_GROUPED && GEMM_CN == 1, "conv: the warp-specialized kernel, a cluster along M at most");
+// The convolution as an implicit GEMM (examples/07-conv): D[M][K] with M = N*P*Q output pixels
+// (NPQK), K_gemm = R*S*CB*64. A's k-block (r, s, cb) is one im2col load: the tile's first
+// output pixel (n, p, q) as the start position (lo + p * stride, in the map's bounding box,
+// whose traversal strides are the convolution's), the tap (r * dil_h, s * dil_w) as the
+// offsets, channels cb*64 ..: TMA walks the tile's pixels, wraps rows and images, fills
+// padding and the channels past C with zeros. B's is the filter's tap r*S + s, K rows
+// n0.., the same channels. The map holds the problem (dims, corners, strides); these are the
+// walk's numbers for the coordinates.
+struct gemm_conv {
+  int P, Q;           // output rows and columns
+  int R, S, CB;       // filter taps and 64-channel chunks (C padded)
+  int lo_h, lo_w;     // the bounding box's lower corner (-padding)
+  int sh, sw;         // strides
+  int dh, dw;         // dilations
+};
+#endif
+
 __device__ __forceinline__ void gemm_stmatrix_x4(unsigned addr, unsigned r0, unsigned r1, unsigned r2, unsigned r3) {
   asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(r0), "r"(r1),
                "r"(r2), "r"(r3)
@@ -225,6 +251,10 @@ extern "C" __global__ void TMA_PLAN_GEMM_LAUNCH_BOUNDS gemm(const __grid_constan
                                                             const int* __restrict__ group_rows, int groups,
                                                             CUtensorMap* __restrict__ d_maps
 #endif
+#if GEMM_CONV
+                                                            ,
+                                                            const gemm_conv conv
+#endif
 ) {
   extern __shared__ __align__(16) unsigned char gemm_raw[];
   unsigned char* const base = P::base(gemm_raw);
@@ -262,10 +292,25 @@ extern "C" __global__ void TMA_PLAN_GEMM_LAUNCH_BOUNDS gemm(const __grid_constan
         sched.tile(t, m0, n0);
         const int bn0 = n0;
 #endif
+#if GEMM_CONV
+        (void)nk;
+        const int pq = conv.P * conv.Q;
+        const int img = m0 / pq, p = m0 % pq / conv.Q, q = m0 % conv.Q;
+        const int h0 = conv.lo_h + p * conv.sh, w0 = conv.lo_w + q * conv.sw;
+        for (int r = 0; r < conv.R; ++r)
+          for (int t = 0; t < conv.S; ++t)
+            for (int cb = 0; cb < conv.CB; ++cb, ++s) {
+              pipe.acquire(s);
+              pipe.load(s, &mapA, {.N = img, .H = h0, .W = w0, .C = cb * GEMM_BK},
+                        {.H = r * conv.dh, .W = t * conv.dw}, &mapB,
+                        {.rs = r * conv.S + t, .n = bn0, .k = cb * GEMM_BK});
+            }
+#else
         for (int kb = 0; kb < nk; ++kb, ++s) {
           pipe.acquire(s);
           pipe.load(s, &mapA, {.m = m0, .k = kb * GEMM_BK}, &mapB, {.n = bn0, .k = kb * GEMM_BK});
         }
+#endif
       }
     }
   } else {
@@ -337,7 +382,7 @@ extern "C" __global__ void TMA_PLAN_GEMM_LAUNCH_BOUNDS gemm(const __grid_constan
   pipe.finish();
 }
 
-#else
+#elif !GEMM_CONV
 // One warpgroup: thread 0 keeps STAGES - 1 loads ahead, all 128 threads run wgmma and wait
 // for it (wait_group 0) every k-block; one tile per CTA, direct stores.
 extern "C" __global__ void TMA_PLAN_GEMM_LAUNCH_BOUNDS gemm(const __grid_constant__ CUtensorMap mapA,

@@ -8,7 +8,9 @@ use tma::plan::{KernelPlan, ValidKernelPlan};
 use tma::render::KernelSource;
 use tma::runtime::{CompileOptions, Source};
 use tma::spec::{Extent, L2Promotion, Major, Operand};
-use tma::{validate, Arch, DType, Swizzle, TileSpec, ValidSpec};
+use tma::{
+    validate, validate_im2col, Arch, DType, Im2colSpec, Swizzle, TileSpec, ValidIm2col, ValidSpec,
+};
 
 pub type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
@@ -335,6 +337,9 @@ pub struct Plan {
     pub kernel: ValidKernelPlan,
     /// The grouped schedule (examples/08-grouped-gemm).
     pub grouped: bool,
+    /// The convolution (examples/07-conv): A is this im2col tile (`a` is its box), B the
+    /// filter as `[R*S][K][C]`.
+    pub im2col: Option<ValidIm2col>,
 }
 
 fn runtime2(spec: TileSpec) -> TileSpec {
@@ -365,31 +370,72 @@ impl Plan {
         Plan::build(c, true)
     }
 
+    /// [`Plan::new`] with the convolution's operands (examples/07-conv, `GEMM_CONV`): A an
+    /// im2col tile of BM output pixels x 64 channels (one load per filter tap and channel
+    /// chunk, the tap as its offsets), B the filter as a `[R*S][K][C]` view of KRSC; the
+    /// problem's dims, corners and traversal strides are the maps' (encoded per launch, see
+    /// [`conv_a`]), not the kernel's. Warp-specialized, an A loaded by each CTA (a cluster
+    /// along M at most: B multicast).
+    #[allow(dead_code)] // examples/07-conv's, which includes this file
+    pub fn conv(c: Config) -> Res<Plan> {
+        if c.kind != Kind::Ws || c.cn != 1 {
+            return Err(format!(
+                "{c}: a convolution is warp-specialized, its cluster along M only (an im2col A is one box per CTA: B multicast)"
+            )
+            .into());
+        }
+        Plan::build_with(c, false, true)
+    }
+
     fn build(c: Config, grouped: bool) -> Res<Plan> {
+        Plan::build_with(c, grouped, false)
+    }
+
+    fn build_with(c: Config, grouped: bool, conv: bool) -> Res<Plan> {
         let dt = c.input.dtype();
         if c.cm > 1 && c.cn > 1 {
             return Err(format!("{c}: a cluster spans M or N, not both").into());
         }
-        // A: BM x 64 (K-major), its rows split over the cluster's CTAs along N (A multicast).
-        let a = validate(
-            &runtime2(TileSpec::new("a", dt, [1, 1], [c.bm / c.cn, BK]))
-                .dim_names(["m", "k"])
-                .swizzle(Swizzle::B128)
-                .l2_promotion(L2Promotion::B256)
-                .repeat([c.cn, 1])
-                .wgmma(Operand::A, Major::K),
-        )
-        .map_err(|e| findings("tile a", e))?;
+        let (a, im2col) = if conv {
+            let i = conv_a(c.input, c.bm, ConvMap::PLACEHOLDER)?;
+            (i.stage_tile(), Some(i))
+        } else {
+            // A: BM x 64 (K-major), its rows split over the cluster's CTAs along N (A multicast).
+            let a = validate(
+                &runtime2(TileSpec::new("a", dt, [1, 1], [c.bm / c.cn, BK]))
+                    .dim_names(["m", "k"])
+                    .swizzle(Swizzle::B128)
+                    .l2_promotion(L2Promotion::B256)
+                    .repeat([c.cn, 1])
+                    .wgmma(Operand::A, Major::K),
+            )
+            .map_err(|e| findings("tile a", e))?;
+            (a, None)
+        };
         // B: BN x 64, rows split over the CTAs along M (B multicast): repeated boxes along N,
-        // back to back, one 256-row operand for wgmma (rule WgmmaTileShape).
-        let b = validate(
-            &runtime2(TileSpec::new("b", dt, [1, 1], [c.bn / c.cm, BK]))
-                .dim_names(["n", "k"])
-                .swizzle(Swizzle::B128)
-                .l2_promotion(L2Promotion::B256)
-                .repeat([c.cm, 1])
-                .wgmma(Operand::B, Major::K),
-        )
+        // back to back, one 256-row operand for wgmma (rule WgmmaTileShape). The convolution's
+        // B is the filter's tap rs: [R*S][K][C] (strides C, R*S*C, 1 of KRSC), one tap a box.
+        let b = if conv {
+            validate(
+                &TileSpec::new("b", dt, [1, 1, 1], [1, c.bn / c.cm, BK])
+                    .global_extents([Extent::Runtime; 3])
+                    .stride_extents([Extent::Runtime, Extent::Runtime, Extent::Static(1)])
+                    .dim_names(["rs", "n", "k"])
+                    .swizzle(Swizzle::B128)
+                    .l2_promotion(L2Promotion::B256)
+                    .repeat([1, c.cm, 1])
+                    .wgmma(Operand::B, Major::K),
+            )
+        } else {
+            validate(
+                &runtime2(TileSpec::new("b", dt, [1, 1], [c.bn / c.cm, BK]))
+                    .dim_names(["n", "k"])
+                    .swizzle(Swizzle::B128)
+                    .l2_promotion(L2Promotion::B256)
+                    .repeat([c.cm, 1])
+                    .wgmma(Operand::B, Major::K),
+            )
+        }
         .map_err(|e| findings("tile b", e))?;
         let d = match (c.kind, c.epi) {
             (Kind::Ws, Epi::Tma { nb }) => {
@@ -415,7 +461,9 @@ impl Plan {
             Consumers::Warpgroups(c.consumers())
         };
         let mut p = PipelineSpec::new("ring", c.stages, consumers);
-        p = if c.cn > 1 {
+        p = if let Some(i) = &im2col {
+            p.im2col_tile("a", i)
+        } else if c.cn > 1 {
             p.multicast_tile("a", &a, ClusterAxis::X)
         } else {
             p.tile("a", &a)
@@ -455,6 +503,7 @@ impl Plan {
             pipeline,
             kernel,
             grouped,
+            im2col,
         })
     }
 
@@ -465,7 +514,7 @@ impl Plan {
         let defines = format!(
             "#define GEMM_BM {}\n#define GEMM_BN {}\n#define GEMM_CM {}\n#define GEMM_CN {}\n#define GEMM_NC {}\n\
              #define GEMM_WS {}\n#define GEMM_PERSIST {}\n#define GEMM_EPI_TMA {}\n#define GEMM_OUT {}\n\
-             #define GEMM_RELEASE_ONE {}\n#define GEMM_GROUPED {}\n",
+             #define GEMM_RELEASE_ONE {}\n#define GEMM_GROUPED {}\n#define GEMM_CONV {}\n",
             c.bm,
             c.bn,
             c.cm,
@@ -476,7 +525,8 @@ impl Plan {
             u32::from(matches!(c.epi, Epi::Tma { .. })),
             c.out.code(),
             u32::from(c.wg_release),
-            u32::from(self.grouped)
+            u32::from(self.grouped),
+            u32::from(self.im2col.is_some())
         );
         let src = KernelSource::new()
             .plan(&self.kernel)
@@ -493,4 +543,47 @@ pub fn options() -> CompileOptions {
     CompileOptions::new(Arch::Sm90a)
         .debug_waits(std::env::var("GEMM_DEBUG").is_ok_and(|v| v == "1"))
         .bounded_waits(std::env::var("TMA_BOUNDED_WAITS").is_ok_and(|v| v == "1"))
+}
+
+/// What a convolution's im2col map holds besides the kernel's box: the input's dims
+/// `[N][H][W][C]` (C padded to 8: 16 bytes), the bounding box's corners and the traversal
+/// strides (user order, `[H][W]`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConvMap {
+    pub dims: [u64; 4],
+    pub lower: [i32; 2],
+    pub upper: [i32; 2],
+    pub strides: [u32; 2],
+}
+
+impl ConvMap {
+    /// The kernel's plan holds no problem: run-time dims, a box of the whole image.
+    pub const PLACEHOLDER: ConvMap = ConvMap {
+        dims: [0; 4],
+        lower: [0, 0],
+        upper: [0, 0],
+        strides: [1, 1],
+    };
+}
+
+/// The convolution's A: an im2col tile of `bm` pixels x 64 channels (128 bytes, the 128B
+/// swizzle), wgmma's K-major A (M = pixels, K = channels). With `ConvMap::PLACEHOLDER` the
+/// dims are run-time ones (the kernel's); a problem's map gives its dims, corners and strides
+/// (what `TensorMap::new_im2col` encodes). Both lay out the same box (the launch checks).
+pub fn conv_a(input: In, bm: u32, map: ConvMap) -> Res<ValidIm2col> {
+    let spec = Im2colSpec::new("a", input.dtype(), map.dims, BK, bm);
+    let spec = if map == ConvMap::PLACEHOLDER {
+        spec.global_extents([Extent::Runtime; 4])
+    } else {
+        spec
+    };
+    validate_im2col(
+        &spec
+            .corners(map.lower, map.upper)
+            .element_strides(map.strides)
+            .swizzle(Swizzle::B128)
+            .l2_promotion(L2Promotion::B256)
+            .wgmma(Operand::A, Major::K),
+    )
+    .map_err(|e| findings("im2col tile a", e))
 }

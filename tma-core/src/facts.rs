@@ -81,12 +81,19 @@ impl TileFacts {
     pub fn of(valid: &ValidSpec, id: u32, outside_plans: bool) -> TileFacts {
         let spec = valid.spec();
         let plan = valid.plan();
+        // An im2col tile's records name its tensor's dims (N, the spatial dims, C).
+        let dim_names = match valid.im2col() {
+            Some(i) => (0..i.spec().rank())
+                .map(|d| i.spec().dim_name(d).map(str::to_string))
+                .collect(),
+            None => (0..spec.rank())
+                .map(|d| spec.dim_name(d).map(str::to_string))
+                .collect(),
+        };
         TileFacts {
             id,
             name: spec.name.clone(),
-            dim_names: (0..spec.rank())
-                .map(|d| spec.dim_name(d).map(str::to_string))
-                .collect(),
+            dim_names,
             smem_bytes: plan.footprint_bytes,
             align_bytes: plan.align_bytes,
             target: spec.target,

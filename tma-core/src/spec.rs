@@ -444,6 +444,11 @@ pub struct Im2colSpec {
     pub l2_promotion: L2Promotion,
     pub oob_fill: OobFill,
     pub target: Arch,
+    /// The box as a `wgmma.mma_async` operand (`None`: not one). Its shared memory is the
+    /// `[pixels][channels]` box ([`Im2colSpec::smem_view`]), so the operand rules and the
+    /// descriptors are the tiled ones: `Operand::A, Major::K` makes M the pixels and K the
+    /// channels (an implicit GEMM's A).
+    pub wgmma: Option<WgmmaOperand>,
 }
 
 impl Im2colSpec {
@@ -486,6 +491,7 @@ impl Im2colSpec {
             l2_promotion: L2Promotion::None,
             oob_fill: OobFill::Zero,
             target: Arch::Sm90a,
+            wgmma: None,
         }
     }
 
@@ -544,6 +550,14 @@ impl Im2colSpec {
         self.target = a;
         self
     }
+    /// Declares the box a `wgmma.mma_async` operand: the `[pixels][channels]` box read as a
+    /// matrix, so `Operand::A, Major::K` gives M = pixels, K = channels (the rules and the
+    /// descriptor are those of a tiled `[pixels][channels]` operand tile; see
+    /// [`Im2colSpec::smem_view`]).
+    pub fn wgmma(mut self, operand: Operand, major: Major) -> Self {
+        self.wgmma = Some(WgmmaOperand { operand, major });
+        self
+    }
 
     /// The name of user dim `d`, if given.
     pub fn dim_name(&self, d: usize) -> Option<&str> {
@@ -589,16 +603,19 @@ impl Im2colSpec {
     /// The tiled tile whose one box lands in shared memory exactly as one im2col load does:
     /// `[pixels_per_column][channels_per_pixel]`, each pixel a row (padded to the swizzle span
     /// when narrower), the swizzle applied to the whole. [`crate::smem`] lays it out; nothing
-    /// about shared memory is computed twice.
+    /// about shared memory is computed twice. It carries the spec's wgmma operand, so an
+    /// operand box is checked and described (descriptors, k-slices) as a tiled one.
     pub fn smem_view(&self) -> TileSpec {
         let (p, c) = (self.pixels_per_column, self.channels_per_pixel);
-        TileSpec::new(
+        let mut view = TileSpec::new(
             self.name.clone(),
             self.dtype,
             [u64::from(p), u64::from(c)],
             [p, c],
         )
         .swizzle(self.swizzle)
-        .target(self.target)
+        .target(self.target);
+        view.wgmma = self.wgmma;
+        view
     }
 }

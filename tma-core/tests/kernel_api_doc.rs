@@ -168,7 +168,8 @@ fn sections(d: &Decls) -> Vec<Section> {
         let spec =
             tma_core::Im2colSpec::new("act_nhwc", tma_core::DType::BF16, [8, 56, 56, 64], 64, 128)
                 .corners([-1, -1], [-1, -1])
-                .swizzle(tma_core::Swizzle::B128);
+                .swizzle(tma_core::Swizzle::B128)
+                .wgmma(tma_core::Operand::A, tma_core::Major::K);
         let valid = tma_core::validate_im2col(&spec).unwrap();
         tma_core::render::Im2colCode::new(&valid, 0).unwrap()
     };
@@ -214,7 +215,12 @@ fn sections(d: &Decls) -> Vec<Section> {
             intro: "One per declared im2col tile (`Im2colSpec`; `render::Im2colCode`; \
                     docs/IM2COL.md): `load` takes the coordinates and the filter offsets as \
                     named structs, user order. Rendered for `act_nhwc`: NHWC bf16, 64 channels, \
-                    128 pixels, corners -1 (a 3x3 filter, pad 1), 128B swizzle.",
+                    128 pixels, corners -1 (a 3x3 filter, pad 1), 128B swizzle, declared wgmma's \
+                    K-major A (`Im2colSpec::wgmma`: M = pixels, K = channels), so it has the \
+                    operand helpers of a tiled operand tile (`desc`, `K_SLICES`, `M_BLOCKS`). \
+                    In a pipeline (`PipelineSpec::im2col_tile(\"a\", ..)`) the stage's \
+                    `load(s, .., a_map, {.N, .H, .W, .C}, {.H, .W}, ..)` takes its coordinates \
+                    and its offsets.",
             items: generic(
                 scan(im2col.source()).items,
                 &[(&im2col.cuda_name(), "tma_<tile>")],

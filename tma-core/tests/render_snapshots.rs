@@ -813,3 +813,35 @@ fn im2col_snapshots() {
         insta::assert_snapshot!(format!("im2col_{}", spec.name), code.source());
     }
 }
+
+/// A pipeline whose stage holds an im2col A operand (the convolution's, `Im2colSpec::wgmma`,
+/// `PipelineSpec::im2col_tile`) and a tiled B: the im2col struct with its descriptors, and
+/// `load()` taking A's coordinates and offsets.
+#[test]
+fn im2col_pipeline_snapshot() {
+    use tma_core::pipeline::{Consumers, PipelineSpec};
+    use tma_core::render::KernelSource;
+    use tma_core::{validate_im2col, Extent, Im2colSpec, Major, Operand};
+    let a = validate_im2col(
+        &Im2colSpec::new("conv_a", DType::BF16, [1, 1, 1, 1], 64, 128)
+            .global_extents([Extent::Runtime; 4])
+            .swizzle(Swizzle::B128)
+            .wgmma(Operand::A, Major::K),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let b = validate(
+        &TileSpec::new("conv_b", DType::BF16, [9, 64, 64], [1, 128, 64])
+            .dim_names(["rs", "n", "k"])
+            .swizzle(Swizzle::B128)
+            .wgmma(Operand::B, Major::K),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let p = PipelineSpec::new("conv", 3, Consumers::Warpgroups(2))
+        .im2col_tile("a", &a)
+        .tile("b", &b)
+        .validate()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let src = KernelSource::new().pipeline(&p).build().unwrap();
+    let start = src.find("// im2col tile 0").unwrap();
+    insta::assert_snapshot!("im2col_pipeline", &src[start..]);
+}

@@ -189,6 +189,18 @@ impl PipelineSpec {
         });
         self
     }
+    /// Adds an im2col tile each CTA loads alone: the stage holds its `[pixels][channels]` box
+    /// (aligned for its swizzle, its `TX_BYTES` in the stage's), and `load()` takes its
+    /// coordinates and its offsets (the filter tap), both named, user order
+    /// ([`crate::validate::ValidIm2col::stage_tile`]). An im2col load is one box: it is not
+    /// split over a cluster (no multicast).
+    pub fn im2col_tile(
+        self,
+        member: impl Into<String>,
+        tile: &crate::validate::ValidIm2col,
+    ) -> PipelineSpec {
+        self.tile(member, &tile.stage_tile())
+    }
     /// Adds a tile shared by the CTAs along `axis` of the cluster (see the module docs).
     pub fn multicast_tile(
         mut self,
@@ -594,6 +606,18 @@ fn check_multicast(
                     "multicast along cluster axis {} shares the tile among cluster[{}] = {ctas} CTA(s); it needs at least 2",
                     axis.name(),
                     axis.index()
+                ),
+            ));
+            splits.push(None);
+        } else if t.tile.im2col().is_some() {
+            errors.push(finding(
+                field(),
+                axis.name(),
+                Rule::MulticastSlices,
+                format!(
+                    "im2col tile `{}` moves one box per call (its pixels and channels), which is not split over the {ctas} CTAs along {}: load it in each CTA (`im2col_tile`) and multicast the other operand",
+                    t.tile.spec().name,
+                    axis.name()
                 ),
             ));
             splits.push(None);

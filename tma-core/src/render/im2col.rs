@@ -69,6 +69,9 @@ struct Im2colContext {
     tma_vars: Vec<String>,
     tma_offset_vars: Vec<String>,
     encode: Im2colEncode,
+    /// The box as a wgmma operand (`Im2colSpec::wgmma`): the tiled operand's numbers.
+    #[serde(serialize_with = "or_false")]
+    wgmma: Option<super::wgmma::OperandContext>,
 }
 
 fn context(valid: &ValidIm2col, tile_id: u32) -> Im2colContext {
@@ -170,6 +173,7 @@ fn context(valid: &ValidIm2col, tile_id: u32) -> Im2colContext {
         tma_vars: to_tma_order(&vars),
         tma_offset_vars: to_tma_order(&offset_vars),
         encode,
+        wgmma: super::wgmma::operand_context(valid.smem_tile()),
     }
 }
 

@@ -91,6 +91,9 @@ struct PipeTile {
     tma_operands: Vec<usize>,
     #[serde(serialize_with = "or_false")]
     multicast: Option<Multicast>,
+    /// An im2col tile: `load()` also takes its offsets (`{.H = .., .W = ..}`, this example).
+    #[serde(serialize_with = "or_false")]
+    im2col: Option<String>,
 }
 
 /// The context of `pipeline.cuh.tera`.
@@ -141,20 +144,38 @@ impl PipelineCode {
         let mut tiles = Vec::with_capacity(spec.tiles.len());
         for (i, t) in spec.tiles.iter().enumerate() {
             let tile = t.tile.spec();
-            let rank = tile.rank();
+            // An im2col member's coordinates are its tensor's (N, the spatial dims, C); its
+            // box (`tile`) is where they land.
+            let named = |labels: &mut dyn Iterator<Item = String>| {
+                format!(
+                    "{{{}}}",
+                    labels
+                        .map(|l| format!(".{l} = .."))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            };
+            let (rank, example, im2col) = match t.tile.im2col() {
+                Some(i) => {
+                    let s = i.spec();
+                    (
+                        s.rank(),
+                        named(&mut (0..s.rank()).map(|d| s.dim_label(d))),
+                        Some(named(&mut (1..=s.spatial_rank()).map(|d| s.dim_label(d)))),
+                    )
+                }
+                None => (
+                    tile.rank(),
+                    named(&mut (0..tile.rank()).map(|d| tile.dim_label(d))),
+                    None,
+                ),
+            };
             let dims: Vec<PipeDim> = (0..rank)
                 .map(|d| PipeDim {
                     var: format!("c{d}"),
                     label: tile.dim_label(d),
                 })
                 .collect();
-            let example = format!(
-                "{{{}}}",
-                (0..rank)
-                    .map(|d| format!(".{} = ..", tile.dim_label(d)))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            );
             let multicast = match pipeline.split(i) {
                 None => None,
                 Some(split) => {
@@ -189,6 +210,7 @@ impl PipelineCode {
                 stride_bytes: t.tile.plan().stride_bytes,
                 tma_operands: (2..rank + 2).collect(),
                 multicast,
+                im2col,
             });
         }
         let ctx = PipelineContext {

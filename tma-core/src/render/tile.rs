@@ -428,7 +428,11 @@ impl TileCode {
         if tile_id == UNKNOWN_TILE_ID || tile_id & GROUP_TILE_ID_FLAG != 0 {
             return Err(RenderError::ReservedTileId(tile_id));
         }
-        let source = render("tile.cuh.tera", &tile_context(valid, tile_id))?;
+        // The box of an im2col tile (a pipeline's im2col member) is that tile's struct.
+        let source = match valid.im2col() {
+            Some(im2col) => Im2colCode::new(im2col, tile_id)?.source().to_string(),
+            None => render("tile.cuh.tera", &tile_context(valid, tile_id))?,
+        };
         Ok(TileCode {
             name: valid.spec().name.clone(),
             tile_id,

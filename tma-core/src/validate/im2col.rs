@@ -23,6 +23,9 @@ pub struct ValidIm2col {
     tensor: ValidSpec,
     /// The shared memory one load writes: the plan of [`Im2colSpec::smem_view`].
     plan: SmemPlan,
+    /// [`Im2colSpec::smem_view`] validated as a tiled tile (with the spec's wgmma operand):
+    /// what pipelines, kernel plans and wgmma descriptors take for the box.
+    smem: ValidSpec,
     warnings: Vec<SpecError>,
 }
 
@@ -42,6 +45,38 @@ fn rename(mut e: SpecError, rank: usize) -> SpecError {
             Field::ChannelsPerPixel
         }
         Field::List("boxed") => Field::List("pixels_per_column x channels_per_pixel"),
+        other => other,
+    };
+    e
+}
+
+/// The rules of a wgmma operand tile ([`crate::validate::operand_rules`]): the only findings of
+/// the `[pixels][channels]` view that the tensor view and the box's plan have not stated.
+fn is_operand_rule(rule: Rule) -> bool {
+    matches!(
+        rule,
+        Rule::WgmmaDType
+            | Rule::WgmmaMajor
+            | Rule::WgmmaNeedsSm90a
+            | Rule::WgmmaTileShape
+            | Rule::WgmmaInnerBox
+            | Rule::WgmmaMnExtent
+            | Rule::WgmmaKExtent
+    )
+}
+
+/// A finding of the `[pixels][channels]` view, renamed: its dim 0 is `pixels_per_column`, its
+/// dim 1 `channels_per_pixel`.
+fn rename_view(mut e: SpecError) -> SpecError {
+    e.field = match e.field {
+        Field::Box { dim: 0, .. } => {
+            e.message = format!("pixels_per_column is the operand's rows: {}", e.message);
+            Field::PixelsPerColumn
+        }
+        Field::Box { dim: 1, .. } => {
+            e.message = format!("channels_per_pixel is the operand's columns: {}", e.message);
+            Field::ChannelsPerPixel
+        }
         other => other,
     };
     e
@@ -153,9 +188,31 @@ pub fn validate_im2col(spec: &Im2colSpec) -> Result<ValidIm2col, SpecErrors> {
     }
     c.findings
         .extend(plan_findings.findings.into_iter().map(|e| rename(e, rank)));
-    let (errors, mut warnings) = c.split();
-    match (tensor, sizes.fit()) {
-        (Some(tensor), Some(plan)) if errors.is_empty() => {
+    // The box as a tiled tile: its operand rules (the others were stated above, on the same
+    // numbers), and the proof pipelines and descriptors take.
+    let mut smem = None;
+    let mut view_errors = Vec::new();
+    if p > 0 && spec.channels_per_pixel > 0 {
+        match validate(&view) {
+            Ok(v) => smem = Some(v),
+            Err(e) => {
+                for f in e.errors {
+                    if is_operand_rule(f.rule) {
+                        c.findings.push(rename_view(f));
+                    } else {
+                        view_errors.push(rename_view(f));
+                    }
+                }
+            }
+        }
+    }
+    let (mut errors, mut warnings) = c.split();
+    if errors.is_empty() && smem.is_none() {
+        // Not met: the view's other rules are the ones checked above. Never dropped.
+        errors = view_errors;
+    }
+    match (tensor, sizes.fit(), smem) {
+        (Some(tensor), Some(plan), Some(smem)) if errors.is_empty() => {
             if let Some(bound) = tensor.bound() {
                 check_box_extents(spec, bound.global())?;
             }
@@ -164,6 +221,7 @@ pub fn validate_im2col(spec: &Im2colSpec) -> Result<ValidIm2col, SpecErrors> {
                 spec: spec.clone(),
                 tensor,
                 plan,
+                smem,
                 warnings,
             })
         }
@@ -245,6 +303,22 @@ impl ValidIm2col {
     /// ([`Im2colSpec::tensor_view`]): its alignment, coordinate and stride rules are im2col's.
     pub fn tensor(&self) -> &ValidSpec {
         &self.tensor
+    }
+    /// The `[pixels][channels]` box one load writes, validated as a tiled tile with the
+    /// spec's wgmma operand ([`Im2colSpec::smem_view`]): its plan, alignment and descriptors
+    /// ([`crate::wgmma::OperandPlan::new`]) are the box's. Not a tile to load: pipelines and
+    /// kernel sources take [`ValidIm2col::stage_tile`].
+    pub fn smem_tile(&self) -> &ValidSpec {
+        &self.smem
+    }
+    /// What a pipeline stage or a kernel source holds for this tile: the box's
+    /// [`ValidIm2col::smem_tile`] (its bytes, shared memory and operand), marked as this
+    /// im2col tile ([`ValidSpec::im2col`]), so it is rendered as `struct tma_<name>` of
+    /// `templates/im2col.cuh.tera` and loaded with its coordinates and offsets.
+    pub fn stage_tile(&self) -> ValidSpec {
+        let mut v = self.smem.clone();
+        v.im2col = Some(Box::new(self.clone()));
+        v
     }
     /// Bytes the mbarrier must expect for one load: every pixel's channels, out-of-bounds
     /// ones included (they are filled): `pixels x channels x element size`.

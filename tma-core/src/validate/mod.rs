@@ -76,6 +76,7 @@ pub fn validate(spec: &TileSpec) -> Result<ValidSpec, SpecErrors> {
                 spec: spec.clone(),
                 plan,
                 warnings,
+                im2col: None,
             })
         }
         _ => Err(SpecErrors {

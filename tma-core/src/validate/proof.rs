@@ -16,6 +16,9 @@ pub struct ValidSpec {
     pub(super) spec: TileSpec,
     pub(super) plan: SmemPlan,
     pub(super) warnings: Vec<SpecError>,
+    /// Set by [`crate::validate::ValidIm2col::stage_tile`]: this is the `[pixels][channels]`
+    /// box of that im2col tile, which loads it (`spec` is the box, not the tensor).
+    pub(super) im2col: Option<Box<super::ValidIm2col>>,
 }
 
 /// A valid spec bound to concrete global dims and strides (elements, user order).
@@ -49,6 +52,12 @@ impl ValidSpec {
     }
     pub fn plan(&self) -> &SmemPlan {
         &self.plan
+    }
+    /// The im2col tile this is the box of, for a tile made by
+    /// [`crate::validate::ValidIm2col::stage_tile`]: its loads take the im2col tile's
+    /// coordinates and offsets, and it renders as that tile. `None` for a tiled tile.
+    pub fn im2col(&self) -> Option<&super::ValidIm2col> {
+        self.im2col.as_deref()
     }
     /// Where repeated box `i` (user order, `i[d] < repeat[d]`) lands: its offset from the
     /// call's coordinates in global elements (user order: `i[d] * boxed[d]`), and its byte

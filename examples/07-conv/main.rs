@@ -1,0 +1,270 @@
+//! A 2-D convolution forward written with tma (issue 22): NHWC activations, KRSC filters,
+//! NPQK output, bf16 or f16 in and out, fp32 accumulation; any padding, stride (1 to 8) and
+//! dilation, any filter size. It is an implicit GEMM (M = N*P*Q output pixels, N = K output
+//! channels, K = R*S*C) run by examples/05-gemm's kernel (`GEMM_CONV`, `Plan::conv`: the same
+//! warp roles, persistent grouped raster, B multicast over a 2-CTA cluster and TMA-store
+//! epilogue) whose A operand comes from im2col TMA loads: an im2col tile of BM output pixels x
+//! 64 channels (`Im2colSpec::wgmma(A, K)`, a pipeline member through
+//! `PipelineSpec::im2col_tile`), one load per (filter tap, 64-channel chunk) with the tap as
+//! its offsets; the map's bounding box (lower corner -pad, upper corner pad - (taps - 1) dil)
+//! and traversal strides make TMA walk exactly the output pixels, fill the padding with
+//! zeros, and wrap rows and images. B is the filter as a `[R*S][K][C]` view of KRSC.
+//!
+//! Channels: C is padded to a multiple of 8 (16 bytes, the unit TMA moves a pixel's channels
+//! in): the input and filter get zero channels (the ResNet stem's C = 3 runs as 8); a chunk's
+//! channels past the padded C are TMA's zero fill. K (output channels) must be a multiple of 8
+//! (16-byte output rows); anything else is refused naming the field, the value and the rule.
+//!
+//! Without a GPU: renders and NVRTC-compiles every configuration for both types, and runs the
+//! CPU proofs (each plan's im2col and filter tiles loaded by tma's models and read back through
+//! its descriptors by the wgmma read model are the convolution's matrices). With one: every
+//! configuration on small ragged problems (odd H and W, padding 0 / 1 / 3, stride 1 / 2,
+//! dilation 1 / 2, 1x1, 3x3 and 7x7 filters, C of 3 to 128), output poisoned (NaN) first,
+//! against an exact f64 reference (every output element of the small problems, samples of the
+//! others). Timing on ResNet-50's layers: `cargo bench --bench conv` and benches/conv_torch.py.
+//!
+//! Run: `cargo run --release --example 07-conv` (`CONV_QUICK=1`: the first problem only).
+
+#[allow(dead_code)]
+#[path = "../05-gemm/check.rs"]
+mod check;
+#[allow(dead_code)]
+#[path = "../05-gemm/compile.rs"]
+mod compile;
+#[allow(dead_code)]
+mod conv;
+#[allow(dead_code)]
+#[path = "../05-gemm/cublas.rs"]
+mod cublas;
+#[allow(dead_code)]
+#[path = "../05-gemm/gpu.rs"]
+mod gpu;
+#[allow(dead_code)]
+#[path = "../05-gemm/kernel.rs"]
+mod kernel;
+#[allow(dead_code)]
+#[path = "../05-gemm/rng.rs"]
+mod rng;
+
+use std::process::ExitCode;
+
+use conv::{Conv, Launch, Loaded, Problem};
+use kernel::{In, Out, Res};
+use rng::Rng;
+use tma::runtime::Compiler;
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The small ragged problems every configuration runs: (label, convolution).
+pub fn problems() -> Vec<(&'static str, Conv)> {
+    let sq = Conv::square;
+    vec![
+        ("3x3 pad 1", sq(2, 9, 64, 64, 3, 1, 1, 1)),
+        ("1x1", sq(3, 7, 128, 136, 1, 0, 1, 1)),
+        ("3x3/2 pad 1, odd", sq(2, 15, 96, 128, 3, 1, 2, 1)),
+        ("7x7/2 pad 3, C 3 (stem)", sq(2, 23, 3, 64, 7, 3, 2, 1)),
+        ("3x3 dil 2 pad 2", sq(1, 13, 64, 72, 3, 2, 1, 2)),
+        ("3x3 pad 0, C 24", sq(2, 11, 24, 64, 3, 0, 1, 1)),
+        ("1x1/2", sq(2, 13, 64, 256, 1, 0, 2, 1)),
+        (
+            "5x3 mixed pad/stride/dil",
+            Conv {
+                n: 2,
+                h: 17,
+                w: 12,
+                c: 40,
+                k: 64,
+                r: 5,
+                s: 3,
+                pad: [3, 0],
+                stride: [1, 2],
+                dil: [2, 1],
+            },
+        ),
+        ("7x7 pad 3, C 128", sq(1, 9, 128, 64, 7, 3, 1, 1)),
+    ]
+}
+
+fn run() -> Res<bool> {
+    let mut rng = Rng::from_clock();
+    let mut plans = Vec::new();
+    for input in [In::BF16, In::F16] {
+        for p in conv::plans(input) {
+            let p = p?;
+            println!(
+                "{}: conv plan, block {} threads, {} B of dynamic shared memory",
+                p.config,
+                p.kernel.launch().block[0],
+                p.kernel.launch().dynamic_smem_bytes
+            );
+            plans.push(p);
+        }
+    }
+    // The CPU proofs: each plan's operands on every problem.
+    for p in &plans {
+        let mut n = 0;
+        for (_, c) in problems() {
+            n += conv::cpu_proof(p, &c, &mut rng)?;
+        }
+        println!(
+            "{}: im2col A and filter B read through the descriptors = the convolution's, {n} elements",
+            p.config
+        );
+    }
+    // The refusals name the field, the value and the rule.
+    for bad in [
+        Conv::square(1, 8, 64, 60, 3, 1, 1, 1),
+        Conv::square(1, 8, 64, 64, 3, 1, 9, 1),
+        Conv::square(1, 300, 64, 64, 3, 200, 1, 1),
+    ] {
+        match bad.check() {
+            Ok(()) => return Err(format!("{bad}: not refused").into()),
+            Err(e) => println!("refused {bad}: {e}"),
+        }
+    }
+    let compiler = match Compiler::global() {
+        Ok(c) => c,
+        Err(e) => {
+            println!("NVRTC is not available ({e}): the CPU proofs ran, nothing to compile or run");
+            return Ok(true);
+        }
+    };
+    let built: Vec<_> = compile::compile_all(compiler, plans)
+        .into_iter()
+        .collect::<Result<_, _>>()?;
+    for b in &built {
+        println!(
+            "compiled {} ({:.2} s, {:?})",
+            b.plan.config, b.seconds, b.origin
+        );
+    }
+    let gpu = match tma::runtime::gpu_available() {
+        Ok(_) => gpu::Gpu::new()?,
+        Err(e) => {
+            println!("\nno GPU here ({e}): every configuration is rendered, compiled and proven on the CPU; on an sm_90 GPU this example also runs and checks them.");
+            return Ok(true);
+        }
+    };
+    println!("\nGPU: {} ({} SMs)", gpu.name, gpu.sms);
+    let quick = std::env::var("CONV_QUICK").is_ok_and(|v| v == "1");
+    let mut ok = true;
+    let cases = problems();
+    for (label, cv) in cases.iter().take(if quick { 1 } else { cases.len() }) {
+        for input in [In::BF16, In::F16] {
+            let out = Out::of(input);
+            let p = Problem::new(&gpu, *cv, input, &mut rng)?;
+            for b in built.iter().filter(|b| b.plan.config.input == input) {
+                let loaded = Loaded::new(&gpu, b)?;
+                let mut d = conv::out_buf(&gpu, &p, out)?;
+                d.poison(&gpu.stream)?;
+                let launch = Launch::new(&gpu, &loaded, &p, &d)?;
+                launch.run(8)?;
+                gpu.stream.synchronize()?;
+                let got = d.read(&gpu.stream, out)?;
+                let c = conv::check(&p, out, &got, 1 << 18, 4096, &mut rng);
+                ok &= c.ok();
+                println!(
+                    "{label:<26} {cv} {:<34} {} outputs vs f64: {} outside the bound (max err {:.2} of it) {}",
+                    b.plan.config.name(),
+                    c.samples,
+                    c.bad,
+                    c.max_err,
+                    if c.ok() { "OK" } else { "FAIL" }
+                );
+            }
+        }
+    }
+    println!(
+        "{}",
+        if ok {
+            "OK: every configuration matches the exact convolution"
+        } else {
+            "FAILED"
+        }
+    );
+    Ok(ok)
+}
+
+/// A plan only for a type it can serve; the configurations the conv cannot serve are refused
+/// with the reason (kept here so `cargo test --example 07-conv` checks them without a GPU).
+#[cfg(test)]
+mod tests {
+    use super::conv::{self, Conv};
+    use super::kernel::{Config, Epi, In, Kind, Plan};
+    use super::rng::Rng;
+
+    #[test]
+    fn conv_plans_render_and_refuse_what_they_cannot_serve() {
+        for p in conv::plans(In::BF16) {
+            let p = p.expect("every configuration of the example fits");
+            assert!(p.im2col.is_some());
+            let src = p.source().expect("renders");
+            assert!(src.text().contains("#define GEMM_CONV 1"));
+            assert!(src.text().contains("tile_a::offsets a_offsets"));
+        }
+        let base = conv::configs(In::BF16)[0];
+        for c in [
+            Config {
+                kind: Kind::Simple,
+                epi: Epi::Direct,
+                ..base
+            },
+            Config {
+                cm: 1,
+                cn: 2,
+                ..base
+            },
+        ] {
+            let e = Plan::conv(c).err().expect("refused").to_string();
+            assert!(
+                e.contains("warp-specialized, its cluster along M only"),
+                "{e}"
+            );
+        }
+        assert!(!Plan::new(Config::L5)
+            .expect("L5")
+            .source()
+            .expect("renders")
+            .text()
+            .contains("#define GEMM_CONV 1"));
+    }
+
+    /// The CPU proof holds for a plan on a strided problem, and every problem of the example
+    /// passes the checks. (An upper corner one short, `Conv::map`, makes it fail.)
+    #[test]
+    fn the_cpu_proof_holds() {
+        let plan = conv::plans(In::BF16).remove(0).expect("plan");
+        let mut rng = Rng::new(3);
+        let good = Conv::square(1, 9, 64, 64, 3, 1, 2, 1);
+        assert!(conv::cpu_proof(&plan, &good, &mut rng).is_ok());
+        for (_, c) in super::problems() {
+            c.check().expect("the example's problems are valid");
+        }
+    }
+
+    #[test]
+    fn output_sizes_and_refusals() {
+        let c = Conv::square(128, 224, 3, 64, 7, 3, 2, 1);
+        assert_eq!(c.out(), [112, 112]);
+        assert_eq!(c.c_pad(), 8);
+        assert_eq!(c.chunks(), 1);
+        let c = Conv::square(128, 56, 128, 128, 3, 1, 2, 1);
+        assert_eq!(c.out(), [28, 28]);
+        let e = Conv::square(1, 8, 64, 60, 3, 1, 1, 1).check().unwrap_err();
+        assert!(e.contains("k = 60") && e.contains("StrideAlignment"), "{e}");
+        let e = Conv::square(1, 8, 64, 64, 3, 1, 9, 1).check().unwrap_err();
+        assert!(
+            e.contains("stride[H] = 9") && e.contains("ElementStrideRange"),
+            "{e}"
+        );
+    }
+}
