@@ -336,6 +336,46 @@ impl Problem {
     }
 }
 
+/// Writes one problem for examples/07-conv/cudnn_check.py: `NAME.json` (the shape, the padded
+/// channels, the type) and `NAME_x.bin` (N H W C_pad), `NAME_w.bin` (K R S C_pad), `NAME_y.bin`
+/// (N P Q K): the raw 16-bit elements, little-endian.
+pub fn dump(dir: &std::path::Path, name: &str, p: &Problem, y: &[f32], out: Out) -> Res<()> {
+    std::fs::create_dir_all(dir)?;
+    let cv = &p.conv;
+    let bits = |v: &[u16]| -> Vec<u8> { v.iter().flat_map(|b| b.to_le_bytes()).collect() };
+    let y_bits: Vec<u16> = match out {
+        Out::BF16 => y.iter().map(|&v| tma::half::bf16::from_f32(v).to_bits()).collect(),
+        Out::F16 => y.iter().map(|&v| tma::half::f16::from_f32(v).to_bits()).collect(),
+        Out::F32 => return Err("the dump takes 16-bit outputs".into()),
+    };
+    std::fs::write(dir.join(format!("{name}_x.bin")), bits(&p.x_host))?;
+    std::fs::write(dir.join(format!("{name}_w.bin")), bits(&p.w_host))?;
+    std::fs::write(dir.join(format!("{name}_y.bin")), bits(&y_bits))?;
+    let [p_out, q_out] = cv.out();
+    std::fs::write(
+        dir.join(format!("{name}.json")),
+        format!(
+            r#"{{"n":{},"h":{},"w":{},"c":{},"c_pad":{},"k":{},"r":{},"s":{},"pad":[{},{}],"stride":[{},{}],"dil":[{},{}],"p":{p_out},"q":{q_out},"dtype":"{}"}}"#,
+            cv.n,
+            cv.h,
+            cv.w,
+            cv.c,
+            cv.c_pad(),
+            cv.k,
+            cv.r,
+            cv.s,
+            cv.pad[0],
+            cv.pad[1],
+            cv.stride[0],
+            cv.stride[1],
+            cv.dil[0],
+            cv.dil[1],
+            p.input.name()
+        ),
+    )?;
+    Ok(())
+}
+
 /// The output buffer of a problem (poison it before each checked run).
 pub fn out_buf(gpu: &Gpu, p: &Problem, out: Out) -> Res<OutBuf> {
     OutBuf::new(gpu, p.out_len().max(1), out)

@@ -156,12 +156,20 @@ fn run() -> Res<bool> {
     };
     println!("\nGPU: {} ({} SMs)", gpu.name, gpu.sms);
     let quick = std::env::var("CONV_QUICK").is_ok_and(|v| v == "1");
+    // CONV_DUMP=DIR: each problem's input, filter and first configuration's output, bit for
+    // bit, for examples/07-conv/cudnn_check.py (cuDNN on the same buffers).
+    let dump = std::env::var_os("CONV_DUMP").map(std::path::PathBuf::from);
     let mut ok = true;
     let cases = problems();
-    for (label, cv) in cases.iter().take(if quick { 1 } else { cases.len() }) {
+    for (i, (label, cv)) in cases
+        .iter()
+        .take(if quick { 1 } else { cases.len() })
+        .enumerate()
+    {
         for input in [In::BF16, In::F16] {
             let out = Out::of(input);
             let p = Problem::new(&gpu, *cv, input, &mut rng)?;
+            let mut dumped = false;
             for b in built.iter().filter(|b| b.plan.config.input == input) {
                 let loaded = Loaded::new(&gpu, b)?;
                 let mut d = conv::out_buf(&gpu, &p, out)?;
@@ -170,6 +178,10 @@ fn run() -> Res<bool> {
                 launch.run(8)?;
                 gpu.stream.synchronize()?;
                 let got = d.read(&gpu.stream, out)?;
+                if let (Some(dir), false) = (&dump, dumped) {
+                    conv::dump(dir, &format!("{i}_{}", input.name()), &p, &got, out)?;
+                    dumped = true;
+                }
                 let c = conv::check(&p, out, &got, 1 << 18, 4096, &mut rng);
                 ok &= c.ok();
                 println!(
