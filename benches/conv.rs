@@ -2,7 +2,9 @@
 //! accumulation; issue 22's table). Each layer: the problem (NHWC input, KRSC filter, random
 //! values), then every configuration checked first (output poisoned with NaN, 4096 outputs
 //! against the exact f64 sum, the first and last among them) and timed: median of CONV_REPS
-//! (20) event-timed launches after 5 warm-ups; TFLOP/s = 2 * N * P * Q * K * R * S * C /
+//! (20) event-timed samples of 10 launches back to back (`CONV_LAYERS=2048,3x3 256`: the layers
+//! whose names contain one of these) (the host's launch gaps are not GPU
+//! time: a layer takes tens of microseconds), after 2 warm-up samples; TFLOP/s = 2 * N * P * Q * K * R * S * C /
 //! median (the real C: the stem's 3 channels, not the 8 it runs as). The best configuration per
 //! layer goes to the table and to CONV_JSON (default target/conv.json), which
 //! benches/conv_torch.py reads to time cuDNN (`torch.nn.functional.conv2d`, channels_last,
@@ -40,6 +42,9 @@ use conv::{Conv, Launch, Loaded, Problem};
 use kernel::{In, Out, Res};
 use rng::Rng;
 use tma::runtime::Compiler;
+
+/// Launches per timed sample (back to back between one pair of events).
+const LAUNCHES: usize = 10;
 
 /// ResNet-50's layers at N = 128: (name, input H = W, C, K, filter, padding, stride).
 const LAYERS: [(&str, u64, u64, u64, u64, u64, u64); 10] = [
@@ -97,7 +102,7 @@ fn run() -> Res<bool> {
         .and_then(|v| v.parse().ok())
         .unwrap_or(20);
     println!(
-        "GPU: {} ({} SMs); median of {reps} launches after 5 warm-ups",
+        "GPU: {} ({} SMs); median of {reps} samples of {LAUNCHES} launches back to back",
         gpu.name, gpu.sms
     );
     let loaded: Vec<_> = built
@@ -110,7 +115,14 @@ fn run() -> Res<bool> {
     let mut table = String::from(
         "| layer | N | H=W | C | K | RxS | pad | stride | P=Q | tma TFLOP/s | ms | config |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
     );
+    // CONV_LAYERS=2048,3x3 256: only the layers whose names contain one of these (to profile).
+    let only: Vec<String> = std::env::var("CONV_LAYERS")
+        .map(|v| v.split(',').map(str::to_owned).collect())
+        .unwrap_or_default();
     for &(name, hw, c, k, r, pad, stride) in &LAYERS {
+        if !only.is_empty() && !only.iter().any(|o| name.contains(o.as_str())) {
+            continue;
+        }
         let cv = Conv::square(BATCH, hw, c, k, r, pad, stride, 1);
         let p = Problem::new(&gpu, cv, input, &mut rng)?;
         let tflops = |ms: f64| cv.flops() / (ms * 1e-3) / 1e12;
@@ -132,9 +144,17 @@ fn run() -> Res<bool> {
                 );
                 continue;
             }
-            gpu::time(&gpu, 5, &mut || launch.run(8))?;
-            let mut t = gpu::time(&gpu, reps, &mut || launch.run(8))?;
-            let ms = gpu::median(&mut t);
+            // Each sample: LAUNCHES launches back to back between one pair of events, so a layer of
+            // tens of microseconds is timed on the GPU, not the host's launch gaps.
+            let batch = |_: ()| -> Res<()> {
+                for _ in 0..LAUNCHES {
+                    launch.run(8)?;
+                }
+                Ok(())
+            };
+            gpu::time(&gpu, 2, &mut || batch(()))?;
+            let mut t = gpu::time(&gpu, reps, &mut || batch(()))?;
+            let ms = gpu::median(&mut t) / LAUNCHES as f64;
             println!(
                 "  {:<40} {ms:.3} ms {:>5.0} TFLOP/s",
                 l.config.name(),

@@ -1,7 +1,8 @@
 """cuDNN (torch.nn.functional.conv2d) on the layers benches/conv.rs timed, on the GPU machine in
 the same call: reads CONV_JSON (default target/conv.json), bf16 NHWC (channels_last) input
 [N][C][H][W] and filter [K][C][R][S], torch.backends.cudnn.benchmark = True; median of 20
-CUDA-event-timed calls after 5 warm-ups (the first call picks the algorithm); TFLOP/s =
+CUDA-event-timed samples of 10 calls back to back (as benches/conv.rs times tma: the host's
+launch gaps are not GPU time) after 5 warm-up calls (the first picks the algorithm); TFLOP/s =
 2 * N * P * Q * K * R * S * C / median. Prints the table with tma's numbers and the ratio
 tma / cuDNN. Usage: python3 benches/conv_torch.py [conv.json]"""
 import json
@@ -37,10 +38,11 @@ def main():
         for _ in range(20):
             s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             s.record()
-            f()
+            for _ in range(10):
+                f()
             e.record()
             torch.cuda.synchronize()
-            times.append(s.elapsed_time(e))
+            times.append(s.elapsed_time(e) / 10)
         ms = statistics.median(times)
         flops = 2 * n * p * p * k * r * r * c
         tf = flops / (ms * 1e-3) / 1e12
