@@ -2,7 +2,8 @@
 timed (ATTN_RESULTS, JSON, written by it in the same device call), with tma's numbers beside
 them: bf16 or f16 Q, K, V as [B][H][S][D] contiguous (the layout tma's kernel reads),
 is_causal as the problem says. Each backend selected explicitly (sdpa_kernel); median of 20
-CUDA-event-timed calls after 5 warm-ups; TFLOP/s = 4 B H S^2 D / median, halved for causal.
+CUDA-event-timed samples of 5 calls back to back (as benches/attention.rs times tma) after 5
+warm-ups; TFLOP/s = 4 B H S^2 D / median, halved for causal.
 One check per problem: each backend's output against the math backend in f32 on one head.
 Prints one markdown table."""
 import json
@@ -22,10 +23,11 @@ def timed(f):
     for _ in range(20):
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         s.record()
-        f()
+        for _ in range(5):
+            f()
         e.record()
         torch.cuda.synchronize()
-        times.append(s.elapsed_time(e))
+        times.append(s.elapsed_time(e) / 5)
     return statistics.median(times)
 
 
