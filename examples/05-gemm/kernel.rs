@@ -398,7 +398,7 @@ impl Plan {
         }
         let (a, im2col) = if conv {
             let i = conv_a(c.input, c.bm, ConvMap::PLACEHOLDER)?;
-            (i.stage_tile(), Some(i))
+            (i.stage_tile().map_err(|e| findings("tile a", e))?, Some(i))
         } else {
             // A: BM x 64 (K-major), its rows split over the cluster's CTAs along N (A multicast).
             let a = validate(
@@ -462,7 +462,7 @@ impl Plan {
         };
         let mut p = PipelineSpec::new("ring", c.stages, consumers);
         p = if let Some(i) = &im2col {
-            p.im2col_tile("a", i)
+            p.im2col_tile("a", i).map_err(|e| findings("tile a", e))?
         } else if c.cn > 1 {
             p.multicast_tile("a", &a, ClusterAxis::X)
         } else {

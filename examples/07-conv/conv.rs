@@ -344,8 +344,14 @@ pub fn dump(dir: &std::path::Path, name: &str, p: &Problem, y: &[f32], out: Out)
     let cv = &p.conv;
     let bits = |v: &[u16]| -> Vec<u8> { v.iter().flat_map(|b| b.to_le_bytes()).collect() };
     let y_bits: Vec<u16> = match out {
-        Out::BF16 => y.iter().map(|&v| tma::half::bf16::from_f32(v).to_bits()).collect(),
-        Out::F16 => y.iter().map(|&v| tma::half::f16::from_f32(v).to_bits()).collect(),
+        Out::BF16 => y
+            .iter()
+            .map(|&v| tma::half::bf16::from_f32(v).to_bits())
+            .collect(),
+        Out::F16 => y
+            .iter()
+            .map(|&v| tma::half::f16::from_f32(v).to_bits())
+            .collect(),
         Out::F32 => return Err("the dump takes 16-bit outputs".into()),
     };
     std::fs::write(dir.join(format!("{name}_x.bin")), bits(&p.x_host))?;
@@ -486,7 +492,7 @@ impl Launch {
         let a = conv_a(p.input, c.bm, cv.map())?;
         // The problem's map lays out the box the kernel was compiled for.
         let kernel_a = plan.im2col.as_ref().ok_or("not a conv plan")?;
-        if a.smem_tile().plan() != kernel_a.smem_tile().plan() {
+        if a.smem_tile()?.plan() != kernel_a.smem_tile()?.plan() {
             return Err(format!("{c}: the problem's im2col box is not the kernel's").into());
         }
         let ma = TensorMap::new_im2col_raw_bits(&a.bind(&cv.map().dims, None)?, &p.x)?;
@@ -550,10 +556,10 @@ pub fn cpu_proof(plan: &Plan, conv: &Conv, rng: &mut Rng) -> Res<u64> {
     let c = plan.config;
     let a = conv_a(c.input, c.bm, conv.map())?;
     let bound_a = a.bind(&conv.map().dims, None)?;
-    let pa = OperandPlan::new(a.smem_tile()).ok_or("A is no operand")?;
+    let pa = OperandPlan::new(a.smem_tile()?).ok_or("A is no operand")?;
     let pb = OperandPlan::new(&plan.b).ok_or("B is no operand")?;
     let kernel_a = plan.im2col.as_ref().ok_or("not a conv plan")?;
-    if a.smem_tile().plan() != kernel_a.smem_tile().plan() {
+    if a.smem_tile()?.plan() != kernel_a.smem_tile()?.plan() {
         return Err("the problem's im2col box is not the kernel's".into());
     }
     let (rs, cp) = (conv.r * conv.s, conv.c_pad());
@@ -608,8 +614,9 @@ pub fn cpu_proof(plan: &Plan, conv: &Conv, rng: &mut Rng) -> Res<u64> {
                         model::load(&bound_b, &wt, &[(r * conv.s + s) as i64, 0, coords[3]])?;
                     for slice in 0..pa.k_slices {
                         for block in 0..pa.m_blocks {
-                            let desc =
-                                pa.descriptor(a.smem_tile(), base, slice, block)?.encode()?;
+                            let desc = pa
+                                .descriptor(a.smem_tile()?, base, slice, block)?
+                                .encode()?;
                             let got = read_operand(desc, &shape_a, &smem_a, base)?;
                             for row in 0..64 {
                                 let m = m0 + block * 64 + row;

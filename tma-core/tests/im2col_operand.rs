@@ -95,7 +95,7 @@ fn an_im2col_box_is_a_tiled_operand_of_its_pixels_and_channels() {
         dil: [1, 1],
     };
     let v = validate_im2col(&a_tile(&conv, DType::BF16, 128)).unwrap();
-    let plan = OperandPlan::new(v.smem_tile()).expect("an operand");
+    let plan = OperandPlan::new(v.smem_tile().unwrap()).expect("an operand");
     // The numbers of a tiled 128 x 64 bf16 K-major A tile with the 128B swizzle.
     let tiled = validate(
         &TileSpec::new("t", DType::BF16, [128, 64], [128, 64])
@@ -125,11 +125,47 @@ fn an_im2col_box_is_a_tiled_operand_of_its_pixels_and_channels() {
     let mut plain = a_tile(&conv, DType::BF16, 128);
     plain.wgmma = None;
     let v = validate_im2col(&plain).unwrap();
-    assert!(OperandPlan::new(v.smem_tile()).is_none());
+    assert!(OperandPlan::new(v.smem_tile().unwrap()).is_none());
     assert!(!tma_core::render::Im2colCode::new(&v, 0)
         .unwrap()
         .source()
         .contains("WGMMA_OPERAND"));
+}
+
+/// A load of more than 256 pixels is a valid im2col tile (the H100 takes up to 1024) but no
+/// tiled box: not a stage member or operand, and asking for one names the rule.
+#[test]
+fn a_box_of_more_than_256_pixels_loads_but_is_no_stage_member() {
+    let conv = Conv {
+        n: 2,
+        h: 30,
+        w: 30,
+        c: 64,
+        r: 3,
+        s: 3,
+        pad: [1, 1],
+        stride: [1, 1],
+        dil: [1, 1],
+    };
+    let mut spec = a_tile(&conv, DType::BF16, 512);
+    spec.wgmma = None;
+    let v = validate_im2col(&spec).expect("512 pixels load");
+    assert_eq!(v.tx_bytes(), 512 * 64 * 2);
+    let e = v.smem_tile().unwrap_err();
+    assert!(
+        e.errors
+            .iter()
+            .any(|f| f.rule == Rule::BoxDimRange && f.to_string().contains("pixels_per_column")),
+        "{e}"
+    );
+    let e = PipelineSpec::new("conv", 2, Consumers::Warpgroups(1))
+        .im2col_tile("a", &v)
+        .unwrap_err();
+    assert_eq!(e.errors[0].rule, Rule::BoxDimRange, "{e}");
+    // 256 pixels still are one.
+    let mut spec = a_tile(&conv, DType::BF16, 256);
+    spec.wgmma = None;
+    assert!(validate_im2col(&spec).unwrap().stage_tile().is_ok());
 }
 
 #[test]
@@ -196,7 +232,7 @@ fn im2col_loads_read_through_the_descriptors_are_the_convolutions_matrix() {
         let valid = validate_im2col(&a_tile(&conv, dtype, pixels))
             .unwrap_or_else(|e| panic!("{conv:?}: {e}"));
         let bound = valid.bind(&[conv.n, conv.h, conv.w, conv.c], None).unwrap();
-        let plan = OperandPlan::new(valid.smem_tile()).unwrap();
+        let plan = OperandPlan::new(valid.smem_tile().unwrap()).unwrap();
         let [p_out, q_out] = conv.out();
         let m_total = conv.n * p_out * q_out;
         let e = 2u64;
@@ -233,7 +269,7 @@ fn im2col_loads_read_through_the_descriptors_are_the_convolutions_matrix() {
                         for block in 0..plan.m_blocks {
                             for slice in 0..plan.k_slices {
                                 let desc = plan
-                                    .descriptor(valid.smem_tile(), base, slice, block)
+                                    .descriptor(valid.smem_tile().unwrap(), base, slice, block)
                                     .unwrap()
                                     .encode()
                                     .unwrap();
@@ -303,6 +339,7 @@ fn a_pipeline_stage_holds_an_im2col_member() {
     .unwrap();
     let p = PipelineSpec::new("ring", 4, Consumers::Warpgroups(2))
         .im2col_tile("a", &a)
+        .unwrap()
         .tile("b", &b)
         .validate()
         .unwrap();
@@ -322,7 +359,7 @@ fn a_pipeline_stage_holds_an_im2col_member() {
     assert_eq!(facts.tiles[0].dim_name(3), Some("C"));
     // Multicast: one box, not split.
     let e = PipelineSpec::new("ring", 4, Consumers::Warpgroups(2))
-        .multicast_tile("a", &a.stage_tile(), ClusterAxis::X)
+        .multicast_tile("a", &a.stage_tile().unwrap(), ClusterAxis::X)
         .tile("b", &b)
         .cluster([2, 1, 1])
         .validate()

@@ -838,6 +838,7 @@ fn im2col_pipeline_snapshot() {
     .unwrap_or_else(|e| panic!("{e}"));
     let p = PipelineSpec::new("conv", 3, Consumers::Warpgroups(2))
         .im2col_tile("a", &a)
+        .unwrap()
         .tile("b", &b)
         .validate()
         .unwrap_or_else(|e| panic!("{e}"));

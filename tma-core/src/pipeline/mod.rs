@@ -193,13 +193,14 @@ impl PipelineSpec {
     /// (aligned for its swizzle, its `TX_BYTES` in the stage's), and `load()` takes its
     /// coordinates and its offsets (the filter tap), both named, user order
     /// ([`crate::validate::ValidIm2col::stage_tile`]). An im2col load is one box: it is not
-    /// split over a cluster (no multicast).
+    /// split over a cluster (no multicast). Refused (naming the rule) for a box no tiled box
+    /// can be: more than 256 pixels, or more bytes than a tiled box spans.
     pub fn im2col_tile(
         self,
         member: impl Into<String>,
         tile: &crate::validate::ValidIm2col,
-    ) -> PipelineSpec {
-        self.tile(member, &tile.stage_tile())
+    ) -> Result<PipelineSpec, crate::error::SpecErrors> {
+        Ok(self.tile(member, &tile.stage_tile()?))
     }
     /// Adds a tile shared by the CTAs along `axis` of the cluster (see the module docs).
     pub fn multicast_tile(

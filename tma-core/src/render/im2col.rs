@@ -173,7 +173,10 @@ fn context(valid: &ValidIm2col, tile_id: u32) -> Im2colContext {
         tma_vars: to_tma_order(&vars),
         tma_offset_vars: to_tma_order(&offset_vars),
         encode,
-        wgmma: super::wgmma::operand_context(valid.smem_tile()),
+        wgmma: valid
+            .smem_tile()
+            .ok()
+            .and_then(super::wgmma::operand_context),
     }
 }
 

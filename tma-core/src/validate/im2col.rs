@@ -24,8 +24,12 @@ pub struct ValidIm2col {
     /// The shared memory one load writes: the plan of [`Im2colSpec::smem_view`].
     plan: SmemPlan,
     /// [`Im2colSpec::smem_view`] validated as a tiled tile (with the spec's wgmma operand):
-    /// what pipelines, kernel plans and wgmma descriptors take for the box.
-    smem: ValidSpec,
+    /// what pipelines, kernel plans and wgmma descriptors take for the box. `Err`: the box is
+    /// a valid im2col load but no tiled box (more than 256 pixels: a tiled box's rows; or
+    /// more bytes than a tiled box may span), with why.
+    smem: Option<ValidSpec>,
+    /// Why `smem` is `None`.
+    not_tiled: Vec<SpecError>,
     warnings: Vec<SpecError>,
 }
 
@@ -207,12 +211,20 @@ pub fn validate_im2col(spec: &Im2colSpec) -> Result<ValidIm2col, SpecErrors> {
         }
     }
     let (mut errors, mut warnings) = c.split();
+    // The view's other findings restate the rules checked above, except two that bind a tiled
+    // box and not an im2col load (the H100's driver takes 1024 pixels and 233472-byte im2col
+    // boxes): those leave the tile valid, only not a stage member or operand.
+    let (tiled_only, others): (Vec<SpecError>, Vec<SpecError>) =
+        view_errors.into_iter().partition(|e| {
+            matches!(e.rule, Rule::BoxTooLarge)
+                || (e.rule == Rule::BoxDimRange && e.field == Field::PixelsPerColumn)
+        });
     if errors.is_empty() && smem.is_none() {
-        // Not met: the view's other rules are the ones checked above. Never dropped.
-        errors = view_errors;
+        // Never dropped: anything else the view refuses refuses the tile.
+        errors = others;
     }
-    match (tensor, sizes.fit(), smem) {
-        (Some(tensor), Some(plan), Some(smem)) if errors.is_empty() => {
+    match (tensor, sizes.fit()) {
+        (Some(tensor), Some(plan)) if errors.is_empty() => {
             if let Some(bound) = tensor.bound() {
                 check_box_extents(spec, bound.global())?;
             }
@@ -222,6 +234,7 @@ pub fn validate_im2col(spec: &Im2colSpec) -> Result<ValidIm2col, SpecErrors> {
                 tensor,
                 plan,
                 smem,
+                not_tiled: tiled_only,
                 warnings,
             })
         }
@@ -307,18 +320,22 @@ impl ValidIm2col {
     /// The `[pixels][channels]` box one load writes, validated as a tiled tile with the
     /// spec's wgmma operand ([`Im2colSpec::smem_view`]): its plan, alignment and descriptors
     /// ([`crate::wgmma::OperandPlan::new`]) are the box's. Not a tile to load: pipelines and
-    /// kernel sources take [`ValidIm2col::stage_tile`].
-    pub fn smem_tile(&self) -> &ValidSpec {
-        &self.smem
+    /// kernel sources take [`ValidIm2col::stage_tile`]. `Err` for a box no tiled box can be
+    /// (more than 256 pixels, or more bytes than a tiled box spans), naming the rule.
+    pub fn smem_tile(&self) -> Result<&ValidSpec, SpecErrors> {
+        self.smem.as_ref().ok_or_else(|| SpecErrors {
+            tile: crate::echo::shown(&self.spec.name),
+            errors: self.not_tiled.clone(),
+        })
     }
     /// What a pipeline stage or a kernel source holds for this tile: the box's
     /// [`ValidIm2col::smem_tile`] (its bytes, shared memory and operand), marked as this
     /// im2col tile ([`ValidSpec::im2col`]), so it is rendered as `struct tma_<name>` of
     /// `templates/im2col.cuh.tera` and loaded with its coordinates and offsets.
-    pub fn stage_tile(&self) -> ValidSpec {
-        let mut v = self.smem.clone();
+    pub fn stage_tile(&self) -> Result<ValidSpec, SpecErrors> {
+        let mut v = self.smem_tile()?.clone();
         v.im2col = Some(Box::new(self.clone()));
-        v
+        Ok(v)
     }
     /// Bytes the mbarrier must expect for one load: every pixel's channels, out-of-bounds
     /// ones included (they are filled): `pixels x channels x element size`.
