@@ -252,7 +252,8 @@ fn read(decl: &TileDecl, errs: &mut Errors) -> Option<(Im2colSpec, Im2colSpans)>
         }
     }
     // Dim names: those written in `global`, the im2col defaults (N, [D, H,] W, C) elsewhere.
-    let rank = b.global.as_ref().map_or(0, |(_, g)| g.len());
+    // The names are read even when a value of `global` is refused.
+    let rank = b.dim_names.len();
     let defaults = Im2colSpec::new("", tma_core::DType::U8, vec![1; rank], 1, 1).dim_names;
     let labels: Vec<Option<String>> = (0..rank)
         .map(|d| {
