@@ -46,7 +46,7 @@ Examples:
   tma precompile kernel.cu --tile tiles.tma     # into the JIT cache the runtime reads
   tma cache list                               # what the JIT cache holds; also size, clear, prune
 
-A .tma file holds tma_1d! .. tma_5d! declarations, or one tma_pipeline!, exactly as in Rust
+A .tma file holds tma_1d! .. tma_5d! and tma_im2col! declarations, or one tma_pipeline!, exactly as in Rust
 (`//` comments allowed; at most 1 MiB, brackets nested at most 32 deep).
 
 Exit codes: 0 success, 1 input rejected (declaration errors, --dims values refused, kernel
@@ -111,9 +111,13 @@ enum Command {
     /// Explain tile declarations: findings, layout, TX_BYTES, encode arguments, shared memory.
     #[command(after_help = "Examples:
   tma explain 'tma_2d! { A: bf16, global = [ROW = _, COL = 1024], boxed = [64, 64], swizzle = 128 }' --dims ROW=4096
-  tma explain tiles.tma --svg smem.svg")]
+  tma explain tiles.tma --svg smem.svg
+  tma explain 'tma_im2col! { Act: bf16, global = [N = _, H = 56, W = 56, C = 64], channels_per_pixel = 64, pixels_per_column = 128, lower_corner = [-1, -1], upper_corner = [-1, -1], swizzle = 128 }' --dims N=8
+
+An im2col tile's report walks one example load (coordinates at the lower corners, offsets 0):
+which pixels it takes, in runs, and where they land in shared memory.")]
     Explain {
-        /// A declaration (`tma_2d! { .. }`, or a bare `A: bf16, global = [..], ..`) or a file of them.
+        /// A declaration (`tma_2d! { .. }`, `tma_im2col! { .. }`, or a bare `A: bf16, global = [..], ..`) or a file of them.
         decl: String,
         /// Run-time dims and strides: `ROW=4096`, `stride_ROW=2048` (repeatable, or comma-separated).
         #[arg(long = "dims", value_name = "NAME=VALUE", value_delimiter = ',')]
@@ -133,7 +137,8 @@ Per tile: struct tma_<tile> (device helpers, coordinates in user order) and
   CUresult tma_encode_<tile>(CUtensorMap* map, const void* base, unsigned long long base_bytes,
                              <run-time dims>, tma_encode_error* err = nullptr);
 which checks the base alignment, the buffer length, the dims and strides before it calls the
-driver. A file holding a tma_pipeline! {..} adds its stage tiles and struct tma_pipe_<name>. With --mpk: kernel::Barrier and MPK's barrier functions, kernel::tma::{store_commit_group,
+driver (cuTensorMapEncodeTiled; for a tma_im2col! tile cuTensorMapEncodeIm2col, after checking
+that every bounding box holds a position). A file holding a tma_pipeline! {..} adds its stage tiles and struct tma_pipe_<name>. With --mpk: kernel::Barrier and MPK's barrier functions, kernel::tma::{store_commit_group,
 store_async_wait<N>, async_proxy_fence}, and per tile kernel::tma::tma_<tile> with
 tma_cp_async(bar, smem, coords) / tma_store_async(smem, coords), coords innermost first as MPK takes them.")]
     Header {
