@@ -3,12 +3,13 @@
 // The declaration, and the proof that it breaks no rule.
 pub use kernel::Plan;
 pub use pipe::{Pipeline, Roles};
-pub use tile::Tile;
+pub use tile::{Im2colTile, Tile};
 pub use tma_core::{validate, BoundSpec, EncodeArgs, MapUpdate, SpecErrors, TileSpec, ValidSpec};
 pub use tma_core::{validate_im2col, BoundIm2col, Im2colEncodeArgs, Im2colSpec, ValidIm2col};
 pub use tma_core::{Arch, DType, Swizzle};
 pub use tma_macros::{
-    tma_1d, tma_2d, tma_3d, tma_4d, tma_5d, tma_kernel, tma_pipeline, tma_warp_roles, TmaTiles,
+    tma_1d, tma_2d, tma_3d, tma_4d, tma_5d, tma_im2col, tma_kernel, tma_pipeline, tma_warp_roles,
+    TmaTiles,
 };
 // Compiling and launching kernels that use it.
 pub use tma_runtime::{Compiler, LaunchConfig, TensorMap};
@@ -55,7 +56,7 @@ pub mod __private {
     pub use crate::pipe::support::*;
     pub use crate::pipe::{BarrierInfo, Pipeline, Roles, StageTileInfo};
     pub use crate::tile::support::*;
-    pub use crate::tile::{Role, SmemLayout, Tile, TileArg, TileBuffer, TileInfo};
+    pub use crate::tile::{Im2colTile, Role, SmemLayout, Tile, TileArg, TileBuffer, TileInfo};
     pub use std::option::Option::{self, None, Some};
     pub use std::result::Result::{self, Err, Ok};
     pub use std::string::String;
@@ -68,8 +69,8 @@ pub mod __private {
     };
     pub use tma_core::render::KernelSource;
     pub use tma_core::{
-        Arch, BoundSpec, DType, EncodeArgs, Extent, Interleave, L2Promotion, OobFill, SpecErrors,
-        Swizzle, TileSpec, ValidSpec,
+        Arch, BoundSpec, DType, EncodeArgs, Extent, Im2colSpec, Interleave, L2Promotion, OobFill,
+        SpecErrors, Swizzle, TileSpec, ValidIm2col, ValidSpec,
     };
     pub use tma_runtime::{Error as RuntimeError, TensorMap};
 }

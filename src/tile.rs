@@ -33,7 +33,10 @@
 //! ```
 
 use std::sync::OnceLock;
-use tma_core::{Arch, BoundSpec, EncodeArgs, SpecErrors, TileSpec, ValidSpec};
+use tma_core::{
+    Arch, BoundIm2col, BoundSpec, EncodeArgs, Im2colEncodeArgs, Im2colSpec, SpecErrors, TileSpec,
+    ValidIm2col, ValidSpec,
+};
 
 /// A tile declared with `tma_1d!` .. `tma_5d!`, checked at compile time by the same
 /// `tma_core::validate` the run-time path uses.
@@ -91,6 +94,73 @@ pub trait Tile {
     /// The `cuTensorMapEncodeTiled` arguments for a tensor of these global dims.
     fn encode_args(global: &[u64]) -> Result<EncodeArgs, SpecErrors> {
         Self::bind(global).map(|b| EncodeArgs::new(&b))
+    }
+}
+
+/// An im2col tile declared with `tma_im2col!`, checked at compile time by the same
+/// `tma_core::validate_im2col` the run-time path uses (docs/IM2COL.md).
+///
+/// ```
+/// use tma::Im2colTile;
+/// tma::tma_im2col! {
+///     pub Act: bf16,
+///     global = [N = _, H = 56, W = 56, C = 64],
+///     channels_per_pixel = 64,
+///     pixels_per_column = 128,
+///     lower_corner = [-1, -1],
+///     upper_corner = [-1, -1],
+///     swizzle = 128,
+/// }
+/// # fn main() -> Result<(), tma::SpecErrors> {
+/// assert_eq!(Act::TX_BYTES, 128 * 64 * 2);
+/// let args = Act::encode_args(&[8, 56, 56, 64])?;
+/// assert_eq!(args.global_dim, vec![64, 56, 56, 8]); // innermost first
+/// assert_eq!(args.lower_corner, vec![-1, -1]); // W first
+/// # Ok(()) }
+/// ```
+pub trait Im2colTile {
+    /// The tile name (snake case of the type, or `name = ".."`).
+    const NAME: &'static str;
+    /// The generated CUDA helper: `tma_<name>`.
+    const CUDA_NAME: &'static str;
+    /// The tensor's rank: 3 (NWC), 4 (NHWC) or 5 (NDHWC).
+    const RANK: usize;
+    /// Channels each pixel contributes to one load.
+    const CHANNELS_PER_PIXEL: u32;
+    /// Pixels one load takes: the rows of the shared-memory tile.
+    const PIXELS_PER_COLUMN: u32;
+    /// Bytes the mbarrier must expect per load (filled pixels included).
+    const TX_BYTES: u64;
+    /// Shared memory one load spans.
+    const SMEM_BYTES: u64;
+    /// Alignment the shared-memory destination needs.
+    const SMEM_ALIGN: u64;
+    /// The tile's CUDA helpers, rendered at compile time.
+    const CUDA_SOURCE: &'static str;
+    /// The architecture it targets (`target = ..`).
+    const TARGET: Arch;
+
+    /// The declared spec, field for field.
+    fn spec() -> Im2colSpec;
+
+    /// The validated spec, computed once on first use (the macro validated the same spec
+    /// with the same function at compile time).
+    fn valid() -> &'static ValidIm2col;
+
+    /// Binds run-time global dims (user order, outer -> inner); static dims must agree, and
+    /// every bounding box must hold a position.
+    fn bind(global: &[u64]) -> Result<BoundIm2col, SpecErrors> {
+        Self::valid().bind(global, None)
+    }
+
+    /// Binds run-time global dims and strides (elements, user order).
+    fn bind_strided(global: &[u64], strides: &[u64]) -> Result<BoundIm2col, SpecErrors> {
+        Self::valid().bind(global, Some(strides))
+    }
+
+    /// The `cuTensorMapEncodeIm2col` arguments for a tensor of these global dims.
+    fn encode_args(global: &[u64]) -> Result<Im2colEncodeArgs, SpecErrors> {
+        Self::bind(global).map(|b| Im2colEncodeArgs::new(&b))
     }
 }
 
@@ -242,6 +312,42 @@ pub mod support {
         cell.get_or_init(|| specs().iter().map(proven).collect())
     }
 
+    /// The im2col spec a `tma_im2col!` accepted, validated again ([`proven`]'s twin).
+    #[allow(clippy::panic)]
+    fn proven_im2col(spec: &Im2colSpec) -> ValidIm2col {
+        match tma_core::validate_im2col(spec) {
+            Ok(valid) => valid,
+            // Cannot happen, for the reasons `proven` gives: the macro ran this same
+            // `validate_im2col` on this same spec at expansion time.
+            Err(e) => panic!(
+                "tma bug: im2col tile `{}` passed tma_core::validate_im2col at compile time but not at run time: {e}",
+                spec.name
+            ),
+        }
+    }
+
+    /// `Im2colTile::valid`: the declared spec, validated once.
+    pub fn valid_im2col_once(
+        cell: &'static OnceLock<ValidIm2col>,
+        spec: fn() -> Im2colSpec,
+    ) -> &'static ValidIm2col {
+        cell.get_or_init(|| proven_im2col(&spec()))
+    }
+
+    /// The im2col spec of a `tma_im2col!` that failed to compile (never run).
+    pub fn stub_im2col_spec(name: &str) -> Im2colSpec {
+        Im2colSpec::new(name, tma_core::DType::U8, [], 0, 0)
+    }
+
+    /// `Im2colTile::valid` of a `tma_im2col!` that failed to compile (never run): a fixed
+    /// spec that passes.
+    pub fn stub_im2col_valid() -> &'static ValidIm2col {
+        static STUB: OnceLock<ValidIm2col> = OnceLock::new();
+        valid_im2col_once(&STUB, || {
+            Im2colSpec::new("tma_stub", tma_core::DType::U8, [1, 16, 16], 16, 16)
+        })
+    }
+
     /// Encode arguments of one tile from a field's run-time shape.
     pub fn bind_field<A: TileArg + ?Sized>(
         valids: &[ValidSpec],
@@ -290,6 +396,7 @@ mod tests {
     #[test]
     fn the_stub_spec_is_valid() {
         assert_eq!(stub_valid().spec().name, "tma_stub");
+        assert_eq!(stub_im2col_valid().spec().name, "tma_stub");
     }
 
     fn rows() -> TileSpec {

@@ -544,3 +544,205 @@ fn check_committed_list(
          refresh it: eval \"$(scripts/cuda-tools.sh --headers)\"; {update_env}=1 cargo test --test nvcc_header {test_filter}"
     );
 }
+
+/// An im2col header: three im2col tiles (NWC, NHWC, NDHWC; run-time dims and strides) beside a
+/// tiled one build with nvcc, device and host; a kernel's `tma_<tile>::load` is the im2col
+/// instruction, and the host encode refuses what the Rust bind refuses, naming the same rule,
+/// dim and value (each case once on both sides). No GPU: a call the checks accept reaches the
+/// driver lookup, whose own verdict (no driver here) says the checks passed.
+#[test]
+fn an_im2col_header_builds_with_nvcc_and_refuses_what_rust_refuses() {
+    use tma::spec::{Extent, Field};
+    use tma::{validate_im2col, DType, Im2colSpec, Swizzle, ValidIm2col};
+    let test = "an_im2col_header_builds_with_nvcc_and_refuses_what_rust_refuses";
+    let Some(nvcc) = nvcc_with_headers(test) else {
+        return;
+    };
+    let run = Extent::Runtime;
+    let nhwc = Im2colSpec::new("act", DType::BF16, [1, 1, 1, 64], 64, 128)
+        .global_extents([run, run, run, Extent::Static(64)])
+        .corners([-1, -1], [-1, -1])
+        .swizzle(Swizzle::B128);
+    let nwc = Im2colSpec::new("seq", DType::U8, [1, 1, 32], 32, 64)
+        .global_extents([Extent::Static(4), run, Extent::Static(32)])
+        .corners([0], [-2]);
+    let ndhwc = Im2colSpec::new("vol", DType::F32, [2, 4, 8, 8, 16], 16, 32)
+        .stride_extents([
+            run,
+            run,
+            Extent::Static(128),
+            Extent::Static(16),
+            Extent::Static(1),
+        ])
+        .corners([0, -1, -1], [0, -1, -1])
+        .swizzle(Swizzle::B64);
+    let tiles: Vec<ValidIm2col> = [nhwc, nwc, ndhwc]
+        .iter()
+        .map(|s| validate_im2col(s).unwrap_or_else(|e| panic!("{e}")))
+        .collect();
+    let tiled = corpus()
+        .into_iter()
+        .find(|v| v.spec().name == "mpk_a")
+        .unwrap();
+    let header =
+        render::header_with_im2col(&[tiled], &tiles, &[], render::HeaderOptions::default())
+            .unwrap();
+    // Each case: tile, run-time arguments (the encode function's, user order), strides for
+    // the bind (elements, user order; None: dense), base address, buffer bytes.
+    type Case = (usize, Vec<u64>, Vec<u64>, Option<Vec<u64>>, u64, u64);
+    let cases: Vec<Case> = vec![
+        (
+            0,
+            vec![8, 56, 56],
+            vec![8, 56, 56, 64],
+            None,
+            0x10000,
+            1 << 30,
+        ),
+        (
+            0,
+            vec![8, 56, 56],
+            vec![8, 56, 56, 64],
+            None,
+            0x10008,
+            1 << 30,
+        ),
+        (
+            0,
+            vec![0, 56, 56],
+            vec![0, 56, 56, 64],
+            None,
+            0x10000,
+            1 << 30,
+        ),
+        (0, vec![8, 56, 56], vec![8, 56, 56, 64], None, 0x10000, 1000),
+        (
+            0,
+            vec![1, 1, 1 << 33],
+            vec![1, 1, 1 << 33, 64],
+            None,
+            0x10000,
+            u64::MAX,
+        ),
+        (1, vec![3], vec![4, 3, 32], None, 0x10000, 1 << 20),
+        (1, vec![2], vec![4, 2, 32], None, 0x10000, 1 << 20),
+        (
+            2,
+            vec![4096, 1024],
+            vec![2, 4, 8, 8, 16],
+            Some(vec![4096, 1024, 128, 16, 1]),
+            0x10000,
+            1 << 20,
+        ),
+        (
+            2,
+            vec![4096, 1023],
+            vec![2, 4, 8, 8, 16],
+            Some(vec![4096, 1023, 128, 16, 1]),
+            0x10000,
+            1 << 20,
+        ),
+    ];
+    let names = ["act", "seq", "vol"];
+    let mut calls = String::new();
+    for (i, (t, args, ..)) in cases.iter().enumerate() {
+        let (base, len) = (cases[i].4, cases[i].5);
+        let args: String = args.iter().map(|a| format!(", {a}ull")).collect();
+        calls.push_str(&format!(
+            "  {{ tma_encode_error e; CUtensorMap map; tma_encode_{}(&map, reinterpret_cast<const void*>({base}ull), {len}ull{args}, &e);\n    std::printf(\"case {i}: %d %s %d %llu\\n\", (int)e.status, e.rule[0] ? e.rule : \"-\", e.dim, e.value); }}\n",
+            names[*t]
+        ));
+    }
+    let program = format!(
+        r#"#include "tma_tiles.cuh"
+#include <cstdio>
+
+static_assert(tma_act::TX_BYTES == 128u * 64u * 2u, "128 pixels of 64 bf16 channels");
+
+__global__ void load_act(const __grid_constant__ CUtensorMap map, unsigned short* out) {{
+  extern __shared__ __align__(1024) unsigned char smem[];
+  __shared__ tma_mbarrier bar;
+  if (threadIdx.x == 0) {{ tma_mbarrier_init(&bar, 1); tma_fence_mbarrier_init(); }}
+  __syncthreads();
+  if (threadIdx.x == 0) {{
+    tma_act::arrive_expect_tx(&bar);
+    tma_act::load(&map, &bar, smem, {{.N = 0, .H = -1, .W = -1, .C = 0}}, {{.H = 1, .W = 1}});
+  }}
+  tma_act::wait(&bar, 0);
+  out[threadIdx.x] = *reinterpret_cast<const unsigned short*>(&tma_act::at(static_cast<const void*>(smem), threadIdx.x, 0));
+}}
+
+int main() {{
+{calls}  return 0;
+}}
+"#
+    );
+    let dir = std::env::temp_dir().join(format!("tma-nvcc-im2col-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("tma_tiles.cuh"), header).unwrap();
+    std::fs::write(dir.join("program.cu"), program).unwrap();
+    let exe = dir.join("program");
+    let out = Command::new(&nvcc)
+        .current_dir(&dir)
+        .args(["-arch=sm_90a", "-std=c++20", "-o"])
+        .arg(&exe)
+        .arg("program.cu")
+        .output()
+        .unwrap();
+    let log =
+        String::from_utf8_lossy(&out.stderr).to_string() + &String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "nvcc failed (files in {}):\n{log}",
+        dir.display()
+    );
+    assert!(!log.contains("warning"), "nvcc warned:\n{log}");
+    let ptx = Command::new(nvcc.with_file_name("cuobjdump"))
+        .arg("-ptx")
+        .arg(&exe)
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&ptx.stdout)
+        .contains("cp.async.bulk.tensor.4d.shared::cluster.global.im2col"));
+    let run = Command::new(&exe).output().unwrap();
+    assert!(run.status.success(), "{run:?}");
+    let stdout = String::from_utf8_lossy(&run.stdout).to_string();
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), cases.len(), "{stdout}");
+    let mut refused = 0;
+    for (i, ((t, _, global, strides, base, len), line)) in cases.iter().zip(&lines).enumerate() {
+        // status rule dim value
+        let f: Vec<&str> = line.split(": ").nth(1).unwrap().split(' ').collect();
+        let status: u32 = f[0].parse().unwrap();
+        // The Rust side: bind (every rule on the dims and strides), the base, the length.
+        let rust = tiles[*t]
+            .bind(global, strides.as_deref())
+            .and_then(|b| b.check_base_address(*base).map(|()| b));
+        match rust {
+            Err(e) => {
+                refused += 1;
+                assert_eq!(status, 2, "case {i}: C++ `{line}`, Rust refuses:\n{e}");
+                let same = e.errors.iter().any(|r| {
+                    let dim = match &r.field {
+                        Field::Global { dim, .. } | Field::Stride { dim, .. } => Some(*dim as i64),
+                        Field::Spatial { index, .. } => Some(*index as i64 + 1),
+                        _ => None,
+                    };
+                    format!("{:?}", r.rule) == f[1] && dim.is_none_or(|d| d.to_string() == f[2])
+                });
+                assert!(
+                    same,
+                    "case {i}: C++ `{line}` names no rule Rust reports:\n{e}"
+                );
+            }
+            Ok(b) if b.extent_bytes() > *len => {
+                refused += 1;
+                assert_eq!(status, 3, "case {i}: C++ `{line}`; Rust: buffer too small");
+            }
+            // Accepted by the checks: the driver lookup or the driver decides (4: no driver).
+            Ok(_) => assert!(status == 0 || status >= 4, "case {i}: C++ refused `{line}`"),
+        }
+    }
+    assert_eq!(refused, 6, "{stdout}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

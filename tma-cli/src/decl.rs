@@ -1,16 +1,17 @@
 //! Tile declarations in the macros' own syntax, read with the macros' own parser and checks
 //! (`tma_syntax`): the same declarations are accepted, with the same errors at the same tokens.
 //!
-//! A source holds `tma_1d! { .. }` .. `tma_5d! { .. }` invocations (each optionally followed by
-//! `;`; `//` comments allowed), or one bare declaration (`A: bf16, global = [..], ..`) whose
-//! rank is the length of its `global` list, or one `tma_pipeline! { .. }` (its stage tiles
-//! are the source's tiles).
+//! A source holds `tma_1d! { .. }` .. `tma_5d! { .. }` and `tma_im2col! { .. }` invocations
+//! (each optionally followed by `;`; `//` comments allowed), or one bare declaration (`A: bf16,
+//! global = [..], ..`) whose rank is the length of its `global` list, or one `tma_pipeline! {
+//! .. }` (its stage tiles are the source's tiles).
 
 use crate::diag::{Diagnostic, Level, Location, Source};
 use proc_macro2::{Delimiter, Span, TokenStream, TokenTree};
 use syn::ext::IdentExt;
 use tma_core::echo::shown;
 use tma_core::pipeline::ValidPipeline;
+use tma_syntax::check::im2col::{self as im2col_check, CheckedIm2col};
 use tma_syntax::check::{self, Checked};
 use tma_syntax::parse::{check_tokens, PipelineDecl, TileDecl, Value, MAX_TEXT_BYTES};
 
@@ -23,9 +24,20 @@ pub struct Tile {
     pub checked: Checked,
 }
 
+/// One declared im2col tile (`tma_im2col! { .. }`) that passed every rule.
+pub struct Im2colTile {
+    /// The declared type name (`Act`).
+    pub ident: String,
+    /// Where the type name was written.
+    pub span: Span,
+    pub checked: CheckedIm2col,
+}
+
 /// What a source declares: its tiles if every one passed, its warnings either way.
 pub struct Read {
     pub tiles: Vec<Tile>,
+    /// Its `tma_im2col!` tiles, in source order.
+    pub im2col: Vec<Im2colTile>,
     pub warnings: Vec<Diagnostic>,
     /// The pipeline a `tma_pipeline!` source declares (its type name and the pipeline).
     pub pipeline: Option<(String, ValidPipeline)>,
@@ -33,6 +45,9 @@ pub struct Read {
 
 /// The macro names, by rank.
 const MACROS: [&str; 5] = ["tma_1d", "tma_2d", "tma_3d", "tma_4d", "tma_5d"];
+
+/// Every macro a source may invoke, as messages list them.
+const ALL_MACROS: &str = "tma_1d, tma_2d, tma_3d, tma_4d, tma_5d, tma_im2col";
 
 /// Reads every declaration of `source`. `Err`: every error found (a declaration's errors do not
 /// stop the others from being checked). Untrusted text is bounded before it is parsed: at most
@@ -73,9 +88,30 @@ pub fn read(source: &Source) -> Result<Read, Vec<Diagnostic>> {
     }
     let mut errors = Vec::new();
     let mut tiles = Vec::new();
+    let mut im2col = Vec::new();
     let mut warnings = Vec::new();
-    for (rank, mac, decl) in decls {
-        let rank = rank.unwrap_or_else(|| global_len(&decl));
+    for (kind, decl) in decls {
+        let (rank, mac) = match kind {
+            Kind::Tiled(rank, mac) => (rank.unwrap_or_else(|| global_len(&decl)), mac),
+            Kind::Im2col => {
+                match im2col_check::im2col_macro(&decl) {
+                    Ok(checked) => {
+                        warnings.extend(checked.warnings.iter().map(|(span, msg)| Diagnostic {
+                            level: Level::Warning,
+                            message: msg.clone(),
+                            at: Some(source.locate(*span)),
+                        }));
+                        im2col.push(Im2colTile {
+                            ident: decl.ident.unraw().to_string(),
+                            span: decl.ident.span(),
+                            checked,
+                        });
+                    }
+                    Err(e) => errors.extend(source.errors(e)),
+                }
+                continue;
+            }
+        };
         match check::tile_macro(rank, mac, &decl) {
             Ok(checked) => {
                 warnings.extend(checked.warnings.iter().map(|(span, msg)| Diagnostic {
@@ -92,16 +128,16 @@ pub fn read(source: &Source) -> Result<Read, Vec<Diagnostic>> {
             Err(e) => errors.extend(source.errors(e)),
         }
     }
-    errors.extend(same_names(
-        tiles
-            .iter()
-            .map(|t| (t, source))
-            .collect::<Vec<_>>()
-            .as_slice(),
-    ));
+    let named: Vec<Named<'_>> = tiles
+        .iter()
+        .map(|t| Named::tiled(t, source))
+        .chain(im2col.iter().map(|t| Named::im2col(t, source)))
+        .collect();
+    errors.extend(same_names(&named));
     if errors.is_empty() {
         Ok(Read {
             tiles,
+            im2col,
             warnings,
             pipeline: None,
         })
@@ -150,12 +186,21 @@ fn read_pipeline(source: &Source, body: TokenStream) -> Result<Read, Vec<Diagnos
     }
     Ok(Read {
         tiles,
+        im2col: Vec::new(),
         warnings,
         pipeline: Some((decl.header.ident.unraw().to_string(), checked.valid)),
     })
 }
 
-type Decl = (Option<usize>, &'static str, TileDecl);
+/// Which macro a declaration was written with.
+enum Kind {
+    /// `tma_Nd!` (the rank it promises; none for a bare declaration) and the macro's name.
+    Tiled(Option<usize>, &'static str),
+    /// `tma_im2col!`.
+    Im2col,
+}
+
+type Decl = (Kind, TileDecl);
 
 /// The declarations of a source: `tma_Nd! { .. }` invocations, or one bare declaration.
 fn split(source: &Source, tokens: TokenStream) -> Result<Vec<Decl>, Vec<Diagnostic>> {
@@ -165,7 +210,7 @@ fn split(source: &Source, tokens: TokenStream) -> Result<Vec<Decl>, Vec<Diagnost
     );
     if !starts_with_macro {
         return match syn::parse2::<TileDecl>(tokens) {
-            Ok(decl) => Ok(vec![(None, "tma_Nd", decl)]),
+            Ok(decl) => Ok(vec![(Kind::Tiled(None, "tma_Nd"), decl)]),
             Err(e) => Err(source.errors(e)),
         };
     }
@@ -180,19 +225,22 @@ fn split(source: &Source, tokens: TokenStream) -> Result<Vec<Decl>, Vec<Diagnost
             errors.push(at(
                 source,
                 tt.span(),
-                "expected a tile macro: `tma_1d!` .. `tma_5d!`",
+                "expected a tile macro: `tma_1d!` .. `tma_5d!` or `tma_im2col!`",
             ));
             break;
         };
         let name = mac.to_string();
-        let Some(rank) = MACROS.iter().position(|m| *m == name) else {
+        let kind = if name == im2col_check::MACRO {
+            Kind::Im2col
+        } else if let Some(rank) = MACROS.iter().position(|m| *m == name) {
+            Kind::Tiled(Some(rank + 1), MACROS[rank])
+        } else {
             errors.push(at(
                 source,
                 mac.span(),
                 &format!(
-                    "unknown macro `{}`; expected one of: {}",
+                    "unknown macro `{}`; expected one of: {ALL_MACROS}",
                     shown(&name),
-                    MACROS.join(", ")
                 ),
             ));
             break;
@@ -222,7 +270,7 @@ fn split(source: &Source, tokens: TokenStream) -> Result<Vec<Decl>, Vec<Diagnost
             }
         };
         match syn::parse2::<TileDecl>(body.stream()) {
-            Ok(decl) => out.push((Some(rank + 1), MACROS[rank], decl)),
+            Ok(decl) => out.push((kind, decl)),
             Err(e) => errors.extend(source.errors(e)),
         }
     }
@@ -294,18 +342,40 @@ fn lex_error(at: &Location) -> String {
     }
 }
 
+/// A tile's name, where its type was written, and the source it was read from: what
+/// [`same_names`] compares, tiled and im2col tiles alike (both are `struct tma_<name>`).
+pub struct Named<'a> {
+    pub name: &'a str,
+    pub span: Span,
+    pub source: &'a Source,
+}
+
+impl<'a> Named<'a> {
+    pub fn tiled(t: &'a Tile, source: &'a Source) -> Named<'a> {
+        Named {
+            name: &t.checked.valid.spec().name,
+            span: t.span,
+            source,
+        }
+    }
+    pub fn im2col(t: &'a Im2colTile, source: &'a Source) -> Named<'a> {
+        Named {
+            name: &t.checked.valid.spec().name,
+            span: t.span,
+            source,
+        }
+    }
+}
+
 /// Two tiles of one header or kernel may not share a name (their structs would collide):
 /// each repeat is an error at its type name, with a note of where the first one is.
-/// `tiles` pairs each tile with the source it was read from.
-pub fn same_names(tiles: &[(&Tile, &Source)]) -> Vec<Diagnostic> {
+pub fn same_names(tiles: &[Named<'_>]) -> Vec<Diagnostic> {
     let mut out = Vec::new();
-    for (i, (t, src)) in tiles.iter().enumerate() {
-        let name = &t.checked.valid.spec().name;
-        let first = tiles[..i]
-            .iter()
-            .find(|(o, _)| &o.checked.valid.spec().name == name);
-        if let Some((o, osrc)) = first {
-            let was = osrc.locate(o.span);
+    for (i, t) in tiles.iter().enumerate() {
+        let (name, src) = (t.name, t.source);
+        let first = tiles[..i].iter().find(|o| o.name == name);
+        if let Some(o) = first {
+            let was = o.source.locate(o.span);
             out.push(Diagnostic {
                 level: Level::Error,
                 message: format!(

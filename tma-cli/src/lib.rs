@@ -23,7 +23,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use tma_core::echo::shown;
 use tma_core::pipeline::ValidPipeline;
-use tma_core::render::{header_with_pipelines, HeaderOptions};
+use tma_core::render::{header_with_im2col, HeaderOptions};
 use tma_core::Arch;
 use tma_syntax::parse::MAX_TEXT_BYTES;
 
@@ -46,7 +46,7 @@ Examples:
   tma precompile kernel.cu --tile tiles.tma     # into the JIT cache the runtime reads
   tma cache list                               # what the JIT cache holds; also size, clear, prune
 
-A .tma file holds tma_1d! .. tma_5d! declarations, or one tma_pipeline!, exactly as in Rust
+A .tma file holds tma_1d! .. tma_5d! and tma_im2col! declarations, or one tma_pipeline!, exactly as in Rust
 (`//` comments allowed; at most 1 MiB, brackets nested at most 32 deep).
 
 Exit codes: 0 success, 1 input rejected (declaration errors, --dims values refused, kernel
@@ -111,9 +111,13 @@ enum Command {
     /// Explain tile declarations: findings, layout, TX_BYTES, encode arguments, shared memory.
     #[command(after_help = "Examples:
   tma explain 'tma_2d! { A: bf16, global = [ROW = _, COL = 1024], boxed = [64, 64], swizzle = 128 }' --dims ROW=4096
-  tma explain tiles.tma --svg smem.svg")]
+  tma explain tiles.tma --svg smem.svg
+  tma explain 'tma_im2col! { Act: bf16, global = [N = _, H = 56, W = 56, C = 64], channels_per_pixel = 64, pixels_per_column = 128, lower_corner = [-1, -1], upper_corner = [-1, -1], swizzle = 128 }' --dims N=8
+
+An im2col tile's report walks one example load (coordinates at the lower corners, offsets 0):
+which pixels it takes, in runs, and where they land in shared memory.")]
     Explain {
-        /// A declaration (`tma_2d! { .. }`, or a bare `A: bf16, global = [..], ..`) or a file of them.
+        /// A declaration (`tma_2d! { .. }`, `tma_im2col! { .. }`, or a bare `A: bf16, global = [..], ..`) or a file of them.
         decl: String,
         /// Run-time dims and strides: `ROW=4096`, `stride_ROW=2048` (repeatable, or comma-separated).
         #[arg(long = "dims", value_name = "NAME=VALUE", value_delimiter = ',')]
@@ -133,7 +137,8 @@ Per tile: struct tma_<tile> (device helpers, coordinates in user order) and
   CUresult tma_encode_<tile>(CUtensorMap* map, const void* base, unsigned long long base_bytes,
                              <run-time dims>, tma_encode_error* err = nullptr);
 which checks the base alignment, the buffer length, the dims and strides before it calls the
-driver. A file holding a tma_pipeline! {..} adds its stage tiles and struct tma_pipe_<name>. With --mpk: kernel::Barrier and MPK's barrier functions, kernel::tma::{store_commit_group,
+driver (cuTensorMapEncodeTiled; for a tma_im2col! tile cuTensorMapEncodeIm2col, after checking
+that every bounding box holds a position). A file holding a tma_pipeline! {..} adds its stage tiles and struct tma_pipe_<name>. With --mpk: kernel::Barrier and MPK's barrier functions, kernel::tma::{store_commit_group,
 store_async_wait<N>, async_proxy_fence}, and per tile kernel::tma::tma_<tile> with
 tma_cp_async(bar, smem, coords) / tma_store_async(smem, coords), coords innermost first as MPK takes them.")]
     Header {
@@ -499,6 +504,11 @@ fn explain_cmd(decl: &str, dims: &[String], svg: Option<&Path>) -> Outcome {
         .tiles
         .iter()
         .flat_map(|t| explain::runtime_names(&t.checked.valid))
+        .chain(
+            read.im2col
+                .iter()
+                .flat_map(|t| explain::im2col_runtime_names(&t.checked.valid)),
+        )
         .collect();
     for name in dims.keys() {
         if !known.contains(name) {
@@ -508,6 +518,9 @@ fn explain_cmd(decl: &str, dims: &[String], svg: Option<&Path>) -> Outcome {
                 known.iter().cloned().collect::<Vec<_>>().join(", ")
             };
             let is_static = read.tiles.iter().any(|t| {
+                let spec = t.checked.valid.spec();
+                (0..spec.rank()).any(|d| spec.dim_label(d) == *name)
+            }) || read.im2col.iter().any(|t| {
                 let spec = t.checked.valid.spec();
                 (0..spec.rank()).any(|d| spec.dim_label(d) == *name)
             });
@@ -542,6 +555,20 @@ fn explain_cmd(decl: &str, dims: &[String], svg: Option<&Path>) -> Outcome {
             out.code = EXIT_REJECTED;
         }
     }
+    for t in &read.im2col {
+        let takes_given = explain::im2col_runtime_names(&t.checked.valid)
+            .iter()
+            .any(|n| dims.contains_key(n));
+        if let (true, explain::Im2colBinding::None(why)) =
+            (takes_given, explain::bind_im2col(&t.checked.valid, &dims))
+        {
+            out.stderr.push_str(&format!(
+                "error: im2col tile `{}`: {why}\n",
+                shown(&t.checked.valid.spec().name)
+            ));
+            out.code = EXIT_REJECTED;
+        }
+    }
     if let Some((ident, pipe)) = &read.pipeline {
         out.stdout.push_str(&explain::explain_pipeline(ident, pipe));
     }
@@ -551,9 +578,45 @@ fn explain_cmd(decl: &str, dims: &[String], svg: Option<&Path>) -> Outcome {
         }
         out.stdout.push_str(&explain::explain(t, &dims));
     }
+    for (i, t) in read.im2col.iter().enumerate() {
+        if i > 0 || !read.tiles.is_empty() || read.pipeline.is_some() {
+            out.stdout.push('\n');
+        }
+        out.stdout.push_str(&explain::explain_im2col(t, &dims));
+    }
     if let Some(path) = svg {
+        let several = read.tiles.len() + read.im2col.len() > 1;
+        for t in &read.im2col {
+            let file = if several {
+                svg_path(path, &t.checked.valid.spec().name)
+            } else {
+                path.to_path_buf()
+            };
+            let picture = match explain::bind_im2col(&t.checked.valid, &dims) {
+                explain::Im2colBinding::Given(b) | explain::Im2colBinding::Example(b, _) => {
+                    let (coords, offsets) = explain::example_call(b.spec());
+                    svg::im2col_svg(&b, &coords, &offsets)
+                }
+                explain::Im2colBinding::None(why) => Err(why),
+            };
+            match picture {
+                Ok(text) => {
+                    if !write_out(Some(&file), &text, &mut out) {
+                        return out;
+                    }
+                    out.stderr.push_str(&format!("wrote {}\n", file.display()));
+                }
+                Err(why) => {
+                    out.stderr.push_str(&format!(
+                        "error: no SVG for im2col tile `{}`: {why}\n",
+                        t.checked.valid.spec().name
+                    ));
+                    out.code = EXIT_REJECTED;
+                }
+            }
+        }
         for t in &read.tiles {
-            let file = if read.tiles.len() == 1 {
+            let file = if !several {
                 path.to_path_buf()
             } else {
                 svg_path(path, &t.checked.valid.spec().name)
@@ -600,8 +663,13 @@ pub fn header_text(
 ) -> Result<(String, Vec<Diagnostic>), Vec<Diagnostic>> {
     let read = decl::read(source)?;
     let specs: Vec<_> = read.tiles.iter().map(|t| t.checked.valid.clone()).collect();
+    let im2col: Vec<_> = read
+        .im2col
+        .iter()
+        .map(|t| t.checked.valid.clone())
+        .collect();
     let pipelines: Vec<_> = read.pipeline.iter().map(|(_, p)| p.clone()).collect();
-    match header_with_pipelines(&specs, &pipelines, HeaderOptions { mpk }) {
+    match header_with_im2col(&specs, &im2col, &pipelines, HeaderOptions { mpk }) {
         Ok(text) => Ok((text, read.warnings)),
         Err(e) => Err(vec![Diagnostic::error(format!(
             "{}: rendering the header failed: {e}",
@@ -734,10 +802,23 @@ fn read_decl_args(decls: &[String], out: &mut Outcome) -> Result<Vec<decl::Read>
         reads.push(r);
         sources.push(src);
     }
-    let located: Vec<(&decl::Tile, &Source)> = reads
+    // A kernel source is assembled by `KernelSource`, which holds tiled tiles and pipelines.
+    for (r, src) in reads.iter().zip(&sources) {
+        if let Some(t) = r.im2col.first() {
+            let at = src.locate(t.span);
+            let mut o = std::mem::take(out);
+            o.stderr.push_str(&format!(
+                "error: {}:{}:{}: `{}` is an im2col tile: `tma compile` and `tma precompile` take tiled tiles and pipelines only (`tma header` writes an im2col tile's helpers and encode function)\n",
+                at.file, at.line, at.column, shown(&t.ident)
+            ));
+            o.code = EXIT_REJECTED;
+            return Err(o);
+        }
+    }
+    let located: Vec<decl::Named<'_>> = reads
         .iter()
         .zip(&sources)
-        .flat_map(|(r, s)| r.tiles.iter().map(move |t| (t, s)))
+        .flat_map(|(r, s)| r.tiles.iter().map(move |t| decl::Named::tiled(t, s)))
         .collect();
     let same = decl::same_names(&located);
     if !same.is_empty() {

@@ -5,7 +5,7 @@
 
 /// Every template, by the name the renderer registers it under. A template the renderer uses
 /// must be listed here (the engine is built from this list).
-pub(crate) const ALL: [(&str, &str); 23] = [
+pub(crate) const ALL: [(&str, &str); 24] = [
     (
         "components.tera",
         include_str!("../templates/components.tera"),
@@ -61,6 +61,10 @@ pub(crate) const ALL: [(&str, &str); 23] = [
     (
         "encode_tile.cuh.tera",
         include_str!("../templates/encode_tile.cuh.tera"),
+    ),
+    (
+        "encode_im2col_tile.cuh.tera",
+        include_str!("../templates/encode_im2col_tile.cuh.tera"),
     ),
     ("mpk.cuh.tera", include_str!("../templates/mpk.cuh.tera")),
     (

@@ -48,6 +48,27 @@ fn everything() -> (String, Vec<(NameKind, String)>) {
         .collect();
     let mut code = header_with(&sm90, HeaderOptions { mpk: true }).unwrap();
     code.push_str(&host_header(&tiles).unwrap());
+    // An im2col tile with run-time dims (its encode parameters), in a header of its own.
+    let im2col = tma_core::validate_im2col(
+        &tma_core::Im2colSpec::new("act", DType::BF16, [1, 1, 1, 64], 64, 128)
+            .dim_names(["batch", "rows", "cols", "chan"])
+            .global_extents([
+                Extent::Runtime,
+                Extent::Runtime,
+                Extent::Runtime,
+                Extent::Static(64),
+            ])
+            .corners([-1, -1], [-1, -1]),
+    )
+    .unwrap();
+    names.push((NameKind::Tile, "act".into()));
+    for d in ["batch", "rows", "cols", "chan"] {
+        names.push((NameKind::Dim, d.into()));
+    }
+    code.push_str(
+        &tma_core::render::header_with_im2col(&[], &[im2col], &[], HeaderOptions::default())
+            .unwrap(),
+    );
     for t in &sm90 {
         code.push_str(&exercise_body_checked(t).unwrap());
     }

@@ -17,8 +17,7 @@ use tma_core::operand::{Major, Operand};
 use tma_core::pipeline::{ClusterAxis, Consumers, PipelineSpec, WarpRoles};
 use tma_core::plan::KernelPlan;
 use tma_core::render::{
-    self, header_with, HeaderOptions, KernelSource, PipelineCode, PlanCode, TileCode, TileSetCode,
-    WarpRolesCode,
+    self, HeaderOptions, KernelSource, PipelineCode, PlanCode, TileCode, TileSetCode, WarpRolesCode,
 };
 use tma_core::{validate, DType, Interleave, Swizzle, TileSpec, ValidSpec};
 
@@ -163,16 +162,22 @@ fn sections(d: &Decls) -> Vec<Section> {
     let pipe = PipelineCode::new(&d.ring, 0).unwrap();
     let roles = WarpRolesCode::new(&d.roles).unwrap();
     let plan = PlanCode::new(&d.plan).unwrap();
-    let header = header_with(&[d.a.clone(), d.bias.clone()], HeaderOptions { mpk: true }).unwrap();
-    let im2col = {
+    let im2col_valid = {
         let spec =
             tma_core::Im2colSpec::new("act_nhwc", tma_core::DType::BF16, [8, 56, 56, 64], 64, 128)
                 .corners([-1, -1], [-1, -1])
                 .swizzle(tma_core::Swizzle::B128)
                 .wgmma(tma_core::Operand::A, tma_core::Major::K);
-        let valid = tma_core::validate_im2col(&spec).unwrap();
-        tma_core::render::Im2colCode::new(&valid, 0).unwrap()
+        tma_core::validate_im2col(&spec).unwrap()
     };
+    let im2col = tma_core::render::Im2colCode::new(&im2col_valid, 0).unwrap();
+    let header = tma_core::render::header_with_im2col(
+        &[d.a.clone(), d.bias.clone()],
+        std::slice::from_ref(&im2col_valid),
+        &[],
+        HeaderOptions { mpk: true },
+    )
+    .unwrap();
     let mut wgmma = under("tma wgmma helpers");
     wgmma.extend(ops);
     vec![
@@ -285,10 +290,11 @@ fn sections(d: &Decls) -> Vec<Section> {
         Section {
             id: "encode",
             title: "Host: encoding a tile's tensor map in C++",
-            templates: &["encode.cuh.tera", "encode_tile.cuh.tera"],
-            intro: "In the standalone header for C++ users (`render::header`, `tma header`), \
-                    host code only. Rendered for tiles `a` and `bias` (`bias`: none of its dims \
-                    at run time either).",
+            templates: &["encode.cuh.tera", "encode_tile.cuh.tera", "encode_im2col_tile.cuh.tera"],
+            intro: "In the standalone header for C++ users (`render::header`, \
+                    `render::header_with_im2col`, `tma header`), host code only. Rendered for \
+                    tiles `a` and `bias` (`bias`: none of its dims at run time either) and the \
+                    im2col tile `act_nhwc` (`cuTensorMapEncodeIm2col`).",
             items: select(&header, |s, i| s.banner_of(i).starts_with("tma host encoding")),
         },
         Section {

@@ -805,13 +805,54 @@ fn im2col_snapshots() {
             .corners([0, -1, -1], [0, -1, -1])
             .swizzle(Swizzle::B64),
     ];
+    let mut valids = Vec::new();
     for spec in specs {
         let valid = validate_im2col(&spec).unwrap_or_else(|e| panic!("{e}"));
         let code = Im2colCode::new(&valid, 3).unwrap();
         assert_eq!(code.source(), Im2colCode::new(&valid, 3).unwrap().source());
         assert_eq!(code.cuda_name(), format!("tma_{}", spec.name));
         insta::assert_snapshot!(format!("im2col_{}", spec.name), code.source());
+        valids.push(valid);
     }
+    // The C++ header: after a tiled tile, each im2col tile's helpers (ids 1, 2, 3) and its host
+    // encode function, whose constant arguments and parameters are snapshotted.
+    let tiled = mpk();
+    let h = render::header_with_im2col(
+        std::slice::from_ref(&tiled),
+        &valids,
+        &[],
+        render::HeaderOptions::default(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    for (id, v) in (1..).zip(&valids) {
+        let name = &v.spec().name;
+        assert!(
+            h.contains(&format!("// im2col tile {id}: `{name}`")),
+            "{name}"
+        );
+        assert!(h.contains(&format!("inline CUresult tma_encode_{name}(")));
+    }
+    let start = h
+        .find("// im2col tile `nwc_u8`: its CUtensorMap (host)")
+        .unwrap();
+    insta::assert_snapshot!("im2col_header_encode", &h[start..]);
+    // One name, one tile: an im2col tile may not take a tiled tile's name.
+    let clash = validate_im2col(&Im2colSpec::new(
+        tiled.spec().name.clone(),
+        DType::U8,
+        [4, 100, 32],
+        32,
+        64,
+    ))
+    .unwrap();
+    assert!(matches!(
+        render::header_with_im2col(&[tiled], &[clash], &[], render::HeaderOptions::default()),
+        Err(render::RenderError::DuplicateTile {
+            first: 0,
+            second: 1,
+            ..
+        })
+    ));
 }
 
 /// A pipeline whose stage holds an im2col A operand (the convolution's, `Im2colSpec::wgmma`,

@@ -12,6 +12,7 @@ use syn::spanned::Spanned;
 use syn::{DeriveInput, Ident};
 use tma_core::{Extent, TileSpec, ValidSpec};
 
+pub mod im2col;
 pub mod kernel;
 pub mod pipeline;
 
@@ -90,14 +91,6 @@ fn spec_expr(s: &TileSpec) -> TokenStream {
         Some(n) => quote!(#p::Some(#p::String::from(#n))),
         None => quote!(#p::None),
     });
-    let extents = |v: &[Extent]| -> Vec<TokenStream> {
-        v.iter()
-            .map(|e| match e {
-                Extent::Static(v) => quote!(#p::Extent::Static(#v)),
-                Extent::Runtime => quote!(#p::Extent::Runtime),
-            })
-            .collect()
-    };
     let global = extents(&s.global);
     let strides = match &s.strides {
         Some(v) => {
@@ -147,6 +140,17 @@ fn spec_expr(s: &TileSpec) -> TokenStream {
             wgmma: #wgmma,
         }
     }
+}
+
+/// Extents as `::tma::__private::Extent` expressions.
+fn extents(v: &[Extent]) -> Vec<TokenStream> {
+    let p = private();
+    v.iter()
+        .map(|e| match e {
+            Extent::Static(v) => quote!(#p::Extent::Static(#v)),
+            Extent::Runtime => quote!(#p::Extent::Runtime),
+        })
+        .collect()
 }
 
 /// The enum variant's identifier (`Swizzle::B128` -> `B128`): the core's own names.

@@ -51,6 +51,42 @@ pub(crate) fn tile_stub(decl: &TileDecl) -> TokenStream {
     }
 }
 
+/// The errors and a unit struct implementing `Im2colTile` with empty values.
+pub fn im2col(decl: &TileDecl, errors: syn::Error) -> TokenStream {
+    let p = private();
+    let errors = errors.to_compile_error();
+    let TileDecl {
+        attrs, vis, ident, ..
+    } = decl;
+    let name = ident.unraw().to_string();
+    let unit = unit_struct(attrs, vis, ident);
+    quote! {
+        #errors
+        #unit
+
+        impl #p::Im2colTile for #ident {
+            const NAME: &'static str = #name;
+            const CUDA_NAME: &'static str = "";
+            const RANK: usize = 0;
+            const CHANNELS_PER_PIXEL: u32 = 0;
+            const PIXELS_PER_COLUMN: u32 = 0;
+            const TX_BYTES: u64 = 0;
+            const SMEM_BYTES: u64 = 0;
+            const SMEM_ALIGN: u64 = 1;
+            const CUDA_SOURCE: &'static str = "";
+            const TARGET: #p::Arch = #p::Arch::Sm90a;
+
+            fn spec() -> #p::Im2colSpec {
+                #p::stub_im2col_spec(#name)
+            }
+
+            fn valid() -> &'static #p::ValidIm2col {
+                #p::stub_im2col_valid()
+            }
+        }
+    }
+}
+
 /// The errors and the derive's inherent items, every one, with empty values.
 pub fn derive(input: &DeriveInput, errors: syn::Error) -> TokenStream {
     let p = private();

@@ -1,4 +1,5 @@
-//! Proc macros of `tma`: `tma_1d!` .. `tma_5d!` declare one checked tile each;
+//! Proc macros of `tma`: `tma_1d!` .. `tma_5d!` declare one checked tile each, `tma_im2col!`
+//! one checked im2col tile;
 //! `#[derive(TmaTiles)]` declares one tile per `#[tma(..)]` field of a struct;
 //! `tma_pipeline!` declares a ring of stages over inline tiles, `tma_warp_roles!` a
 //! warp-specialized block's roles, `tma_kernel!` a kernel plan (its shared memory and launch).
@@ -78,6 +79,34 @@ tile_macro! {
     tma_4d => 4,
     /// A rank-5 tile. See [`tma_3d!`] for the syntax.
     tma_5d => 5,
+}
+
+/// An im2col tile (TMA's im2col mode, `cuTensorMapEncodeIm2col`; docs/IM2COL.md): a unit
+/// struct (deriving what the tile macros' types derive) implementing `tma::Im2colTile`, checked
+/// at compile time by `tma_core::validate_im2col`, every finding at its token. The keys are
+/// the `Im2colSpec` fields; those shared with [`tma_3d!`] read as there.
+///
+/// ```text
+/// tma_im2col! {
+///     pub Act: bf16,                             // type (vis, attrs, docs) and dtype
+///     global = [N = _, H = 56, W = 56, C = 64],  // NWC / NHWC / NDHWC, outer -> inner; `_`: run time
+///     channels_per_pixel = 64,                   // channels of each pixel one load takes (the box of C)
+///     pixels_per_column = 128,                   // pixels one load takes: the rows in shared memory
+///     lower_corner = [H = -1, W = -1],           // optional, spatial dims (user order); default 0
+///     upper_corner = [-1, -1],                   // optional; the box is [lower, extent + upper)
+///     element_strides = [1, 1],                  // optional: the traversal (convolution) strides
+///     strides = [_, 3584, 64, 1],                // optional, elements; `_`: run time
+///     swizzle = 128,                             // none|32|64|128
+///     l2_promotion = 128,                        // none|64|128|256
+///     oob_fill = zero,                           // zero|nan
+///     target = sm_90a,
+///     name = "act",                              // optional: the CUDA name (default: snake case)
+/// }
+/// ```
+#[proc_macro]
+pub fn tma_im2col(input: TokenStream) -> TokenStream {
+    let decl = parse_macro_input!(input as parse::TileDecl);
+    expand::im2col::im2col_macro(decl).into()
 }
 
 /// One tile per `#[tma(..)]` field of a struct with named fields, checked at compile time.

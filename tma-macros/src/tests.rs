@@ -196,3 +196,36 @@ fn rejected_warp_roles_expand_to_errors_and_a_stub() {
         consumer_regs = 256,
     }));
 }
+
+fn im2col(input: proc_macro2::TokenStream) -> String {
+    match syn::parse2(input) {
+        Ok(d) => pretty(expand::im2col::im2col_macro(d)),
+        Err(e) => format!("parse error: {e}"),
+    }
+}
+
+#[test]
+fn im2col_resnet_layer() {
+    insta::assert_snapshot!(im2col(quote! {
+        /// ResNet-50's 3x3 layer at 56x56.
+        pub Act: bf16,
+        global = [N = _, H = 56, W = 56, C = 64],
+        channels_per_pixel = 64,
+        pixels_per_column = 128,
+        lower_corner = [H = -1, W = -1],
+        upper_corner = [-1, -1],
+        element_strides = [1, 1],
+        swizzle = 128,
+    }));
+}
+
+#[test]
+fn rejected_im2col_expands_to_errors_and_a_stub() {
+    insta::assert_snapshot!(im2col(quote! {
+        pub Act: bf16,
+        global = [N = 8, H = 56, W = 56, C = 64],
+        channels_per_pixel = 64,
+        pixels_per_column = 2048,
+        lower_corner = [-200, 0],
+    }));
+}

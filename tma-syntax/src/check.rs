@@ -8,6 +8,7 @@
 //! validation findings at their tokens.
 
 pub mod entries;
+pub mod im2col;
 pub mod kernel;
 pub mod pipeline;
 pub mod spans;

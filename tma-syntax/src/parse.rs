@@ -104,7 +104,9 @@ impl Parse for Word {
     fn parse(input: ParseStream) -> syn::Result<Self> {
         if input.peek(Token![_]) {
             Ok(Word::Underscore(input.parse()?))
-        } else if input.peek(LitInt) {
+        } else if input.peek(LitInt) || (input.peek(Token![-]) && input.peek2(LitInt)) {
+            // `-1`: syn reads the sign into the literal (an im2col corner); keys that take
+            // unsigned values refuse it by name.
             Ok(Word::Int(input.parse()?))
         } else if input.peek(LitStr) {
             Ok(Word::Str(input.parse()?))

@@ -7,6 +7,7 @@ use crate::encode_args::user_dim_of_tma_dim;
 use crate::limits::{MAX_GLOBAL_DIM, MAX_STRIDE_BYTES, PACKED_INNER_DIM_MULTIPLE};
 use crate::pipeline::ValidPipeline;
 use crate::rules::Rule;
+use crate::validate::ValidIm2col;
 
 /// What [`header_with`] emits besides the device helpers and the host encode functions.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -32,6 +33,7 @@ struct EncodeRules {
     whole_bytes: String,
     stride_max: String,
     packed: String,
+    box_empty: String,
 }
 
 /// The context of `encode.cuh.tera`.
@@ -53,6 +55,7 @@ fn encode_common() -> Result<String, RenderError> {
             whole_bytes: rule(Rule::StrideWholeBytes),
             stride_max: rule(Rule::StrideMax),
             packed: rule(Rule::PackedTypeAlignment),
+            box_empty: rule(Rule::Im2colBoxEmpty),
         },
         max_global_dim: MAX_GLOBAL_DIM,
         max_stride_bytes: MAX_STRIDE_BYTES,
@@ -95,9 +98,15 @@ struct EncodeTileContext<'a> {
     strides_doc: String,
 }
 
-/// `tma_encode_<name>`: its constant arguments (user order, with the TMA order from
+/// `tma_encode_<name>`: its constant encode arguments (user order, with the TMA order from
 /// [`to_tma_order`]) and its run-time parameters.
 fn encode_tile(valid: &ValidSpec) -> Result<String, RenderError> {
+    render("encode_tile.cuh.tera", &encode_tile_context(valid))
+}
+
+/// The context of `encode_tile.cuh.tera`; an im2col tile's tensor (its one-pixel tiled view)
+/// takes the same.
+fn encode_tile_context(valid: &ValidSpec) -> EncodeTileContext<'_> {
     let spec = valid.spec();
     let rank = spec.rank();
     let mut params: Vec<EncodeParam> = Vec::new();
@@ -157,7 +166,7 @@ fn encode_tile(valid: &ValidSpec) -> Result<String, RenderError> {
     } else {
         0
     };
-    let ctx = EncodeTileContext {
+    EncodeTileContext {
         name: &spec.name,
         rank,
         dtype_cu: spec.dtype.cu_name(),
@@ -179,8 +188,53 @@ fn encode_tile(valid: &ValidSpec) -> Result<String, RenderError> {
         global,
         strides,
         strides_doc,
+    }
+}
+
+/// The context of `encode_im2col_tile.cuh.tera`: the tensor's encode spec (the tiled view's)
+/// and the im2col arguments, spatial lists in user order with their TMA order.
+#[derive(Serialize)]
+struct EncodeIm2colTileContext<'a> {
+    #[serde(flatten)]
+    tensor: EncodeTileContext<'a>,
+    spatial_rank: usize,
+    spatial_labels: Vec<String>,
+    lower: Vec<i32>,
+    upper: Vec<i32>,
+    traversal: Vec<u32>,
+    spatial_tma_order: Vec<usize>,
+    channels: u32,
+    pixels: u32,
+}
+
+/// `tma_encode_<name>` of an im2col tile: the checks of its tensor (its one-pixel tiled view,
+/// [`ValidIm2col::tensor`]) and of its bounding boxes, then `cuTensorMapEncodeIm2col`.
+fn encode_im2col_tile(valid: &ValidIm2col) -> Result<String, RenderError> {
+    let spec = valid.spec();
+    let k = spec.spatial_rank();
+    // Three entries each (the C struct's arrays); only the first `k` are read.
+    let pad = |v: &[i32]| -> Vec<i32> {
+        let mut v = v.to_vec();
+        v.resize(3, 0);
+        v
     };
-    render("encode_tile.cuh.tera", &ctx)
+    let mut traversal = spec.element_strides.clone();
+    traversal.resize(3, 1);
+    let spatial: Vec<usize> = (0..k).collect();
+    let mut spatial_tma_order = to_tma_order(&spatial);
+    spatial_tma_order.resize(3, 0);
+    let ctx = EncodeIm2colTileContext {
+        tensor: encode_tile_context(valid.tensor()),
+        spatial_rank: k,
+        spatial_labels: (1..=k).map(|d| spec.dim_label(d)).collect(),
+        lower: pad(&spec.lower_corner),
+        upper: pad(&spec.upper_corner),
+        traversal,
+        spatial_tma_order,
+        channels: spec.channels_per_pixel,
+        pixels: spec.pixels_per_column,
+    };
+    render("encode_im2col_tile.cuh.tera", &ctx)
 }
 
 /// MPK's names for the dims of a rank-`rank` tile, user order (outer -> inner): its
@@ -306,6 +360,21 @@ pub fn header_with_pipelines(
     pipelines: &[ValidPipeline],
     opts: HeaderOptions,
 ) -> Result<String, RenderError> {
+    header_with_im2col(specs, &[], pipelines, opts)
+}
+
+/// [`header_with_pipelines`] and im2col tiles: each one's device helpers ([`Im2colCode`], tile
+/// ids after the tiled tiles') and its host encode function `tma_encode_<name>(CUtensorMap*
+/// map, const void* base, unsigned long long base_bytes, <run-time dims>, tma_encode_error* err
+/// = nullptr)`, which checks what tma-runtime's `TensorMap::new_im2col` checks before it calls
+/// `cuTensorMapEncodeIm2col`. Mirage MPK has no im2col tiles: [`HeaderOptions::mpk`] adds
+/// nothing for them. A name may be one tile's only, tiled or im2col.
+pub fn header_with_im2col(
+    specs: &[ValidSpec],
+    im2col: &[ValidIm2col],
+    pipelines: &[ValidPipeline],
+    opts: HeaderOptions,
+) -> Result<String, RenderError> {
     let mut tiles: Vec<ValidSpec> = specs.to_vec();
     for p in pipelines {
         for t in &p.spec().tiles {
@@ -328,11 +397,31 @@ pub fn header_with_pipelines(
          #pragma once\n\n",
     );
     out.push_str(&device.build()?);
+    // im2col tiles: ids after the tiled ones, names unlike every other tile's.
+    let first_id = u32::try_from(tiles.len()).unwrap_or(u32::MAX);
+    let mut names: Vec<&str> = tiles.iter().map(|t| t.spec().name.as_str()).collect();
+    for (id, v) in (first_id..).zip(im2col) {
+        let name = v.spec().name.as_str();
+        if let Some(first) = names.iter().position(|n| *n == name) {
+            return Err(RenderError::DuplicateTile {
+                name: name.to_string(),
+                first: u32::try_from(first).unwrap_or(u32::MAX),
+                second: id,
+            });
+        }
+        names.push(name);
+        out.push('\n');
+        out.push_str(Im2colCode::new(v, id)?.source());
+    }
     out.push('\n');
     out.push_str(&encode_common()?);
     for v in &tiles {
         out.push('\n');
         out.push_str(&encode_tile(v)?);
+    }
+    for v in im2col {
+        out.push('\n');
+        out.push_str(&encode_im2col_tile(v)?);
     }
     if opts.mpk {
         out.push('\n');

@@ -66,7 +66,9 @@ mod source;
 mod tile;
 mod wgmma;
 
-pub use cpp::{header_with, header_with_pipelines, mpk_dim_names, HeaderOptions};
+pub use cpp::{
+    header_with, header_with_im2col, header_with_pipelines, mpk_dim_names, HeaderOptions,
+};
 use engine::*;
 pub use hang::HangTiles;
 pub use im2col::Im2colCode;

@@ -265,31 +265,32 @@ fn unknown_key(key: &str, input: &TileInput<'_>) -> String {
 }
 type Spanned<T> = Option<(T, Span)>;
 
-/// Entry values as they are read; each remembers its span.
+/// Entry values as they are read; each remembers its span. `tma_im2col!` reads the keys it
+/// shares with the tiled macros (`global`, `strides`, `dtype`, `name`, `swizzle`, ..) with it.
 #[derive(Default)]
-struct Builder {
-    name: Spanned<String>,
-    name_span: Option<Span>,
-    dtype: Spanned<DType>,
-    dim_names: Vec<Option<String>>,
-    global: Option<(ListSpans, Vec<Extent>)>,
-    boxed: Option<(ListSpans, Vec<u32>)>,
-    strides: Option<(ListSpans, Vec<Extent>)>,
-    element_strides: Option<(ListSpans, Vec<u32>)>,
-    repeat: Option<(ListSpans, Vec<u32>)>,
-    swizzle: Spanned<Swizzle>,
-    interleave: Spanned<Interleave>,
-    l2_promotion: Spanned<L2Promotion>,
-    oob_fill: Spanned<OobFill>,
-    smem_stride: Spanned<u64>,
-    target: Spanned<Arch>,
-    wgmma: Spanned<WgmmaOperand>,
+pub(crate) struct Builder {
+    pub(crate) name: Spanned<String>,
+    pub(crate) name_span: Option<Span>,
+    pub(crate) dtype: Spanned<DType>,
+    pub(crate) dim_names: Vec<Option<String>>,
+    pub(crate) global: Option<(ListSpans, Vec<Extent>)>,
+    pub(crate) boxed: Option<(ListSpans, Vec<u32>)>,
+    pub(crate) strides: Option<(ListSpans, Vec<Extent>)>,
+    pub(crate) element_strides: Option<(ListSpans, Vec<u32>)>,
+    pub(crate) repeat: Option<(ListSpans, Vec<u32>)>,
+    pub(crate) swizzle: Spanned<Swizzle>,
+    pub(crate) interleave: Spanned<Interleave>,
+    pub(crate) l2_promotion: Spanned<L2Promotion>,
+    pub(crate) oob_fill: Spanned<OobFill>,
+    pub(crate) smem_stride: Spanned<u64>,
+    pub(crate) target: Spanned<Arch>,
+    pub(crate) wgmma: Spanned<WgmmaOperand>,
     /// Names given inside lists other than `global`, checked against it at the end.
-    other_names: Vec<(usize, Ident)>,
+    pub(crate) other_names: Vec<(usize, Ident)>,
 }
 
 impl Builder {
-    fn dtype(&mut self, w: &Word, errs: &mut Errors) {
+    pub(crate) fn dtype(&mut self, w: &Word, errs: &mut Errors) {
         match DType::parse(&w.text()).filter(|_| !matches!(w, Word::Underscore(_))) {
             Some(d) => self.dtype = Some((d, w.span())),
             None => errs.push(
@@ -303,7 +304,7 @@ impl Builder {
         }
     }
 
-    fn entry(&mut self, key: &str, value: &Value, errs: &mut Errors) {
+    pub(crate) fn entry(&mut self, key: &str, value: &Value, errs: &mut Errors) {
         let word = |errs: &mut Errors| match value {
             Value::Word(w) => Some(w.clone()),
             Value::List(l) => {
@@ -460,7 +461,7 @@ impl Builder {
     }
 }
 
-fn check_name(global: &[Option<String>], d: usize, id: &Ident, errs: &mut Errors) {
+pub(crate) fn check_name(global: &[Option<String>], d: usize, id: &Ident, errs: &mut Errors) {
     let raw = id.unraw().to_string();
     let given = shown(&raw);
     match global.get(d) {
@@ -476,7 +477,7 @@ fn check_name(global: &[Option<String>], d: usize, id: &Ident, errs: &mut Errors
     }
 }
 
-fn list_of<'v>(key: &str, value: &'v Value, errs: &mut Errors) -> Option<&'v List> {
+pub(crate) fn list_of<'v>(key: &str, value: &'v Value, errs: &mut Errors) -> Option<&'v List> {
     match value {
         Value::List(l) => Some(l),
         Value::Word(w) => {
@@ -503,6 +504,13 @@ where
         return None;
     };
     let text = shown(&lit.to_string());
+    if lit.base10_digits().starts_with('-') {
+        errs.push(
+            lit.span(),
+            format!("`{key}` takes unsigned integers, not `{text}`"),
+        );
+        return None;
+    }
     let suffix = lit.suffix();
     let suffix_fits = match suffix {
         "" => Some(true),
@@ -547,6 +555,42 @@ where
                     "`{}` is out of range for `{key}` ({})",
                     shown(lit.base10_digits()),
                     std::any::type_name::<T>()
+                ),
+            );
+            None
+        }
+    }
+}
+
+/// A signed integer literal (`-1`, `3`, `-1i32`) that fits an `i32`: an im2col corner.
+pub(crate) fn signed_int(w: &Word, key: &str, errs: &mut Errors) -> Option<i32> {
+    let Word::Int(lit) = w else {
+        errs.push(
+            w.span(),
+            format!("`{key}` takes integers, not `{}`", shown(&w.text())),
+        );
+        return None;
+    };
+    let text = shown(&lit.to_string());
+    if !matches!(lit.suffix(), "" | "i32") {
+        errs.push(
+            lit.span(),
+            format!(
+                "`{key}` takes i32 integers: `{text}` has the suffix `{}` (write `{}`)",
+                shown(lit.suffix()),
+                shown(lit.base10_digits())
+            ),
+        );
+        return None;
+    }
+    match lit.base10_parse::<i32>() {
+        Ok(v) => Some(v),
+        Err(_) => {
+            errs.push(
+                lit.span(),
+                format!(
+                    "`{}` is out of range for `{key}` (i32)",
+                    shown(lit.base10_digits())
                 ),
             );
             None

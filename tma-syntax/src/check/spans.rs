@@ -51,7 +51,8 @@ impl ListSpans {
         }
     }
 
-    fn item(&self, d: usize) -> Span {
+    /// Element `d`'s value token, or the brackets when the list is shorter.
+    pub fn item(&self, d: usize) -> Span {
         self.items.get(d).copied().unwrap_or(self.whole)
     }
 }
