@@ -105,6 +105,8 @@ fn spec_expr(s: &Im2colSpec) -> TokenStream {
             l2_promotion: #p::L2Promotion::#l2,
             oob_fill: #p::OobFill::#oob,
             target: #p::Arch::#target,
+            // (A wgmma operand is declared with the builder, `Im2colSpec::wgmma`.)
+            wgmma: ::core::option::Option::None,
         }
     }
 }
