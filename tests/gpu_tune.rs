@@ -341,19 +341,29 @@ fn long_kernels_by_events_and_the_default_stream_without_graphs() {
         n,
     };
     let key = TuneKey::new("scale", &[n as u64], &["f32"]).unwrap();
-    let t = tuner(compiler, &d, &dir)
-        .best_or_tune(&key, &cands, &mut bench)
-        .unwrap();
-    println!("{}", t.report);
-    let Outcome::Timed(tm) = &t.report.rows[0].outcome else {
-        panic!("not timed")
-    };
-    assert_eq!(tm.launches, 1);
+    // The tuner tries a graph only when its 3-launch probe is under 20 us; on the legacy
+    // default stream a host hiccup can push the probe of this 1 us kernel past that (then no
+    // graph is tried, rightly; seen once on an H100). So up to 3 fresh tunes: one must try a
+    // graph and be refused for the default stream, and none may time through a graph.
+    let mut refused = None;
+    for attempt in 0..3 {
+        let _ = std::fs::remove_dir_all(&dir);
+        let t = tuner(compiler, &d, &dir)
+            .best_or_tune(&key, &cands, &mut bench)
+            .unwrap();
+        println!("attempt {attempt}: {}", t.report);
+        let Outcome::Timed(tm) = &t.report.rows[0].outcome else {
+            panic!("not timed")
+        };
+        assert_eq!(tm.launches, 1, "{tm:?}");
+        if tm.graph_refused.is_some() {
+            refused = tm.graph_refused.clone();
+            break;
+        }
+    }
     assert!(
-        tm.graph_refused
-            .as_deref()
-            .is_some_and(|g| g.contains("default stream")),
-        "{tm:?}"
+        refused.as_deref().is_some_and(|g| g.contains("default stream")),
+        "{refused:?}"
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
