@@ -362,7 +362,9 @@ fn long_kernels_by_events_and_the_default_stream_without_graphs() {
         }
     }
     assert!(
-        refused.as_deref().is_some_and(|g| g.contains("default stream")),
+        refused
+            .as_deref()
+            .is_some_and(|g| g.contains("default stream")),
         "{refused:?}"
     );
     let _ = std::fs::remove_dir_all(&dir);
