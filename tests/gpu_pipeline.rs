@@ -360,7 +360,9 @@ fn the_planned_ring_launches_as_its_pipeline() {
         (
             [128 * (1 + ring.warpgroups), 1, 1],
             ring.pipe.spec().cluster,
-            ring.pipe.dynamic_smem_bytes()
+            // The plan's slack is SMEM_ALIGN - 16 (a 16-byte aligned base skips no more); the
+            // pipeline's own DYNAMIC_SMEM_BYTES keeps SMEM_ALIGN.
+            ring.pipe.dynamic_smem_bytes() - 16
         )
     );
     assert_eq!(source.plans().len(), 1);
@@ -548,8 +550,14 @@ fn gpu_rings_stream_every_stage_intact() {
             .clone_htod(&vec![0xa5u8; BLOCKS as usize * n * stage_bytes])
             .unwrap();
         let mut bad = stream.clone_htod(&[0u64]).unwrap();
+        // The planned kernel launches as its plan says: its pipeline's bytes with the plan's
+        // slack (SMEM_ALIGN - 16: a 16-byte aligned base skips no more), 16 below the
+        // pipeline's own DYNAMIC_SMEM_BYTES.
+        let smem = kernel
+            .plan()
+            .map_or(pipe.dynamic_smem_bytes() as u32, |p| p.dynamic_smem_bytes);
         let mut cfg = LaunchConfig::new(&stream, ring.grid, (128 * (1 + ring.warpgroups), 1, 1))
-            .dynamic_smem(pipe.dynamic_smem_bytes() as u32);
+            .dynamic_smem(smem);
         if pipe.cluster_ctas() > 1 {
             cfg = cfg.cluster(cluster);
         }
@@ -741,7 +749,8 @@ fn gpu_a_launch_off_the_pipelines_shape_is_refused_on_the_host() {
         .unwrap();
     let kernel = module.kernel(ring.kernel).unwrap();
     let mut args = RingArgs::new(&stream, &ring.pipe, true);
-    let smem = ring.pipe.dynamic_smem_bytes() as u32;
+    // The plan's bytes: the pipeline's with SMEM_ALIGN - 16 of slack.
+    let smem = ring.pipe.dynamic_smem_bytes() as u32 - 16;
     let cfg = |grid, cluster: Option<(u32, u32, u32)>, smem: u32| {
         let c = LaunchConfig::new(&stream, grid, (256, 1, 1)).dynamic_smem(smem);
         match cluster {

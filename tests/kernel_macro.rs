@@ -229,7 +229,7 @@ fn the_macro_constants_are_the_run_time_builders() {
     assert_eq!(Gemm::BLOCKS_PER_SM, GemmRoles::BLOCKS_PER_SM);
     assert_eq!(
         u64::from(Gemm::DYNAMIC_SMEM_BYTES),
-        d_at + 16384 + 256 + 1024
+        d_at + 16384 + 256 + 1024 - 16
     );
     const { assert!(Gemm::SMEM_OPT_IN) };
     // Inline parts are types like any other.

@@ -221,7 +221,7 @@ pub struct Placed {
     pub total_bytes: u64,
     /// The largest region alignment, at least 16.
     pub align_bytes: u64,
-    /// `total_bytes + align_bytes`; 0 without regions.
+    /// [`super::plan_dynamic_smem`]: `total_bytes + align_bytes - 16`; 0 without regions.
     pub dynamic_smem_bytes: u64,
     /// A size saturated (more than 64 bits).
     pub overflow: bool,
@@ -275,7 +275,7 @@ pub const fn place(regions: &mut [RegionInfo]) -> Placed {
     let dynamic = if regions.is_empty() {
         0
     } else {
-        end.saturating_add(align_bytes)
+        super::plan_dynamic_smem(end, align_bytes)
     };
     Placed {
         total_bytes: end,
@@ -915,10 +915,7 @@ pub const fn first_past(p: &PlanIn<'_>, limit: u64) -> usize {
     let mut i = 0;
     while i < p.regions.len() {
         let r = p.regions[i];
-        let end = r
-            .offset
-            .saturating_add(r.bytes)
-            .saturating_add(p.placed.align_bytes);
+        let end = super::plan_dynamic_smem(r.offset.saturating_add(r.bytes), p.placed.align_bytes);
         if end > limit || r.bytes == u64::MAX {
             return i;
         }

@@ -17,7 +17,7 @@
 //! raw (the launch's dynamic shared memory, 16-byte aligned)
 //! | up to SMEM_ALIGN - 16 bytes skipped by base(raw)
 //! base: region 0 at OFFSET_<0> (a multiple of its alignment), region 1 ..., SMEM_BYTES in all
-//! DYNAMIC_SMEM_BYTES = SMEM_BYTES + SMEM_ALIGN
+//! DYNAMIC_SMEM_BYTES = SMEM_BYTES + SMEM_ALIGN - 16     (plan_dynamic_smem)
 //! ```
 //!
 //! The block's threads come from the warp roles when the plan has them (else are declared),
@@ -256,16 +256,28 @@ impl PlanLayout {
         self.layout.align_bytes
     }
 
-    /// What the launch gives: [`SmemLayout::dynamic_smem_bytes`], `total_bytes + align_bytes`
-    /// (aligning the base skips up to `align_bytes - 16`); 0 when the plan keeps nothing in
-    /// dynamic shared memory.
+    /// What the launch gives: [`plan_dynamic_smem`] of the regions; 0 when the plan keeps
+    /// nothing in dynamic shared memory.
     pub fn dynamic_smem_bytes(&self) -> u64 {
         if self.regions.is_empty() {
             0
         } else {
-            self.layout.dynamic_smem_bytes()
+            plan_dynamic_smem(self.layout.total_bytes, self.layout.align_bytes)
         }
     }
+}
+
+/// A plan's dynamic shared memory for regions spanning `total` bytes from a base aligned to
+/// `align`: `total + align - 16`, since the launch's dynamic shared memory starts at least 16-byte
+/// aligned, so aligning it up skips at most `align - 16` bytes (the 16 bytes matter: a head-dim
+/// 256 attention plan fits 227 KB by them).
+pub const fn plan_dynamic_smem(total: u64, align: u64) -> u64 {
+    let align = if align > DYNAMIC_SMEM_BASE_ALIGN {
+        align
+    } else {
+        DYNAMIC_SMEM_BASE_ALIGN
+    };
+    total.saturating_add(align - DYNAMIC_SMEM_BASE_ALIGN)
 }
 
 /// What a launch of a plan's kernel must be: the typed description the runtime checks a
@@ -800,7 +812,7 @@ fn layout(plan: &KernelPlan, errors: &mut Vec<SpecError>) -> Option<PlanLayout> 
     let dynamic = if spans.is_empty() {
         Size::ZERO
     } else {
-        Size::new(set.total_bytes) + align_bytes
+        Size::new(set.total_bytes) + (plan_dynamic_smem(0, align_bytes))
     };
     let limit = plan.target.max_smem_per_block();
     if !dynamic.is_below(limit + 1) {

@@ -277,7 +277,15 @@ impl<'a> Launch<'a> {
         let slots = std::mem::take(&mut self.slots);
         let guards = std::mem::take(&mut self.guards);
         if let Some(Err(e)) = self.tracked.take() {
-            return Err(e);
+            // A sticky failure of an earlier launch (a debug check's trap) surfaces in the
+            // first driver call after it, here the capture query `arg` made: name it as the
+            // launch would (the debug record), not as that query.
+            return Err(match e {
+                Error::Driver { result, .. } if super::module::is_sticky(result) => {
+                    kernel.module().explain_failure(kernel.name(), result)
+                }
+                e => e,
+            });
         }
         cfg.check(kernel.name())?;
         if let Some(plan) = kernel.plan() {
@@ -349,8 +357,17 @@ impl<'a> Launch<'a> {
     /// As [`Launch::launch`].
     pub unsafe fn launch_and_sync(&mut self) -> Result<(), Error> {
         let (module, stream) = (self.kernel.module().clone(), self.cfg.stream.clone());
-        super::capture::refuse_if_capturing(&stream, super::CaptureOp::Synchronize)?;
         let name = self.kernel.name().to_string();
+        // The capture query is the first driver call after an earlier launch's trap: its
+        // sticky failure is that launch's, named from the debug record as the launch would.
+        super::capture::refuse_if_capturing(&stream, super::CaptureOp::Synchronize).map_err(
+            |e| match e {
+                Error::Driver { result, .. } if super::module::is_sticky(result) => {
+                    module.explain_failure(&name, result)
+                }
+                e => e,
+            },
+        )?;
         // SAFETY: forwarded from the caller.
         unsafe { self.launch() }?;
         stream

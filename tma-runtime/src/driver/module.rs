@@ -231,7 +231,7 @@ fn param_bytes(func: &CudaFunction) -> Result<Vec<usize>, Error> {
 }
 
 /// Errors after which the context cannot be used again.
-fn is_sticky(r: CuResult) -> bool {
+pub(crate) fn is_sticky(r: CuResult) -> bool {
     use sys::CUresult::*;
     matches!(
         r.0,
