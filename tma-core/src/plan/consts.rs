@@ -901,7 +901,7 @@ pub const fn smem(p: &PlanIn<'_>, i: usize) -> Msg {
         .str(" B, ")
         .num(placed.dynamic_smem_bytes)
         .str(" B with the ")
-        .num(placed.align_bytes)
+        .num(placed.dynamic_smem_bytes - placed.total_bytes)
         .str(" B alignment slack; a block on ")
         .str(p.target.nvrtc_name())
         .str(" has ")

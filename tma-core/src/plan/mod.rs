@@ -828,9 +828,10 @@ fn layout(plan: &KernelPlan, errors: &mut Vec<SpecError>) -> Option<PlanLayout> 
             dynamic,
             Rule::PlanSmemFits,
             format!(
-                "the plan's regions ({}) span {} B, {dynamic} B with the {align_bytes} B alignment slack; a block on {} has {limit} B",
+                "the plan's regions ({}) span {} B, {dynamic} B with the {} B alignment slack; a block on {} has {limit} B",
                 parts.join(", "),
                 set.total_bytes,
+                plan_dynamic_smem(0, align_bytes),
                 plan.target
             ),
         ));
