@@ -87,16 +87,9 @@ struct attn_producer {
   }
 };
 
-// Two fp32 -> one packed pair of the storage type (lo in the low half).
-__device__ __forceinline__ unsigned attn_pack(float lo, float hi) {
-  unsigned r;
-#if ATTN_F16
-  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-#else
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-#endif
-  return r;
-}
+// Two fp32 -> one packed pair of the storage type (lo in the low half): tma's conversion,
+// the one P's A fragments use.
+__device__ __forceinline__ unsigned attn_pack(float lo, float hi) { return tma_wgmma_pack2<TV::WGMMA_TYPE>(lo, hi); }
 
 // One consumer warpgroup's online softmax over its 64 rows: each thread holds two rows (its
 // fragment's halves h = 0, 1, as tma's row helpers number them), their running max m (raw

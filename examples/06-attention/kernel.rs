@@ -367,13 +367,12 @@ impl Plan {
     pub fn source(&self) -> Res<Source> {
         let c = &self.config;
         let defines = format!(
-            "#define ATTN_D {}\n#define ATTN_BN {}\n#define ATTN_NC {}\n#define ATTN_KIND {}\n#define ATTN_CAUSAL {}\n#define ATTN_F16 {}\n#define ATTN_O_TMA {}\n#define ATTN_RELEASE_ONE {}\n",
+            "#define ATTN_D {}\n#define ATTN_BN {}\n#define ATTN_NC {}\n#define ATTN_KIND {}\n#define ATTN_CAUSAL {}\n#define ATTN_O_TMA {}\n#define ATTN_RELEASE_ONE {}\n",
             c.d,
             c.bn,
             c.consumers(),
             c.kind.code(),
             u32::from(c.causal),
-            u32::from(c.input == In::F16),
             u32::from(c.o_tma),
             u32::from(c.release_one),
         );
