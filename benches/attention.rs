@@ -11,7 +11,8 @@
 //! cold compile (no cache) on this machine. Exit code 1 when a configuration is wrong. Without
 //! NVRTC or a GPU: says so, exits 0. `ATTN_SEQS=512,4096`: those sequence lengths only;
 //! `ATTN_DIMS=128`: that head dim only; `ATTN_EXTRA=ov_d64_n192_s3_p_bf16,...`: those
-//! configurations too (at 4k and 16k), to try a tile or schedule against the best.
+//! configurations too (at every sequence length of ATTN_SEQS), to try a tile or schedule
+//! against the best.
 
 #[allow(dead_code)]
 #[path = "../examples/05-gemm/compile.rs"]
@@ -66,16 +67,21 @@ fn run() -> Res<bool> {
         .unwrap_or(20);
     let seqs = env_list("ATTN_SEQS", &[512, 1024, 2048, 4096, 8192, 16384]);
     let dims = env_list("ATTN_DIMS", &[64, 128, 256]);
-    // (label, config, head dim, causal): the best configuration per (d, causal) on every
-    // sequence length; the ladder at d = 128, not causal, at 4k and 16k.
+    // (label, config, sequence lengths): per (d, causal) the configuration `for_keys` picks
+    // for each sequence length; the ladder at d = 128, not causal, at 4k and 16k.
     let mut runs: Vec<(String, Config, Vec<usize>)> = Vec::new();
     for &d in &dims {
         for causal in [false, true] {
-            runs.push((
-                "best".into(),
-                Config::best(In::BF16, d as u32, causal),
-                seqs.clone(),
-            ));
+            for c in Config::picks(In::BF16, d as u32, causal) {
+                let s: Vec<usize> = seqs
+                    .iter()
+                    .copied()
+                    .filter(|&s| Config::for_keys(In::BF16, d as u32, causal, s) == c)
+                    .collect();
+                if !s.is_empty() {
+                    runs.push(("best".into(), c, s));
+                }
+            }
         }
     }
     if dims.contains(&128) {
@@ -94,7 +100,7 @@ fn run() -> Res<bool> {
         for n in extra.split(',').filter(|n| !n.trim().is_empty()) {
             let c =
                 Config::parse(n.trim()).ok_or(format!("ATTN_EXTRA: no configuration named {n}"))?;
-            runs.push(("extra".into(), c, vec![4096, 16384]));
+            runs.push(("extra".into(), c, seqs.clone()));
         }
     }
     let compiler = match Compiler::global() {

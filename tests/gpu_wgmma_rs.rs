@@ -27,8 +27,8 @@ use tma::runtime::{CompileOptions, Compiler, Module, Source, TensorMap};
 use tma::spec::WgmmaType;
 use tma::wgmma::fragment::{d_position, WARPGROUP_THREADS};
 use tma::wgmma::registers::{
-    self, a_fragments, a_matrix, accumulator_to_a, exp2_argument, exp2_ftz, row_max, row_scale,
-    row_sum, value_16, AFragment, RowPair, EX2_MAX_ULPS,
+    self, a_fragments, a_matrix, accumulator_to_a, exp2_argument, exp2_ftz, quad_sum, row_max,
+    row_scale, row_sum, row_sum_partial, value_16, AFragment, RowPair, EX2_MAX_ULPS,
 };
 use tma::wgmma::{AccumulatorType, Fragment};
 use tma::{Arch, DType, ValidSpec};
@@ -38,11 +38,12 @@ const KERNEL: &str = "attn";
 const SET: &str = "ops";
 
 /// The kernel: one warpgroup, tile set `ops` (`q`, `k`, `v`); outputs per thread, in register
-/// order: S, m (2), P, l (2), P as A (n_kv / 16 x 4 words), O, O scaled, X V.
+/// order: S, m (2), P, l (2), P as A (n_kv / 16 x 4 words), O, O scaled, X V, and P's row-sum
+/// shares (2) with their quad sums (2).
 const BODY: &str = r#"
 extern "C" __global__ void TMA_PLAN_ATTN_LAUNCH_BOUNDS attn(TMA_OPS_PARAMS, int q_row, int kv_row, float scale_log2,
     const unsigned* x_in, float* s_out, float* m_out, float* p_out, float* l_out, unsigned* a_out,
-    float* o_out, float* on_out, float* xv_out) {
+    float* o_out, float* on_out, float* xv_out, float* ls_out) {
   using P = tma_plan_attn;
   using S = P::tile_ops;
   using Q = S::q;
@@ -102,6 +103,13 @@ extern "C" __global__ void TMA_PLAN_ATTN_LAUNCH_BOUNDS attn(TMA_OPS_PARAMS, int 
   for (unsigned r = 0; r < 2u; ++r) {
     m_out[t * 2u + r] = m[r];
     l_out[t * 2u + r] = l[r];
+  }
+  // The same sums as each thread's shares, quad-added once (the attention's epilogue).
+  float share[2] = {0.0f, 0.0f};
+  tma_wgmma_row_sum_partial<NKV>(s, share);
+  for (unsigned r = 0; r < 2u; ++r) {
+    ls_out[t * 4u + r] = share[r];
+    ls_out[t * 4u + 2u + r] = tma_wgmma_quad_sum(share[r]);
   }
 
   // P as A fragments of V's type, and O = P V with A from registers.
@@ -344,6 +352,9 @@ struct Outputs {
     o: Vec<Vec<f32>>,
     on: Vec<Vec<f32>>,
     xv: Vec<Vec<f32>>,
+    /// P's row-sum shares per thread (`tma_wgmma_row_sum_partial`) and their quad sums.
+    shares: Vec<RowPair>,
+    quads: Vec<RowPair>,
 }
 
 /// Counts and prints the mismatches of one stage.
@@ -434,6 +445,24 @@ fn check(inp: &Inputs, out: &Outputs) -> Vec<Stage> {
         }
     }
     stages.push(st);
+    // Row-sum shares of the GPU's P, then the quad sums of the GPU's shares: exact.
+    let mut shares = vec![[0f32; 2]; threads];
+    row_sum_partial(&fs, &out.p, &mut shares).unwrap();
+    let quads = quad_sum(&out.shares).unwrap();
+    for (what, got, want) in [
+        ("row sum shares", &out.shares, &shares),
+        ("quad sum", &out.quads, &quads),
+    ] {
+        let mut st = stage(what);
+        for (t, (gt, wt)) in got.iter().zip(want).enumerate() {
+            for (r, (&g, &w)) in gt.iter().zip(wt).enumerate() {
+                st.check(g.to_bits() == w.to_bits(), || {
+                    format!("thread {t} row {r}: {g}, want {w}")
+                });
+            }
+        }
+        stages.push(st);
+    }
     // P as A fragments: the packed bits exactly.
     let a = accumulator_to_a(&fs, k16, &out.p).unwrap();
     let mut st = stage("P as A");
@@ -510,6 +539,9 @@ fn model_outputs(inp: &Inputs) -> Outputs {
     registers::row_exp2(&fs, &mut p, &m, inp.scale_log2).unwrap();
     let mut l = vec![[0f32; 2]; threads];
     row_sum(&fs, &p, &mut l).unwrap();
+    let mut shares = vec![[0f32; 2]; threads];
+    row_sum_partial(&fs, &p, &mut shares).unwrap();
+    let quads = quad_sum(&shares).unwrap();
     let a = accumulator_to_a(&fs, k16, &p).unwrap();
     let product = |a16: &[u16]| -> Vec<Vec<f32>> {
         let dense: Vec<f32> = (0..64 * d)
@@ -536,6 +568,8 @@ fn model_outputs(inp: &Inputs) -> Outputs {
         o,
         on,
         xv,
+        shares,
+        quads,
     }
 }
 
@@ -554,20 +588,22 @@ fn the_checks_pass_on_the_model_and_catch_each_stage_broken() {
         let inp = Inputs::random(shape, &mut rng);
         let good = model_outputs(&inp);
         let stages = check(&inp, &good);
-        assert_eq!(stages.len(), 8);
+        assert_eq!(stages.len(), 10);
         assert!(
             stages.iter().all(|s| s.wrong == 0 && s.total > 0),
             "{:?}",
             mismatches(&stages)
         );
         type Break = (&'static str, fn(&mut Outputs));
-        let breaks: [Break; 8] = [
+        let breaks: [Break; 10] = [
             ("S = Q K^T", |o| {
                 o.s[7][3] = f32::from_bits(o.s[7][3].to_bits() + 1)
             }),
             ("row max", |o| o.m[9].swap(0, 1)),
             ("P = exp2", |o| o.p[4][1] *= 1.0 + 1e-5),
             ("row sum", |o| o.l[0][1] = o.l[0][1].next_up()),
+            ("row sum shares", |o| o.shares[3].swap(0, 1)),
+            ("quad sum", |o| o.quads[66][0] = o.shares[66][0]),
             ("P as A", |o| {
                 o.a[5][0].regs[2] = o.a[5][0].regs[2].rotate_left(16)
             }),
@@ -642,10 +678,11 @@ fn gpu_attention_pieces_match_the_cpu_model() {
         let mut a_d = stream
             .clone_htod(&vec![u32::MAX; threads * slices * 4])
             .unwrap();
-        let (mut o_d, mut on_d, mut xv_d) = (
+        let (mut o_d, mut on_d, mut xv_d, mut ls_d) = (
             poison(threads * d / 2),
             poison(threads * d / 2),
             poison(threads * d / 2),
+            poison(threads * 4),
         );
         let module = Module::compile_and_load(
             &ctx,
@@ -674,6 +711,7 @@ fn gpu_attention_pieces_match_the_cpu_model() {
             launch.arg(&mut o_d);
             launch.arg(&mut on_d);
             launch.arg(&mut xv_d);
+            launch.arg(&mut ls_d);
             // SAFETY: attn(three CUtensorMap, int, int, float, const unsigned* of 128 x
             // n_kv / 16 x 4 words, then float / unsigned outputs of the sizes allocated
             // above), one block of the plan's launch (one warpgroup, the set's shared memory).
@@ -684,6 +722,7 @@ fn gpu_attention_pieces_match_the_cpu_model() {
         };
         let pairs =
             |flat: Vec<f32>| -> Vec<RowPair> { flat.chunks(2).map(|c| [c[0], c[1]]).collect() };
+        let ls = stream.clone_dtoh(&ls_d).unwrap();
         let out = Outputs {
             s: per_thread(stream.clone_dtoh(&s_d).unwrap(), n / 2),
             m: pairs(stream.clone_dtoh(&m_d).unwrap()),
@@ -704,6 +743,8 @@ fn gpu_attention_pieces_match_the_cpu_model() {
             o: per_thread(stream.clone_dtoh(&o_d).unwrap(), d / 2),
             on: per_thread(stream.clone_dtoh(&on_d).unwrap(), d / 2),
             xv: per_thread(stream.clone_dtoh(&xv_d).unwrap(), d / 2),
+            shares: ls.chunks(4).map(|c| [c[0], c[1]]).collect(),
+            quads: ls.chunks(4).map(|c| [c[2], c[3]]).collect(),
         };
         let stages = check(&inp, &out);
         let line: Vec<String> = stages
@@ -722,6 +763,6 @@ fn gpu_attention_pieces_match_the_cpu_model() {
         println!("{what}: {wrong} mismatches of {total}");
         bad += wrong;
     }
-    assert_eq!(totals.len(), 8);
+    assert_eq!(totals.len(), 10);
     assert_eq!(bad, 0);
 }

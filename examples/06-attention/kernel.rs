@@ -123,13 +123,48 @@ pub struct Config {
     pub release_one: bool,
 }
 
+/// Key lengths up to this take `Config::for_keys`'s short-sequence tiles.
+pub const SHORT_KEYS: usize = 2048;
+
 /// Query rows per consumer warpgroup: wgmma's M.
 pub const WG_ROWS: u32 = 64;
 /// Columns of one 128B-swizzled box row of a 16-bit type.
 pub const SPAN: u32 = 64;
 
 impl Config {
-    /// The configuration the benchmark and the checks use for one head dim and type: the
+    /// The configuration for one head dim, type and key length: the fastest measured on the
+    /// H100 (BENCHMARKS.md). Up to 2k keys, 128-row key blocks: they divide the lengths (144
+    /// leaves 5-12 % of the last block empty) and at head dim 64 the last block of 192 is a
+    /// third of the work at 512 (+6-10 % measured at 512-2k); from 4k, `best`'s.
+    pub fn for_keys(input: In, d: u32, causal: bool, keys: usize) -> Config {
+        let long = Config::best(input, d, causal);
+        match (d, causal) {
+            (64, false) if keys <= SHORT_KEYS => Config {
+                bn: 128,
+                stages: 4,
+                ..long
+            },
+            (64, true) | (128, false) if keys <= SHORT_KEYS => Config {
+                bn: 128,
+                stages: if d == 64 { 3 } else { 2 },
+                ..long
+            },
+            _ => long,
+        }
+    }
+
+    /// Every configuration `for_keys` picks for one head dim, type and mask: what the checks
+    /// cover.
+    pub fn picks(input: In, d: u32, causal: bool) -> Vec<Config> {
+        let mut v = vec![Config::best(input, d, causal)];
+        let short = Config::for_keys(input, d, causal, SHORT_KEYS);
+        if short != v[0] {
+            v.push(short);
+        }
+        v
+    }
+
+    /// The configuration for long sequences (4k keys and up) for one head dim and type: the
     /// fastest measured on the H100 (BENCHMARKS.md). Causal work units differ in length, so a
     /// persistent grid's static walk lets its CTAs drift apart over more heads than L2 holds
     /// (457 against 679 TFLOP/s at 16k, head dim 128): causal launches one CTA a unit and lets

@@ -87,8 +87,9 @@ fn args() -> Res<Args> {
     Ok(a)
 }
 
-/// The configurations `--configs` names: `all` (the ladder in bf16 and the best in f16, causal
-/// and not, each head dim), `best`, `ladder`, or names (`ov_d128_n128_s2_bf16_causal`).
+/// The configurations `--configs` names: `all` (the ladder in bf16 and every pick of
+/// `Config::for_keys` in both types, causal and not, each head dim), `best` (those picks),
+/// `ladder`, or names (`ov_d128_n128_s2_bf16_causal`).
 fn configs(a: &Args) -> Res<Vec<Config>> {
     let mut v = Vec::new();
     for &d in &a.dims {
@@ -101,12 +102,13 @@ fn configs(a: &Args) -> Res<Vec<Config>> {
                             .map(|(_, c)| c),
                     );
                     if a.configs == "all" {
-                        v.push(Config::best(In::F16, d, causal));
+                        v.extend(Config::picks(In::BF16, d, causal).into_iter().skip(1));
+                        v.extend(Config::picks(In::F16, d, causal));
                     }
                 }
                 "best" => {
-                    v.push(Config::best(In::BF16, d, causal));
-                    v.push(Config::best(In::F16, d, causal));
+                    v.extend(Config::picks(In::BF16, d, causal));
+                    v.extend(Config::picks(In::F16, d, causal));
                 }
                 _ => {}
             }
