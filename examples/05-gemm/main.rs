@@ -260,11 +260,12 @@ fn run() -> Res<bool> {
     for b in built {
         let b = b?;
         println!(
-            "compiled {} in {:.2} s ({} B CUBIN{})",
+            "compiled {} in {:.2} s ({} B CUBIN{}): {}",
             b.plan.config,
             b.seconds,
             b.compiled.cubin.len(),
-            from_cache(b.origin)
+            from_cache(b.origin),
+            b.registers("gemm")?
         );
         ok.push(b);
     }

@@ -142,9 +142,13 @@ fn run() -> Res<bool> {
         .into_iter()
         .collect::<Result<_, _>>()?;
     for b in &built {
+        // ptxas's report: a spilling configuration is an error (Built::registers).
         println!(
-            "compiled {} ({:.2} s, {:?})",
-            b.plan.config, b.seconds, b.origin
+            "compiled {} ({:.2} s, {:?}): {}",
+            b.plan.config,
+            b.seconds,
+            b.origin,
+            b.registers("gemm")?
         );
     }
     let gpu = match tma::runtime::gpu_available() {
