@@ -277,12 +277,23 @@ mod tests {
             let text = src.text();
             assert!(text.contains("#define GEMM_NC 3"), "{c}");
             assert!(text.contains("PRODUCER_REGS = 32u") && text.contains("CONSUMER_REGS = 160u"));
-            assert!(text.contains("static __device__ __forceinline__ void sync_epi(unsigned consumer)"));
-            assert!(text.contains("COPIES_d = 3u"), "{c}: one D staging copy per consumer");
+            assert!(
+                text.contains("static __device__ __forceinline__ void sync_epi(unsigned consumer)")
+            );
+            assert!(
+                text.contains("COPIES_d = 3u"),
+                "{c}: one D staging copy per consumer"
+            );
         }
         let c = ws3[0];
-        let e = Plan::conv(Config { bm: 128, ..c }).err().expect("refused").to_string();
-        assert!(e.contains("bm = 128") && e.contains("multiple of 192"), "{e}");
+        let e = Plan::conv(Config { bm: 128, ..c })
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(
+            e.contains("bm = 128") && e.contains("multiple of 192"),
+            "{e}"
+        );
         let e = Plan::conv(Config {
             kind: Kind::Ws { consumers: 4 },
             bm: 256,
