@@ -22,6 +22,20 @@ pub struct Built {
     pub origin: Origin,
 }
 
+impl Built {
+    /// ptxas's report of `kernel`: `168 registers at entry, 0 B spilled`; an error when it
+    /// spills or takes local memory (a consumer that spills its accumulators is slow: with
+    /// three consumer warpgroups ptxas allocates the whole kernel within a 512-thread
+    /// launch's 128 registers).
+    pub fn registers(&self, kernel: &str) -> Res<String> {
+        let r = self.compiled.resources(kernel)?;
+        if r.spills() || r.local_bytes > 0 {
+            return Err(format!("{}: spills ({r})", self.plan.config).into());
+        }
+        Ok(format!("{} registers at entry, 0 B spilled", r.registers))
+    }
+}
+
 /// Renders every plan, then compiles them on the machine's cores.
 /// Results in the plans' order; an error stops nothing but is returned for its plan.
 pub fn compile_all(compiler: &Compiler, plans: Vec<Plan>) -> Vec<Res<Built>> {

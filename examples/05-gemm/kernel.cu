@@ -89,7 +89,7 @@ static_assert(GEMM_WS, "grouped: the warp-specialized kernel");
 // (contiguous, after the groups before it) times its own B (rows g * N .. of B's [G * N][K]
 // view). Its tiles are ceil(ceil(rows[g] / BM) / CM) x ceil(N / BN), numbered after the groups
 // before it; row counts come from the device (no group's size is known to the host), zero
-// included. A cluster of CM CTAs along M (B multicast) takes CM consecutive 128-row tiles of one
+// included. A cluster of CM CTAs along M (B multicast) takes CM consecutive BM-row tiles of one
 // group (a CTA whose rows lie past its group loads its share of B for its peer and stores
 // nothing: clipped at the group's end). Each thread that needs the schedule walks the groups
 // once, forward (its tiles only grow): no shared memory, any number of groups.
@@ -189,21 +189,17 @@ constexpr int GEMM_CHUNKS_N = GEMM_BN / GEMM_CHUNK_COLS;
 constexpr int GEMM_CHUNKS = GEMM_MI * GEMM_CHUNKS_N;   // per consumer and tile
 static_assert(TD::BOX_m == 64 && GEMM_CHUNKS_N % GEMM_NB == 0, "D's call is NB whole chunks of one 64-row block");
 
-__device__ __forceinline__ void gemm_epi_sync(int c) {
-  if (c == 0) R::sync_epi0();
-  else R::sync_epi1();
-}
-
 // The TMA-store epilogue: per group of NB chunks (64 rows x 128 bytes each), wait until the
 // previous stores have read the staging, write the fragments where D's tile puts them
 // (TD::offset: its 128B swizzle), fence for the async proxy, and one thread stores the call.
+// Consumer c syncs its own warpgroup on its own named barrier (`epi`, one per consumer).
 __device__ __forceinline__ void gemm_store_tma(float (&acc)[GEMM_MI][GEMM_BN / 2], const CUtensorMap* mapD,
                                                unsigned char* staging, int c, int row0, int n0, unsigned tw) {
   const unsigned warp = tw / 32u, lane = tw % 32u;
 #pragma unroll
   for (int c0 = 0; c0 < GEMM_CHUNKS; c0 += GEMM_NB) {
     if (tw == 0u) tma_store_async_wait<0>();
-    gemm_epi_sync(c);
+    R::sync_epi((unsigned)c);
 #pragma unroll
     for (int j = 0; j < GEMM_NB; ++j) {
       const int ch = c0 + j, mi = ch / GEMM_CHUNKS_N, nc = ch % GEMM_CHUNKS_N;
@@ -231,7 +227,7 @@ __device__ __forceinline__ void gemm_store_tma(float (&acc)[GEMM_MI][GEMM_BN / 2
 #endif
     }
     tma_async_proxy_fence();
-    gemm_epi_sync(c);
+    R::sync_epi((unsigned)c);
     if (tw == 0u) {
       const int mi = c0 / GEMM_CHUNKS_N, nc = c0 % GEMM_CHUNKS_N;
       TD::store(mapD, staging, {.m = row0 + mi * 64, .n = n0 + nc * GEMM_CHUNK_COLS});
@@ -241,7 +237,9 @@ __device__ __forceinline__ void gemm_store_tma(float (&acc)[GEMM_MI][GEMM_BN / 2
 }
 #endif
 
-// Warp-specialized: warpgroup 0 produces (one thread), warpgroups 1..NC consume.
+// Warp-specialized: warpgroup 0 produces (one thread), warpgroups 1..NC consume (NC = 2 or
+// 3, BM = NC x MI x 64 rows: consumer c multiplies rows c MI 64 .. of the tile).
+static_assert(R::CONSUMERS == GEMM_NC && R::THREADS == 128u * (GEMM_NC + 1), "the roles: a producer and NC consumer warpgroups");
 extern "C" __global__ void TMA_PLAN_GEMM_LAUNCH_BOUNDS gemm(const __grid_constant__ CUtensorMap mapA,
                                                             const __grid_constant__ CUtensorMap mapB,
                                                             const __grid_constant__ CUtensorMap mapD, void* D, int M,

@@ -96,8 +96,17 @@ impl Out {
 pub enum Kind {
     /// One warpgroup: thread 0 loads ahead, everyone runs wgmma and waits each k-block.
     Simple,
-    /// A producer warpgroup and two consumer warpgroups (setmaxnreg 40 / 232).
-    Ws,
+    /// A producer warpgroup and `consumers` consumer warpgroups (2 or 3), each BM / consumers
+    /// rows of the tile (setmaxnreg: [`Config::registers`]). Three of 64 rows make BM = 192,
+    /// which fills 132 SMs where 128-row tiles leave a short last wave (examples/07-conv).
+    Ws { consumers: u32 },
+}
+
+impl Kind {
+    /// Warp-specialized with two consumer warpgroups (every configuration before BM = 192).
+    pub const WS2: Kind = Kind::Ws { consumers: 2 };
+    /// Warp-specialized with three consumer warpgroups (BM = 192: 64 rows each).
+    pub const WS3: Kind = Kind::Ws { consumers: 3 };
 }
 
 /// How the output leaves.
@@ -137,7 +146,7 @@ pub const BK: u32 = 64;
 impl Config {
     /// The fastest configuration of the prototype on large shapes (L5).
     pub const L5: Config = Config {
-        kind: Kind::Ws,
+        kind: Kind::WS2,
         bm: 128,
         bn: 256,
         stages: 4,
@@ -167,7 +176,7 @@ impl Config {
             wg_release: false,
         };
         let l2 = Config {
-            kind: Kind::Ws,
+            kind: Kind::WS2,
             bn: 256,
             ..l1
         };
@@ -195,7 +204,7 @@ impl Config {
     /// small-N tiles that stream a skinny M (decode) over many SMs.
     pub fn candidates(input: In, out: Out) -> Vec<Config> {
         let ws = |bm, bn, stages, cm, cn, nb| Config {
-            kind: Kind::Ws,
+            kind: Kind::WS2,
             bm,
             bn,
             stages,
@@ -220,6 +229,13 @@ impl Config {
             ws(128, 64, 8, 1, 1, nb(1)),
             ws(128, 64, 8, 1, 2, nb(1)),
         ];
+        // Three consumer warpgroups, 192-row tiles (the grids that 128-row tiles leave a short
+        // last wave of; 192 x 256 does not compile: 128 accumulators per thread need 154
+        // registers, a 512-thread launch has 128).
+        v.push(Config {
+            kind: Kind::WS3,
+            ..ws(192, 128, 4, 2, 1, nb(2))
+        });
         v.push(Config {
             persistent: false,
             ..ws(128, 256, 4, 1, 1, nb(2))
@@ -239,17 +255,31 @@ impl Config {
     pub fn consumers(&self) -> u32 {
         match self.kind {
             Kind::Simple => 1,
-            Kind::Ws => 2,
+            Kind::Ws { consumers } => consumers,
         }
     }
-    /// A short unique name: `ws_128x256_s4_c2x1_p_tma2_bf16_bf16` (`_r1`: one release
-    /// arrival per warpgroup).
+    /// The warp-specialized kernel's `setmaxnreg` split (producer, consumer registers per
+    /// thread) for `consumers` consumer warpgroups: the block's 64K registers over one
+    /// producer and the consumers (rule RegisterBudget; `WarpRoles` checks it). Two: 40 / 232
+    /// of a 384-thread launch's 168 (the prototype's); three: 32 / 160 of a 512-thread
+    /// launch's 128, 32 x 128 + 3 x 160 x 128 = 64K exactly (FlashAttention-3's split for
+    /// three consumer warpgroups). `None` for other counts.
+    pub fn registers(consumers: u32) -> Option<(u32, u32)> {
+        match consumers {
+            2 => Some((40, 232)),
+            3 => Some((32, 160)),
+            _ => None,
+        }
+    }
+    /// A short unique name: `ws_128x256_s4_c2x1_p_tma2_bf16_bf16` (`ws3_`: three consumer
+    /// warpgroups; `_r1`: one release arrival per warpgroup).
     pub fn name(&self) -> String {
         format!(
             "{}_{}x{}_s{}_c{}x{}{}_{}_{}_{}{}",
             match self.kind {
-                Kind::Simple => "wg1",
-                Kind::Ws => "ws",
+                Kind::Simple => "wg1".to_string(),
+                Kind::Ws { consumers: 2 } => "ws".to_string(),
+                Kind::Ws { consumers } => format!("ws{consumers}"),
             },
             self.bm,
             self.bn,
@@ -271,8 +301,10 @@ impl Config {
         let parts: Vec<&str> = s.split('_').collect();
         let kind = match *parts.first()? {
             "wg1" => Kind::Simple,
-            "ws" => Kind::Ws,
-            _ => return None,
+            "ws" => Kind::WS2,
+            k => Kind::Ws {
+                consumers: k.strip_prefix("ws")?.parse().ok().filter(|&n| n != 2)?,
+            },
         };
         let (bm, bn) = parts.get(1)?.split_once('x')?;
         let stages = parts.get(2)?.strip_prefix('s')?.parse().ok()?;
@@ -361,7 +393,7 @@ impl Plan {
     /// persistent, a cluster along M at most.
     #[allow(dead_code)] // examples/08-grouped-gemm's, which includes this file
     pub fn grouped(c: Config) -> Res<Plan> {
-        if c.kind != Kind::Ws || c.cn != 1 || !c.persistent {
+        if c.kind == Kind::Simple || c.cn != 1 || !c.persistent {
             return Err(format!(
                 "{c}: a grouped GEMM is warp-specialized and persistent, its cluster along M only (a group's B multicast)"
             )
@@ -378,7 +410,7 @@ impl Plan {
     /// along M at most: B multicast).
     #[allow(dead_code)] // examples/07-conv's, which includes this file
     pub fn conv(c: Config) -> Res<Plan> {
-        if c.kind != Kind::Ws || c.cn != 1 {
+        if c.kind == Kind::Simple || c.cn != 1 {
             return Err(format!(
                 "{c}: a convolution is warp-specialized, its cluster along M only (an im2col A is one box per CTA: B multicast)"
             )
@@ -395,6 +427,16 @@ impl Plan {
         let dt = c.input.dtype();
         if c.cm > 1 && c.cn > 1 {
             return Err(format!("{c}: a cluster spans M or N, not both").into());
+        }
+        // Each consumer warpgroup multiplies whole 64-row blocks of the tile (wgmma's M).
+        let nc = c.consumers();
+        if c.bm % (64 * nc) != 0 {
+            return Err(format!(
+                "{c}: bm = {} is not whole 64-row blocks for each of {nc} consumer warpgroup(s) (a multiple of {})",
+                c.bm,
+                64 * nc
+            )
+            .into());
         }
         let (a, im2col) = if conv {
             let i = conv_a(c.input, c.bm, ConvMap::PLACEHOLDER)?;
@@ -438,7 +480,7 @@ impl Plan {
         }
         .map_err(|e| findings("tile b", e))?;
         let d = match (c.kind, c.epi) {
-            (Kind::Ws, Epi::Tma { nb }) => {
+            (Kind::Ws { .. }, Epi::Tma { nb }) => {
                 let cols = (128 / c.out.bytes()) as u32;
                 Some(
                     validate(
@@ -481,14 +523,19 @@ impl Plan {
         // consumer warpgroup; the block is the roles' (one warpgroup without them), the
         // cluster the pipeline's. Offsets, alignment and the launch are computed there, once.
         let mut kernel = KernelPlan::new("gemm").pipeline(&pipeline);
+        // Each consumer's epilogue syncs its own warpgroup: one named barrier per consumer.
         kernel = match c.kind {
-            Kind::Ws => kernel.roles(
-                &WarpRoles::new("gemm", 40, c.consumers(), 232)
-                    .barrier("epi0", 128)
-                    .barrier("epi1", 128)
-                    .validate()
-                    .map_err(|e| findings("warp roles", e))?,
-            ),
+            Kind::Ws { consumers } => {
+                let (producer_regs, consumer_regs) = Config::registers(consumers).ok_or_else(|| {
+                    format!("{c}: {consumers} consumer warpgroups: the kernel has register splits for 2 and 3")
+                })?;
+                kernel.roles(
+                    &WarpRoles::new("gemm", producer_regs, consumers, consumer_regs)
+                        .per_consumer_barrier("epi", 128)
+                        .validate()
+                        .map_err(|e| findings("warp roles", e))?,
+                )
+            }
             Kind::Simple => kernel.block_threads(128),
         };
         if let Some(d) = &d {
@@ -520,7 +567,7 @@ impl Plan {
             c.cm,
             c.cn,
             c.consumers(),
-            u32::from(c.kind == Kind::Ws),
+            u32::from(c.kind != Kind::Simple),
             u32::from(c.persistent),
             u32::from(matches!(c.epi, Epi::Tma { .. })),
             c.out.code(),

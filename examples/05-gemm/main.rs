@@ -6,8 +6,9 @@
 //! TMA loads with 128B swizzle through a pipeline (`tma_pipe_ring`: one expect per stage,
 //! B's 256 rows multicast over a 2-CTA cluster as two back-to-back 128-row boxes), wgmma on
 //! the operand tiles' descriptors (`TA::desc`, `TB::desc`, `tma_wgmma<TA, TB>`), warp roles
-//! (`tma_roles_gemm`: a producer warpgroup at 40 registers, two consumers at 232, named
-//! barriers for the epilogue), a persistent grouped-raster scheduler, and a TMA-store
+//! (`tma_roles_gemm`: a producer warpgroup at 40 registers, two consumers at 232, or, for
+//! `ws3_` configurations of 192 rows, three at 160 after a producer at 32; a named barrier per
+//! consumer for the epilogue), a persistent grouped-raster scheduler, and a TMA-store
 //! epilogue through D's tile (`TD::offset` places stmatrix rows in its 128B swizzle,
 //! `TD::store`). Each configuration (block tile, stages, cluster, persistence, epilogue,
 //! types; kernel.rs) is a kernel plan (`KernelPlan`: the ring, the roles, D's staging), from
@@ -260,11 +261,12 @@ fn run() -> Res<bool> {
     for b in built {
         let b = b?;
         println!(
-            "compiled {} in {:.2} s ({} B CUBIN{})",
+            "compiled {} in {:.2} s ({} B CUBIN{}): {}",
             b.plan.config,
             b.seconds,
             b.compiled.cubin.len(),
-            from_cache(b.origin)
+            from_cache(b.origin),
+            b.registers("gemm")?
         );
         ok.push(b);
     }

@@ -232,10 +232,12 @@ unsafe impl DeviceRepr for ConvArgs {}
 
 /// The configurations: warp-specialized, persistent, TMA-store epilogue, B multicast over 2
 /// CTAs along M (or none), N tiles of 256, 128 and 64 output channels (ResNet's K of 64 wastes
-/// nothing at 64), 128 or 256 pixels.
+/// nothing at 64), 128 or 256 pixels with two consumer warpgroups, or 192 with three (`ws3_`:
+/// the short grids' tile, e.g. 1x1 2048->512 @7 is 33 x 4 = 132 tiles of 192 x 128, one wave
+/// of the H100's 132 SMs, where 128 x 256 tiles are 98, 0.74 of one).
 pub fn configs(input: In) -> Vec<Config> {
     let ws = |bm, bn, stages, cm, nb| Config {
-        kind: Kind::Ws,
+        kind: Kind::WS2,
         bm,
         bn,
         stages,
@@ -247,6 +249,10 @@ pub fn configs(input: In) -> Vec<Config> {
         out: Out::of(input),
         wg_release: false,
     };
+    let ws3 = |bm, bn, stages, cm, nb| Config {
+        kind: Kind::WS3,
+        ..ws(bm, bn, stages, cm, nb)
+    };
     vec![
         ws(128, 256, 4, 2, 2),
         ws(128, 128, 6, 2, 2),
@@ -254,6 +260,10 @@ pub fn configs(input: In) -> Vec<Config> {
         ws(128, 64, 8, 2, 1),
         ws(256, 128, 3, 2, 2),
         ws(256, 64, 5, 2, 1),
+        ws3(192, 128, 4, 1, 2),
+        ws3(192, 128, 4, 2, 2),
+        ws3(192, 128, 5, 1, 1),
+        ws3(192, 64, 6, 2, 1),
     ]
 }
 

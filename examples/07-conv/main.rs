@@ -142,9 +142,13 @@ fn run() -> Res<bool> {
         .into_iter()
         .collect::<Result<_, _>>()?;
     for b in &built {
+        // ptxas's report: a spilling configuration is an error (Built::registers).
         println!(
-            "compiled {} ({:.2} s, {:?})",
-            b.plan.config, b.seconds, b.origin
+            "compiled {} ({:.2} s, {:?}): {}",
+            b.plan.config,
+            b.seconds,
+            b.origin,
+            b.registers("gemm")?
         );
     }
     let gpu = match tma::runtime::gpu_available() {
@@ -248,6 +252,59 @@ mod tests {
             .expect("renders")
             .text()
             .contains("#define GEMM_CONV 1"));
+    }
+
+    /// Three consumer warpgroups: BM = 192 is 64 rows each, a 512-thread block whose roles
+    /// split the registers 32 / 160 and give each consumer its own epilogue barrier; names
+    /// parse back; a BM that is not 64 rows per consumer, and a count without a register
+    /// split, are refused naming the value.
+    #[test]
+    fn three_consumer_warpgroups() {
+        let ws3: Vec<Config> = conv::configs(In::BF16)
+            .into_iter()
+            .filter(|c| c.kind == Kind::WS3)
+            .collect();
+        assert!(ws3.iter().any(|c| (c.bm, c.bn) == (192, 128)), "{ws3:?}");
+        for c in conv::configs(In::BF16) {
+            assert_eq!(Config::parse(&c.name()), Some(c), "{c}");
+        }
+        for c in &ws3 {
+            assert!(c.name().starts_with("ws3_192x"), "{c}");
+            assert_eq!(c.consumers(), 3);
+            let p = Plan::conv(*c).expect("fits");
+            assert_eq!(p.kernel.launch().block, [512, 1, 1]);
+            let src = p.source().expect("renders");
+            let text = src.text();
+            assert!(text.contains("#define GEMM_NC 3"), "{c}");
+            assert!(text.contains("PRODUCER_REGS = 32u") && text.contains("CONSUMER_REGS = 160u"));
+            assert!(
+                text.contains("static __device__ __forceinline__ void sync_epi(unsigned consumer)")
+            );
+            assert!(
+                text.contains("COPIES_d = 3u"),
+                "{c}: one D staging copy per consumer"
+            );
+        }
+        let c = ws3[0];
+        let e = Plan::conv(Config { bm: 128, ..c })
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(
+            e.contains("bm = 128") && e.contains("multiple of 192"),
+            "{e}"
+        );
+        let e = Plan::conv(Config {
+            kind: Kind::Ws { consumers: 4 },
+            bm: 256,
+            bn: 64,
+            ..c
+        })
+        .err()
+        .expect("refused")
+        .to_string();
+        assert!(e.contains("4 consumer warpgroups"), "{e}");
+        assert_eq!(Config::parse("ws2_128x128_s6_c1x1_p_tma2_bf16_bf16"), None);
     }
 
     /// The CPU proof holds for a plan on a strided problem, and every problem of the example

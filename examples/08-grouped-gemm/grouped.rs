@@ -65,7 +65,7 @@ impl Routing {
 /// measure the update's cost.
 pub fn configs(input: In) -> Vec<Config> {
     let ws = |bn, stages, epi| Config {
-        kind: Kind::Ws,
+        kind: Kind::WS2,
         bm: 128,
         bn,
         stages,
