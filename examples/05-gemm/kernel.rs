@@ -586,9 +586,14 @@ impl Plan {
 /// The compile options of every configuration: release code (no debug waits or device
 /// checks; the bare wait loops) unless GEMM_DEBUG=1; TMA_BOUNDED_WAITS=1 bounds the release
 /// waits (what the bound costs: BENCHMARKS.md).
+/// `GEMM_DEBUG=1`: device checks and bounded waits in every kernel.
+pub fn debug_build() -> bool {
+    std::env::var("GEMM_DEBUG").is_ok_and(|v| v == "1")
+}
+
 pub fn options() -> CompileOptions {
     CompileOptions::new(Arch::Sm90a)
-        .debug_waits(std::env::var("GEMM_DEBUG").is_ok_and(|v| v == "1"))
+        .debug_waits(debug_build())
         .bounded_waits(std::env::var("TMA_BOUNDED_WAITS").is_ok_and(|v| v == "1"))
 }
 
