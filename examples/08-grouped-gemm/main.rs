@@ -122,6 +122,14 @@ fn run() -> Res<bool> {
         );
     }
     let built_wgrad = built.split_off(nf);
+    let mut rng = Rng::from_clock();
+    for b in &built_wgrad {
+        let read = wgrad::cpu_check(&b.plan, &mut rng)?;
+        println!(
+            "{}: wgmma reads {read} elements of the MN-major A and B exactly (tma's CPU models of TMA and wgmma; tokens past a group's end zero)",
+            b.plan.config
+        );
+    }
     let gpu = match tma::runtime::gpu_available() {
         Ok(_) => Gpu::new()?,
         Err(e) => {
@@ -130,7 +138,6 @@ fn run() -> Res<bool> {
         }
     };
     println!("\nGPU: {} ({} SMs)", gpu.name, gpu.sms);
-    let mut rng = Rng::from_clock();
     // GROUPED_QUICK=1: the first problem of each only (for compute-sanitizer).
     let quick = std::env::var("GROUPED_QUICK").is_ok_and(|v| v == "1");
     let mut ok = true;
@@ -379,6 +386,20 @@ mod tests {
                 .expect("renders")
                 .text()
                 .contains("#define GEMM_WGRAD 0"));
+        }
+    }
+
+    /// Every weight-gradient plan's operands read back through its descriptors exactly on the
+    /// CPU models (and a block past a group's end reads zeros).
+    #[test]
+    fn wgrad_operands_read_back_on_the_cpu_models() {
+        let mut rng = Rng::new(26);
+        for p in wgrad::plans(In::BF16) {
+            let p = p.expect("fits");
+            let read = wgrad::cpu_check(&p, &mut rng).expect("reads back");
+            let c = &p.config;
+            // A's BM and B's BN columns x 64 tokens, twice (a whole block, a ragged one).
+            assert_eq!(read, 2 * 64 * u64::from(c.bm + c.bn), "{c}");
         }
     }
 

@@ -69,6 +69,83 @@ pub fn unsupported(c: &Config, n: usize, k: usize) -> Option<String> {
     None
 }
 
+/// The CPU check of one weight-gradient plan (no GPU): its MN-major A and B tiles loaded by
+/// tma's CPU model of TMA from a random `[tokens][columns]` matrix (three blocks of tokens,
+/// three tiles of columns, the tile at the middle one), then read back through every
+/// descriptor the kernel builds (each 64-row block of A, each k-slice) by tma's model of what
+/// wgmma reads: each element read must be dY's or X's element (column, token). Also a box of
+/// tokens past a group's end: the model zero-fills it, as the per-group maps make TMA do.
+/// Returns the elements checked.
+pub fn cpu_check(plan: &Plan, rng: &mut Rng) -> Res<u64> {
+    use tma::model;
+    use tma::wgmma::read::{read_operand, ReadShape};
+    use tma::wgmma::OperandPlan;
+    let c = &plan.config;
+    let mut read = 0;
+    for (valid, cols) in [(&plan.a, u64::from(c.bm)), (&plan.b, u64::from(c.bn))] {
+        let op = OperandPlan::new(valid).ok_or("not an operand tile")?;
+        if op.mn != cols || op.k != u64::from(crate::kernel::BK) || !op.transpose() {
+            return Err(format!(
+                "{c}: tile {}: MN {} K {} transpose {} (want {cols}, 64, MN-major)",
+                valid.spec().name,
+                op.mn,
+                op.k,
+                op.transpose()
+            )
+            .into());
+        }
+        let bk = u64::from(crate::kernel::BK);
+        let e = op.kind.bytes();
+        // The group: tokens [0, 2 BK + 5) (its last block is 5 tokens, the rest zero-filled).
+        for (tokens, kb) in [(3 * bk, 1u64), (2 * bk + 5, 2)] {
+            let global = [tokens, 3 * cols];
+            let bound = valid.bind(&global, None)?;
+            let mut bytes = vec![0u8; (global[0] * global[1] * e) as usize];
+            for b in bytes.iter_mut() {
+                *b = rng.next() as u8;
+            }
+            let origin = [(kb * bk) as i64, cols as i64];
+            let smem = model::load(&bound, &bytes, &origin)?;
+            let base = 1024 * 37;
+            let shape = ReadShape {
+                operand: op.operand.operand,
+                major: op.operand.major,
+                kind: op.kind,
+                n: op.mn,
+            };
+            for block in 0..op.m_blocks {
+                for slice in 0..op.k_slices {
+                    let desc = op.descriptor(valid, base, slice, block)?.encode()?;
+                    let got = read_operand(desc, &shape, &smem, base)?;
+                    for row in 0..shape.rows() {
+                        for k in 0..shape.k() {
+                            let (col, tok) = (
+                                cols + block * 64 + row,
+                                kb * bk + slice * op.shape.k + k,
+                            );
+                            let want = if tok < tokens {
+                                let at = ((tok * global[1] + col) * e) as usize;
+                                bytes[at..at + e as usize].to_vec()
+                            } else {
+                                vec![0u8; e as usize]
+                            };
+                            if got[(row * shape.k() + k) as usize] != want {
+                                return Err(format!(
+                                    "{c}: tile {}: block {block} k-slice {slice} reads the wrong element at column {col}, token {tok} ({tokens} tokens)",
+                                    valid.spec().name
+                                )
+                                .into());
+                            }
+                            read += 1;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Ok(read)
+}
+
 /// One weight-gradient problem: G groups of shared N and K, tokens[g] tokens each (on the
 /// device; the host keeps a copy for the baseline and the checks).
 pub struct Problem {
