@@ -119,10 +119,8 @@ pub fn cpu_check(plan: &Plan, rng: &mut Rng) -> Res<u64> {
                     let got = read_operand(desc, &shape, &smem, base)?;
                     for row in 0..shape.rows() {
                         for k in 0..shape.k() {
-                            let (col, tok) = (
-                                cols + block * 64 + row,
-                                kb * bk + slice * op.shape.k + k,
-                            );
+                            let (col, tok) =
+                                (cols + block * 64 + row, kb * bk + slice * op.shape.k + k);
                             let want = if tok < tokens {
                                 let at = ((tok * global[1] + col) * e) as usize;
                                 bytes[at..at + e as usize].to_vec()
