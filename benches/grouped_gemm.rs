@@ -9,6 +9,13 @@
 //! cuBLAS loop, f64 samples), then timed: median of GROUPED_REPS (20) event-timed launches
 //! after 5 warm-ups; TFLOP/s = 2 * rows * N * K / median. Exit code 1 when a configuration is
 //! wrong. Without NVRTC or a GPU: says so, exits 0.
+//!
+//! The weight gradient (wgrad.rs, issue 26's ragged K) on the same shapes and the same token
+//! counts: dW_g[N][K] = dY_g^T X_g per group, against a loop of cuBLAS GEMMs (one a non-empty
+//! group, a memset an empty one), each configuration checked first (dW poisoned; every element,
+//! empty groups exactly zero, f64 samples), then timed as above; TFLOP/s = 2 * tokens * N * K /
+//! median. The f32-out configuration is timed against the loop's bf16 out (named as such).
+//! GROUPED_MODE=forward or wgrad runs one of the two (default: both).
 
 #[allow(dead_code)]
 #[path = "../examples/05-gemm/check.rs"]
@@ -31,10 +38,15 @@ mod kernel;
 #[allow(dead_code)]
 #[path = "../examples/05-gemm/rng.rs"]
 mod rng;
+#[allow(dead_code)]
+#[path = "../examples/08-grouped-gemm/wgrad.rs"]
+mod wgrad;
 
 use std::fmt::Write as _;
 use std::process::ExitCode;
 
+use compile::Built;
+use gpu::Gpu;
 use grouped::{Launch, Loaded, Problem, Routing};
 use kernel::{In, Out, Res};
 use rng::Rng;
@@ -62,7 +74,6 @@ fn main() -> ExitCode {
 
 fn run() -> Res<bool> {
     let input = In::BF16;
-    let out = Out::of(input);
     let compiler = match Compiler::global() {
         Ok(c) => c,
         Err(e) => {
@@ -70,19 +81,31 @@ fn run() -> Res<bool> {
             return Ok(true);
         }
     };
-    let plans: Vec<_> = grouped::plans(input)
-        .into_iter()
-        .filter_map(Result::ok)
-        .collect();
-    let built: Vec<_> = compile::compile_all(compiler, plans)
-        .into_iter()
-        .collect::<Result<_, _>>()?;
+    let mode = std::env::var("GROUPED_MODE").unwrap_or_default();
+    let (do_forward, do_wgrad) = (mode != "wgrad", mode != "forward");
+    let ok_plans = |v: Vec<Res<kernel::Plan>>| v.into_iter().filter_map(Result::ok);
+    let forward: Vec<_> = if do_forward {
+        ok_plans(grouped::plans(input)).collect()
+    } else {
+        Vec::new()
+    };
+    let nf = forward.len();
+    let wgrad_plans: Vec<_> = if do_wgrad {
+        ok_plans(wgrad::plans(input)).collect()
+    } else {
+        Vec::new()
+    };
+    let mut built: Vec<_> =
+        compile::compile_all(compiler, forward.into_iter().chain(wgrad_plans).collect())
+            .into_iter()
+            .collect::<Result<_, _>>()?;
+    let built_wgrad = built.split_off(nf);
     let gpu = match tma::runtime::gpu_available() {
-        Ok(_) => gpu::Gpu::new()?,
+        Ok(_) => Gpu::new()?,
         Err(e) => {
             println!(
                 "SKIP grouped_gemm bench: no GPU ({e}); {} configurations compiled",
-                built.len()
+                built.len() + built_wgrad.len()
             );
             return Ok(true);
         }
@@ -95,38 +118,82 @@ fn run() -> Res<bool> {
         "GPU: {} ({} SMs); median of {reps} launches after 5 warm-ups",
         gpu.name, gpu.sms
     );
-    let loaded: Vec<_> = built
-        .iter()
-        .map(|b| Loaded::new(&gpu, b))
-        .collect::<Result<_, _>>()?;
+    // The token counts of every problem first (one generator), so the forward and the weight
+    // gradient run the same counts whichever of them runs.
     let mut rng = Rng::new(0x6d6f_6530_0026);
+    let mut problems = Vec::new();
+    for &(groups, rows, n, k) in &SHAPES {
+        for routing in [Routing::Uniform, Routing::Skewed] {
+            problems.push((
+                groups,
+                rows,
+                n,
+                k,
+                routing,
+                routing.counts(groups, rows, &mut rng),
+            ));
+        }
+    }
     let mut ok = true;
     let mut json = String::from("[");
+    for (groups, _, n, k, routing, counts) in &problems {
+        let _ = write!(
+            json,
+            "{}{{\"groups\":{groups},\"n\":{n},\"k\":{k},\"routing\":\"{}\",\"counts\":{:?}}}",
+            if json.len() > 1 { "," } else { "" },
+            routing.name(),
+            counts
+        );
+    }
+    json.push(']');
+    if let Ok(path) = std::env::var("GROUPED_COUNTS") {
+        std::fs::write(&path, &json)?;
+    }
+    if do_forward {
+        ok &= bench_forward(&gpu, &built, &problems, reps, &mut rng)?;
+    }
+    if do_wgrad {
+        ok &= bench_wgrad(&gpu, &built_wgrad, &problems, reps, &mut rng)?;
+    }
+    Ok(ok)
+}
+
+/// (groups, rows, N, K, routing, rows per group).
+type Case = (usize, usize, usize, usize, Routing, Vec<i32>);
+
+/// The forward (ragged M): every configuration checked, then timed against the cuBLAS loop.
+fn bench_forward(
+    gpu: &Gpu,
+    built: &[Built],
+    problems: &[Case],
+    reps: usize,
+    rng: &mut Rng,
+) -> Res<bool> {
+    let input = In::BF16;
+    let out = Out::of(input);
+    let loaded: Vec<_> = built
+        .iter()
+        .map(|b| Loaded::new(gpu, b))
+        .collect::<Result<_, _>>()?;
+    let mut ok = true;
     let mut table = String::from(
         "| groups | rows | N | K | routing | empty | cuBLAS loop | tma best | config | x cuBLAS loop |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
     );
-    for &(groups, rows, n, k) in &SHAPES {
-        for routing in [Routing::Uniform, Routing::Skewed] {
-            let counts = routing.counts(groups, rows, &mut rng);
+    for (groups, rows, n, k, routing, counts) in problems {
+        let (groups, rows, n, k, routing) = (*groups, *rows, *n, *k, *routing);
+        {
             let empty = counts.iter().filter(|&&c| c == 0).count();
-            let _ = write!(
-                json,
-                "{}{{\"groups\":{groups},\"n\":{n},\"k\":{k},\"routing\":\"{}\",\"counts\":{:?}}}",
-                if json.len() > 1 { "," } else { "" },
-                routing.name(),
-                counts
-            );
-            let p = Problem::new(&gpu, counts, n, k, input, &mut rng)?;
+            let p = Problem::new(gpu, counts.clone(), n, k, input, rng)?;
             let tflops = |ms: f64| p.flops() / (ms * 1e-3) / 1e12;
-            let mut reference = grouped::out_buf(&gpu, &p, out)?;
+            let mut reference = grouped::out_buf(gpu, &p, out)?;
             reference.poison(&gpu.stream)?;
-            grouped::cublas_loop(&gpu, &p, out, &reference)?;
+            grouped::cublas_loop(gpu, &p, out, &reference)?;
             let r = reference.read(&gpu.stream, out)?;
-            let mut t = gpu::time(&gpu, 5, &mut || {
-                grouped::cublas_loop(&gpu, &p, out, &reference)
+            let mut t = gpu::time(gpu, 5, &mut || {
+                grouped::cublas_loop(gpu, &p, out, &reference)
             })?;
-            t = gpu::time(&gpu, reps, &mut || {
-                grouped::cublas_loop(&gpu, &p, out, &reference)
+            t = gpu::time(gpu, reps, &mut || {
+                grouped::cublas_loop(gpu, &p, out, &reference)
             })
             .unwrap_or(t);
             let base = gpu::median(&mut t);
@@ -137,12 +204,12 @@ fn run() -> Res<bool> {
             );
             let mut best: Option<(f64, String)> = None;
             for l in &loaded {
-                let mut d = grouped::out_buf(&gpu, &p, out)?;
+                let mut d = grouped::out_buf(gpu, &p, out)?;
                 d.poison(&gpu.stream)?;
-                let mut launch = Launch::new(&gpu, l, &p, &d)?;
-                launch.run(&gpu)?;
+                let mut launch = Launch::new(gpu, l, &p, &d)?;
+                launch.run(gpu)?;
                 gpu.stream.synchronize()?;
-                let c = grouped::check(&p, out, &d.read(&gpu.stream, out)?, &r, &mut rng);
+                let c = grouped::check(&p, out, &d.read(&gpu.stream, out)?, &r, rng);
                 if !c.ok(out) {
                     ok = false;
                     println!(
@@ -151,8 +218,8 @@ fn run() -> Res<bool> {
                     );
                     continue;
                 }
-                gpu::time(&gpu, 5, &mut || launch.run(&gpu))?;
-                let mut t = gpu::time(&gpu, reps, &mut || launch.run(&gpu))?;
+                gpu::time(gpu, 5, &mut || launch.run(gpu))?;
+                let mut t = gpu::time(gpu, reps, &mut || launch.run(gpu))?;
                 let ms = gpu::median(&mut t);
                 println!(
                     "  {:<40} {ms:.3} ms {:>5.0} TFLOP/s {:.2}x",
@@ -176,10 +243,116 @@ fn run() -> Res<bool> {
             }
         }
     }
-    json.push(']');
-    if let Ok(path) = std::env::var("GROUPED_COUNTS") {
-        std::fs::write(&path, &json)?;
-    }
     println!("\n{table}");
+    Ok(ok)
+}
+
+/// The weight gradient (ragged K) on the same token counts: every configuration checked, then
+/// timed against the cuBLAS loop (bf16 out; the f32-out configuration against it too, named).
+fn bench_wgrad(
+    gpu: &Gpu,
+    built: &[Built],
+    problems: &[Case],
+    reps: usize,
+    rng: &mut Rng,
+) -> Res<bool> {
+    let input = In::BF16;
+    let base_out = Out::of(input);
+    let loaded: Vec<_> = built
+        .iter()
+        .map(|b| wgrad::Loaded::new(gpu, b))
+        .collect::<Result<_, _>>()?;
+    let mut ok = true;
+    let mut table = String::from(
+        "| groups | tokens | N | K | routing | empty | cuBLAS loop | tma best (bf16 out) | config | x cuBLAS loop | tma f32 out |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
+    );
+    for (groups, rows, n, k, routing, counts) in problems {
+        let (groups, rows, n, k, routing) = (*groups, *rows, *n, *k, *routing);
+        let empty = counts.iter().filter(|&&c| c == 0).count();
+        let p = wgrad::Problem::new(gpu, counts.clone(), n, k, input, rng)?;
+        let tflops = |ms: f64| p.flops() / (ms * 1e-3) / 1e12;
+        // The references (one per output type) and the baseline's time (bf16 out).
+        let mut references: Vec<(Out, Vec<f32>)> = Vec::new();
+        let mut base = f64::NAN;
+        for out in [base_out, Out::F32] {
+            if !loaded.iter().any(|l| l.config.out == out) && out != base_out {
+                continue;
+            }
+            let mut reference = wgrad::out_buf(gpu, &p, out)?;
+            reference.poison(&gpu.stream)?;
+            wgrad::cublas_loop(gpu, &p, out, &reference)?;
+            references.push((out, reference.read(&gpu.stream, out)?));
+            if out == base_out {
+                let mut t =
+                    gpu::time(gpu, 5, &mut || wgrad::cublas_loop(gpu, &p, out, &reference))?;
+                t = gpu::time(gpu, reps, &mut || {
+                    wgrad::cublas_loop(gpu, &p, out, &reference)
+                })
+                .unwrap_or(t);
+                base = gpu::median(&mut t);
+            }
+        }
+        println!(
+            "wgrad G {groups} tokens {rows} N {n} K {k} {} ({empty} empty): cuBLAS loop {base:.3} ms {:.0} TFLOP/s",
+            routing.name(),
+            tflops(base)
+        );
+        let mut best: Option<(f64, String)> = None;
+        let mut f32_best: Option<f64> = None;
+        for l in &loaded {
+            let out = l.config.out;
+            if let Some(why) = wgrad::unsupported(&l.config, n, k) {
+                println!("  {:<40} skipped: {why}", l.config.name());
+                continue;
+            }
+            let r = &references
+                .iter()
+                .find(|(o, _)| *o == out)
+                .ok_or("no reference for this output type")?
+                .1;
+            let mut d = wgrad::out_buf(gpu, &p, out)?;
+            d.poison(&gpu.stream)?;
+            let mut launch = wgrad::Launch::new(gpu, l, &p, &d)?;
+            launch.run(gpu)?;
+            gpu.stream.synchronize()?;
+            let c = wgrad::check(&p, out, &d.read(&gpu.stream, out)?, r, rng);
+            if !c.ok() {
+                ok = false;
+                println!(
+                    "  {} WRONG: vs cuBLAS max diff {:.1e} ({} outside the bound), empty groups {} nonzero, samples {} outside the bound",
+                    l.config, c.elements.max_diff, c.elements.bad, c.empty_nonzero, c.samples_bad
+                );
+                continue;
+            }
+            gpu::time(gpu, 5, &mut || launch.run(gpu))?;
+            let mut t = gpu::time(gpu, reps, &mut || launch.run(gpu))?;
+            let ms = gpu::median(&mut t);
+            println!(
+                "  {:<40} {ms:.3} ms {:>5.0} TFLOP/s {:.2}x",
+                l.config.name(),
+                tflops(ms),
+                base / ms
+            );
+            if out == base_out {
+                if best.as_ref().is_none_or(|(b, _)| ms < *b) {
+                    best = Some((ms, l.config.name()));
+                }
+            } else if f32_best.is_none_or(|b| ms < b) {
+                f32_best = Some(ms);
+            }
+        }
+        if let Some((ms, name)) = best {
+            let _ = writeln!(
+                table,
+                "| {groups} | {rows} | {n} | {k} | {} | {empty} | {:.0} | {:.0} | {name} | {:.2}x | {} |",
+                routing.name(),
+                tflops(base),
+                tflops(ms),
+                base / ms,
+                f32_best.map_or_else(|| "-".to_string(), |m| format!("{:.0}", tflops(m)))
+            );
+        }
+    }
+    println!("\nweight gradient (ragged K):\n{table}");
     Ok(ok)
 }

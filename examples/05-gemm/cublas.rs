@@ -130,6 +130,53 @@ impl Cublas {
         }
         .map_err(|e| CublasError::Call("cublasGemmEx", format!("{:?}", e.0)))
     }
+
+    /// The weight gradient dW[N][K] = dY[T][N]^T * X[T][K], row-major, fp32 accumulation
+    /// (examples/08-grouped-gemm's reference): cuBLAS's column-major dW^T (K x N, ld K) =
+    /// X (read as K x T, ld K) * op_T(dY) (dY read as N x T, ld N).
+    ///
+    /// # Safety
+    /// `dy`, `x`, `dw` are device addresses of T x N, T x K and N x K elements of the given types.
+    #[allow(clippy::too_many_arguments, dead_code)]
+    pub unsafe fn wgrad(
+        &self,
+        t: usize,
+        n: usize,
+        k: usize,
+        input: In,
+        out: Out,
+        dy: u64,
+        x: u64,
+        dw: u64,
+    ) -> Result<(), CublasError> {
+        let (alpha, beta) = (1.0f32, 0.0f32);
+        let ty = data_type(input.dtype());
+        // SAFETY: the caller's pointers and sizes; alpha and beta are host f32 (compute 32F).
+        unsafe {
+            result::gemm_ex(
+                self.handle,
+                sys::cublasOperation_t::CUBLAS_OP_N,
+                sys::cublasOperation_t::CUBLAS_OP_T,
+                k as i32,
+                n as i32,
+                t as i32,
+                (&alpha as *const f32).cast(),
+                x as *const c_void,
+                ty,
+                k as i32,
+                dy as *const c_void,
+                ty,
+                n as i32,
+                (&beta as *const f32).cast(),
+                dw as *mut c_void,
+                data_type(out.dtype()),
+                k as i32,
+                sys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                sys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+            )
+        }
+        .map_err(|e| CublasError::Call("cublasGemmEx", format!("{:?}", e.0)))
+    }
 }
 
 impl Drop for Cublas {

@@ -13,6 +13,9 @@
 #ifndef GEMM_CONV
 #define GEMM_CONV 0  // examples/07-conv: A from im2col loads (gemm_conv)
 #endif
+#ifndef GEMM_WGRAD
+#define GEMM_WGRAD 0  // examples/08-grouped-gemm's weight gradient (gemm_wgrad_groups)
+#endif
 
 typedef tma_plan_gemm P;
 typedef tma_pipe_ring Pipe;
@@ -126,6 +129,51 @@ struct gemm_groups {
     n0 = cn * GEMM_BN;
     row_end = row_first + max(r, 0);
     return true;
+  }
+};
+#endif
+
+#if GEMM_WGRAD
+static_assert(GEMM_WS && GEMM_PERSIST && !GEMM_GROUPED && !GEMM_CONV && GEMM_CN == 1,
+              "wgrad: the warp-specialized persistent kernel, a cluster along M at most");
+// The weight-gradient grouped GEMM (examples/08-grouped-gemm): for each group g of tokens[g]
+// tokens (rows tok0.. of dY [T][N] and X [T][K], after the groups before it; zero allowed),
+// dW_g[N][K] = dY_g^T X_g, i.e. D[M = N][N' = K] with the tokens as the contraction. A is dY,
+// B is X, both MN-major (tile dims [k][m] and [k][n], k the tokens). Every group has the same
+// tiles, ceil(ceil(N / BM) / CM) x ceil(K / BN) cluster tiles, numbered group after group; the
+// k-loop is ragged: ceil(tokens[g] / BK) blocks, the last one zero-filled past the group's end
+// by its per-group maps (see the producer). Each thread that needs the schedule walks the token
+// counts once, forward, for the group's first token.
+struct gemm_wgrad_groups {
+  const int* __restrict__ tokens;
+  int G, num_cm, num_n, per_group, raster;
+  unsigned rank;
+  int g = 0, tok_first = 0;  // the walk: group g's first token
+  __device__ __forceinline__ gemm_wgrad_groups(const int* __restrict__ group_tokens, int groups, int N, int K,
+                                               int raster_rows, unsigned cta_rank)
+      : tokens(group_tokens),
+        G(groups),
+        num_cm(((N + GEMM_BM - 1) / GEMM_BM + GEMM_CM - 1) / GEMM_CM),
+        num_n((K + GEMM_BN - 1) / GEMM_BN),
+        per_group(num_cm * num_n),
+        raster(max(raster_rows, 1)),
+        rank(cta_rank) {}
+  __device__ __forceinline__ int total() const { return G * per_group; }
+  // Cluster tile t (at or after the last one asked; below total()): its group, the group's
+  // first token and token count, this CTA's first row (of N) and column (of K) of dW_g.
+  __device__ __forceinline__ void tile(int t, int& group, int& tok0, int& ntok, int& m0, int& n0) {
+    const int gi = t / per_group;
+    while (g < gi) {
+      tok_first += max(__ldg(tokens + g), 0);
+      ++g;
+    }
+    int cm, cn;
+    gemm_raster(t - gi * per_group, num_cm, num_n, raster, cm, cn);
+    group = gi;
+    tok0 = tok_first;
+    ntok = max(__ldg(tokens + gi), 0);
+    m0 = (cm * GEMM_CM + (GEMM_CM > 1 ? (int)rank : 0)) * GEMM_BM;
+    n0 = cn * GEMM_BN;
   }
 };
 #endif
@@ -249,6 +297,12 @@ extern "C" __global__ void TMA_PLAN_GEMM_LAUNCH_BOUNDS gemm(const __grid_constan
                                                             const int* __restrict__ group_rows, int groups,
                                                             CUtensorMap* __restrict__ d_maps
 #endif
+#if GEMM_WGRAD
+                                                            ,
+                                                            const int* __restrict__ group_tokens, int groups,
+                                                            CUtensorMap* __restrict__ ab_maps, const void* dY,
+                                                            const void* X
+#endif
 #if GEMM_CONV
                                                             ,
                                                             const gemm_conv conv
@@ -269,6 +323,10 @@ extern "C" __global__ void TMA_PLAN_GEMM_LAUNCH_BOUNDS gemm(const __grid_constan
   (void)M;
   gemm_groups sched(group_rows, groups, N, group, GEMM_CL > 1 ? tma_cluster_ctarank() : 0u);
   const int total = 0x7fffffff;  // the walk ends past the last group
+#elif GEMM_WGRAD
+  (void)M;
+  gemm_wgrad_groups sched(group_tokens, groups, N, K, group, GEMM_CL > 1 ? tma_cluster_ctarank() : 0u);
+  const int total = sched.total();
 #else
   const gemm_sched sched(M, N, group, GEMM_CL > 1 ? tma_cluster_ctarank() : 0u);
   const int total = sched.total;
@@ -276,10 +334,62 @@ extern "C" __global__ void TMA_PLAN_GEMM_LAUNCH_BOUNDS gemm(const __grid_constan
   const int cid = (int)blockIdx.x / GEMM_CL;
   const int ncl = GEMM_PERSIST ? (int)gridDim.x / GEMM_CL : total;
   const int nk = (K + GEMM_BK - 1) / GEMM_BK;
+#if GEMM_WGRAD
+  (void)nk;  // the k-loop is the group's: its token count (K is dW's columns here)
+#endif
   if (R::is_producer()) {
     R::producer_setmaxnreg();
     if (threadIdx.x == 0u) {
       Pipe::state s;
+#if GEMM_WGRAD
+      // Per-group maps of A (dY) and B (X), their tokens dim the group's count and their base
+      // its first token, so TMA zero-fills a k-block past the group's end. They are rewritten
+      // here, on the device (tma's update protocol: drain, replace, release; acquire), in a
+      // workspace of this CTA's: one map of each per pipeline STAGE, the load of stage s going
+      // through the maps of slot s. Why per stage rather than one map a group: after acquire(s)
+      // the slot's last load (the same stage, one pass of the ring ago) has landed (its
+      // consumers released it), and its full barrier has not been armed again (that is this
+      // load), so the drain waits on that phase and returns at once: no bubble at a group
+      // change, whatever the groups' lengths; and the debug check (MapUpdateInFlight) sees that
+      // phase complete. One map a group (or two alternating) would wait for the previous
+      // tile's last load at every change, or, behind a group longer than the ring, drain on a
+      // barrier that has gone round twice since (a hang, or the check's false alarm). A slot
+      // is rewritten only when its group changes: within a group the maps stay.
+      CUtensorMap* const a_slots = ab_maps + (size_t)blockIdx.x * 2u * Pipe::STAGES;
+      CUtensorMap* const b_slots = a_slots + Pipe::STAGES;
+      int slot_group[Pipe::STAGES];
+      for (unsigned i = 0u; i < Pipe::STAGES; ++i) {
+        a_slots[i] = mapA;  // every other field (box, swizzle, type, promotion) as encoded
+        b_slots[i] = mapB;
+        slot_group[i] = -1;
+      }
+      for (int t = cid; t < total; t += ncl) {
+        int g, tok0, ntok, m0, n0;
+        sched.tile(t, g, tok0, ntok, m0, n0);
+        // An empty group loads nothing (a TMA dim is never 0): its consumers store zeros.
+        const int nkg = (ntok + GEMM_BK - 1) / GEMM_BK;
+        for (int kb = 0; kb < nkg; ++kb, ++s) {
+          pipe.acquire(s);
+          CUtensorMap* const ma = a_slots + s.index;
+          CUtensorMap* const mb = b_slots + s.index;
+          if (slot_group[s.index] != g) {
+            // The slot's last load: stage s.index one pass ago (parity s.phase ^ 1), complete.
+            tma_mbarrier* const last = slot_group[s.index] < 0 ? nullptr : pipe.full(s.index);
+            const unsigned long long tokens = (unsigned long long)ntok;
+            TA::update_global(ma, static_cast<const TA::elem*>(dY) + (size_t)tok0 * N,
+                              {.k = tokens, .m = (unsigned long long)N, .stride_k = (unsigned long long)N}, last,
+                              s.phase ^ 1u);
+            TB::update_global(mb, static_cast<const TB::elem*>(X) + (size_t)tok0 * K,
+                              {.k = tokens, .n = (unsigned long long)K, .stride_k = (unsigned long long)K}, last,
+                              s.phase ^ 1u);
+            TA::acquire(ma);
+            TB::acquire(mb);
+            slot_group[s.index] = g;
+          }
+          pipe.load(s, ma, {.k = kb * GEMM_BK, .m = m0}, mb, {.k = kb * GEMM_BK, .n = n0});
+        }
+      }
+#else
       for (int t = cid; t < total; t += ncl) {
         int m0, n0;
 #if GEMM_GROUPED
@@ -310,6 +420,7 @@ extern "C" __global__ void TMA_PLAN_GEMM_LAUNCH_BOUNDS gemm(const __grid_constan
         }
 #endif
       }
+#endif  // GEMM_WGRAD
     }
   } else {
     R::consumer_setmaxnreg();
@@ -330,6 +441,11 @@ extern "C" __global__ void TMA_PLAN_GEMM_LAUNCH_BOUNDS gemm(const __grid_constan
 #if GEMM_GROUPED
       int g, row_end;
       if (!sched.tile(t, g, m0, row_end, n0)) break;
+#elif GEMM_WGRAD
+      int g, tok0, ntok;
+      sched.tile(t, g, tok0, ntok, m0, n0);
+      (void)tok0;
+      const int nk = (ntok + GEMM_BK - 1) / GEMM_BK;  // this group's k-blocks (0: dW_g = 0)
 #else
       sched.tile(t, m0, n0);
 #endif
@@ -353,7 +469,15 @@ extern "C" __global__ void TMA_PLAN_GEMM_LAUNCH_BOUNDS gemm(const __grid_constan
         ++s;
       }
       tma_wgmma_wait_group<0>();
-      if (!GEMM_RELEASE_ONE || tw == 0u) pipe.release(prev);
+      if ((!GEMM_RELEASE_ONE || tw == 0u) && (!GEMM_WGRAD || nk > 0)) pipe.release(prev);
+#if GEMM_WGRAD
+      if (nk == 0) {  // an empty group: no stage was waited or released
+#pragma unroll
+        for (int mi = 0; mi < GEMM_MI; ++mi)
+#pragma unroll
+          for (int i = 0; i < GEMM_BN / 2; ++i) acc[mi][i] = 0.0f;
+      }
+#endif
       const int row0 = m0 + c * GEMM_MI * 64;
 #if GEMM_GROUPED && GEMM_EPI_TMA
       if (g != my_group) {
@@ -367,6 +491,12 @@ extern "C" __global__ void TMA_PLAN_GEMM_LAUNCH_BOUNDS gemm(const __grid_constan
       gemm_store_tma(acc, my_map, P::d(base, c), c, row0, n0, tw);
 #elif GEMM_GROUPED
       gemm_store_direct(acc, D, row_end, N, row0, n0, tw);
+#elif GEMM_WGRAD && GEMM_EPI_TMA
+      // D is dW as [G * N][K] (K clipped by the map); the host asks N a multiple of this
+      // consumer's 64 * MI rows, so a consumer's rows lie in group g or past it (skipped).
+      if (row0 < N) gemm_store_tma(acc, &mapD, P::d(base, c), c, g * N + row0, n0, tw);
+#elif GEMM_WGRAD
+      gemm_store_direct(acc, static_cast<gemm_out_t*>(D) + (size_t)g * N * K, N, K, row0, n0, tw);
 #elif GEMM_EPI_TMA
       gemm_store_tma(acc, &mapD, P::d(base, c), c, row0, n0, tw);
 #else

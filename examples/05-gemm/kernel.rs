@@ -369,6 +369,9 @@ pub struct Plan {
     pub kernel: ValidKernelPlan,
     /// The grouped schedule (examples/08-grouped-gemm).
     pub grouped: bool,
+    /// The weight-gradient grouped GEMM (examples/08-grouped-gemm, `GEMM_WGRAD`): A and B
+    /// MN-major over the tokens (the contraction), ragged per group.
+    pub wgrad: bool,
     /// The convolution (examples/07-conv): A is this im2col tile (`a` is its box), B the
     /// filter as `[R*S][K][C]`.
     pub im2col: Option<ValidIm2col>,
@@ -416,14 +419,31 @@ impl Plan {
             )
             .into());
         }
-        Plan::build_with(c, false, true)
+        Plan::build_with(c, false, true, false)
+    }
+
+    /// [`Plan::new`] with the weight-gradient grouped schedule (examples/08-grouped-gemm,
+    /// `GEMM_WGRAD`): dW_g[N][K] = dY_g^T X_g over each group's tokens, the tokens the GEMM's
+    /// contraction and the strided dim of both operands. A is dY as `[tokens][N]` (tile dims
+    /// `[k][m]`, wgmma's MN-major A), B is X as `[tokens][K]` (`[k][n]`, MN-major B), each a
+    /// box of 64 tokens x 64 elements (128-byte rows, the 128B swizzle's atom) repeated along
+    /// M or N. Warp-specialized and persistent, a cluster along M at most (X multicast).
+    #[allow(dead_code)] // examples/08-grouped-gemm's, which includes this file
+    pub fn wgrad(c: Config) -> Res<Plan> {
+        if c.kind != Kind::Ws || c.cn != 1 || !c.persistent {
+            return Err(format!(
+                "{c}: the weight-gradient GEMM is warp-specialized and persistent, its cluster along M only (a group's X multicast)"
+            )
+            .into());
+        }
+        Plan::build_with(c, false, false, true)
     }
 
     fn build(c: Config, grouped: bool) -> Res<Plan> {
-        Plan::build_with(c, grouped, false)
+        Plan::build_with(c, grouped, false, false)
     }
 
-    fn build_with(c: Config, grouped: bool, conv: bool) -> Res<Plan> {
+    fn build_with(c: Config, grouped: bool, conv: bool, wgrad: bool) -> Res<Plan> {
         let dt = c.input.dtype();
         if c.cm > 1 && c.cn > 1 {
             return Err(format!("{c}: a cluster spans M or N, not both").into());
@@ -441,6 +461,19 @@ impl Plan {
         let (a, im2col) = if conv {
             let i = conv_a(c.input, c.bm, ConvMap::PLACEHOLDER)?;
             (i.stage_tile().map_err(|e| findings("tile a", e))?, Some(i))
+        } else if wgrad {
+            // A: dY's 64 tokens x BM columns, MN-major (the columns contiguous): 64-column
+            // boxes of 128 bytes, one swizzle atom each, repeated along M.
+            let a = validate(
+                &runtime2(TileSpec::new("a", dt, [1, 1], [BK, 64]))
+                    .dim_names(["k", "m"])
+                    .swizzle(Swizzle::B128)
+                    .l2_promotion(L2Promotion::B256)
+                    .repeat([1, c.bm / 64])
+                    .wgmma(Operand::A, Major::MN),
+            )
+            .map_err(|e| findings("tile a", e))?;
+            (a, None)
         } else {
             // A: BM x 64 (K-major), its rows split over the cluster's CTAs along N (A multicast).
             let a = validate(
@@ -457,7 +490,18 @@ impl Plan {
         // B: BN x 64, rows split over the CTAs along M (B multicast): repeated boxes along N,
         // back to back, one 256-row operand for wgmma (rule WgmmaTileShape). The convolution's
         // B is the filter's tap rs: [R*S][K][C] (strides C, R*S*C, 1 of KRSC), one tap a box.
-        let b = if conv {
+        // The weight gradient's B is X's 64 tokens x BN columns, MN-major, BN / 64 boxes split
+        // over the CTAs along M (multicast).
+        let b = if wgrad {
+            validate(
+                &runtime2(TileSpec::new("b", dt, [1, 1], [BK, 64]))
+                    .dim_names(["k", "n"])
+                    .swizzle(Swizzle::B128)
+                    .l2_promotion(L2Promotion::B256)
+                    .repeat([1, c.bn / 64])
+                    .wgmma(Operand::B, Major::MN),
+            )
+        } else if conv {
             validate(
                 &TileSpec::new("b", dt, [1, 1, 1], [1, c.bn / c.cm, BK])
                     .global_extents([Extent::Runtime; 3])
@@ -550,6 +594,7 @@ impl Plan {
             pipeline,
             kernel,
             grouped,
+            wgrad,
             im2col,
         })
     }
@@ -561,7 +606,7 @@ impl Plan {
         let defines = format!(
             "#define GEMM_BM {}\n#define GEMM_BN {}\n#define GEMM_CM {}\n#define GEMM_CN {}\n#define GEMM_NC {}\n\
              #define GEMM_WS {}\n#define GEMM_PERSIST {}\n#define GEMM_EPI_TMA {}\n#define GEMM_OUT {}\n\
-             #define GEMM_RELEASE_ONE {}\n#define GEMM_GROUPED {}\n#define GEMM_CONV {}\n",
+             #define GEMM_RELEASE_ONE {}\n#define GEMM_GROUPED {}\n#define GEMM_CONV {}\n#define GEMM_WGRAD {}\n",
             c.bm,
             c.bn,
             c.cm,
@@ -573,7 +618,8 @@ impl Plan {
             c.out.code(),
             u32::from(c.wg_release),
             u32::from(self.grouped),
-            u32::from(self.im2col.is_some())
+            u32::from(self.im2col.is_some()),
+            u32::from(self.wgrad)
         );
         let src = KernelSource::new()
             .plan(&self.kernel)

@@ -17,8 +17,19 @@
 //! loop and torch._grouped_mm: `cargo bench --bench grouped_gemm` and
 //! benches/grouped_gemm_torch.py (BENCHMARKS.md).
 //!
-//! Run: `cargo run --release --example 08-grouped-gemm` (`GROUPED_QUICK=1`: the first problem
-//! only, for compute-sanitizer).
+//! The weight gradient (issue 26's ragged K, `wgrad.rs`): for each group g of tokens[g] tokens
+//! (device counts, zeros allowed), dW_g[N][K] = dY_g^T X_g, the same kernel with `GEMM_WGRAD`:
+//! dY and X are wgmma's MN-major A and B over the tokens, and the producer rewrites per-group
+//! maps of both on the device (one pair per pipeline stage: kernel.cu says why), so each group's
+//! k-loop stops at its own last token (TMA zero-fills the rest of the last block); an empty
+//! group loads nothing and stores zeros. Checked after the forward: dW poisoned (NaN), every
+//! element against a loop of cuBLAS GEMMs (memset zeros for empty groups), empty groups exactly
+//! zero, exact f64 samples (every group's corners among them) under example 05's proven bound;
+//! uniform and skewed routing, 8 and 128 groups, long groups (the ring goes round many times a
+//! group), ragged N and K, an all-empty problem; bf16 and f32 out.
+//!
+//! Run: `cargo run --release --example 08-grouped-gemm` (`--wgrad`: the weight gradient only;
+//! `GROUPED_QUICK=1`: the first problem of each only, for compute-sanitizer).
 
 #[allow(dead_code)]
 #[path = "../05-gemm/check.rs"]
@@ -40,11 +51,15 @@ mod kernel;
 #[allow(dead_code)]
 #[path = "../05-gemm/rng.rs"]
 mod rng;
+#[allow(dead_code)]
+mod wgrad;
 
 use std::process::ExitCode;
 
+use compile::Built;
+use gpu::Gpu;
 use grouped::{Launch, Loaded, Problem, Routing};
-use kernel::{In, Out, Res};
+use kernel::{In, Out, Plan, Res};
 use rng::Rng;
 use tma::runtime::Compiler;
 
@@ -59,9 +74,29 @@ fn main() -> ExitCode {
     }
 }
 
+/// The plans that fit, each said; the ones that do not, with the reason.
+fn valid(what: &str, plans: Vec<Res<Plan>>) -> Vec<Plan> {
+    let mut v = Vec::new();
+    for p in plans {
+        match p {
+            Ok(p) => {
+                println!(
+                    "{}: {what} plan, block {} threads, {} B of dynamic shared memory",
+                    p.config,
+                    p.kernel.launch().block[0],
+                    p.kernel.launch().dynamic_smem_bytes
+                );
+                v.push(p);
+            }
+            Err(e) => println!("not built: {e}"),
+        }
+    }
+    v
+}
+
 fn run() -> Res<bool> {
     let input = In::BF16;
-    let out = Out::of(input);
+    let only_wgrad = std::env::args().skip(1).any(|a| a == "--wgrad");
     let compiler = match Compiler::global() {
         Ok(c) => c,
         Err(e) => {
@@ -69,39 +104,62 @@ fn run() -> Res<bool> {
             return Ok(true);
         }
     };
-    let mut plans = Vec::new();
-    for p in grouped::plans(input) {
-        match p {
-            Ok(p) => {
-                println!(
-                    "{}: grouped plan, block {} threads, {} B of dynamic shared memory",
-                    p.config,
-                    p.kernel.launch().block[0],
-                    p.kernel.launch().dynamic_smem_bytes
-                );
-                plans.push(p);
-            }
-            Err(e) => println!("not built: {e}"),
-        }
-    }
-    let built: Vec<_> = compile::compile_all(compiler, plans)
-        .into_iter()
-        .collect::<Result<_, _>>()?;
+    let forward = if only_wgrad {
+        Vec::new()
+    } else {
+        valid("grouped", grouped::plans(input))
+    };
+    let wgrad_plans = valid("weight-gradient", wgrad::plans(input));
+    let nf = forward.len();
+    let mut built: Vec<Built> =
+        compile::compile_all(compiler, forward.into_iter().chain(wgrad_plans).collect())
+            .into_iter()
+            .collect::<Result<_, _>>()?;
     for b in &built {
         println!(
             "compiled {} ({:.2} s, {:?})",
             b.plan.config, b.seconds, b.origin
         );
     }
+    let built_wgrad = built.split_off(nf);
+    let mut rng = Rng::from_clock();
+    for b in &built_wgrad {
+        let read = wgrad::cpu_check(&b.plan, &mut rng)?;
+        println!(
+            "{}: wgmma reads {read} elements of the MN-major A and B exactly (tma's CPU models of TMA and wgmma; tokens past a group's end zero)",
+            b.plan.config
+        );
+    }
     let gpu = match tma::runtime::gpu_available() {
-        Ok(_) => gpu::Gpu::new()?,
+        Ok(_) => Gpu::new()?,
         Err(e) => {
             println!("\nno GPU here ({e}): every configuration is rendered and compiled; on an sm_90 GPU this example also runs and checks them.");
             return Ok(true);
         }
     };
     println!("\nGPU: {} ({} SMs)", gpu.name, gpu.sms);
-    let mut rng = Rng::from_clock();
+    // GROUPED_QUICK=1: the first problem of each only (for compute-sanitizer).
+    let quick = std::env::var("GROUPED_QUICK").is_ok_and(|v| v == "1");
+    let mut ok = true;
+    if !only_wgrad {
+        ok &= run_forward(&gpu, &built, quick, &mut rng)?;
+    }
+    ok &= run_wgrad(&gpu, &built_wgrad, quick, &mut rng)?;
+    println!(
+        "{}",
+        if ok {
+            "OK: every configuration matches cuBLAS and the exact samples"
+        } else {
+            "FAILED"
+        }
+    );
+    Ok(ok)
+}
+
+/// The forward (ragged M): every configuration on every problem.
+fn run_forward(gpu: &Gpu, built: &[Built], quick: bool, rng: &mut Rng) -> Res<bool> {
+    let input = In::BF16;
+    let out = Out::of(input);
     let mut ok = true;
     let cases: [(usize, usize, usize, usize); 4] = [
         (8, 3000, 512, 384),
@@ -109,26 +167,24 @@ fn run() -> Res<bool> {
         (256, 5000, 256, 256),
         (16, 0, 256, 128),
     ];
-    // GROUPED_QUICK=1: the first problem only (for compute-sanitizer).
-    let quick = std::env::var("GROUPED_QUICK").is_ok_and(|v| v == "1");
     for &(groups, rows, n, k) in cases.iter().take(if quick { 1 } else { cases.len() }) {
         for routing in [Routing::Uniform, Routing::Skewed] {
-            let counts = routing.counts(groups, rows, &mut rng);
+            let counts = routing.counts(groups, rows, rng);
             let empty = counts.iter().filter(|&&c| c == 0).count();
-            let p = Problem::new(&gpu, counts, n, k, input, &mut rng)?;
-            let mut reference = grouped::out_buf(&gpu, &p, out)?;
+            let p = Problem::new(gpu, counts, n, k, input, rng)?;
+            let mut reference = grouped::out_buf(gpu, &p, out)?;
             reference.poison(&gpu.stream)?;
-            grouped::cublas_loop(&gpu, &p, out, &reference)?;
+            grouped::cublas_loop(gpu, &p, out, &reference)?;
             let r = reference.read(&gpu.stream, out)?;
-            for b in &built {
-                let loaded = Loaded::new(&gpu, b)?;
-                let mut d = grouped::out_buf(&gpu, &p, out)?;
+            for b in built {
+                let loaded = Loaded::new(gpu, b)?;
+                let mut d = grouped::out_buf(gpu, &p, out)?;
                 d.poison(&gpu.stream)?;
-                let mut launch = Launch::new(&gpu, &loaded, &p, &d)?;
-                launch.run(&gpu)?;
+                let mut launch = Launch::new(gpu, &loaded, &p, &d)?;
+                launch.run(gpu)?;
                 gpu.stream.synchronize()?;
                 let got = d.read(&gpu.stream, out)?;
-                let c = grouped::check(&p, out, &got, &r, &mut rng);
+                let c = grouped::check(&p, out, &got, &r, rng);
                 let good = c.ok(out);
                 ok &= good;
                 println!(
@@ -145,14 +201,78 @@ fn run() -> Res<bool> {
             }
         }
     }
-    println!(
-        "{}",
-        if ok {
-            "OK: every configuration matches cuBLAS and the exact samples"
-        } else {
-            "FAILED"
+    Ok(ok)
+}
+
+/// The weight gradient (ragged K): every configuration on every problem, dW poisoned first;
+/// the cuBLAS reference once per problem and output type.
+fn run_wgrad(gpu: &Gpu, built: &[Built], quick: bool, rng: &mut Rng) -> Res<bool> {
+    let input = In::BF16;
+    let mut ok = true;
+    // (groups, tokens, N, K): short groups (one or two k-blocks), long ones (~2500 tokens: the
+    // ring goes round many times a group, every slot's map rewritten at each group change), 128
+    // groups, N past the tile (320: a consumer's rows past N skipped) with K past the tile,
+    // N not whole 64-row chunks (328: the direct epilogue only), no token at all.
+    let cases: [(usize, usize, usize, usize); 6] = [
+        (8, 3000, 512, 384),
+        (8, 20000, 512, 384),
+        (128, 9000, 768, 512),
+        (8, 2500, 320, 200),
+        (8, 2000, 328, 200),
+        (16, 0, 256, 128),
+    ];
+    for &(groups, tokens, n, k) in cases.iter().take(if quick { 1 } else { cases.len() }) {
+        for routing in [Routing::Uniform, Routing::Skewed] {
+            let counts = routing.counts(groups, tokens, rng);
+            let empty = counts.iter().filter(|&&c| c == 0).count();
+            let p = wgrad::Problem::new(gpu, counts, n, k, input, rng)?;
+            let mut references: Vec<(Out, Vec<f32>)> = Vec::new();
+            for b in built {
+                let c = &b.plan.config;
+                let label = format!(
+                    "wgrad G {groups:>3} tokens {tokens:>5} ({empty} empty) N {n} K {k} {:<8} {:<34}",
+                    routing.name(),
+                    c.name()
+                );
+                if let Some(why) = wgrad::unsupported(c, n, k) {
+                    println!("{label} skipped: {why}");
+                    continue;
+                }
+                let out = c.out;
+                if !references.iter().any(|(o, _)| *o == out) {
+                    let mut reference = wgrad::out_buf(gpu, &p, out)?;
+                    reference.poison(&gpu.stream)?;
+                    wgrad::cublas_loop(gpu, &p, out, &reference)?;
+                    references.push((out, reference.read(&gpu.stream, out)?));
+                }
+                let r = references
+                    .iter()
+                    .find(|(o, _)| *o == out)
+                    .map(|(_, r)| r)
+                    .ok_or("no reference")?;
+                let loaded = wgrad::Loaded::new(gpu, b)?;
+                let mut d = wgrad::out_buf(gpu, &p, out)?;
+                d.poison(&gpu.stream)?;
+                let mut launch = wgrad::Launch::new(gpu, &loaded, &p, &d)?;
+                launch.run(gpu)?;
+                gpu.stream.synchronize()?;
+                let got = d.read(&gpu.stream, out)?;
+                let c = wgrad::check(&p, out, &got, r, rng);
+                let good = c.ok();
+                ok &= good;
+                println!(
+                    "{label} vs cuBLAS max diff {:.1e}, {} outside the bound; empty groups {} nonzero; {} f64 samples, {} outside the bound (worst {:.2} of it) {}",
+                    c.elements.max_diff,
+                    c.elements.bad,
+                    c.empty_nonzero,
+                    c.samples,
+                    c.samples_bad,
+                    c.sample_worst,
+                    if good { "OK" } else { "FAIL" }
+                );
+            }
         }
-    );
+    }
     Ok(ok)
 }
 
@@ -161,6 +281,7 @@ mod tests {
     use super::grouped::{self, Routing};
     use super::kernel::{Config, Epi, In, Kind, Plan};
     use super::rng::Rng;
+    use super::wgrad;
 
     /// Routing puts every row somewhere; skewed routing leaves every 7th group (from 3) empty
     /// and favours the first groups.
@@ -214,5 +335,120 @@ mod tests {
             .expect("renders")
             .text()
             .contains("#define GEMM_GROUPED 0"));
+    }
+
+    /// The weight gradient's plans: MN-major A and B over the tokens (dims k, m / k, n), the
+    /// wgrad schedule in the source; kinds it cannot serve refused with the reason; the dense
+    /// and grouped plans say no wgrad.
+    #[test]
+    fn wgrad_plans_declare_mn_major_operands_over_the_tokens() {
+        for p in wgrad::plans(In::BF16) {
+            let p = p.expect("every weight-gradient configuration fits");
+            assert!(p.wgrad && !p.grouped);
+            for (t, dims, operand) in [
+                (&p.a, ["k", "m"], "a_mn_major"),
+                (&p.b, ["k", "n"], "b_mn_major"),
+            ] {
+                let spec = t.spec();
+                assert_eq!(spec.dim_label(0), dims[0]);
+                assert_eq!(spec.dim_label(1), dims[1]);
+                assert_eq!(spec.boxed, vec![64, 64], "64 tokens x one 128-byte atom");
+                assert_eq!(spec.wgmma.expect("an operand").to_string(), operand);
+            }
+            let src = p.source().expect("renders");
+            assert!(src.text().contains("#define GEMM_WGRAD 1"));
+            assert!(src.text().contains("#define GEMM_GROUPED 0"));
+        }
+        let base = wgrad::configs(In::BF16)[0];
+        for c in [
+            Config {
+                kind: Kind::Simple,
+                epi: Epi::Direct,
+                ..base
+            },
+            Config { cn: 2, ..base },
+            Config {
+                persistent: false,
+                ..base
+            },
+        ] {
+            let e = Plan::wgrad(c).err().expect("refused").to_string();
+            assert!(e.contains("warp-specialized and persistent"), "{e}");
+        }
+        for p in [
+            Plan::new(Config::L5),
+            Plan::grouped(grouped::configs(In::BF16)[0]),
+        ] {
+            let p = p.expect("plans");
+            assert!(!p.wgrad);
+            assert!(p
+                .source()
+                .expect("renders")
+                .text()
+                .contains("#define GEMM_WGRAD 0"));
+        }
+    }
+
+    /// Every weight-gradient plan's operands read back through its descriptors exactly on the
+    /// CPU models (and a block past a group's end reads zeros).
+    #[test]
+    fn wgrad_operands_read_back_on_the_cpu_models() {
+        let mut rng = Rng::new(26);
+        for p in wgrad::plans(In::BF16) {
+            let p = p.expect("fits");
+            let read = wgrad::cpu_check(&p, &mut rng).expect("reads back");
+            let c = &p.config;
+            // A's BM and B's BN columns x 64 tokens, twice (a whole block, a ragged one).
+            assert_eq!(read, 2 * 64 * u64::from(c.bm + c.bn), "{c}");
+        }
+    }
+
+    /// A problem the TMA-store epilogue cannot store (N not whole 64-row chunks) or TMA
+    /// cannot load (rows not 16-byte multiples) is refused before a launch, with the reason.
+    #[test]
+    fn wgrad_refuses_what_its_maps_cannot_cover() {
+        let c = wgrad::configs(In::BF16);
+        let (tma, direct) = (c[0], c[3]);
+        assert_eq!(direct.epi, Epi::Direct);
+        assert!(wgrad::unsupported(&tma, 768, 2048).is_none());
+        assert!(wgrad::unsupported(&tma, 320, 200).is_none());
+        assert!(wgrad::unsupported(&direct, 328, 200).is_none());
+        let e = wgrad::unsupported(&tma, 328, 200).expect("refused");
+        assert!(
+            e.contains("N = 328") && e.contains("direct epilogue"),
+            "{e}"
+        );
+        for (n, k) in [(100, 64), (64, 100), (0, 64)] {
+            let e = wgrad::unsupported(&direct, n, k).expect("refused");
+            assert!(e.contains("multiples of 8"), "{e}");
+        }
+    }
+
+    /// Every weight-gradient configuration compiles to an sm_90a CUBIN with NVRTC (skipped,
+    /// said, without it), without spilling registers.
+    #[test]
+    fn wgrad_plans_compile_without_spills() {
+        let compiler = match tma::runtime::Compiler::global() {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("SKIP: NVRTC is not available ({e})");
+                return;
+            }
+        };
+        let plans: Vec<_> = wgrad::plans(In::BF16)
+            .into_iter()
+            .map(|p| p.expect("fits"))
+            .collect();
+        for b in super::compile::compile_all(compiler, plans) {
+            let b = b.expect("compiles");
+            assert!(b.compiled.has_cubin(), "{}", b.plan.config);
+            let r = b.compiled.resources("gemm").expect("ptxas's report");
+            assert_eq!(
+                r.spill_stores + r.spill_loads,
+                0,
+                "{}: {r:?}",
+                b.plan.config
+            );
+        }
     }
 }

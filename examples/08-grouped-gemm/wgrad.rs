@@ -1,0 +1,469 @@
+//! The weight-gradient grouped GEMM of examples/08-grouped-gemm (issue 26's ragged K): for each
+//! group g of tokens[g] routed tokens (a device array; zeros allowed), dW_g[N][K] = dY_g^T X_g
+//! over the group's rows of dY [T][N] and X [T][K] (the tokens back to back, as the forward's A),
+//! bf16 in, fp32 accumulation, bf16 or f32 out. examples/05-gemm's kernel with `GEMM_WGRAD`
+//! (`Plan::wgrad`): A and B MN-major over the tokens, per-group maps of both rewritten on the
+//! device so each group's k-loop stops at its own last token. Shared by the example and
+//! `benches/grouped_gemm.rs`.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaSlice, DevicePtr};
+use tma::runtime::{Kernel, LaunchConfig, Module, TensorMap};
+
+use crate::check::{compare, unit_roundoff, Compare};
+use crate::compile::Built;
+use crate::gpu::{from_bits, to_bits, Gpu, OutBuf};
+use crate::kernel::{Config, Epi, In, Kind, Out, Plan, Res};
+use crate::rng::Rng;
+
+/// The weight-gradient configurations: the large tile (alone and in 2-CTA clusters, X
+/// multicast), 128 x 128 with the TMA-store and the direct epilogue, and the large tile with
+/// f32 out (dW kept in fp32 for the optimizer).
+pub fn configs(input: In) -> Vec<Config> {
+    let ws = |bn, stages, epi, out| Config {
+        kind: Kind::Ws,
+        bm: 128,
+        bn,
+        stages,
+        cm: 1,
+        cn: 1,
+        persistent: true,
+        epi,
+        input,
+        out,
+        wg_release: false,
+    };
+    let o = Out::of(input);
+    let c2 = |c: Config| Config { cm: 2, ..c };
+    vec![
+        ws(256, 4, Epi::Tma { nb: 2 }, o),
+        c2(ws(256, 4, Epi::Tma { nb: 2 }, o)),
+        ws(128, 6, Epi::Tma { nb: 2 }, o),
+        ws(128, 6, Epi::Direct, o),
+        ws(256, 4, Epi::Tma { nb: 2 }, Out::F32),
+    ]
+}
+
+/// The weight-gradient plans of [`configs`].
+pub fn plans(input: In) -> Vec<Res<Plan>> {
+    configs(input).into_iter().map(Plan::wgrad).collect()
+}
+
+/// Why a configuration cannot run a problem (None: it can). dY's and X's rows must be
+/// 16-byte multiples (TMA's global strides), and the TMA-store epilogue writes dW as one
+/// [G * N][K] map in 64-row chunks per consumer, so N must be whole chunks (the direct
+/// epilogue clips any N).
+pub fn unsupported(c: &Config, n: usize, k: usize) -> Option<String> {
+    if n % 8 != 0 || k % 8 != 0 || n == 0 || k == 0 {
+        return Some(format!(
+            "N = {n}, K = {k}: both non-zero multiples of 8 (16-byte rows of dY and X)"
+        ));
+    }
+    let rows = (c.bm / c.consumers()) as usize;
+    if matches!(c.epi, Epi::Tma { .. }) && n % rows != 0 {
+        return Some(format!(
+            "{c}: N = {n} is not a multiple of a consumer's {rows} rows (the TMA-store epilogue writes dW as one [G * N][K] map); the direct epilogue clips it"
+        ));
+    }
+    None
+}
+
+/// The CPU check of one weight-gradient plan (no GPU): its MN-major A and B tiles loaded by
+/// tma's CPU model of TMA from a random `[tokens][columns]` matrix (three blocks of tokens,
+/// three tiles of columns, the tile at the middle one), then read back through every
+/// descriptor the kernel builds (each 64-row block of A, each k-slice) by tma's model of what
+/// wgmma reads: each element read must be dY's or X's element (column, token). Also a box of
+/// tokens past a group's end: the model zero-fills it, as the per-group maps make TMA do.
+/// Returns the elements checked.
+pub fn cpu_check(plan: &Plan, rng: &mut Rng) -> Res<u64> {
+    use tma::model;
+    use tma::wgmma::read::{read_operand, ReadShape};
+    use tma::wgmma::OperandPlan;
+    let c = &plan.config;
+    let mut read = 0;
+    for (valid, cols) in [(&plan.a, u64::from(c.bm)), (&plan.b, u64::from(c.bn))] {
+        let op = OperandPlan::new(valid).ok_or("not an operand tile")?;
+        if op.mn != cols || op.k != u64::from(crate::kernel::BK) || !op.transpose() {
+            return Err(format!(
+                "{c}: tile {}: MN {} K {} transpose {} (want {cols}, 64, MN-major)",
+                valid.spec().name,
+                op.mn,
+                op.k,
+                op.transpose()
+            )
+            .into());
+        }
+        let bk = u64::from(crate::kernel::BK);
+        let e = op.kind.bytes();
+        // The group: tokens [0, 2 BK + 5) (its last block is 5 tokens, the rest zero-filled).
+        for (tokens, kb) in [(3 * bk, 1u64), (2 * bk + 5, 2)] {
+            let global = [tokens, 3 * cols];
+            let bound = valid.bind(&global, None)?;
+            let mut bytes = vec![0u8; (global[0] * global[1] * e) as usize];
+            for b in bytes.iter_mut() {
+                *b = rng.next() as u8;
+            }
+            let origin = [(kb * bk) as i64, cols as i64];
+            let smem = model::load(&bound, &bytes, &origin)?;
+            let base = 1024 * 37;
+            let shape = ReadShape {
+                operand: op.operand.operand,
+                major: op.operand.major,
+                kind: op.kind,
+                n: op.mn,
+            };
+            for block in 0..op.m_blocks {
+                for slice in 0..op.k_slices {
+                    let desc = op.descriptor(valid, base, slice, block)?.encode()?;
+                    let got = read_operand(desc, &shape, &smem, base)?;
+                    for row in 0..shape.rows() {
+                        for k in 0..shape.k() {
+                            let (col, tok) =
+                                (cols + block * 64 + row, kb * bk + slice * op.shape.k + k);
+                            let want = if tok < tokens {
+                                let at = ((tok * global[1] + col) * e) as usize;
+                                bytes[at..at + e as usize].to_vec()
+                            } else {
+                                vec![0u8; e as usize]
+                            };
+                            if got[(row * shape.k() + k) as usize] != want {
+                                return Err(format!(
+                                    "{c}: tile {}: block {block} k-slice {slice} reads the wrong element at column {col}, token {tok} ({tokens} tokens)",
+                                    valid.spec().name
+                                )
+                                .into());
+                            }
+                            read += 1;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Ok(read)
+}
+
+/// One weight-gradient problem: G groups of shared N and K, tokens[g] tokens each (on the
+/// device; the host keeps a copy for the baseline and the checks).
+pub struct Problem {
+    pub groups: usize,
+    pub n: usize,
+    pub k: usize,
+    pub input: In,
+    pub tokens: Vec<i32>,
+    pub tokens_dev: CudaSlice<i32>,
+    /// dY [T][N] and X [T][K], the groups' tokens back to back.
+    pub dy_host: Vec<u16>,
+    pub x_host: Vec<u16>,
+    pub dy: CudaSlice<u16>,
+    pub x: CudaSlice<u16>,
+}
+
+/// `len` random elements in [-1, 1) (never 0), filled on several threads.
+fn fill(len: usize, input: In, seed: u64) -> Vec<u16> {
+    let mut v = vec![0u16; len];
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |t| t.get())
+        .min(16);
+    let chunk = len.div_ceil(threads).max(1);
+    std::thread::scope(|s| {
+        for (i, part) in v.chunks_mut(chunk).enumerate() {
+            s.spawn(move || {
+                let mut rng = Rng::new(seed ^ (i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+                for x in part {
+                    *x = to_bits(rng.signed_unit(), input);
+                }
+            });
+        }
+    });
+    v
+}
+
+impl Problem {
+    pub fn new(
+        gpu: &Gpu,
+        tokens: Vec<i32>,
+        n: usize,
+        k: usize,
+        input: In,
+        rng: &mut Rng,
+    ) -> Res<Problem> {
+        let total: usize = tokens.iter().map(|&r| r.max(0) as usize).sum();
+        // dY and X hold at least one row (a problem with no token still has buffers).
+        let dy_host = fill(total.max(1) * n, input, rng.next());
+        let x_host = fill(total.max(1) * k, input, rng.next());
+        Ok(Problem {
+            groups: tokens.len(),
+            n,
+            k,
+            input,
+            tokens_dev: gpu.stream.clone_htod(&tokens)?,
+            dy: gpu.stream.clone_htod(&dy_host)?,
+            x: gpu.stream.clone_htod(&x_host)?,
+            tokens,
+            dy_host,
+            x_host,
+        })
+    }
+    pub fn total_tokens(&self) -> usize {
+        self.tokens.iter().map(|&r| r.max(0) as usize).sum()
+    }
+    pub fn flops(&self) -> f64 {
+        2.0 * self.total_tokens() as f64 * self.n as f64 * self.k as f64
+    }
+    /// The first token of each group (and the end).
+    pub fn starts(&self) -> Vec<usize> {
+        let mut s = vec![0usize];
+        for &r in &self.tokens {
+            s.push(s[s.len() - 1] + r.max(0) as usize);
+        }
+        s
+    }
+}
+
+/// dW for a problem: [G][N][K] of `out`, poisoned (NaN) before each checked run.
+pub fn out_buf(gpu: &Gpu, p: &Problem, out: Out) -> Res<OutBuf> {
+    OutBuf::new(gpu, p.groups * p.n * p.k, out)
+}
+
+/// A weight-gradient configuration loaded, with its persistent grid.
+pub struct Loaded {
+    pub config: Config,
+    pub kernel: Kernel,
+    pub grid: u32,
+    plan: Plan,
+}
+
+impl Loaded {
+    pub fn new(gpu: &Gpu, built: &Built) -> Res<Arc<Loaded>> {
+        let module = Module::load(&gpu.ctx, built.compiled.clone())?;
+        let kernel = module.kernel("gemm")?;
+        let cl = built.plan.config.cluster();
+        let cfg = kernel.plan_config(&gpu.stream, (gpu.sms * cl, 1, 1))?;
+        let grid = kernel.max_active_clusters(&cfg)? * cl;
+        if grid == 0 {
+            return Err(format!(
+                "{}: no CTA of this configuration fits the GPU",
+                built.plan.config
+            )
+            .into());
+        }
+        Ok(Arc::new(Loaded {
+            config: built.plan.config,
+            kernel,
+            grid,
+            plan: built.plan.clone(),
+        }))
+    }
+}
+
+/// A launch over one problem: the template maps of A (dY over all tokens), B (X over all
+/// tokens) and D (dW as [G * N][K]), and the workspace of per-stage maps the producer rewrites
+/// per group (2 x STAGES maps of 128 bytes per CTA; cudarc's allocations are 256-byte aligned).
+pub struct Launch {
+    loaded: Arc<Loaded>,
+    cfg: LaunchConfig,
+    maps: [TensorMap; 3],
+    d_addr: u64,
+    dims: [i32; 4],
+    tokens_addr: u64,
+    dy_addr: u64,
+    x_addr: u64,
+    workspace: CudaSlice<u8>,
+}
+
+impl Launch {
+    pub fn new(gpu: &Gpu, loaded: &Arc<Loaded>, p: &Problem, d: &OutBuf) -> Res<Launch> {
+        let c = &loaded.config;
+        if let Some(why) = unsupported(c, p.n, p.k) {
+            return Err(why.into());
+        }
+        let tiles = p.n.div_ceil(c.bm as usize).div_ceil(c.cm as usize)
+            * p.k.div_ceil(c.bn as usize)
+            * p.groups;
+        // dW's [G * N] rows, the tile count and the tokens are i32 in the kernel.
+        if p.groups == 0
+            || p.groups * p.n > i32::MAX as usize
+            || tiles > i32::MAX as usize
+            || p.total_tokens() > i32::MAX as usize
+            || p.k > i32::MAX as usize
+        {
+            return Err(format!(
+                "groups = {}, G x N = {}, tiles = {tiles}, tokens = {}: 1 or more groups, the rest below 2^31",
+                p.groups,
+                p.groups * p.n,
+                p.total_tokens()
+            )
+            .into());
+        }
+        let total = p.total_tokens().max(1) as u64;
+        let (n, k) = (p.n as u64, p.k as u64);
+        let plan = &loaded.plan;
+        // The templates: every field but the base and the tokens dim is what the per-group maps
+        // keep (the kernel rewrites those two and, unchanged, the other dim and the stride).
+        let ma = TensorMap::new_raw_bits(&plan.a.bind(&[total, n], None)?, &p.dy)?;
+        let mb = TensorMap::new_raw_bits(&plan.b.bind(&[total, k], None)?, &p.x)?;
+        let rows = p.groups as u64 * n;
+        let md = match (&plan.d, d) {
+            (Some(pd), OutBuf::Half(buf)) => {
+                TensorMap::new_raw_bits(&pd.bind(&[rows, k], None)?, buf)?
+            }
+            (Some(pd), OutBuf::Single(buf)) => TensorMap::new(&pd.bind(&[rows, k], None)?, buf)?,
+            // The direct epilogue has no D map: any valid map fills the parameter.
+            (None, _) => TensorMap::new_raw_bits(&plan.a.bind(&[total, n], None)?, &p.dy)?,
+        };
+        let cfg = loaded
+            .kernel
+            .plan_config(&gpu.stream, (loaded.grid, 1, 1))?;
+        let workspace = gpu
+            .stream
+            .alloc_zeros::<u8>(128 * 2 * c.stages as usize * loaded.grid as usize)?;
+        let s = &gpu.stream;
+        Ok(Launch {
+            loaded: loaded.clone(),
+            cfg,
+            maps: [ma, mb, md],
+            d_addr: d.addr(s),
+            dims: [total as i32, p.n as i32, p.k as i32, p.groups as i32],
+            tokens_addr: p.tokens_dev.device_ptr(s).0,
+            dy_addr: p.dy.device_ptr(s).0,
+            x_addr: p.x.device_ptr(s).0,
+            workspace,
+        })
+    }
+
+    pub fn run(&mut self, gpu: &Gpu) -> Res<()> {
+        let ws = self.workspace.device_ptr(&gpu.stream).0;
+        let group = 8i32;
+        let mut l = self.loaded.kernel.launch_builder(&self.cfg);
+        l.arg(&self.maps[0])
+            .arg(&self.maps[1])
+            .arg(&self.maps[2])
+            .arg(&self.d_addr)
+            .arg(&self.dims[0])
+            .arg(&self.dims[1])
+            .arg(&self.dims[2])
+            .arg(&group)
+            .arg(&self.tokens_addr)
+            .arg(&self.dims[3])
+            .arg(&ws)
+            .arg(&self.dy_addr)
+            .arg(&self.x_addr);
+        // SAFETY: gemm (GEMM_WGRAD)(CUtensorMap x 3, void* D, int M, int N, int K, int group,
+        // const int* tokens, int groups, CUtensorMap* ab_maps, const void* dY, const void* X)
+        // as kernel.cu declares: the maps cover the problem's dY ([T][N]), X ([T][K]) and dW
+        // ([G * N][K]) buffers, which the caller holds past the launch; tokens holds G ints
+        // summing to at most dY's and X's rows (Problem::new); ab_maps 2 x STAGES maps of 128
+        // bytes per CTA of this grid.
+        unsafe { l.launch() }?;
+        Ok(())
+    }
+}
+
+/// The baseline and reference: one cuBLAS GEMM a non-empty group, a memset (zeros) an empty
+/// one, into `d`.
+pub fn cublas_loop(gpu: &Gpu, p: &Problem, out: Out, d: &OutBuf) -> Res<()> {
+    let s = &gpu.stream;
+    let (dy, x, dw) = (p.dy.device_ptr(s).0, p.x.device_ptr(s).0, d.addr(s));
+    let starts = p.starts();
+    let (n, k) = (p.n as u64, p.k as u64);
+    let ob = out.bytes();
+    for (g, &t) in p.tokens.iter().enumerate() {
+        let at = dw + g as u64 * n * k * ob;
+        if t <= 0 {
+            // SAFETY: group g's N x K outputs lie inside d (out_buf: G x N x K).
+            unsafe {
+                cudarc::driver::result::memset_d8_async(at, 0, (n * k * ob) as usize, s.cu_stream())
+            }?;
+            continue;
+        }
+        let t0 = starts[g] as u64;
+        // SAFETY: group g's tokens of dY (t0.., N each) and X (t0.., K each) and its N x K of
+        // dW lie inside the problem's buffers (2-byte inputs, `ob`-byte outputs).
+        unsafe {
+            gpu.cublas.wgrad(
+                t as usize,
+                p.n,
+                p.k,
+                p.input,
+                out,
+                dy + t0 * n * 2,
+                x + t0 * k * 2,
+                at,
+            )
+        }?;
+    }
+    Ok(())
+}
+
+/// How far the kernel's dW is from cuBLAS's (every element: example 05's comparison and
+/// bound), whether every empty group's dW is exactly zero, and how sampled elements compare
+/// with exact f64 sums under example 05's proven bound (check.rs: u |exact| + 2^-22 sum_t
+/// |s_t| + 2^-30, s_t the exact prefix sums over the group's tokens).
+pub struct Check {
+    pub elements: Compare,
+    /// Elements of empty groups that are not +0 or -0 (NaN included).
+    pub empty_nonzero: usize,
+    pub samples: usize,
+    /// Samples outside the bound (NaN included).
+    pub samples_bad: usize,
+    /// The largest error / bound among the samples (1 is the bound).
+    pub sample_worst: f64,
+}
+
+impl Check {
+    /// Every element within example 05's bound of cuBLAS's, empty groups exactly zero, and
+    /// every sample within its bound of the exact sum.
+    pub fn ok(&self) -> bool {
+        self.elements.ok() && self.empty_nonzero == 0 && self.samples_bad == 0
+    }
+}
+
+pub fn check(p: &Problem, out: Out, d: &[f32], reference: &[f32], rng: &mut Rng) -> Check {
+    let (n, k) = (p.n, p.k);
+    let u = unit_roundoff(out);
+    let mut c = Check {
+        elements: compare(d, reference, out),
+        empty_nonzero: 0,
+        samples: 0,
+        samples_bad: 0,
+        sample_worst: 0.0,
+    };
+    let starts = p.starts();
+    let dy = |i: usize| f64::from(from_bits(p.dy_host[i], p.input));
+    let x = |i: usize| f64::from(from_bits(p.x_host[i], p.input));
+    for (g, (&t, &start)) in p.tokens.iter().zip(&starts).enumerate() {
+        let dw = &d[g * n * k..(g + 1) * n * k];
+        let t = t.max(0) as usize;
+        if t == 0 {
+            c.empty_nonzero += dw.iter().filter(|&&v| v != 0.0).count();
+            continue;
+        }
+        // The four corners of dW_g (its first and last rows and columns: the clipped edges of
+        // the last tiles) and four random elements.
+        let mut at = vec![(0, 0), (0, k - 1), (n - 1, 0), (n - 1, k - 1)];
+        while at.len() < 8 {
+            at.push((rng.below(n as u64) as usize, rng.below(k as u64) as usize));
+        }
+        for (row, col) in at {
+            let (mut exact, mut prefix_abs) = (0f64, 0f64);
+            for tt in start..start + t {
+                exact += dy(tt * n + row) * x(tt * k + col); // products exact in f64
+                prefix_abs += exact.abs();
+            }
+            let bound = u * exact.abs() + 2f64.powi(-22) * prefix_abs + 2f64.powi(-30);
+            let err = (f64::from(dw[row * k + col]) - exact).abs();
+            c.samples += 1;
+            if err.is_nan() || err > bound {
+                c.samples_bad += 1;
+            }
+            c.sample_worst = if err.is_finite() {
+                c.sample_worst.max(err / bound)
+            } else {
+                f64::INFINITY
+            };
+        }
+    }
+    c
+}
