@@ -430,9 +430,9 @@ impl Plan {
     /// M or N. Warp-specialized and persistent, a cluster along M at most (X multicast).
     #[allow(dead_code)] // examples/08-grouped-gemm's, which includes this file
     pub fn wgrad(c: Config) -> Res<Plan> {
-        if c.kind != Kind::Ws || c.cn != 1 || !c.persistent {
+        if c.kind != Kind::WS2 || c.cn != 1 || !c.persistent {
             return Err(format!(
-                "{c}: the weight-gradient GEMM is warp-specialized and persistent, its cluster along M only (a group's X multicast)"
+                "{c}: the weight-gradient GEMM is warp-specialized (two consumers) and persistent, its cluster along M only (a group's X multicast)"
             )
             .into());
         }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaSlice, DevicePtr};
 use tma::runtime::{Kernel, LaunchConfig, Module, TensorMap};
 
-use crate::check::{compare, unit_roundoff, Compare};
+use crate::check::{compare_within, unit_roundoff, Compare};
 use crate::compile::Built;
 use crate::gpu::{from_bits, to_bits, Gpu, OutBuf};
 use crate::kernel::{Config, Epi, In, Kind, Out, Plan, Res};
@@ -22,7 +22,7 @@ use crate::rng::Rng;
 /// f32 out (dW kept in fp32 for the optimizer).
 pub fn configs(input: In) -> Vec<Config> {
     let ws = |bn, stages, epi, out| Config {
-        kind: Kind::Ws,
+        kind: Kind::WS2,
         bm: 128,
         bn,
         stages,
@@ -397,8 +397,8 @@ pub fn cublas_loop(gpu: &Gpu, p: &Problem, out: Out, d: &OutBuf) -> Res<()> {
     Ok(())
 }
 
-/// How far the kernel's dW is from cuBLAS's (every element: example 05's comparison and
-/// bound), whether every empty group's dW is exactly zero, and how sampled elements compare
+/// How far the kernel's dW is from cuBLAS's (every element: example 05's comparison, its
+/// absolute term scaled by the group's tokens past 4096), whether every empty group's dW is exactly zero, and how sampled elements compare
 /// with exact f64 sums under example 05's proven bound (check.rs: u |exact| + 2^-22 sum_t
 /// |s_t| + 2^-30, s_t the exact prefix sums over the group's tokens).
 pub struct Check {
@@ -423,8 +423,17 @@ impl Check {
 pub fn check(p: &Problem, out: Out, d: &[f32], reference: &[f32], rng: &mut Rng) -> Check {
     let (n, k) = (p.n, p.k);
     let u = unit_roundoff(out);
+    // The absolute term grows with the group's tokens past 4096 (the forward's contraction
+    // lengths, where 1e-3 was set): f32 output of a 10k-token group drifts from cuBLAS's by
+    // 1.4e-3 (H100) while its f64 samples sit at 1 % of their proven bound.
+    let group_abs: Vec<f64> = p
+        .tokens
+        .iter()
+        .map(|&t| 1e-3 * (f64::from(t.max(0)) / 4096.0).max(1.0))
+        .collect();
+    let per_group = n * k;
     let mut c = Check {
-        elements: compare(d, reference, out),
+        elements: compare_within(d, reference, out, |i| group_abs[i / per_group]),
         empty_nonzero: 0,
         samples: 0,
         samples_bad: 0,
