@@ -10,7 +10,7 @@ use std::time::Instant;
 use tma::runtime::compile::Origin;
 use tma::runtime::{Compiled, Compiler};
 
-use crate::kernel::{debug_build, options, Plan, Res};
+use crate::kernel::{options, Plan, Res};
 
 /// One compiled configuration.
 pub struct Built {
@@ -27,11 +27,12 @@ impl Built {
     /// an error when it spills or takes local memory (a consumer that spills its accumulators
     /// is slow: with three consumer warpgroups ptxas allocates the whole kernel within a
     /// 512-thread launch's 128 registers). Debug builds (`GEMM_DEBUG=1`: device checks,
-    /// bounded waits) keep their records in local memory and are reported, not refused.
-    pub fn registers(&self, kernel: &str) -> Res<String> {
+    /// bounded waits) keep their records in local memory and are reported, not refused: the
+    /// caller says which it built (`debug`).
+    pub fn registers(&self, kernel: &str, debug: bool) -> Res<String> {
         let r = self.compiled.resources(kernel)?;
         if r.spills() || r.local_bytes > 0 {
-            if debug_build() {
+            if debug {
                 return Ok(format!("{r} (debug build)"));
             }
             return Err(format!("{}: spills ({r})", self.plan.config).into());

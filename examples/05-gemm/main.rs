@@ -266,7 +266,7 @@ fn run() -> Res<bool> {
             b.seconds,
             b.compiled.cubin.len(),
             from_cache(b.origin),
-            b.registers("gemm")?
+            b.registers("gemm", kernel::debug_build())?
         );
         ok.push(b);
     }

@@ -148,7 +148,7 @@ fn run() -> Res<bool> {
             b.plan.config,
             b.seconds,
             b.origin,
-            b.registers("gemm")?
+            b.registers("gemm", kernel::debug_build())?
         );
     }
     let gpu = match tma::runtime::gpu_available() {
