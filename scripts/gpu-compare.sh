@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# On the GPU machine: every packed GPU test and example of gpu-bundle-packed/bundle.tgz
+# On the GPU machine: every packed GPU test and example of gpu-bundle-packed/bundle.txz
 # (built here by scripts/gpu-bundle.sh), then each benchmark twice back to back: the bundle's
 # ("new") and one built from another commit ("base": bench binaries in $BASE_BIN, e.g. copied
 # from `cargo bench --no-run` of a worktree at that commit). Logs go to $OUT/logs.tgz; the
@@ -8,7 +8,7 @@
 set -uo pipefail
 out="${OUT:-$PWD/gpu-compare-logs}"; mkdir -p "$out"
 repo="$(pwd)"; base="${BASE_BIN:-$repo/.base-bin}"
-tar -xzf gpu-bundle-packed/bundle.tgz -C /tmp || exit 1
+tar -xJf gpu-bundle-packed/bundle.txz -C /tmp || exit 1
 logs=/tmp/logs; mkdir -p "$logs"
 cd /tmp/gpu-bundle
 OUT=$logs timeout "${T_TESTS:-300}" bash run.sh test- > "$out/summary.txt" 2>&1
