@@ -6,8 +6,9 @@
 //! Shapes (issue 26): 128 experts x (N 768, K 2048) and (N 2048, K 768) at 8192 and 65536
 //! routed rows, 8 experts x (N 14336, K 4096) at 8192 and 65536; uniform and skewed routing
 //! (grouped.rs). Every configuration is checked first (D poisoned; every element against the
-//! cuBLAS loop, f64 samples), then timed: median of GROUPED_REPS (20) event-timed launches
-//! after 5 warm-ups; TFLOP/s = 2 * rows * N * K / median. Exit code 1 when a configuration is
+//! cuBLAS loop, f64 samples), then timed: median of GROUPED_REPS (20) event-timed samples of
+//! LAUNCHES (5) launches back to back (gpu::time_batched; the torch script times samples of 5
+//! calls the same way) after one untimed sample; TFLOP/s = 2 * rows * N * K / median. Exit code 1 when a configuration is
 //! wrong. Without NVRTC or a GPU: says so, exits 0.
 //!
 //! The weight gradient (wgrad.rs, issue 26's ragged K) on the same shapes and the same token
@@ -51,6 +52,9 @@ use grouped::{Launch, Loaded, Problem, Routing};
 use kernel::{In, Out, Res};
 use rng::Rng;
 use tma::runtime::Compiler;
+
+/// Launches per timed sample (back to back between one pair of events).
+const LAUNCHES: usize = 5;
 
 const SHAPES: [(usize, usize, usize, usize); 6] = [
     (128, 8192, 768, 2048),
@@ -115,7 +119,7 @@ fn run() -> Res<bool> {
         .and_then(|v| v.parse().ok())
         .unwrap_or(20);
     println!(
-        "GPU: {} ({} SMs); median of {reps} launches after 5 warm-ups",
+        "GPU: {} ({} SMs); median of {reps} samples of {LAUNCHES} launches back to back",
         gpu.name, gpu.sms
     );
     // The token counts of every problem first (one generator), so the forward and the weight
@@ -189,13 +193,9 @@ fn bench_forward(
             reference.poison(&gpu.stream)?;
             grouped::cublas_loop(gpu, &p, out, &reference)?;
             let r = reference.read(&gpu.stream, out)?;
-            let mut t = gpu::time(gpu, 5, &mut || {
+            let mut t = gpu::time_batched(gpu, reps, LAUNCHES, &mut || {
                 grouped::cublas_loop(gpu, &p, out, &reference)
             })?;
-            t = gpu::time(gpu, reps, &mut || {
-                grouped::cublas_loop(gpu, &p, out, &reference)
-            })
-            .unwrap_or(t);
             let base = gpu::median(&mut t);
             println!(
                 "G {groups} rows {rows} N {n} K {k} {} ({empty} empty): cuBLAS loop {base:.3} ms {:.0} TFLOP/s",
@@ -218,8 +218,7 @@ fn bench_forward(
                     );
                     continue;
                 }
-                gpu::time(gpu, 5, &mut || launch.run(gpu))?;
-                let mut t = gpu::time(gpu, reps, &mut || launch.run(gpu))?;
+                let mut t = gpu::time_batched(gpu, reps, LAUNCHES, &mut || launch.run(gpu))?;
                 let ms = gpu::median(&mut t);
                 println!(
                     "  {:<40} {ms:.3} ms {:>5.0} TFLOP/s {:.2}x",
@@ -283,12 +282,9 @@ fn bench_wgrad(
             wgrad::cublas_loop(gpu, &p, out, &reference)?;
             references.push((out, reference.read(&gpu.stream, out)?));
             if out == base_out {
-                let mut t =
-                    gpu::time(gpu, 5, &mut || wgrad::cublas_loop(gpu, &p, out, &reference))?;
-                t = gpu::time(gpu, reps, &mut || {
+                let mut t = gpu::time_batched(gpu, reps, LAUNCHES, &mut || {
                     wgrad::cublas_loop(gpu, &p, out, &reference)
-                })
-                .unwrap_or(t);
+                })?;
                 base = gpu::median(&mut t);
             }
         }
@@ -324,8 +320,7 @@ fn bench_wgrad(
                 );
                 continue;
             }
-            gpu::time(gpu, 5, &mut || launch.run(gpu))?;
-            let mut t = gpu::time(gpu, reps, &mut || launch.run(gpu))?;
+            let mut t = gpu::time_batched(gpu, reps, LAUNCHES, &mut || launch.run(gpu))?;
             let ms = gpu::median(&mut t);
             println!(
                 "  {:<40} {ms:.3} ms {:>5.0} TFLOP/s {:.2}x",

@@ -310,6 +310,30 @@ pub fn time(gpu: &Gpu, reps: usize, f: &mut dyn FnMut() -> Res<()>) -> Res<Vec<f
     Ok(t)
 }
 
+/// Per-launch times (ms) of `reps` samples, each `launches` calls of `f` back to back between
+/// one pair of events, after one untimed sample: a kernel of tens of microseconds is timed on
+/// the GPU, not with the host's launch gap in every sample (which favours whichever side
+/// launches faster; the Python baselines are timed the same way).
+#[allow(dead_code)] // the benchmarks'
+pub fn time_batched(
+    gpu: &Gpu,
+    reps: usize,
+    launches: usize,
+    f: &mut dyn FnMut() -> Res<()>,
+) -> Res<Vec<f64>> {
+    let mut batch = || -> Res<()> {
+        for _ in 0..launches {
+            f()?;
+        }
+        Ok(())
+    };
+    time(gpu, 1, &mut batch)?;
+    Ok(time(gpu, reps, &mut batch)?
+        .into_iter()
+        .map(|t| t / launches as f64)
+        .collect())
+}
+
 pub fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
     v.get(v.len() / 2).copied().unwrap_or(f64::NAN)

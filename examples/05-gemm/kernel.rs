@@ -303,7 +303,12 @@ impl Config {
             "wg1" => Kind::Simple,
             "ws" => Kind::WS2,
             k => Kind::Ws {
-                consumers: k.strip_prefix("ws")?.parse().ok().filter(|&n| n != 2)?,
+                // Only counts with a register split (`registers`): `ws0_` is no name.
+                consumers: k
+                    .strip_prefix("ws")?
+                    .parse()
+                    .ok()
+                    .filter(|&n| n != 2 && Config::registers(n).is_some())?,
             },
         };
         let (bm, bn) = parts.get(1)?.split_once('x')?;
@@ -392,13 +397,14 @@ impl Plan {
         Plan::build(c, false)
     }
 
-    /// [`Plan::new`] with the grouped schedule (examples/08-grouped-gemm): warp-specialized,
-    /// persistent, a cluster along M at most.
+    /// [`Plan::new`] with the grouped schedule (examples/08-grouped-gemm): warp-specialized
+    /// with two consumers (the only count run on a GPU in this mode), persistent, a cluster
+    /// along M at most.
     #[allow(dead_code)] // examples/08-grouped-gemm's, which includes this file
     pub fn grouped(c: Config) -> Res<Plan> {
-        if c.kind == Kind::Simple || c.cn != 1 || !c.persistent {
+        if c.kind != Kind::WS2 || c.cn != 1 || !c.persistent {
             return Err(format!(
-                "{c}: a grouped GEMM is warp-specialized and persistent, its cluster along M only (a group's B multicast)"
+                "{c}: a grouped GEMM is warp-specialized (two consumers) and persistent, its cluster along M only (a group's B multicast)"
             )
             .into());
         }
@@ -427,7 +433,8 @@ impl Plan {
     /// contraction and the strided dim of both operands. A is dY as `[tokens][N]` (tile dims
     /// `[k][m]`, wgmma's MN-major A), B is X as `[tokens][K]` (`[k][n]`, MN-major B), each a
     /// box of 64 tokens x 64 elements (128-byte rows, the 128B swizzle's atom) repeated along
-    /// M or N. Warp-specialized and persistent, a cluster along M at most (X multicast).
+    /// M or N. Warp-specialized with two consumers, persistent, a cluster along M at most (X
+    /// multicast).
     #[allow(dead_code)] // examples/08-grouped-gemm's, which includes this file
     pub fn wgrad(c: Config) -> Res<Plan> {
         if c.kind != Kind::WS2 || c.cn != 1 || !c.persistent {
@@ -450,6 +457,12 @@ impl Plan {
         }
         // Each consumer warpgroup multiplies whole 64-row blocks of the tile (wgmma's M).
         let nc = c.consumers();
+        if c.kind != Kind::Simple && Config::registers(nc).is_none() {
+            return Err(format!(
+                "{c}: {nc} consumer warpgroups have no register split (2 or 3 do)"
+            )
+            .into());
+        }
         if c.bm % (64 * nc) != 0 {
             return Err(format!(
                 "{c}: bm = {} is not whole 64-row blocks for each of {nc} consumer warpgroup(s) (a multiple of {})",
@@ -629,14 +642,14 @@ impl Plan {
     }
 }
 
-/// The compile options of every configuration: release code (no debug waits or device
-/// checks; the bare wait loops) unless GEMM_DEBUG=1; TMA_BOUNDED_WAITS=1 bounds the release
-/// waits (what the bound costs: BENCHMARKS.md).
 /// `GEMM_DEBUG=1`: device checks and bounded waits in every kernel.
 pub fn debug_build() -> bool {
     std::env::var("GEMM_DEBUG").is_ok_and(|v| v == "1")
 }
 
+/// The compile options of every configuration: release code (no debug waits or device
+/// checks; the bare wait loops) unless GEMM_DEBUG=1; TMA_BOUNDED_WAITS=1 bounds the release
+/// waits (what the bound costs: BENCHMARKS.md).
 pub fn options() -> CompileOptions {
     CompileOptions::new(Arch::Sm90a)
         .debug_waits(debug_build())

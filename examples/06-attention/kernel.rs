@@ -123,8 +123,41 @@ pub struct Config {
     pub release_one: bool,
 }
 
-/// Key lengths up to this take `Config::for_keys`'s short-sequence tiles.
-pub const SHORT_KEYS: usize = 2048;
+/// A key block that beats `Config::best`'s up to `max_keys` keys (rows checked in order).
+pub struct ShortBlock {
+    pub d: u32,
+    pub causal: bool,
+    pub max_keys: usize,
+    pub bn: u32,
+    pub stages: u32,
+}
+
+/// Measured on the H100 (BENCHMARKS.md, "Short sequences"): up to 2k keys, 128-row key blocks
+/// divide the lengths, where `best`'s 144 or 192 pad 512-2048 keys by 3-13 % (1024 = 7 x 144
+/// + 16: the last block is 89 % empty); +4-15 % at head dims 64 and 128.
+pub const SHORT_BLOCKS: [ShortBlock; 3] = [
+    ShortBlock {
+        d: 64,
+        causal: false,
+        max_keys: 2048,
+        bn: 128,
+        stages: 4,
+    },
+    ShortBlock {
+        d: 64,
+        causal: true,
+        max_keys: 2048,
+        bn: 128,
+        stages: 3,
+    },
+    ShortBlock {
+        d: 128,
+        causal: false,
+        max_keys: 2048,
+        bn: 128,
+        stages: 2,
+    },
+];
 
 /// Query rows per consumer warpgroup: wgmma's M.
 pub const WG_ROWS: u32 = 64;
@@ -133,33 +166,36 @@ pub const SPAN: u32 = 64;
 
 impl Config {
     /// The configuration for one head dim, type and key length: the fastest measured on the
-    /// H100 (BENCHMARKS.md). Up to 2k keys, 128-row key blocks: they divide the lengths (144
-    /// leaves 5-12 % of the last block empty) and at head dim 64 the last block of 192 is a
-    /// third of the work at 512 (+6-10 % measured at 512-2k); from 4k, `best`'s.
+    /// H100 (BENCHMARKS.md): a row of `SHORT_BLOCKS` where one applies, else `best`'s.
     pub fn for_keys(input: In, d: u32, causal: bool, keys: usize) -> Config {
         let long = Config::best(input, d, causal);
-        match (d, causal) {
-            (64, false) if keys <= SHORT_KEYS => Config {
-                bn: 128,
-                stages: 4,
+        SHORT_BLOCKS
+            .iter()
+            .find(|r| r.d == d && r.causal == causal && keys <= r.max_keys)
+            .map_or(long, |r| Config {
+                bn: r.bn,
+                stages: r.stages,
                 ..long
-            },
-            (64, true) | (128, false) if keys <= SHORT_KEYS => Config {
-                bn: 128,
-                stages: if d == 64 { 3 } else { 2 },
-                ..long
-            },
-            _ => long,
-        }
+            })
     }
 
     /// Every configuration `for_keys` picks for one head dim, type and mask: what the checks
-    /// cover.
+    /// cover (read from the same table, so a new row is checked too).
     pub fn picks(input: In, d: u32, causal: bool) -> Vec<Config> {
-        let mut v = vec![Config::best(input, d, causal)];
-        let short = Config::for_keys(input, d, causal, SHORT_KEYS);
-        if short != v[0] {
-            v.push(short);
+        let long = Config::best(input, d, causal);
+        let mut v = vec![long];
+        for r in SHORT_BLOCKS
+            .iter()
+            .filter(|r| r.d == d && r.causal == causal)
+        {
+            let c = Config {
+                bn: r.bn,
+                stages: r.stages,
+                ..long
+            };
+            if !v.contains(&c) {
+                v.push(c);
+            }
         }
         v
     }

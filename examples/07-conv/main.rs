@@ -304,7 +304,21 @@ mod tests {
         .expect("refused")
         .to_string();
         assert!(e.contains("4 consumer warpgroups"), "{e}");
+        // No consumers: refused by name, not a division by zero.
+        let e = Plan::conv(Config {
+            kind: Kind::Ws { consumers: 0 },
+            ..c
+        })
+        .err()
+        .expect("refused")
+        .to_string();
+        assert!(
+            e.contains("0 consumer warpgroups have no register split"),
+            "{e}"
+        );
         assert_eq!(Config::parse("ws2_128x128_s6_c1x1_p_tma2_bf16_bf16"), None);
+        assert_eq!(Config::parse("ws0_128x128_s6_c1x1_p_tma2_bf16_bf16"), None);
+        assert_eq!(Config::parse("ws4_256x128_s6_c1x1_p_tma2_bf16_bf16"), None);
     }
 
     /// The CPU proof holds for a plan on a strided problem, and every problem of the example

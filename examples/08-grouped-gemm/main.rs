@@ -323,9 +323,14 @@ mod tests {
             persistent: false,
             ..base
         };
-        for c in [simple, along_n, not_persistent] {
+        let three = Config {
+            kind: Kind::WS3,
+            bm: 192,
+            ..base
+        };
+        for c in [simple, along_n, not_persistent, three] {
             let e = Plan::grouped(c).err().expect("refused").to_string();
-            assert!(e.contains("warp-specialized and persistent"), "{e}");
+            assert!(e.contains("(two consumers) and persistent"), "{e}");
         }
         // The dense GEMM's plans say no grouped schedule.
         let dense = Plan::new(Config::L5).expect("L5");
@@ -371,9 +376,14 @@ mod tests {
                 persistent: false,
                 ..base
             },
+            Config {
+                kind: Kind::WS3,
+                bm: 192,
+                ..base
+            },
         ] {
             let e = Plan::wgrad(c).err().expect("refused").to_string();
-            assert!(e.contains("warp-specialized and persistent"), "{e}");
+            assert!(e.contains("(two consumers) and persistent"), "{e}");
         }
         for p in [
             Plan::new(Config::L5),
