@@ -146,15 +146,8 @@ fn run() -> Res<bool> {
             }
             // Each sample: LAUNCHES launches back to back between one pair of events, so a layer of
             // tens of microseconds is timed on the GPU, not the host's launch gaps.
-            let batch = |_: ()| -> Res<()> {
-                for _ in 0..LAUNCHES {
-                    launch.run(8)?;
-                }
-                Ok(())
-            };
-            gpu::time(&gpu, 2, &mut || batch(()))?;
-            let mut t = gpu::time(&gpu, reps, &mut || batch(()))?;
-            let ms = gpu::median(&mut t) / LAUNCHES as f64;
+            let mut t = gpu::time_batched(&gpu, reps, LAUNCHES, &mut || launch.run(8))?;
+            let ms = gpu::median(&mut t);
             println!(
                 "  {:<40} {ms:.3} ms {:>5.0} TFLOP/s",
                 l.config.name(),
