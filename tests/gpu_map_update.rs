@@ -367,6 +367,16 @@ type Launched = (Result<Vec<u8>, Error>, Vec<u8>, u64);
 
 /// Runs `call` after encoding map 0 over the old buffer.
 fn launch(test: &str, debug: bool, call: impl FnOnce(u64) -> Call) -> Option<Launched> {
+    launch_n(test, debug, 1, call)
+}
+
+/// [`launch`], `times` launches of the module in a row (the first error ends them).
+fn launch_n(
+    test: &str,
+    debug: bool,
+    times: usize,
+    call: impl FnOnce(u64) -> Call,
+) -> Option<Launched> {
     tma_test_support::skip::require_gpu_or_skip(test)?;
     let ctx = cudarc::driver::CudaContext::new(0).unwrap();
     let stream = ctx.default_stream();
@@ -399,7 +409,7 @@ fn launch(test: &str, debug: bool, call: impl FnOnce(u64) -> Call) -> Option<Lau
     // SAFETY: map_misuse(CUtensorMap*, int, u64 x4, int, int, unsigned char*, int*): one map
     // over a live 64 x 64 u32 buffer, a base inside a live buffer (or a deliberately bad one
     // the debug check refuses before any use), a box-sized dump, one int; the plan's launch.
-    let result = unsafe {
+    let result = (0..times).try_for_each(|_| unsafe {
         kernel
             .launch_builder(&cfg)
             .arg(&mut d_maps)
@@ -413,7 +423,7 @@ fn launch(test: &str, debug: bool, call: impl FnOnce(u64) -> Call) -> Option<Lau
             .arg(&mut dump)
             .arg(&mut out)
             .launch_and_sync()
-    };
+    });
     let result = result.map(|()| {
         assert_eq!(
             stream.clone_dtoh(&out).unwrap(),
@@ -459,6 +469,35 @@ fn gpu_a_load_through_a_device_updated_map_reads_the_new_buffer() {
             );
         }
     }
+}
+
+/// A debug build launched again on the same module: the second launch's CTA 0 updates the map
+/// the first one loaded through (its record: CTA 0, a barrier of phase parity 0 that the fresh
+/// launch's barrier has not completed). The record is another launch's (`%gridid`), so it is
+/// not taken for a load in flight; the second load reads the new buffer as the model says.
+#[test]
+fn gpu_debug_a_load_of_an_earlier_launch_is_not_in_flight() {
+    let test = "gpu_debug_a_load_of_an_earlier_launch_is_not_in_flight";
+    let Some((got, global, addr)) = launch_n(test, true, 2, |addr| Call {
+        mode: 0,
+        base: addr,
+        m: NEW.0,
+        k: NEW.1,
+        pitch: NEW.2,
+        at: [40, 32],
+    }) else {
+        return;
+    };
+    let got = got.unwrap_or_else(|e| panic!("the second launch: {e}"));
+    let update = e_tile()
+        .map_update(addr, &[NEW.0, NEW.1], &[NEW.2])
+        .unwrap();
+    let want = tma::model::load(update.bound(), &global, &[40, 32]).unwrap();
+    assert_eq!(got, want, "the second launch's box differs from the model");
+    println!(
+        "two launches (debug): {} bytes as the model says",
+        got.len()
+    );
 }
 
 /// The record a debug check must give.

@@ -176,6 +176,35 @@ struct gemm_wgrad_groups {
     n0 = cn * GEMM_BN;
   }
 };
+
+// The per-group maps of A (dY) and B (X), built once per launch by this kernel (its own plan:
+// one thread a group, no shared memory), launched before `gemm` on the same stream: pair g at
+// ab_maps + 2g (A, then B), the templates' fields but the base (group g's first token) and the
+// tokens dim (its count), so TMA zero-fills a k-block past the group's end. An empty group gets
+// no map (a TMA dim is never 0; the GEMM loads nothing for it). Each map is written with tma's
+// update (replace, then fence.proxy.tensormap::generic.release.gpu); `gemm` acquires a pair
+// before its first load through it (see its producer). Nothing loads through these maps while
+// they are written: the previous `gemm` on the stream has completed (stream order), so the
+// drain names no barrier.
+extern "C" __global__ void TMA_PLAN_GEMM_WGRAD_MAPS_LAUNCH_BOUNDS gemm_wgrad_maps(
+    const __grid_constant__ CUtensorMap mapA, const __grid_constant__ CUtensorMap mapB,
+    const int* __restrict__ group_tokens, int groups, int N, int K, const void* dY, const void* X,
+    CUtensorMap* __restrict__ ab_maps) {
+  const int g = (int)(blockIdx.x * blockDim.x + threadIdx.x);
+  if (g >= groups) return;
+  const int ntok = max(__ldg(group_tokens + g), 0);
+  if (ntok == 0) return;
+  int tok0 = 0;  // the groups before g (the host checks the tokens' sum is below 2^31)
+  for (int i = 0; i < g; ++i) tok0 += max(__ldg(group_tokens + i), 0);
+  CUtensorMap* const ma = ab_maps + 2 * (size_t)g;
+  ma[0] = mapA;  // every other field (box, swizzle, type, promotion) as encoded
+  ma[1] = mapB;
+  const unsigned long long tokens = (unsigned long long)ntok;
+  TA::update_global(&ma[0], static_cast<const TA::elem*>(dY) + (size_t)tok0 * N,
+                    {.k = tokens, .m = (unsigned long long)N, .stride_k = (unsigned long long)N});
+  TB::update_global(&ma[1], static_cast<const TB::elem*>(X) + (size_t)tok0 * K,
+                    {.k = tokens, .n = (unsigned long long)K, .stride_k = (unsigned long long)K});
+}
 #endif
 
 #if GEMM_CONV
@@ -300,8 +329,7 @@ extern "C" __global__ void TMA_PLAN_GEMM_LAUNCH_BOUNDS gemm(const __grid_constan
 #if GEMM_WGRAD
                                                             ,
                                                             const int* __restrict__ group_tokens, int groups,
-                                                            CUtensorMap* __restrict__ ab_maps, const void* dY,
-                                                            const void* X
+                                                            const CUtensorMap* __restrict__ ab_maps
 #endif
 #if GEMM_CONV
                                                             ,
@@ -342,51 +370,42 @@ extern "C" __global__ void TMA_PLAN_GEMM_LAUNCH_BOUNDS gemm(const __grid_constan
     if (threadIdx.x == 0u) {
       Pipe::state s;
 #if GEMM_WGRAD
-      // Per-group maps of A (dY) and B (X), their tokens dim the group's count and their base
-      // its first token, so TMA zero-fills a k-block past the group's end. They are rewritten
-      // here, on the device (tma's update protocol: drain, replace, release; acquire), in a
-      // workspace of this CTA's: one map of each per pipeline STAGE, the load of stage s going
-      // through the maps of slot s. Why per stage rather than one map a group: after acquire(s)
-      // the slot's last load (the same stage, one pass of the ring ago) has landed (its
-      // consumers released it), and its full barrier has not been armed again (that is this
-      // load), so the drain waits on that phase and returns at once: no bubble at a group
-      // change, whatever the groups' lengths; and the debug check (MapUpdateInFlight) sees that
-      // phase complete. One map a group (or two alternating) would wait for the previous
-      // tile's last load at every change, or, behind a group longer than the ring, drain on a
-      // barrier that has gone round twice since (a hang, or the check's false alarm). A slot
-      // is rewritten only when its group changes: within a group the maps stay.
-      CUtensorMap* const a_slots = ab_maps + (size_t)blockIdx.x * 2u * Pipe::STAGES;
-      CUtensorMap* const b_slots = a_slots + Pipe::STAGES;
-      int slot_group[Pipe::STAGES];
-      for (unsigned i = 0u; i < Pipe::STAGES; ++i) {
-        a_slots[i] = mapA;  // every other field (box, swizzle, type, promotion) as encoded
-        b_slots[i] = mapB;
-        slot_group[i] = -1;
-      }
+      // Group g's maps: pair g of ab_maps, built by gemm_wgrad_maps before this launch and
+      // never changed by it. Stream order makes those writes happen before this kernel; the
+      // writer released each map to the tensormap proxy (fence.proxy.tensormap::generic.release)
+      // and this thread acquires it (fence.proxy.tensormap::generic.acquire.gpu: the generic
+      // writes and TMA's tensormap-proxy reads are otherwise unordered; the CUDA programming
+      // guide acquires a map written before the launch the same way) before its first load
+      // through it: cheap (no replace, no drain), so it is done at every group change. The next tile's
+      // pair (usually another group's: CTAs step through tiles a grid apart) is acquired and
+      // prefetched into the descriptor cache after this tile's first load.
+      int acquired = -1;
       for (int t = cid; t < total; t += ncl) {
         int g, tok0, ntok, m0, n0;
         sched.tile(t, g, tok0, ntok, m0, n0);
-        // An empty group loads nothing (a TMA dim is never 0): its consumers store zeros.
+        (void)tok0;
+        // An empty group loads nothing (it has no maps): its consumers store zeros.
         const int nkg = (ntok + GEMM_BK - 1) / GEMM_BK;
+        const CUtensorMap* const ma = ab_maps + 2 * (size_t)g;
+        if (nkg > 0 && acquired != g) {
+          TA::acquire(ma);
+          TB::acquire(ma + 1);
+          acquired = g;
+        }
         for (int kb = 0; kb < nkg; ++kb, ++s) {
           pipe.acquire(s);
-          CUtensorMap* const ma = a_slots + s.index;
-          CUtensorMap* const mb = b_slots + s.index;
-          if (slot_group[s.index] != g) {
-            // The slot's last load: stage s.index one pass ago (parity s.phase ^ 1), complete.
-            tma_mbarrier* const last = slot_group[s.index] < 0 ? nullptr : pipe.full(s.index);
-            const unsigned long long tokens = (unsigned long long)ntok;
-            TA::update_global(ma, static_cast<const TA::elem*>(dY) + (size_t)tok0 * N,
-                              {.k = tokens, .m = (unsigned long long)N, .stride_k = (unsigned long long)N}, last,
-                              s.phase ^ 1u);
-            TB::update_global(mb, static_cast<const TB::elem*>(X) + (size_t)tok0 * K,
-                              {.k = tokens, .n = (unsigned long long)K, .stride_k = (unsigned long long)K}, last,
-                              s.phase ^ 1u);
-            TA::acquire(ma);
-            TB::acquire(mb);
-            slot_group[s.index] = g;
+          pipe.load(s, ma, {.k = kb * GEMM_BK, .m = m0}, ma + 1, {.k = kb * GEMM_BK, .n = n0});
+          if (kb == 0 && t + ncl < total) {
+            const int gn = (t + ncl) / sched.per_group;
+            if (gn != g && __ldg(group_tokens + gn) > 0) {
+              const CUtensorMap* const mn = ab_maps + 2 * (size_t)gn;
+              TA::acquire(mn);
+              TB::acquire(mn + 1);
+              tma_prefetch_tensormap(mn);
+              tma_prefetch_tensormap(mn + 1);
+              acquired = gn;
+            }
           }
-          pipe.load(s, ma, {.k = kb * GEMM_BK, .m = m0}, mb, {.k = kb * GEMM_BK, .n = n0});
         }
       }
 #else

@@ -377,10 +377,16 @@ pub struct Plan {
     /// The weight-gradient grouped GEMM (examples/08-grouped-gemm, `GEMM_WGRAD`): A and B
     /// MN-major over the tokens (the contraction), ragged per group.
     pub wgrad: bool,
+    /// The weight gradient's prologue `gemm_wgrad_maps` (one thread a group builds the
+    /// group's maps of A and B before `gemm`): its plan, in the same source.
+    pub maps: Option<ValidKernelPlan>,
     /// The convolution (examples/07-conv): A is this im2col tile (`a` is its box), B the
     /// filter as `[R*S][K][C]`.
     pub im2col: Option<ValidIm2col>,
 }
+
+/// Threads of a block of the weight gradient's prologue `gemm_wgrad_maps` (one a group).
+pub const WGRAD_MAPS_THREADS: u32 = 128;
 
 fn runtime2(spec: TileSpec) -> TileSpec {
     spec.global_extents([Extent::Runtime, Extent::Runtime])
@@ -599,6 +605,16 @@ impl Plan {
             kernel = kernel.staging("d", d, c.consumers());
         }
         let kernel = kernel.validate().map_err(|e| findings(&c.name(), e))?;
+        let maps = if wgrad {
+            Some(
+                KernelPlan::new("gemm_wgrad_maps")
+                    .block_threads(WGRAD_MAPS_THREADS)
+                    .validate()
+                    .map_err(|e| findings("gemm_wgrad_maps", e))?,
+            )
+        } else {
+            None
+        };
         Ok(Plan {
             config: c,
             a,
@@ -608,6 +624,7 @@ impl Plan {
             kernel,
             grouped,
             wgrad,
+            maps,
             im2col,
         })
     }
@@ -634,8 +651,11 @@ impl Plan {
             u32::from(self.im2col.is_some()),
             u32::from(self.wgrad)
         );
-        let src = KernelSource::new()
-            .plan(&self.kernel)
+        let mut src = KernelSource::new().plan(&self.kernel);
+        if let Some(maps) = &self.maps {
+            src = src.plan(maps);
+        }
+        let src = src
             .body(&defines)
             .body_at("examples/05-gemm/kernel.cu", 1, KERNEL_CU);
         Source::kernel(&src).map_err(|e| findings("render", e))

@@ -19,8 +19,9 @@
 //!
 //! The weight gradient (issue 26's ragged K, `wgrad.rs`): for each group g of tokens[g] tokens
 //! (device counts, zeros allowed), dW_g[N][K] = dY_g^T X_g, the same kernel with `GEMM_WGRAD`:
-//! dY and X are wgmma's MN-major A and B over the tokens, and the producer rewrites per-group
-//! maps of both on the device (one pair per pipeline stage: kernel.cu says why), so each group's
+//! dY and X are wgmma's MN-major A and B over the tokens, through per-group maps of both that a
+//! prologue kernel (`gemm_wgrad_maps`, one thread a group) builds on the device before each
+//! launch and the producer only acquires (docs/MAP_UPDATE.md says why), so each group's
 //! k-loop stops at its own last token (TMA zero-fills the rest of the last block); an empty
 //! group loads nothing and stores zeros. Checked after the forward: dW poisoned (NaN), every
 //! element against a loop of cuBLAS GEMMs (memset zeros for empty groups), empty groups exactly
@@ -210,7 +211,7 @@ fn run_wgrad(gpu: &Gpu, built: &[Built], quick: bool, rng: &mut Rng) -> Res<bool
     let input = In::BF16;
     let mut ok = true;
     // (groups, tokens, N, K): short groups (one or two k-blocks), long ones (~2500 tokens: the
-    // ring goes round many times a group, every slot's map rewritten at each group change), 128
+    // ring goes round many times a group), 128
     // groups, N past the tile (320: a consumer's rows past N skipped) with K past the tile,
     // N not whole 64-row chunks (328: the direct epilogue only), no token at all.
     let cases: [(usize, usize, usize, usize); 6] = [
@@ -279,7 +280,7 @@ fn run_wgrad(gpu: &Gpu, built: &[Built], quick: bool, rng: &mut Rng) -> Res<bool
 #[cfg(test)]
 mod tests {
     use super::grouped::{self, Routing};
-    use super::kernel::{Config, Epi, In, Kind, Plan};
+    use super::kernel::{Config, Epi, In, Kind, Plan, WGRAD_MAPS_THREADS};
     use super::rng::Rng;
     use super::wgrad;
 
@@ -363,6 +364,14 @@ mod tests {
             let src = p.source().expect("renders");
             assert!(src.text().contains("#define GEMM_WGRAD 1"));
             assert!(src.text().contains("#define GEMM_GROUPED 0"));
+            // The prologue that builds the per-group maps: its own plan (one thread a group,
+            // no shared memory) in the same source, its launch carried with the GEMM's.
+            let maps = p.maps.as_ref().expect("the prologue's plan");
+            assert_eq!(maps.launch().block, [WGRAD_MAPS_THREADS, 1, 1]);
+            assert_eq!(maps.launch().dynamic_smem_bytes, 0);
+            assert!(src
+                .text()
+                .contains("void TMA_PLAN_GEMM_WGRAD_MAPS_LAUNCH_BOUNDS gemm_wgrad_maps("));
         }
         let base = wgrad::configs(In::BF16)[0];
         for c in [
@@ -390,7 +399,7 @@ mod tests {
             Plan::grouped(grouped::configs(In::BF16)[0]),
         ] {
             let p = p.expect("plans");
-            assert!(!p.wgrad);
+            assert!(!p.wgrad && p.maps.is_none());
             assert!(p
                 .source()
                 .expect("renders")
@@ -435,7 +444,8 @@ mod tests {
     }
 
     /// Every weight-gradient configuration compiles to an sm_90a CUBIN with NVRTC (skipped,
-    /// said, without it), without spilling registers.
+    /// said, without it), its GEMM and its prologue without spilling registers (release
+    /// builds; `GEMM_DEBUG=1` builds are compiled and their spills printed).
     #[test]
     fn wgrad_plans_compile_without_spills() {
         let compiler = match tma::runtime::Compiler::global() {
@@ -452,13 +462,20 @@ mod tests {
         for b in super::compile::compile_all(compiler, plans) {
             let b = b.expect("compiles");
             assert!(b.compiled.has_cubin(), "{}", b.plan.config);
-            let r = b.compiled.resources("gemm").expect("ptxas's report");
-            assert_eq!(
-                r.spill_stores + r.spill_loads,
-                0,
-                "{}: {r:?}",
-                b.plan.config
-            );
+            for kernel in ["gemm", "gemm_wgrad_maps"] {
+                let r = b.compiled.resources(kernel).expect("ptxas's report");
+                if super::kernel::debug_build() {
+                    // Debug builds keep their records in local memory (Built::registers).
+                    eprintln!("{} {kernel} (GEMM_DEBUG=1): {r:?}", b.plan.config);
+                    continue;
+                }
+                assert_eq!(
+                    r.spill_stores + r.spill_loads,
+                    0,
+                    "{} {kernel}: {r:?}",
+                    b.plan.config
+                );
+            }
         }
     }
 }

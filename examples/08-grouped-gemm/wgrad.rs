@@ -2,9 +2,9 @@
 //! group g of tokens[g] routed tokens (a device array; zeros allowed), dW_g[N][K] = dY_g^T X_g
 //! over the group's rows of dY [T][N] and X [T][K] (the tokens back to back, as the forward's A),
 //! bf16 in, fp32 accumulation, bf16 or f32 out. examples/05-gemm's kernel with `GEMM_WGRAD`
-//! (`Plan::wgrad`): A and B MN-major over the tokens, per-group maps of both rewritten on the
-//! device so each group's k-loop stops at its own last token. Shared by the example and
-//! `benches/grouped_gemm.rs`.
+//! (`Plan::wgrad`): A and B MN-major over the tokens, per-group maps of both built on the device
+//! once per launch (the prologue kernel `gemm_wgrad_maps`, then `gemm`) so each group's k-loop
+//! stops at its own last token. Shared by the example and `benches/grouped_gemm.rs`.
 
 use std::sync::Arc;
 
@@ -227,10 +227,12 @@ pub fn out_buf(gpu: &Gpu, p: &Problem, out: Out) -> Res<OutBuf> {
     OutBuf::new(gpu, p.groups * p.n * p.k, out)
 }
 
-/// A weight-gradient configuration loaded, with its persistent grid.
+/// A weight-gradient configuration loaded, with its persistent grid: the GEMM and its
+/// prologue `gemm_wgrad_maps` (one module).
 pub struct Loaded {
     pub config: Config,
     pub kernel: Kernel,
+    pub maps: Kernel,
     pub grid: u32,
     plan: Plan,
 }
@@ -239,6 +241,7 @@ impl Loaded {
     pub fn new(gpu: &Gpu, built: &Built) -> Res<Arc<Loaded>> {
         let module = Module::load(&gpu.ctx, built.compiled.clone())?;
         let kernel = module.kernel("gemm")?;
+        let maps = module.kernel("gemm_wgrad_maps")?;
         let cl = built.plan.config.cluster();
         let cfg = kernel.plan_config(&gpu.stream, (gpu.sms * cl, 1, 1))?;
         let grid = kernel.max_active_clusters(&cfg)? * cl;
@@ -252,6 +255,7 @@ impl Loaded {
         Ok(Arc::new(Loaded {
             config: built.plan.config,
             kernel,
+            maps,
             grid,
             plan: built.plan.clone(),
         }))
@@ -259,11 +263,13 @@ impl Loaded {
 }
 
 /// A launch over one problem: the template maps of A (dY over all tokens), B (X over all
-/// tokens) and D (dW as [G * N][K]), and the workspace of per-stage maps the producer rewrites
-/// per group (2 x STAGES maps of 128 bytes per CTA; cudarc's allocations are 256-byte aligned).
+/// tokens) and D (dW as [G * N][K]), and the workspace of per-group maps (2 x G maps of 128
+/// bytes; cudarc's allocations are 256-byte aligned) that `gemm_wgrad_maps` writes before each
+/// `gemm` on the same stream.
 pub struct Launch {
     loaded: Arc<Loaded>,
     cfg: LaunchConfig,
+    maps_cfg: LaunchConfig,
     maps: [TensorMap; 3],
     d_addr: u64,
     dims: [i32; 4],
@@ -316,13 +322,20 @@ impl Launch {
         let cfg = loaded
             .kernel
             .plan_config(&gpu.stream, (loaded.grid, 1, 1))?;
-        let workspace = gpu
-            .stream
-            .alloc_zeros::<u8>(128 * 2 * c.stages as usize * loaded.grid as usize)?;
+        let maps_cfg = loaded.maps.plan_config(
+            &gpu.stream,
+            (
+                (p.groups as u32).div_ceil(crate::kernel::WGRAD_MAPS_THREADS),
+                1,
+                1,
+            ),
+        )?;
+        let workspace = gpu.stream.alloc_zeros::<u8>(128 * 2 * p.groups)?;
         let s = &gpu.stream;
         Ok(Launch {
             loaded: loaded.clone(),
             cfg,
+            maps_cfg,
             maps: [ma, mb, md],
             d_addr: d.addr(s),
             dims: [total as i32, p.n as i32, p.k as i32, p.groups as i32],
@@ -333,8 +346,26 @@ impl Launch {
         })
     }
 
+    /// The prologue (group g's maps into pair g of the workspace), then the GEMM, on one
+    /// stream: the GEMM loads through maps the prologue finished writing.
     pub fn run(&mut self, gpu: &Gpu) -> Res<()> {
         let ws = self.workspace.device_ptr(&gpu.stream).0;
+        let mut l = self.loaded.maps.launch_builder(&self.maps_cfg);
+        l.arg(&self.maps[0])
+            .arg(&self.maps[1])
+            .arg(&self.tokens_addr)
+            .arg(&self.dims[3])
+            .arg(&self.dims[1])
+            .arg(&self.dims[2])
+            .arg(&self.dy_addr)
+            .arg(&self.x_addr)
+            .arg(&ws);
+        // SAFETY: gemm_wgrad_maps(CUtensorMap x 2, const int* tokens, int groups, int N, int K,
+        // const void* dY, const void* X, CUtensorMap* ab_maps) as kernel.cu declares: tokens
+        // holds G ints summing to at most dY's and X's rows (Problem::new), so each group's
+        // base and tokens lie inside dY ([T][N]) and X ([T][K]); ab_maps 2 x G maps of 128
+        // bytes (the workspace), 256-byte aligned.
+        unsafe { l.launch() }?;
         let group = 8i32;
         let mut l = self.loaded.kernel.launch_builder(&self.cfg);
         l.arg(&self.maps[0])
@@ -347,15 +378,12 @@ impl Launch {
             .arg(&group)
             .arg(&self.tokens_addr)
             .arg(&self.dims[3])
-            .arg(&ws)
-            .arg(&self.dy_addr)
-            .arg(&self.x_addr);
+            .arg(&ws);
         // SAFETY: gemm (GEMM_WGRAD)(CUtensorMap x 3, void* D, int M, int N, int K, int group,
-        // const int* tokens, int groups, CUtensorMap* ab_maps, const void* dY, const void* X)
-        // as kernel.cu declares: the maps cover the problem's dY ([T][N]), X ([T][K]) and dW
-        // ([G * N][K]) buffers, which the caller holds past the launch; tokens holds G ints
-        // summing to at most dY's and X's rows (Problem::new); ab_maps 2 x STAGES maps of 128
-        // bytes per CTA of this grid.
+        // const int* tokens, int groups, const CUtensorMap* ab_maps) as kernel.cu declares: the
+        // maps cover the problem's dY ([T][N]), X ([T][K]) and dW ([G * N][K]) buffers, which
+        // the caller holds past the launch; ab_maps holds the maps of every non-empty group,
+        // written by the prologue before it on this stream (the GEMM reads no empty group's).
         unsafe { l.launch() }?;
         Ok(())
     }
