@@ -132,7 +132,11 @@ pub fn check(plan: &Plan, rng: &mut Rng) -> Res<String> {
     }
     // Each releasing warpgroup's 4 warps (or its thread 0): all consumers, or the ping-pong
     // consumer that took the stage.
-    let releasers = if c.kind == Kind::PingPong { 1 } else { c.consumers() };
+    let releasers = if c.kind == Kind::PingPong {
+        1
+    } else {
+        c.consumers()
+    };
     let per_cta = if c.wg_release { 1 } else { 4 } * releasers;
     if p.empty_arrivals() != per_cta * p.peers() {
         return Err(format!("{c}: empty barrier counts {}", p.empty_arrivals()).into());

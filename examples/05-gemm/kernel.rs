@@ -424,7 +424,7 @@ impl Plan {
     pub fn grouped(c: Config) -> Res<Plan> {
         if !matches!(c.kind, Kind::Ws { .. }) || c.cn != 1 || !c.persistent {
             return Err(format!(
-                "{c}: a grouped GEMM is warp-specialized (cooperative consumers) and persistent, its cluster along M only (a group's B multicast)"
+                "{c}: a grouped GEMM is warp-specialized and persistent (cooperative consumers, not ping-pong), its cluster along M only (a group's B multicast)"
             )
             .into());
         }
@@ -478,7 +478,8 @@ impl Plan {
         // share of BM, or (ping-pong) all of it.
         let nc = c.consumers();
         let shares = if c.kind == Kind::PingPong { 1 } else { nc };
-        if c.bm == 0 || c.bm % (64 * shares) != 0 {
+        let rows = c.consumer_rows();
+        if rows == 0 || rows % 64 != 0 || rows * shares != c.bm {
             return Err(format!(
                 "{c}: bm = {} is not whole 64-row blocks for each of {shares} consumer warpgroup(s) (a multiple of {})",
                 c.bm,
@@ -620,11 +621,7 @@ impl Plan {
                 if c.kind == Kind::PingPong {
                     roles = roles.per_consumer_barrier("turn", 256);
                 }
-                kernel.roles(
-                    &roles
-                        .validate()
-                        .map_err(|e| findings("warp roles", e))?,
-                )
+                kernel.roles(&roles.validate().map_err(|e| findings("warp roles", e))?)
             }
             Kind::Simple => kernel.block_threads(128),
         };

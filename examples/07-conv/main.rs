@@ -328,7 +328,10 @@ mod tests {
             assert!(c.name().starts_with("pp_"), "{c}");
             assert_eq!(Config::parse(&c.name()), Some(*c), "{c}");
             assert_eq!((c.consumers(), c.consumer_rows()), (2, c.bm), "{c}");
-            for p in [Plan::conv(*c).expect("conv fits"), Plan::new(*c).expect("fits")] {
+            for p in [
+                Plan::conv(*c).expect("conv fits"),
+                Plan::new(*c).expect("fits"),
+            ] {
                 let spec = p.pipeline.spec();
                 assert!(spec.in_turn, "{c}");
                 assert_eq!(spec.consumers, Consumers::Warpgroups(1), "{c}");
@@ -337,12 +340,26 @@ mod tests {
                 let src = p.source().expect("renders");
                 let text = src.text();
                 assert!(text.contains("#define GEMM_PINGPONG 1"), "{c}");
-                assert!(text.contains("static constexpr bool IN_TURN = true;"), "{c}");
-                assert!(text.contains("PRODUCER_REGS = 40u") && text.contains("CONSUMER_REGS = 232u"));
-                assert!(text.contains("static constexpr unsigned BARRIER_epi = 1u;"), "{c}");
-                assert!(text.contains("static constexpr unsigned BARRIER_turn = 3u;"), "{c}");
+                assert!(
+                    text.contains("static constexpr bool IN_TURN = true;"),
+                    "{c}"
+                );
+                assert!(
+                    text.contains("PRODUCER_REGS = 40u") && text.contains("CONSUMER_REGS = 232u")
+                );
+                assert!(
+                    text.contains("static constexpr unsigned BARRIER_epi = 1u;"),
+                    "{c}"
+                );
+                assert!(
+                    text.contains("static constexpr unsigned BARRIER_turn = 3u;"),
+                    "{c}"
+                );
                 assert!(text.contains("BARRIER_turn_THREADS = 256u;"), "{c}");
-                assert!(text.contains("COPIES_d = 2u"), "{c}: one D staging copy per consumer");
+                assert!(
+                    text.contains("COPIES_d = 2u"),
+                    "{c}: one D staging copy per consumer"
+                );
             }
         }
         // The cooperative kernels: every consumer takes every stage, no turns.

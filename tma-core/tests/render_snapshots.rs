@@ -664,10 +664,22 @@ fn pipeline_taken_in_turn_is_one_consumer_of_several() {
     assert!(src.contains("__device__ __forceinline__ void advance(unsigned n)"));
     assert!(build(Consumers::Warps(1), &warps(4)).is_ok());
     for (c, roles, why) in [
-        (Consumers::Warpgroups(1), groups(1), "at least two consumers"),
+        (
+            Consumers::Warpgroups(1),
+            groups(1),
+            "at least two consumers",
+        ),
         (Consumers::Warps(1), warps(1), "at least two consumers"),
-        (Consumers::Warpgroups(1), warps(8), "released by one consumer of the roles"),
-        (Consumers::Warps(1), groups(2), "released by one consumer of the roles"),
+        (
+            Consumers::Warpgroups(1),
+            warps(8),
+            "released by one consumer of the roles",
+        ),
+        (
+            Consumers::Warps(1),
+            groups(2),
+            "released by one consumer of the roles",
+        ),
     ] {
         match build(c, &roles) {
             Err(e @ render::RenderError::ConsumersDisagree { .. }) => {
@@ -685,7 +697,10 @@ fn pipeline_taken_in_turn_is_one_consumer_of_several() {
         .pipeline(&all)
         .warp_roles(&groups(2))
         .build();
-    assert!(matches!(plain, Err(render::RenderError::ConsumersDisagree { .. })), "{plain:?}");
+    assert!(
+        matches!(plain, Err(render::RenderError::ConsumersDisagree { .. })),
+        "{plain:?}"
+    );
     let no = KernelSource::new().pipeline(&all).build().expect("alone");
     assert!(no.contains("static constexpr bool IN_TURN = false;"));
 }

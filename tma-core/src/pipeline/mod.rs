@@ -406,7 +406,10 @@ pub fn validate_pipeline(spec: &PipelineSpec) -> Result<ValidPipeline, PipelineE
     // Taken in turn: a stage's releasers are one consumer of the roles, a whole unit of them.
     if spec.in_turn
         && consumers_ok
-        && !matches!(spec.consumers, Consumers::Warpgroups(1) | Consumers::Warps(1))
+        && !matches!(
+            spec.consumers,
+            Consumers::Warpgroups(1) | Consumers::Warps(1)
+        )
     {
         errors.push(finding(
             Field::Consumers,
