@@ -200,6 +200,7 @@ fn random_pipeline(g: &mut Gen, pool: &[ValidSpec]) -> PipelineSpec {
         cluster,
         target,
         reserve_smem: g.u64(|r| r.below(1 << 14)),
+        in_turn: g.rng.chance(1, 8),
     }
 }
 
@@ -224,6 +225,14 @@ fn check_pipeline(g: &mut Gen, spec: &PipelineSpec, t: &mut Tally) {
         Consumers::Warpgroups(n) => (128 * u128::from(n), 4 * u128::from(n)),
     };
     assert!((1..=u128::from(MAX_BLOCK_THREADS)).contains(&threads));
+    // Taken in turn: released by one consumer, a warpgroup or a warp.
+    assert!(
+        !spec.in_turn
+            || matches!(
+                spec.consumers,
+                Consumers::Warpgroups(1) | Consumers::Warps(1)
+            )
+    );
     let mut axes: Vec<usize> = spec
         .tiles
         .iter()

@@ -8,7 +8,7 @@ use tma::wgmma::read::{read_operand, ReadShape};
 use tma::wgmma::OperandPlan;
 use tma::ValidSpec;
 
-use crate::kernel::{Plan, Res, BK};
+use crate::kernel::{Kind, Plan, Res, BK};
 use crate::rng::Rng;
 
 /// One operand tile: loaded by the TMA model at (rows, BK) of a random matrix three tiles
@@ -130,7 +130,14 @@ pub fn check(plan: &Plan, rng: &mut Rng) -> Res<String> {
     if layout.stage_stride % 1024 != 0 || layout.stage.offsets.iter().any(|o| o % 1024 != 0) {
         return Err(format!("{c}: a stage's tile is not 1024-aligned").into());
     }
-    let per_cta = if c.wg_release { 1 } else { 4 } * c.consumers();
+    // Each releasing warpgroup's 4 warps (or its thread 0): all consumers, or the ping-pong
+    // consumer that took the stage.
+    let releasers = if c.kind == Kind::PingPong {
+        1
+    } else {
+        c.consumers()
+    };
+    let per_cta = if c.wg_release { 1 } else { 4 } * releasers;
     if p.empty_arrivals() != per_cta * p.peers() {
         return Err(format!("{c}: empty barrier counts {}", p.empty_arrivals()).into());
     }

@@ -16,6 +16,9 @@
 #ifndef GEMM_WGRAD
 #define GEMM_WGRAD 0  // examples/08-grouped-gemm's weight gradient (gemm_wgrad_groups)
 #endif
+#ifndef GEMM_PINGPONG
+#define GEMM_PINGPONG 0  // ping-pong: each consumer warpgroup owns whole tiles, in turn
+#endif
 
 typedef tma_plan_gemm P;
 typedef tma_pipe_ring Pipe;
@@ -29,8 +32,19 @@ constexpr int GEMM_BK = TA::BOX_k;                 // K of one stage
 #endif
 constexpr int GEMM_CL = GEMM_CM * GEMM_CN;          // CTAs of a cluster
 static_assert(P::CLUSTER_X == GEMM_CL && P::CLUSTER_Y == 1u && P::CLUSTER_Z == 1u, "the plan's cluster");
-constexpr int GEMM_MI = GEMM_BM / (64 * GEMM_NC);   // 64-row blocks per consumer warpgroup
-static_assert(GEMM_MI >= 1 && GEMM_MI * 64 * GEMM_NC == GEMM_BM, "BM is whole 64-row blocks per consumer");
+// Rows one consumer warpgroup multiplies: its share of the tile, or (ping-pong) the whole tile.
+constexpr int GEMM_SHARES = GEMM_PINGPONG ? 1 : GEMM_NC;
+constexpr int GEMM_MI = GEMM_BM / (64 * GEMM_SHARES);  // 64-row blocks per consumer warpgroup
+static_assert(GEMM_MI >= 1 && GEMM_MI * 64 * GEMM_SHARES == GEMM_BM, "BM is whole 64-row blocks per consumer");
+// Ping-pong: each stage is taken by the one consumer warpgroup whose tile it loads (the ring
+// is declared in_turn, released by that warpgroup's 4 warps); otherwise by all of them.
+static_assert(Pipe::IN_TURN == (GEMM_PINGPONG != 0), "the ring is taken in turn exactly in the ping-pong kernel");
+#if GEMM_PINGPONG
+static_assert(GEMM_WS && GEMM_NC == 2 && GEMM_PERSIST && !GEMM_RELEASE_ONE && !GEMM_GROUPED && !GEMM_WGRAD,
+              "ping-pong: two consumer warpgroups over a persistent walk, neither grouped nor the weight gradient");
+static_assert(Pipe::CONSUMER_THREADS == 128u && Pipe::CONSUMER_ARRIVALS == 4u,
+              "ping-pong: each stage released by the 4 warps of the warpgroup that took it");
+#endif
 static_assert(TB::WGMMA_N == GEMM_BN, "B's tile is the instruction's N");
 static_assert(TA::M_BLOCKS * 64 == GEMM_BM, "A's tile is BM rows");
 
@@ -317,6 +331,9 @@ __device__ __forceinline__ void gemm_store_tma(float (&acc)[GEMM_MI][GEMM_BN / 2
 // Warp-specialized: warpgroup 0 produces (one thread), warpgroups 1..NC consume (NC = 2 or
 // 3, BM = NC x MI x 64 rows: consumer c multiplies rows c MI 64 .. of the tile).
 static_assert(R::CONSUMERS == GEMM_NC && R::THREADS == 128u * (GEMM_NC + 1), "the roles: a producer and NC consumer warpgroups");
+#if GEMM_PINGPONG
+static_assert(R::BARRIER_turn_THREADS == 256u, "ping-pong: a turn is one consumer's 128 threads waiting, the other's arriving");
+#endif
 extern "C" __global__ void TMA_PLAN_GEMM_LAUNCH_BOUNDS gemm(const __grid_constant__ CUtensorMap mapA,
                                                             const __grid_constant__ CUtensorMap mapB,
                                                             const __grid_constant__ CUtensorMap mapD, void* D, int M,
@@ -445,6 +462,8 @@ extern "C" __global__ void TMA_PLAN_GEMM_LAUNCH_BOUNDS gemm(const __grid_constan
     R::consumer_setmaxnreg();
     const int c = (int)R::consumer_index();
     const unsigned tw = threadIdx.x % 128u;
+    // The consumer's first 64-row block of the tile: its share, or (ping-pong) the whole tile.
+    const int mb0 = GEMM_PINGPONG ? 0 : c * GEMM_MI;
     Pipe::state s;
     float acc[GEMM_MI][GEMM_BN / 2];
 #if GEMM_GROUPED && GEMM_EPI_TMA
@@ -455,7 +474,17 @@ extern "C" __global__ void TMA_PLAN_GEMM_LAUNCH_BOUNDS gemm(const __grid_constan
     if (tw == 0u) *my_map = mapD;
     int my_group = -1;
 #endif
+#if GEMM_PINGPONG
+    // Ping-pong: consumer c takes tiles c, c + 2, .. of the CTA's walk (t = cid + j ncl), the
+    // producer loads every tile's nk stages in walk order: c's state starts c nk stages on and
+    // skips the other consumer's nk after each of its tiles. Consumer c's mainloop of walk tile
+    // j > 0 waits for its turn (`turn`, c's barrier), which the other consumer gives once it has
+    // issued tile j - 1's mainloop (and only when a tile j follows: each sync has one arrive).
+    s.advance((unsigned)(c * nk));
+    for (int t = cid + c * ncl, j = c; t < total; t += 2 * ncl, j += 2) {
+#else
     for (int t = cid; t < total; t += ncl) {
+#endif
       int m0, n0;
 #if GEMM_GROUPED
       int g, row_end;
@@ -469,6 +498,9 @@ extern "C" __global__ void TMA_PLAN_GEMM_LAUNCH_BOUNDS gemm(const __grid_constan
       sched.tile(t, m0, n0);
 #endif
       Pipe::state prev;
+#if GEMM_PINGPONG
+      if (j > 0) R::sync_turn((unsigned)c);
+#endif
       for (int kb = 0; kb < nk; ++kb) {
         pipe.wait(s);
         const unsigned char* a = pipe.smem_a(s);
@@ -478,7 +510,7 @@ extern "C" __global__ void TMA_PLAN_GEMM_LAUNCH_BOUNDS gemm(const __grid_constan
         for (int k = 0; k < (int)TA::K_SLICES; ++k)
 #pragma unroll
           for (int mi = 0; mi < GEMM_MI; ++mi)
-            tma_wgmma<TA, TB>(acc[mi], TA::desc(a, k, c * GEMM_MI + mi), TB::desc(b, k), (kb | k) != 0);
+            tma_wgmma<TA, TB>(acc[mi], TA::desc(a, k, mb0 + mi), TB::desc(b, k), (kb | k) != 0);
         tma_wgmma_commit_group();
         if (kb > 0) {
           tma_wgmma_wait_group<1>();  // the previous k-block's wgmmas are done with its stage
@@ -487,6 +519,11 @@ extern "C" __global__ void TMA_PLAN_GEMM_LAUNCH_BOUNDS gemm(const __grid_constan
         prev = s;
         ++s;
       }
+#if GEMM_PINGPONG
+      // The mainloop is issued: the other consumer's next tile may start its wgmmas while this
+      // one's last k-block finishes and its epilogue runs.
+      if (t + ncl < total) R::arrive_turn((unsigned)(1 - c));
+#endif
       tma_wgmma_wait_group<0>();
       if ((!GEMM_RELEASE_ONE || tw == 0u) && (!GEMM_WGRAD || nk > 0)) pipe.release(prev);
 #if GEMM_WGRAD
@@ -497,7 +534,7 @@ extern "C" __global__ void TMA_PLAN_GEMM_LAUNCH_BOUNDS gemm(const __grid_constan
           for (int i = 0; i < GEMM_BN / 2; ++i) acc[mi][i] = 0.0f;
       }
 #endif
-      const int row0 = m0 + c * GEMM_MI * 64;
+      const int row0 = m0 + mb0 * 64;
 #if GEMM_GROUPED && GEMM_EPI_TMA
       if (g != my_group) {
         if (tw == 0u) {
@@ -520,6 +557,9 @@ extern "C" __global__ void TMA_PLAN_GEMM_LAUNCH_BOUNDS gemm(const __grid_constan
       gemm_store_tma(acc, &mapD, P::d(base, c), c, row0, n0, tw);
 #else
       gemm_store_direct(acc, D, M, N, row0, n0, tw);
+#endif
+#if GEMM_PINGPONG
+      s.advance((unsigned)nk);  // the other consumer's next tile
 #endif
     }
 #if GEMM_EPI_TMA

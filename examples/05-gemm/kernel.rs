@@ -100,6 +100,13 @@ pub enum Kind {
     /// rows of the tile (setmaxnreg: [`Config::registers`]). Three of 64 rows make BM = 192,
     /// which fills 132 SMs where 128-row tiles leave a short last wave (examples/07-conv).
     Ws { consumers: u32 },
+    /// Ping-pong (CUTLASS's `KernelTmaWarpSpecializedPingpong`; short-K problems, issue 22): a
+    /// producer warpgroup and two consumer warpgroups, each owning whole BM-row tiles (the
+    /// even and the odd tiles of the CTA's persistent walk). The producer loads the tiles'
+    /// k-blocks in walk order into the one ring, each stage taken by the one consumer whose
+    /// tile it is (`PipelineSpec::in_turn`); a named barrier per consumer (`turn`) makes the
+    /// mainloops alternate, so one consumer's epilogue runs while the other's wgmmas do.
+    PingPong,
 }
 
 impl Kind {
@@ -244,9 +251,16 @@ impl Config {
             wg_release: true,
             ..ws(128, 256, 4, 2, 1, nb(2))
         });
+        // Ping-pong: each consumer warpgroup a whole 128 x 128 or 64 x 256 tile (128
+        // accumulators per thread, as ws 128 x 256), its epilogue under the other's mainloop.
+        for (bm, bn, stages, cm) in [(128, 128, 5, 1), (128, 128, 5, 2), (64, 256, 4, 2)] {
+            v.push(Config {
+                kind: Kind::PingPong,
+                ..ws(bm, bn, stages, cm, 1, nb(2))
+            });
+        }
         v
     }
-
     /// CTAs per cluster.
     pub fn cluster(&self) -> u32 {
         self.cm * self.cn
@@ -256,6 +270,15 @@ impl Config {
         match self.kind {
             Kind::Simple => 1,
             Kind::Ws { consumers } => consumers,
+            Kind::PingPong => 2,
+        }
+    }
+    /// Rows of the tile one consumer warpgroup multiplies: its share of BM (a ping-pong
+    /// consumer's, the whole tile).
+    pub fn consumer_rows(&self) -> u32 {
+        match self.kind {
+            Kind::PingPong => self.bm,
+            _ => self.bm / self.consumers(),
         }
     }
     /// The warp-specialized kernel's `setmaxnreg` split (producer, consumer registers per
@@ -272,7 +295,8 @@ impl Config {
         }
     }
     /// A short unique name: `ws_128x256_s4_c2x1_p_tma2_bf16_bf16` (`ws3_`: three consumer
-    /// warpgroups; `_r1`: one release arrival per warpgroup).
+    /// warpgroups; `pp_`: ping-pong, BM the rows of each consumer's tile; `_r1`: one release
+    /// arrival per warpgroup).
     pub fn name(&self) -> String {
         format!(
             "{}_{}x{}_s{}_c{}x{}{}_{}_{}_{}{}",
@@ -280,6 +304,7 @@ impl Config {
                 Kind::Simple => "wg1".to_string(),
                 Kind::Ws { consumers: 2 } => "ws".to_string(),
                 Kind::Ws { consumers } => format!("ws{consumers}"),
+                Kind::PingPong => "pp".to_string(),
             },
             self.bm,
             self.bn,
@@ -302,6 +327,7 @@ impl Config {
         let kind = match *parts.first()? {
             "wg1" => Kind::Simple,
             "ws" => Kind::WS2,
+            "pp" => Kind::PingPong,
             k => Kind::Ws {
                 // Only counts with a register split (`registers`): `ws0_` is no name.
                 consumers: k
@@ -461,7 +487,8 @@ impl Plan {
         if c.cm > 1 && c.cn > 1 {
             return Err(format!("{c}: a cluster spans M or N, not both").into());
         }
-        // Each consumer warpgroup multiplies whole 64-row blocks of the tile (wgmma's M).
+        // Each consumer warpgroup multiplies whole 64-row blocks of the tile (wgmma's M): its
+        // share of BM, or (ping-pong) all of it.
         let nc = c.consumers();
         if c.kind != Kind::Simple && Config::registers(nc).is_none() {
             return Err(format!(
@@ -469,11 +496,21 @@ impl Plan {
             )
             .into());
         }
-        if c.bm % (64 * nc) != 0 {
+        let shares = if c.kind == Kind::PingPong { 1 } else { nc };
+        let rows = c.consumer_rows();
+        if rows == 0 || rows % 64 != 0 || rows * shares != c.bm {
             return Err(format!(
-                "{c}: bm = {} is not whole 64-row blocks for each of {nc} consumer warpgroup(s) (a multiple of {})",
+                "{c}: bm = {} is not whole 64-row blocks for each of {shares} consumer warpgroup(s) (a multiple of {})",
                 c.bm,
-                64 * nc
+                64 * shares
+            )
+            .into());
+        }
+        // Ping-pong: two consumers taking the persistent walk's tiles in turn, each stage
+        // released by the warpgroup that took it (its four warps).
+        if c.kind == Kind::PingPong && (!c.persistent || c.wg_release || grouped || wgrad) {
+            return Err(format!(
+                "{c}: a ping-pong kernel is persistent (its consumers alternate over the CTA's tiles), its stages released by each warpgroup's warps, not grouped"
             )
             .into());
         }
@@ -543,7 +580,7 @@ impl Plan {
         }
         .map_err(|e| findings("tile b", e))?;
         let d = match (c.kind, c.epi) {
-            (Kind::Ws { .. }, Epi::Tma { nb }) => {
+            (Kind::Ws { .. } | Kind::PingPong, Epi::Tma { nb }) => {
                 let cols = (128 / c.out.bytes()) as u32;
                 Some(
                     validate(
@@ -560,12 +597,15 @@ impl Plan {
             }
             _ => None,
         };
-        let consumers = if c.wg_release {
-            Consumers::Threads(c.consumers())
-        } else {
-            Consumers::Warpgroups(c.consumers())
+        let consumers = match (c.kind, c.wg_release) {
+            (Kind::PingPong, _) => Consumers::Warpgroups(1),
+            (_, true) => Consumers::Threads(c.consumers()),
+            (_, false) => Consumers::Warpgroups(c.consumers()),
         };
         let mut p = PipelineSpec::new("ring", c.stages, consumers);
+        if c.kind == Kind::PingPong {
+            p = p.in_turn();
+        }
         p = if let Some(i) = &im2col {
             p.im2col_tile("a", i).map_err(|e| findings("tile a", e))?
         } else if c.cn > 1 {
@@ -587,17 +627,20 @@ impl Plan {
         // cluster the pipeline's. Offsets, alignment and the launch are computed there, once.
         let mut kernel = KernelPlan::new("gemm").pipeline(&pipeline);
         // Each consumer's epilogue syncs its own warpgroup: one named barrier per consumer.
+        // Ping-pong: consumer c waits on its `turn` (its 128 threads sync, the other
+        // consumer's 128 arrive once their mainloop is issued) before its mainloop.
         kernel = match c.kind {
-            Kind::Ws { consumers } => {
+            Kind::Ws { .. } | Kind::PingPong => {
+                let consumers = c.consumers();
                 let (producer_regs, consumer_regs) = Config::registers(consumers).ok_or_else(|| {
                     format!("{c}: {consumers} consumer warpgroups: the kernel has register splits for 2 and 3")
                 })?;
-                kernel.roles(
-                    &WarpRoles::new("gemm", producer_regs, consumers, consumer_regs)
-                        .per_consumer_barrier("epi", 128)
-                        .validate()
-                        .map_err(|e| findings("warp roles", e))?,
-                )
+                let mut roles = WarpRoles::new("gemm", producer_regs, consumers, consumer_regs)
+                    .per_consumer_barrier("epi", 128);
+                if c.kind == Kind::PingPong {
+                    roles = roles.per_consumer_barrier("turn", 256);
+                }
+                kernel.roles(&roles.validate().map_err(|e| findings("warp roles", e))?)
             }
             Kind::Simple => kernel.block_threads(128),
         };
@@ -636,7 +679,8 @@ impl Plan {
         let defines = format!(
             "#define GEMM_BM {}\n#define GEMM_BN {}\n#define GEMM_CM {}\n#define GEMM_CN {}\n#define GEMM_NC {}\n\
              #define GEMM_WS {}\n#define GEMM_PERSIST {}\n#define GEMM_EPI_TMA {}\n#define GEMM_OUT {}\n\
-             #define GEMM_RELEASE_ONE {}\n#define GEMM_GROUPED {}\n#define GEMM_CONV {}\n#define GEMM_WGRAD {}\n",
+             #define GEMM_RELEASE_ONE {}\n#define GEMM_GROUPED {}\n#define GEMM_CONV {}\n#define GEMM_WGRAD {}\n\
+             #define GEMM_PINGPONG {}\n",
             c.bm,
             c.bn,
             c.cm,
@@ -649,7 +693,8 @@ impl Plan {
             u32::from(c.wg_release),
             u32::from(self.grouped),
             u32::from(self.im2col.is_some()),
-            u32::from(self.wgrad)
+            u32::from(self.wgrad),
+            u32::from(c.kind == Kind::PingPong)
         );
         let mut src = KernelSource::new().plan(&self.kernel);
         if let Some(maps) = &self.maps {

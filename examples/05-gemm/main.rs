@@ -8,7 +8,9 @@
 //! the operand tiles' descriptors (`TA::desc`, `TB::desc`, `tma_wgmma<TA, TB>`), warp roles
 //! (`tma_roles_gemm`: a producer warpgroup at 40 registers, two consumers at 232, or, for
 //! `ws3_` configurations of 192 rows, three at 160 after a producer at 32; a named barrier per
-//! consumer for the epilogue), a persistent grouped-raster scheduler, and a TMA-store
+//! consumer for the epilogue; `pp_` configurations are ping-pong: each of the two consumers
+//! owns whole tiles, alternate ones of the walk, the ring taken in turn and a `turn` barrier
+//! per consumer alternating their mainloops), a persistent grouped-raster scheduler, and a TMA-store
 //! epilogue through D's tile (`TD::offset` places stmatrix rows in its 128B swizzle,
 //! `TD::store`). Each configuration (block tile, stages, cluster, persistence, epilogue,
 //! types; kernel.rs) is a kernel plan (`KernelPlan`: the ring, the roles, D's staging), from

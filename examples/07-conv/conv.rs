@@ -234,7 +234,9 @@ unsafe impl DeviceRepr for ConvArgs {}
 /// CTAs along M (or none), N tiles of 256, 128 and 64 output channels (ResNet's K of 64 wastes
 /// nothing at 64), 128 or 256 pixels with two consumer warpgroups, or 192 with three (`ws3_`:
 /// the short grids' tile, e.g. 1x1 2048->512 @7 is 33 x 4 = 132 tiles of 192 x 128, one wave
-/// of the H100's 132 SMs, where 128 x 256 tiles are 98, 0.74 of one).
+/// of the H100's 132 SMs, where 128 x 256 tiles are 98, 0.74 of one), or ping-pong (`pp_`:
+/// each of two consumer warpgroups a whole 128 x 64, 128 x 128 or 64 x 256 tile, one's
+/// epilogue under the other's mainloop: the short-K layers', e.g. 3x3 64->64 @56, 9 k-blocks).
 pub fn configs(input: In) -> Vec<Config> {
     let ws = |bm, bn, stages, cm, nb| Config {
         kind: Kind::WS2,
@@ -253,6 +255,10 @@ pub fn configs(input: In) -> Vec<Config> {
         kind: Kind::WS3,
         ..ws(bm, bn, stages, cm, nb)
     };
+    let pp = |bm, bn, stages, cm, nb| Config {
+        kind: Kind::PingPong,
+        ..ws(bm, bn, stages, cm, nb)
+    };
     vec![
         ws(128, 256, 4, 2, 2),
         ws(128, 128, 6, 2, 2),
@@ -264,6 +270,10 @@ pub fn configs(input: In) -> Vec<Config> {
         ws3(192, 128, 4, 2, 2),
         ws3(192, 128, 5, 1, 1),
         ws3(192, 64, 6, 2, 1),
+        pp(128, 64, 8, 1, 1),
+        pp(128, 64, 8, 2, 1),
+        pp(128, 128, 6, 2, 2),
+        pp(64, 256, 4, 2, 2),
     ]
 }
 

@@ -321,6 +321,94 @@ mod tests {
         assert_eq!(Config::parse("ws4_256x128_s6_c1x1_p_tma2_bf16_bf16"), None);
     }
 
+    /// Ping-pong: each of two consumer warpgroups owns whole BM-row tiles, so the ring is taken
+    /// in turn (one warpgroup's 4 warps release a stage: `Consumers::Warpgroups(1)`,
+    /// `in_turn`), the roles are a producer and two consumers at 40 / 232 with an `epi` and a
+    /// `turn` barrier per consumer (ids 1-2 and 3-4, the turn over both consumers' 256
+    /// threads), two D staging copies; BM is the consumer's rows (64 or 128: 64-row blocks);
+    /// names parse back; a non-persistent, `_r1`, grouped or weight-gradient ping-pong, and
+    /// a BM that is not whole 64-row blocks, are refused.
+    #[test]
+    fn ping_pong_plans() {
+        use tma::pipeline::Consumers;
+        let pp: Vec<Config> = conv::configs(In::BF16)
+            .into_iter()
+            .chain(Config::candidates(In::BF16, super::kernel::Out::BF16))
+            .filter(|c| c.kind == Kind::PingPong)
+            .collect();
+        assert!(pp.iter().any(|c| (c.bm, c.bn) == (128, 64)), "{pp:?}");
+        assert!(pp.iter().any(|c| (c.bm, c.bn) == (64, 256)), "{pp:?}");
+        for c in &pp {
+            assert!(c.name().starts_with("pp_"), "{c}");
+            assert_eq!(Config::parse(&c.name()), Some(*c), "{c}");
+            assert_eq!((c.consumers(), c.consumer_rows()), (2, c.bm), "{c}");
+            for p in [
+                Plan::conv(*c).expect("conv fits"),
+                Plan::new(*c).expect("fits"),
+            ] {
+                let spec = p.pipeline.spec();
+                assert!(spec.in_turn, "{c}");
+                assert_eq!(spec.consumers, Consumers::Warpgroups(1), "{c}");
+                assert_eq!(p.pipeline.empty_arrivals(), 4 * p.pipeline.peers(), "{c}");
+                assert_eq!(p.kernel.launch().block, [384, 1, 1], "{c}");
+                let src = p.source().expect("renders");
+                let text = src.text();
+                assert!(text.contains("#define GEMM_PINGPONG 1"), "{c}");
+                assert!(
+                    text.contains("static constexpr bool IN_TURN = true;"),
+                    "{c}"
+                );
+                assert!(
+                    text.contains("PRODUCER_REGS = 40u") && text.contains("CONSUMER_REGS = 232u")
+                );
+                assert!(
+                    text.contains("static constexpr unsigned BARRIER_epi = 1u;"),
+                    "{c}"
+                );
+                assert!(
+                    text.contains("static constexpr unsigned BARRIER_turn = 3u;"),
+                    "{c}"
+                );
+                assert!(text.contains("BARRIER_turn_THREADS = 256u;"), "{c}");
+                assert!(
+                    text.contains("COPIES_d = 2u"),
+                    "{c}: one D staging copy per consumer"
+                );
+            }
+        }
+        // The cooperative kernels: every consumer takes every stage, no turns.
+        let ws = Plan::conv(conv::configs(In::BF16)[0]).expect("ws");
+        assert!(!ws.pipeline.spec().in_turn);
+        let text = ws.source().expect("renders").text().to_string();
+        assert!(
+            text.contains("#define GEMM_PINGPONG 0")
+                && !text.contains("static constexpr unsigned BARRIER_turn")
+        );
+        let c = pp[0];
+        for bad in [
+            Config {
+                persistent: false,
+                ..c
+            },
+            Config {
+                wg_release: true,
+                ..c
+            },
+        ] {
+            let e = Plan::conv(bad).err().expect("refused").to_string();
+            assert!(e.contains("a ping-pong kernel is persistent"), "{e}");
+        }
+        let e = Plan::grouped(c).err().expect("refused").to_string();
+        assert!(e.contains("(two consumers) and persistent"), "{e}");
+        assert!(Plan::wgrad(c).is_err());
+        let e = Plan::conv(Config { bm: 96, ..c })
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(e.contains("bm = 96") && e.contains("multiple of 64"), "{e}");
+        assert_eq!(Config::parse("pp2_128x64_s8_c1x1_p_tma1_bf16_bf16"), None);
+    }
+
     /// The CPU proof holds for a plan on a strided problem, and every problem of the example
     /// passes the checks. (An upper corner one short, `Conv::map`, makes it fail.)
     #[test]

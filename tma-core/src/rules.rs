@@ -154,7 +154,7 @@ pub enum Rule {
     /// ([`crate::Arch::max_smem_per_block`]). The finding names the most stages that fit.
     PipelineStagesFit,
     /// The consumers that release a stage: at least one, at most a block's 1024 threads
-    /// (32 warps, 8 warpgroups).
+    /// (32 warps, 8 warpgroups); a pipeline taken in turn, one warpgroup or one warp.
     PipelineConsumers,
     /// A cluster has 1 to 16 CTAs (8 portably; the multicast CTA mask has 16 bits), each
     /// extent at least 1.

@@ -630,6 +630,81 @@ fn pipeline_consumers_agree_with_the_warp_roles() {
     }
 }
 
+/// A pipeline taken in turn (ping-pong): released by one consumer of the roles, of which there
+/// are two or more, in the roles' unit; anything else is refused naming why. Its struct says so
+/// (`IN_TURN`), and the state skips stages with `advance(n)`.
+#[test]
+fn pipeline_taken_in_turn_is_one_consumer_of_several() {
+    use tma_core::pipeline::{Consumers, PipelineSpec, WarpRoles};
+    let t = validate(&TileSpec::new("t", DType::BF16, [4096, 64], [64, 64]).swizzle(Swizzle::B128))
+        .unwrap();
+    let pipe = |c| {
+        PipelineSpec::new("p", 2, c)
+            .tile("a", &t)
+            .in_turn()
+            .validate()
+            .unwrap()
+    };
+    let groups = |cw| {
+        WarpRoles::new(format!("r{cw}"), 40, cw, if cw == 1 { 256 } else { 232 })
+            .validate()
+            .unwrap()
+    };
+    let warps = |c| WarpRoles::warps(format!("w{c}"), 1, c).validate().unwrap();
+    let build = |c, roles: &tma_core::pipeline::ValidWarpRoles| {
+        KernelSource::new()
+            .pipeline(&pipe(c))
+            .warp_roles(roles)
+            .build()
+    };
+    let src = build(Consumers::Warpgroups(1), &groups(2)).expect("one warpgroup of two");
+    assert!(src.contains("static constexpr bool IN_TURN = true;"));
+    assert!(src.contains("CONSUMER_THREADS = 128u"));
+    assert!(src.contains("taken in turn: each stage is waited, read and released by ONE consumer"));
+    assert!(src.contains("__device__ __forceinline__ void advance(unsigned n)"));
+    assert!(build(Consumers::Warps(1), &warps(4)).is_ok());
+    for (c, roles, why) in [
+        (
+            Consumers::Warpgroups(1),
+            groups(1),
+            "at least two consumers",
+        ),
+        (Consumers::Warps(1), warps(1), "at least two consumers"),
+        (
+            Consumers::Warpgroups(1),
+            warps(8),
+            "released by one consumer of the roles",
+        ),
+        (
+            Consumers::Warps(1),
+            groups(2),
+            "released by one consumer of the roles",
+        ),
+    ] {
+        match build(c, &roles) {
+            Err(e @ render::RenderError::ConsumersDisagree { .. }) => {
+                assert!(e.to_string().contains(why), "{c}: {e}")
+            }
+            other => panic!("{c}: {other:?}"),
+        }
+    }
+    // Without in_turn, one warpgroup of two is refused (each stage is every consumer's).
+    let all = PipelineSpec::new("p", 2, Consumers::Warpgroups(1))
+        .tile("a", &t)
+        .validate()
+        .unwrap();
+    let plain = KernelSource::new()
+        .pipeline(&all)
+        .warp_roles(&groups(2))
+        .build();
+    assert!(
+        matches!(plain, Err(render::RenderError::ConsumersDisagree { .. })),
+        "{plain:?}"
+    );
+    let no = KernelSource::new().pipeline(&all).build().expect("alone");
+    assert!(no.contains("static constexpr bool IN_TURN = false;"));
+}
+
 /// A kernel plan: a GEMM-like ring beside warp roles, a D staging tile per consumer
 /// warpgroup and scratch, snapshot-tested; the rendered numbers are the plan's layout, and
 /// the whole source carries every part the plan owns, each once.

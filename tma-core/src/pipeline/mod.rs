@@ -41,6 +41,15 @@
 //! [`Consumers`] says who releases a stage in each CTA: every thread of `n` threads
 //! (each arrives), or `n` warps, or `n` warpgroups (one arrival per warp, by lane 0 after
 //! `__syncwarp()`, so a warp's ordinary shared-memory reads are complete before it releases).
+//!
+//! By default every consumer of the kernel's warp roles takes every stage (each waits, reads
+//! its share, releases). A pipeline declared [`PipelineSpec::in_turn`] is taken by *one* of
+//! the roles' consumers per stage, the consumers taking runs of stages in turn (a ping-pong
+//! schedule: CUTLASS's `KernelTmaWarpSpecializedPingpong`, each consumer warpgroup owning
+//! whole output tiles); its `consumers` then count that one consumer's releasers
+//! (`Warpgroups(1)` or `Warps(1)`: [`crate::Rule::PipelineConsumers`]), and a source checks it
+//! against the roles (at least two consumers of that unit). Each consumer's `tma_pipe_state`
+//! skips the runs of the others (`state::advance(n)`).
 
 mod roles;
 
@@ -164,6 +173,9 @@ pub struct PipelineSpec {
     pub target: Arch,
     /// Shared memory the rest of the kernel needs beside the pipeline (static or dynamic).
     pub reserve_smem: u64,
+    /// Each stage is taken (waited, read, released) by one of the warp roles' consumers, in
+    /// turn, rather than by all of them (see the module docs): `consumers` is that one.
+    pub in_turn: bool,
 }
 
 impl PipelineSpec {
@@ -178,6 +190,7 @@ impl PipelineSpec {
             cluster: [1, 1, 1],
             target: Arch::Sm90a,
             reserve_smem: 0,
+            in_turn: false,
         }
     }
     /// Adds a tile each CTA loads alone.
@@ -226,6 +239,13 @@ impl PipelineSpec {
     }
     pub fn reserve_smem(mut self, bytes: u64) -> PipelineSpec {
         self.reserve_smem = bytes;
+        self
+    }
+    /// Each stage is taken by one consumer of the warp roles, the consumers in turn (a
+    /// ping-pong schedule; see the module docs): declare `consumers` as that one consumer,
+    /// `Warpgroups(1)` beside consumer warpgroups, `Warps(1)` beside consumer warps.
+    pub fn in_turn(mut self) -> PipelineSpec {
+        self.in_turn = true;
         self
     }
     /// [`validate_pipeline`].
@@ -381,6 +401,21 @@ pub fn validate_pipeline(spec: &PipelineSpec) -> Result<ValidPipeline, PipelineE
             format!(
                 "a stage is released by 1 to {MAX_BLOCK_THREADS} threads of a block (32 warps, 8 warpgroups); this is {threads} threads"
             ),
+        ));
+    }
+    // Taken in turn: a stage's releasers are one consumer of the roles, a whole unit of them.
+    if spec.in_turn
+        && consumers_ok
+        && !matches!(
+            spec.consumers,
+            Consumers::Warpgroups(1) | Consumers::Warps(1)
+        )
+    {
+        errors.push(finding(
+            Field::Consumers,
+            spec.consumers,
+            Rule::PipelineConsumers,
+            "a pipeline taken in turn is released by the one consumer that took the stage: declare Consumers::Warpgroups(1) (consumer warpgroups) or Consumers::Warps(1) (consumer warps)".into(),
         ));
     }
     // Sizes from user numbers, through `Size`: a cluster or consumer count no machine has

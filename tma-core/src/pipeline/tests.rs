@@ -75,6 +75,39 @@ fn multicast_counts_every_box_at_every_cta_and_every_peer_releases() {
     assert_eq!((p.peers(), p.empty_arrivals()), (3, 12));
 }
 
+/// A pipeline taken in turn is released by one consumer: a warpgroup's 4 warps (or one warp);
+/// several, or threads, are refused (PipelineConsumers).
+#[test]
+fn taken_in_turn_by_one_consumer() {
+    let a = gemm_tile("a", 64, 1);
+    let p = PipelineSpec::new("pp", 4, Consumers::Warpgroups(1))
+        .tile("a", &a)
+        .in_turn()
+        .validate()
+        .unwrap();
+    assert!(p.spec().in_turn);
+    assert_eq!((p.consumer_arrivals(), p.empty_arrivals()), (4, 4));
+    assert!(PipelineSpec::new("pp", 4, Consumers::Warps(1))
+        .tile("a", &a)
+        .in_turn()
+        .validate()
+        .is_ok());
+    for c in [
+        Consumers::Warpgroups(2),
+        Consumers::Warps(4),
+        Consumers::Threads(128),
+    ] {
+        let e = PipelineSpec::new("pp", 4, c)
+            .tile("a", &a)
+            .in_turn()
+            .validate()
+            .unwrap_err();
+        assert_eq!(e.errors.len(), 1, "{e}");
+        assert_eq!(e.errors[0].rule, Rule::PipelineConsumers, "{e}");
+        assert!(e.to_string().contains("taken in turn"), "{e}");
+    }
+}
+
 #[test]
 fn every_finding_at_once() {
     let a = gemm_tile("a", 64, 1);

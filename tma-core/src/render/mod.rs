@@ -156,7 +156,7 @@ pub enum RenderError {
     /// A pipeline's consumers disagree with the source's warp roles: released in the roles'
     /// consumer unit but with another count (beside one warp roles), or by more consumer
     /// threads than any warp roles of the source has (the empty barriers would wait for
-    /// arrivals no thread makes).
+    /// arrivals no thread makes), or taken in turn by other than one of two or more consumers.
     #[error(
         "pipeline `{pipeline}` is released by {consumers} ({threads} threads) but warp roles `{roles}` have consumers {roles_consumers} ({} threads): {why}",
         32 * roles_consumers.warps()

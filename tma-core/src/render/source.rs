@@ -520,7 +520,9 @@ pub fn exercise_body_checked(valid: &ValidSpec) -> Result<String, RenderError> {
 /// has the roles' consumer count, `Warpgroups(n)` beside consumer warps is all of them, and no
 /// pipeline has more consumer threads than the roles; beside several, no pipeline has more
 /// consumer threads than the largest. (`Warps(n)` beside warpgroups and `Threads(n)` may be a
-/// subset.) The roles' `is_producer()` / `consumer_index()` assume a 1-D block (`threadIdx.x`).
+/// subset.) A pipeline taken in turn ([`crate::pipeline::PipelineSpec::in_turn`]) is released
+/// by one unit of the roles' consumers, of which there are at least two. The roles'
+/// `is_producer()` / `consumer_index()` assume a 1-D block (`threadIdx.x`).
 fn check_consumers(
     pipelines: &[crate::pipeline::ValidPipeline],
     roles: &[crate::pipeline::ValidWarpRoles],
@@ -541,6 +543,27 @@ fn check_consumers(
             roles_consumers: w.consumers,
             why,
         };
+        if p.spec().in_turn {
+            // One consumer of the roles takes each stage: the pipeline's consumers are one
+            // unit of the roles' consumers, and the roles have others to take turns with.
+            match (consumers, w.consumers) {
+                (Consumers::Warpgroups(1), RoleWarps::Warpgroups(c))
+                | (Consumers::Warps(1), RoleWarps::Warps(c))
+                    if c >= 2 => {}
+                (Consumers::Warpgroups(1), RoleWarps::Warpgroups(_))
+                | (Consumers::Warps(1), RoleWarps::Warps(_)) => {
+                    return Err(error(
+                        "a pipeline taken in turn needs at least two consumers to take turns: with one, declare it without in_turn",
+                    ));
+                }
+                _ => {
+                    return Err(error(
+                        "a pipeline taken in turn is released by one consumer of the roles: Consumers::Warpgroups(1) beside consumer warpgroups, Consumers::Warps(1) beside consumer warps",
+                    ));
+                }
+            }
+            continue;
+        }
         if threads > w.consumer_threads() {
             return Err(error(
                 "more threads release each stage than the roles' consumers have, so its empty barrier never completes",

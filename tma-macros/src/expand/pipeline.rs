@@ -136,6 +136,7 @@ fn pipeline_impl(decl: &PipelineDecl, checked: &CheckedPipeline<'_>) -> TokenStr
                     cluster: [#cx, #cy, #cz],
                     target: #p::Arch::#target,
                     reserve_smem: #reserve,
+                    in_turn: false,
                 }
             }
 

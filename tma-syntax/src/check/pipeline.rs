@@ -256,6 +256,7 @@ pub fn pipeline(decl: &PipelineDecl) -> syn::Result<CheckedPipeline<'_>> {
         cluster: cluster.as_ref().map_or([1, 1, 1], |c| c.0),
         target: arch,
         reserve_smem: reserve.map_or(0, |r| r.0),
+        in_turn: false,
     };
     let spans = PipeSpans {
         ident,
