@@ -168,17 +168,7 @@ impl Loaded {
     pub fn new(gpu: &Gpu, built: &Built) -> Res<Arc<Loaded>> {
         let module = Module::load(&gpu.ctx, built.compiled.clone())?;
         let kernel = module.kernel("gemm")?;
-        let cl = built.plan.config.cluster();
-        let cfg = kernel.plan_config(&gpu.stream, (gpu.sms * cl, 1, 1))?;
-        // A persistent grid: as many clusters as fit the GPU at once, in blocks.
-        let grid = kernel.max_active_clusters(&cfg)? * cl;
-        if grid == 0 {
-            return Err(format!(
-                "{}: no CTA of this configuration fits the GPU",
-                built.plan.config
-            )
-            .into());
-        }
+        let grid = persistent_grid(gpu, &kernel, &built.plan.config)?;
         Ok(Arc::new(Loaded {
             config: built.plan.config,
             kernel,
@@ -186,6 +176,18 @@ impl Loaded {
             plan: built.plan.clone(),
         }))
     }
+}
+
+/// A persistent grid for `kernel` (of `config`'s plan): as many clusters as fit the GPU at
+/// once, in blocks; an error when none fits.
+pub fn persistent_grid(gpu: &Gpu, kernel: &Kernel, config: &Config) -> Res<u32> {
+    let cl = config.cluster();
+    let cfg = kernel.plan_config(&gpu.stream, (gpu.sms * cl, 1, 1))?;
+    let grid = kernel.max_active_clusters(&cfg)? * cl;
+    if grid == 0 {
+        return Err(format!("{config}: no CTA of this configuration fits the GPU").into());
+    }
+    Ok(grid)
 }
 
 /// A launch over one problem: the maps (A over the routed rows, B over [G * N][K], D over

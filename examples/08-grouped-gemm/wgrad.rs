@@ -14,6 +14,7 @@ use tma::runtime::{Kernel, LaunchConfig, Module, TensorMap};
 use crate::check::{compare_within, unit_roundoff, Compare};
 use crate::compile::Built;
 use crate::gpu::{from_bits, to_bits, Gpu, OutBuf};
+use crate::grouped;
 use crate::kernel::{Config, Epi, In, Kind, Out, Plan, Res};
 use crate::rng::Rng;
 
@@ -242,16 +243,7 @@ impl Loaded {
         let module = Module::load(&gpu.ctx, built.compiled.clone())?;
         let kernel = module.kernel("gemm")?;
         let maps = module.kernel("gemm_wgrad_maps")?;
-        let cl = built.plan.config.cluster();
-        let cfg = kernel.plan_config(&gpu.stream, (gpu.sms * cl, 1, 1))?;
-        let grid = kernel.max_active_clusters(&cfg)? * cl;
-        if grid == 0 {
-            return Err(format!(
-                "{}: no CTA of this configuration fits the GPU",
-                built.plan.config
-            )
-            .into());
-        }
+        let grid = grouped::persistent_grid(gpu, &kernel, &built.plan.config)?;
         Ok(Arc::new(Loaded {
             config: built.plan.config,
             kernel,
