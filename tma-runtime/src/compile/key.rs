@@ -100,7 +100,8 @@ impl CacheKey {
     }
 
     /// The NVRTC options beyond the ones every compile passes (the arch, `-std`,
-    /// `-default-device`, ptxas's report): what `tma cache list` shows of an entry.
+    /// `-default-device`, `--no-cache`, ptxas's report): what `tma cache list` shows of an
+    /// entry.
     pub fn options(&self) -> Vec<&str> {
         self.args
             .iter()
@@ -109,6 +110,7 @@ impl CacheKey {
                 !a.starts_with("--gpu-architecture=")
                     && !a.starts_with("-std=")
                     && *a != "-default-device"
+                    && *a != "--no-cache"
                     && *a != "--ptxas-options=-v"
             })
             .collect()

@@ -118,6 +118,11 @@ impl CompileOptions {
             // The generated helpers take coordinates as C++20 designated initializers.
             format!("-std={}", tma_core::render::CXX_STANDARD),
             "-default-device".to_string(),
+            // NVRTC 12.9+ keeps its own compile cache (CUDA_CACHE_PATH); a hit there skips
+            // ptxas, so its report (registers, spills: Compiled::resources) is missing, and a
+            // "cold" compile is not one. tma's cache (the key covers everything) is the one
+            // cache: found on the H100, where a second process's first GEMM lost its report.
+            "--no-cache".to_string(),
         ];
         if cubin {
             // ptxas's verbose report: registers, spills, local and static shared memory
@@ -225,6 +230,7 @@ mod tests {
                 "--gpu-architecture=sm_90a",
                 "-std=c++20",
                 "-default-device",
+                "--no-cache",
                 "--ptxas-options=-v",
                 "-DTMA_DEBUG",
                 "-DTILE=64",
