@@ -52,6 +52,17 @@ tma::tma_pipeline! {
     },
 }
 
+tma::tma_pipeline! {
+    /// A ping-pong ring: each stage taken, and released, by one consumer warpgroup.
+    PingPong,
+    stages = 6,
+    consumers = warpgroups(1),
+    in_turn = true,
+    tiles = {
+        a: tma_2d! { PingPongA: bf16, global = [M = _, K = _], boxed = [128, 64], swizzle = 128 },
+    },
+}
+
 tma::tma_warp_roles! {
     pub GemmRoles,
     producer_regs = 40,
@@ -196,6 +207,19 @@ fn the_macro_constants_are_the_run_time_builders() {
         .unwrap();
     check_consts::<Blackwell>(&blackwell);
     assert_eq!(BlackwellT::valid().spec().target, Arch::Sm100a);
+
+    // `in_turn = true` is the builder's `.in_turn()`.
+    let mut p = TileSpec::new("ping_pong_a", DType::BF16, [1u64, 1], [128, 64])
+        .dim_names(["M", "K"])
+        .swizzle(Swizzle::B128);
+    p.global = vec![tma::spec::Extent::Runtime; 2];
+    let ping_pong = PipelineSpec::new("ping_pong", 6, Consumers::Warpgroups(1))
+        .tile("a", &validate(&p).unwrap())
+        .in_turn()
+        .validate()
+        .unwrap();
+    check_consts::<PingPong>(&ping_pong);
+    assert!(PingPong::spec().in_turn && !GemmRing::spec().in_turn);
 }
 
 #[test]

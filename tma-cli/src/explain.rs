@@ -255,6 +255,12 @@ pub fn explain_pipeline(ident: &str, pipe: &ValidPipeline) -> String {
         pipe.peers(),
         pipe.empty_arrivals()
     );
+    if spec.in_turn {
+        let _ = writeln!(
+            out,
+            "  taken in turn: each stage waited on, read and released by the one consumer of the warp roles that took it (ping-pong; skip the others' stages with state::advance(n))"
+        );
+    }
     let _ = writeln!(
         out,
         "\nstage layout (from a base aligned to {} B):",

@@ -269,6 +269,28 @@ fn explain_a_pipeline_prints_its_stage_layout_and_budget() {
         r.stderr
     );
     assert!(r.stderr.contains("\n  |              ^\n"), "{}", r.stderr);
+
+    // Taken in turn (ping-pong): said so; with two releasing warpgroups, refused at the count.
+    let turn = ring.replace("warpgroups(2)", "warpgroups(1)").replace(
+        "reserve_smem = 32768,",
+        "reserve_smem = 32768,\n    in_turn = true,",
+    );
+    let r = tma(&["explain", &turn]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stdout.contains("taken in turn: each stage"),
+        "{}",
+        r.stdout
+    );
+    assert!(!tma(&["explain", ring]).stdout.contains("taken in turn"));
+    let r = tma(&["explain", &turn.replace("warpgroups(1)", "warpgroups(2)")]);
+    assert_eq!(r.code, 1, "{}", r.stdout);
+    assert!(
+        r.stderr
+            .contains("a pipeline taken in turn is released by the one consumer"),
+        "{}",
+        r.stderr
+    );
 }
 
 /// A file of deeply nested brackets is refused at the bracket too deep, with file, line and

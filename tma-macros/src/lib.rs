@@ -174,6 +174,8 @@ pub fn derive_tma_tiles(input: TokenStream) -> TokenStream {
 ///     reserve_smem = 32768,               // optional: the kernel's other shared memory
 ///     target = sm_90a,                    // optional; tiles without a target take it
 ///     name = "gemm_ring",                 // optional: the CUDA name (default: snake case)
+///     in_turn = false,                    // optional; true: each stage taken by one consumer
+///                                         // of the warp roles (ping-pong): consumers = its unit
 ///     tiles = {
 ///         a: tma_2d! { pub GemmA: bf16, global = [M = _, K = _], boxed = [128, 64], swizzle = 128 },
 ///         b: tma_2d! { pub GemmB: bf16, global = [N = _, K = _], boxed = [64, 64], swizzle = 128,

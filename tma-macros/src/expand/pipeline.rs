@@ -101,6 +101,7 @@ fn pipeline_impl(decl: &PipelineDecl, checked: &CheckedPipeline<'_>) -> TokenStr
         }
     });
     let consumers = consumers_expr(spec.consumers);
+    let in_turn = spec.in_turn;
     let target = variant(&spec.target);
     let unit = unit_struct(attrs, vis, ident);
     quote! {
@@ -136,7 +137,7 @@ fn pipeline_impl(decl: &PipelineDecl, checked: &CheckedPipeline<'_>) -> TokenStr
                     cluster: [#cx, #cy, #cz],
                     target: #p::Arch::#target,
                     reserve_smem: #reserve,
-                    in_turn: false,
+                    in_turn: #in_turn,
                 }
             }
 

@@ -45,7 +45,7 @@ pub struct CheckedRoles {
 /// What every pipeline key reads into; each remembers its span.
 type Spanned<T> = Option<(T, Span)>;
 
-const PIPE_KEYS: [&str; 7] = [
+const PIPE_KEYS: [&str; 8] = [
     "stages",
     "consumers",
     "tiles",
@@ -53,6 +53,7 @@ const PIPE_KEYS: [&str; 7] = [
     "reserve_smem",
     "target",
     "name",
+    "in_turn",
 ];
 
 /// Where the parts of a pipeline were written.
@@ -79,6 +80,7 @@ pub fn pipeline(decl: &PipelineDecl) -> syn::Result<CheckedPipeline<'_>> {
     let mut cluster: Option<([u32; 3], ListSpans)> = None;
     let mut reserve: Spanned<u64> = None;
     let mut target: Spanned<Arch> = None;
+    let mut in_turn = false;
     let mut block: Option<&TilesBlock> = None;
     for entry in &decl.entries {
         let key = entry.key.unraw().to_string();
@@ -124,6 +126,23 @@ pub fn pipeline(decl: &PipelineDecl) -> syn::Result<CheckedPipeline<'_>> {
                     .and_then(|w| int::<u64>(&w, &key, &mut errs).map(|v| (v, w.span())));
             }
             "name" => name = word(&mut errs).map(|w| (w.text(), w.span())),
+            // Each stage taken by one consumer of the warp roles (ping-pong): the consumers
+            // then say that one consumer, `warpgroups(1)` or `warps(1)`.
+            "in_turn" => {
+                if let Some(w) = word(&mut errs) {
+                    match w.text().as_str() {
+                        "true" => in_turn = true,
+                        "false" => in_turn = false,
+                        other => errs.push(
+                            w.span(),
+                            format!(
+                                "`in_turn` is `true` (each stage taken by one consumer of the warp roles) or `false`, not `{}`",
+                                shown(other)
+                            ),
+                        ),
+                    }
+                }
+            }
             "target" => {
                 if let Some(w) = word(&mut errs) {
                     match Arch::parse(&w.text()).filter(|_| !matches!(w, Word::Underscore(_))) {
@@ -256,7 +275,7 @@ pub fn pipeline(decl: &PipelineDecl) -> syn::Result<CheckedPipeline<'_>> {
         cluster: cluster.as_ref().map_or([1, 1, 1], |c| c.0),
         target: arch,
         reserve_smem: reserve.map_or(0, |r| r.0),
-        in_turn: false,
+        in_turn,
     };
     let spans = PipeSpans {
         ident,
@@ -293,6 +312,7 @@ fn example(key: &str) -> &'static str {
         "tiles" => "{ a: tma_2d! { .. } }",
         "target" => "sm_90a",
         "name" => "\"ring\"",
+        "in_turn" => "true",
         _ => "..",
     }
 }

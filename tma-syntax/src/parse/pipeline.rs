@@ -8,6 +8,7 @@
 //!     consumers = warpgroups(2),          // threads(n) | warps(n) | warpgroups(n)
 //!     cluster = [2, 1, 1],
 //!     reserve_smem = 32768,
+//!     in_turn = false,                    // true: each stage taken by one consumer (ping-pong)
 //!     tiles = {
 //!         a: tma_2d! { pub GemmA: bf16, global = [M = _, K = _], boxed = [128, 64], swizzle = 128 },
 //!         b: tma_2d! { pub GemmB: bf16, global = [N = _, K = _], boxed = [128, 64], swizzle = 128,
