@@ -586,12 +586,15 @@ fn explain_cmd(decl: &str, dims: &[String], svg: Option<&Path>) -> Outcome {
     }
     if let Some(path) = svg {
         let several = read.tiles.len() + read.im2col.len() > 1;
-        for t in &read.im2col {
-            let file = if several {
-                svg_path(path, &t.checked.valid.spec().name)
+        let file = |name: &str| {
+            if several {
+                svg_path(path, name)
             } else {
                 path.to_path_buf()
-            };
+            }
+        };
+        for t in &read.im2col {
+            let name = &t.checked.valid.spec().name;
             let picture = match explain::bind_im2col(&t.checked.valid, &dims) {
                 explain::Im2colBinding::Given(b) | explain::Im2colBinding::Example(b, _) => {
                     let (coords, offsets) = explain::example_call(b.spec());
@@ -599,50 +602,46 @@ fn explain_cmd(decl: &str, dims: &[String], svg: Option<&Path>) -> Outcome {
                 }
                 explain::Im2colBinding::None(why) => Err(why),
             };
-            match picture {
-                Ok(text) => {
-                    if !write_out(Some(&file), &text, &mut out) {
-                        return out;
-                    }
-                    out.stderr.push_str(&format!("wrote {}\n", file.display()));
-                }
-                Err(why) => {
-                    out.stderr.push_str(&format!(
-                        "error: no SVG for im2col tile `{}`: {why}\n",
-                        t.checked.valid.spec().name
-                    ));
-                    out.code = EXIT_REJECTED;
-                }
+            if !write_svg(
+                &file(name),
+                picture,
+                &format!("im2col tile `{name}`"),
+                &mut out,
+            ) {
+                return out;
             }
         }
         for t in &read.tiles {
-            let file = if !several {
-                path.to_path_buf()
-            } else {
-                svg_path(path, &t.checked.valid.spec().name)
-            };
+            let name = &t.checked.valid.spec().name;
             let picture = match explain::bind(&t.checked.valid, &dims) {
                 explain::Binding::Given(b) | explain::Binding::Example(b, _) => svg::smem_svg(&b),
                 explain::Binding::None(why) => Err(why),
             };
-            match picture {
-                Ok(text) => {
-                    if !write_out(Some(&file), &text, &mut out) {
-                        return out;
-                    }
-                    out.stderr.push_str(&format!("wrote {}\n", file.display()));
-                }
-                Err(why) => {
-                    out.stderr.push_str(&format!(
-                        "error: no SVG for tile `{}`: {why}\n",
-                        t.checked.valid.spec().name
-                    ));
-                    out.code = EXIT_REJECTED;
-                }
+            if !write_svg(&file(name), picture, &format!("tile `{name}`"), &mut out) {
+                return out;
             }
         }
     }
     out
+}
+
+/// One tile's picture to `file`, or the reason there is none (an error naming `what`, the
+/// run carries on); false when the file could not be written (the run stops).
+fn write_svg(file: &Path, picture: Result<String, String>, what: &str, out: &mut Outcome) -> bool {
+    match picture {
+        Ok(text) => {
+            if !write_out(Some(file), &text, out) {
+                return false;
+            }
+            out.stderr.push_str(&format!("wrote {}\n", file.display()));
+        }
+        Err(why) => {
+            out.stderr
+                .push_str(&format!("error: no SVG for {what}: {why}\n"));
+            out.code = EXIT_REJECTED;
+        }
+    }
+    true
 }
 
 /// `smem.svg` + tile `a` -> `smem-a.svg`.

@@ -2,18 +2,11 @@
 //! `explain` and `header` (tests/snapshots). Runs from the crate directory.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::path::PathBuf;
 use std::process::Command;
 use tma_test_support::nvcc::nvcc_with_headers;
 
 mod run;
-use run::tma;
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("tma-cli-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
-}
+use run::{scratch, tma};
 
 const MPK: &str = "examples/mpk/tiles.tma";
 

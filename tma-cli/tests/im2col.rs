@@ -4,18 +4,11 @@
 //! nvcc where it is installed), errors at their tokens. Snapshots in tests/snapshots.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::path::PathBuf;
 use std::process::Command;
 use tma_test_support::nvcc::nvcc_with_headers;
 
 mod run;
-use run::tma;
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("tma-cli-im2col-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
-}
+use run::{scratch, tma};
 
 /// ResNet-50's 3x3 64 -> 64 layer at 56x56 (pad 1), its batch at run time.
 const ACT: &str = "tma_im2col! { pub Act: bf16, global = [N = _, H = 56, W = 56, C = 64], channels_per_pixel = 64, pixels_per_column = 128, lower_corner = [-1, -1], upper_corner = [-1, -1], swizzle = 128 }";
