@@ -162,6 +162,26 @@ fn run() -> Res<bool> {
     Ok(ok)
 }
 
+/// One checked configuration timed (median ms per launch of samples of LAUNCHES), printed
+/// with its TFLOP/s (`tflops_at_1ms` / ms) and its speed-up over the baseline's `base` ms.
+fn timed_row(
+    gpu: &Gpu,
+    reps: usize,
+    name: &str,
+    tflops_at_1ms: f64,
+    base: f64,
+    run: &mut dyn FnMut() -> Res<()>,
+) -> Res<f64> {
+    let mut t = gpu::time_batched(gpu, reps, LAUNCHES, run)?;
+    let ms = gpu::median(&mut t);
+    println!(
+        "  {name:<40} {ms:.3} ms {:>5.0} TFLOP/s {:.2}x",
+        tflops_at_1ms / ms,
+        base / ms
+    );
+    Ok(ms)
+}
+
 /// (groups, rows, N, K, routing, rows per group).
 type Case = (usize, usize, usize, usize, Routing, Vec<i32>);
 
@@ -218,14 +238,9 @@ fn bench_forward(
                     );
                     continue;
                 }
-                let mut t = gpu::time_batched(gpu, reps, LAUNCHES, &mut || launch.run(gpu))?;
-                let ms = gpu::median(&mut t);
-                println!(
-                    "  {:<40} {ms:.3} ms {:>5.0} TFLOP/s {:.2}x",
-                    l.config.name(),
-                    tflops(ms),
-                    base / ms
-                );
+                let ms = timed_row(gpu, reps, &l.config.name(), tflops(1.0), base, &mut || {
+                    launch.run(gpu)
+                })?;
                 if best.as_ref().is_none_or(|(b, _)| ms < *b) {
                     best = Some((ms, l.config.name()));
                 }
@@ -320,14 +335,9 @@ fn bench_wgrad(
                 );
                 continue;
             }
-            let mut t = gpu::time_batched(gpu, reps, LAUNCHES, &mut || launch.run(gpu))?;
-            let ms = gpu::median(&mut t);
-            println!(
-                "  {:<40} {ms:.3} ms {:>5.0} TFLOP/s {:.2}x",
-                l.config.name(),
-                tflops(ms),
-                base / ms
-            );
+            let ms = timed_row(gpu, reps, &l.config.name(), tflops(1.0), base, &mut || {
+                launch.run(gpu)
+            })?;
             if out == base_out {
                 if best.as_ref().is_none_or(|(b, _)| ms < *b) {
                     best = Some((ms, l.config.name()));

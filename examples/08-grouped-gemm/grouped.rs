@@ -197,11 +197,67 @@ pub fn persistent_grid(gpu: &Gpu, kernel: &Kernel, config: &Config) -> Res<u32> 
 pub struct Launch {
     loaded: Arc<Loaded>,
     cfg: LaunchConfig,
-    maps: [TensorMap; 3],
-    d_addr: u64,
-    dims: [i32; 4],
-    rows_addr: u64,
-    workspace: CudaSlice<u8>,
+    args: GemmArgs,
+}
+
+/// `gemm`'s arguments in the grouped and the weight-gradient mode (kernel.cu gives both one
+/// parameter list): A's, B's and D's maps, D, (M, N, K, groups), the groups' device counts
+/// (rows or tokens), the mode's workspace.
+pub struct GemmArgs {
+    pub maps: [TensorMap; 3],
+    pub d_addr: u64,
+    pub dims: [i32; 4],
+    pub counts_addr: u64,
+    pub workspace: CudaSlice<u8>,
+}
+
+impl GemmArgs {
+    /// `gemm` over these arguments, the grouped raster 8 tile-rows.
+    ///
+    /// # Safety
+    /// `kernel` is `gemm` compiled with `GEMM_GROUPED` or `GEMM_WGRAD`; the maps cover buffers
+    /// that outlive the launch, D's address is a live output of the configuration's type and
+    /// size, the counts are `dims[3]` device ints whose sum the maps cover, and the workspace
+    /// is what the mode reads or writes (the caller's SAFETY says which).
+    pub unsafe fn launch(&self, gpu: &Gpu, kernel: &Kernel, cfg: &LaunchConfig) -> Res<()> {
+        let ws = self.workspace.device_ptr(&gpu.stream).0;
+        let group = 8i32;
+        let mut l = kernel.launch_builder(cfg);
+        l.arg(&self.maps[0])
+            .arg(&self.maps[1])
+            .arg(&self.maps[2])
+            .arg(&self.d_addr)
+            .arg(&self.dims[0])
+            .arg(&self.dims[1])
+            .arg(&self.dims[2])
+            .arg(&group)
+            .arg(&self.counts_addr)
+            .arg(&self.dims[3])
+            .arg(&ws);
+        // SAFETY: (CUtensorMap x 3, void* D, int M, int N, int K, int group, const int* counts,
+        // int groups, CUtensorMap* workspace) as kernel.cu declares in both modes; the rest is
+        // this function's contract.
+        unsafe { l.launch() }?;
+        Ok(())
+    }
+}
+
+/// D's map over `[rows][cols]` of `d` for the TMA-store epilogue; the direct epilogue has no
+/// D map, and `stand_in` (any valid map) fills the parameter.
+pub fn d_map(
+    plan: &Plan,
+    d: &OutBuf,
+    rows: u64,
+    cols: u64,
+    stand_in: impl FnOnce() -> Res<TensorMap>,
+) -> Res<TensorMap> {
+    Ok(match (&plan.d, d) {
+        (Some(pd), OutBuf::Half(buf)) => {
+            TensorMap::new_raw_bits(&pd.bind(&[rows, cols], None)?, buf)?
+        }
+        (Some(pd), OutBuf::Single(buf)) => TensorMap::new(&pd.bind(&[rows, cols], None)?, buf)?,
+        (None, _) => stand_in()?,
+    })
 }
 
 impl Launch {
@@ -220,13 +276,12 @@ impl Launch {
         let plan = &loaded.plan;
         let ma = TensorMap::new_raw_bits(&plan.a.bind(&[total, k], None)?, &p.a)?;
         let mb = TensorMap::new_raw_bits(&plan.b.bind(&[p.groups as u64 * n, k], None)?, &p.b)?;
-        let md = match (&plan.d, d) {
-            (Some(pd), OutBuf::Half(buf)) => {
-                TensorMap::new_raw_bits(&pd.bind(&[total, n], None)?, buf)?
-            }
-            (Some(pd), OutBuf::Single(buf)) => TensorMap::new(&pd.bind(&[total, n], None)?, buf)?,
-            (None, _) => TensorMap::new_raw_bits(&plan.a.bind(&[total, k], None)?, &p.a)?,
-        };
+        let md = d_map(plan, d, total, n, || {
+            Ok(TensorMap::new_raw_bits(
+                &plan.a.bind(&[total, k], None)?,
+                &p.a,
+            )?)
+        })?;
         let cfg = loaded
             .kernel
             .plan_config(&gpu.stream, (loaded.grid, 1, 1))?;
@@ -237,36 +292,23 @@ impl Launch {
         Ok(Launch {
             loaded: loaded.clone(),
             cfg,
-            maps: [ma, mb, md],
-            d_addr: d.addr(&gpu.stream),
-            dims: [total as i32, p.n as i32, p.k as i32, p.groups as i32],
-            rows_addr: p.rows_dev.device_ptr(&gpu.stream).0,
-            workspace,
+            args: GemmArgs {
+                maps: [ma, mb, md],
+                d_addr: d.addr(&gpu.stream),
+                dims: [total as i32, p.n as i32, p.k as i32, p.groups as i32],
+                counts_addr: p.rows_dev.device_ptr(&gpu.stream).0,
+                workspace,
+            },
         })
     }
 
     pub fn run(&mut self, gpu: &Gpu) -> Res<()> {
-        let ws = self.workspace.device_ptr(&gpu.stream).0;
-        let group = 8i32;
-        let mut l = self.loaded.kernel.launch_builder(&self.cfg);
-        l.arg(&self.maps[0])
-            .arg(&self.maps[1])
-            .arg(&self.maps[2])
-            .arg(&self.d_addr)
-            .arg(&self.dims[0])
-            .arg(&self.dims[1])
-            .arg(&self.dims[2])
-            .arg(&group)
-            .arg(&self.rows_addr)
-            .arg(&self.dims[3])
-            .arg(&ws);
-        // SAFETY: gemm (GEMM_GROUPED)(CUtensorMap x 3, void* D, int M, int N, int K, int group,
-        // const int* rows, int groups, CUtensorMap* d_maps) as kernel.cu declares: the maps cover
-        // the problem's A ([rows][K]), B ([G * N][K]) and D ([rows][N]) buffers, which the
-        // caller holds past the launch; rows holds G ints summing to at most the maps' rows
-        // (Problem::new), d_maps 128 bytes per CTA and consumer of this grid.
-        unsafe { l.launch() }?;
-        Ok(())
+        // SAFETY: gemm compiled with GEMM_GROUPED (Plan::grouped); the maps cover the
+        // problem's A ([rows][K]), B ([G * N][K]) and D ([rows][N]) buffers, which the caller
+        // holds past the launch; the counts are G row counts summing to at most the maps' rows
+        // (Problem::new); the workspace is 128 bytes per CTA and consumer of this grid (the
+        // consumers' D maps).
+        unsafe { self.args.launch(gpu, &self.loaded.kernel, &self.cfg) }
     }
 }
 

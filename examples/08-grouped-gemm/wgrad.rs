@@ -14,7 +14,7 @@ use tma::runtime::{Kernel, LaunchConfig, Module, TensorMap};
 use crate::check::{compare_within, unit_roundoff, Compare};
 use crate::compile::Built;
 use crate::gpu::{from_bits, to_bits, Gpu, OutBuf};
-use crate::grouped;
+use crate::grouped::{self, GemmArgs};
 use crate::kernel::{Config, Epi, In, Kind, Out, Plan, Res};
 use crate::rng::Rng;
 
@@ -262,13 +262,9 @@ pub struct Launch {
     loaded: Arc<Loaded>,
     cfg: LaunchConfig,
     maps_cfg: LaunchConfig,
-    maps: [TensorMap; 3],
-    d_addr: u64,
-    dims: [i32; 4],
-    tokens_addr: u64,
+    args: GemmArgs,
     dy_addr: u64,
     x_addr: u64,
-    workspace: CudaSlice<u8>,
 }
 
 impl Launch {
@@ -303,14 +299,12 @@ impl Launch {
         let ma = TensorMap::new_raw_bits(&plan.a.bind(&[total, n], None)?, &p.dy)?;
         let mb = TensorMap::new_raw_bits(&plan.b.bind(&[total, k], None)?, &p.x)?;
         let rows = p.groups as u64 * n;
-        let md = match (&plan.d, d) {
-            (Some(pd), OutBuf::Half(buf)) => {
-                TensorMap::new_raw_bits(&pd.bind(&[rows, k], None)?, buf)?
-            }
-            (Some(pd), OutBuf::Single(buf)) => TensorMap::new(&pd.bind(&[rows, k], None)?, buf)?,
-            // The direct epilogue has no D map: any valid map fills the parameter.
-            (None, _) => TensorMap::new_raw_bits(&plan.a.bind(&[total, n], None)?, &p.dy)?,
-        };
+        let md = grouped::d_map(plan, d, rows, k, || {
+            Ok(TensorMap::new_raw_bits(
+                &plan.a.bind(&[total, n], None)?,
+                &p.dy,
+            )?)
+        })?;
         let cfg = loaded
             .kernel
             .plan_config(&gpu.stream, (loaded.grid, 1, 1))?;
@@ -328,27 +322,30 @@ impl Launch {
             loaded: loaded.clone(),
             cfg,
             maps_cfg,
-            maps: [ma, mb, md],
-            d_addr: d.addr(s),
-            dims: [total as i32, p.n as i32, p.k as i32, p.groups as i32],
-            tokens_addr: p.tokens_dev.device_ptr(s).0,
+            args: GemmArgs {
+                maps: [ma, mb, md],
+                d_addr: d.addr(s),
+                dims: [total as i32, p.n as i32, p.k as i32, p.groups as i32],
+                counts_addr: p.tokens_dev.device_ptr(s).0,
+                workspace,
+            },
             dy_addr: p.dy.device_ptr(s).0,
             x_addr: p.x.device_ptr(s).0,
-            workspace,
         })
     }
 
     /// The prologue (group g's maps into pair g of the workspace), then the GEMM, on one
     /// stream: the GEMM loads through maps the prologue finished writing.
     pub fn run(&mut self, gpu: &Gpu) -> Res<()> {
-        let ws = self.workspace.device_ptr(&gpu.stream).0;
+        let a = &self.args;
+        let ws = a.workspace.device_ptr(&gpu.stream).0;
         let mut l = self.loaded.maps.launch_builder(&self.maps_cfg);
-        l.arg(&self.maps[0])
-            .arg(&self.maps[1])
-            .arg(&self.tokens_addr)
-            .arg(&self.dims[3])
-            .arg(&self.dims[1])
-            .arg(&self.dims[2])
+        l.arg(&a.maps[0])
+            .arg(&a.maps[1])
+            .arg(&a.counts_addr)
+            .arg(&a.dims[3])
+            .arg(&a.dims[1])
+            .arg(&a.dims[2])
             .arg(&self.dy_addr)
             .arg(&self.x_addr)
             .arg(&ws);
@@ -358,26 +355,12 @@ impl Launch {
         // base and tokens lie inside dY ([T][N]) and X ([T][K]); ab_maps 2 x G maps of 128
         // bytes (the workspace), 256-byte aligned.
         unsafe { l.launch() }?;
-        let group = 8i32;
-        let mut l = self.loaded.kernel.launch_builder(&self.cfg);
-        l.arg(&self.maps[0])
-            .arg(&self.maps[1])
-            .arg(&self.maps[2])
-            .arg(&self.d_addr)
-            .arg(&self.dims[0])
-            .arg(&self.dims[1])
-            .arg(&self.dims[2])
-            .arg(&group)
-            .arg(&self.tokens_addr)
-            .arg(&self.dims[3])
-            .arg(&ws);
-        // SAFETY: gemm (GEMM_WGRAD)(CUtensorMap x 3, void* D, int M, int N, int K, int group,
-        // const int* tokens, int groups, const CUtensorMap* ab_maps) as kernel.cu declares: the
-        // maps cover the problem's dY ([T][N]), X ([T][K]) and dW ([G * N][K]) buffers, which
-        // the caller holds past the launch; ab_maps holds the maps of every non-empty group,
-        // written by the prologue before it on this stream (the GEMM reads no empty group's).
-        unsafe { l.launch() }?;
-        Ok(())
+        // SAFETY: gemm compiled with GEMM_WGRAD (Plan::wgrad); the maps cover the problem's dY
+        // ([T][N]), X ([T][K]) and dW ([G * N][K]) buffers, which the caller holds past the
+        // launch; the counts are G token counts summing to T; the workspace holds the maps of
+        // every non-empty group, written by the prologue before it on this stream (the GEMM
+        // reads no empty group's).
+        unsafe { a.launch(gpu, &self.loaded.kernel, &self.cfg) }
     }
 }
 
