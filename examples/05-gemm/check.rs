@@ -41,6 +41,15 @@ pub fn compare(d: &[f32], r: &[f32], out: Out) -> Compare {
     compare_within(d, r, out, |_| 1e-3)
 }
 
+/// Whether an element `d` of the kernel and `r` of the reference are further apart than two
+/// roundings of fp32 sums in different orders allow: |d - r| > 2u max(|d|, |r|) + `abs`
+/// (NaN is apart).
+pub fn apart(d: f32, r: f32, out: Out, abs: f64) -> bool {
+    let (x, y) = (f64::from(d), f64::from(r));
+    let diff = (x - y).abs();
+    diff.is_nan() || diff > 2.0 * unit_roundoff(out) * x.abs().max(y.abs()) + abs
+}
+
 /// [`compare`] with element i's absolute term `abs(i)` in place of 1e-3: two fp32 sums in
 /// different orders drift apart with the length of the contraction, so a GEMM whose
 /// contraction varies by element (the weight gradient's ragged tokens) scales it.
@@ -50,7 +59,6 @@ pub fn compare_within(
     out: Out,
     abs: impl Fn(usize) -> f64 + Sync,
 ) -> Compare {
-    let tol = 2.0 * unit_roundoff(out);
     let abs = &abs;
     let threads = std::thread::available_parallelism()
         .map_or(1, |t| t.get())
@@ -65,12 +73,11 @@ pub fn compare_within(
                 s.spawn(move || {
                     let (mut bad, mut maxd, mut num, mut den) = (0usize, 0f64, 0f64, 0f64);
                     for (j, (&x, &y)) in dc.iter().zip(rc).enumerate() {
-                        let (x, y) = (f64::from(x), f64::from(y));
-                        let diff = (x - y).abs();
-                        if diff.is_nan() || diff > tol * x.abs().max(y.abs()) + abs(ci * chunk + j)
-                        {
+                        if apart(x, y, out, abs(ci * chunk + j)) {
                             bad += 1;
                         }
+                        let (x, y) = (f64::from(x), f64::from(y));
+                        let diff = (x - y).abs();
                         if diff.is_finite() {
                             maxd = maxd.max(diff);
                         }

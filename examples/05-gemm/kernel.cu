@@ -40,8 +40,8 @@ static_assert(GEMM_MI >= 1 && GEMM_MI * 64 * GEMM_SHARES == GEMM_BM, "BM is whol
 // is declared in_turn, released by that warpgroup's 4 warps); otherwise by all of them.
 static_assert(Pipe::IN_TURN == (GEMM_PINGPONG != 0), "the ring is taken in turn exactly in the ping-pong kernel");
 #if GEMM_PINGPONG
-static_assert(GEMM_WS && GEMM_NC == 2 && GEMM_PERSIST && !GEMM_RELEASE_ONE && !GEMM_GROUPED && !GEMM_WGRAD,
-              "ping-pong: two consumer warpgroups over a persistent walk, neither grouped nor the weight gradient");
+static_assert(GEMM_WS && GEMM_NC == 2 && GEMM_PERSIST && !GEMM_RELEASE_ONE,
+              "ping-pong: two consumer warpgroups over a persistent walk");
 static_assert(Pipe::CONSUMER_THREADS == 128u && Pipe::CONSUMER_ARRIVALS == 4u,
               "ping-pong: each stage released by the 4 warps of the warpgroup that took it");
 #endif
@@ -123,17 +123,28 @@ struct gemm_groups {
   __device__ __forceinline__ int tiles_of(int r) const {
     return ((max(r, 0) + GEMM_BM - 1) / GEMM_BM + GEMM_CM - 1) / GEMM_CM * num_n;
   }
-  // Tile t (at or after the last one asked), or false past the last group: its group, first row
-  // of A and D, the group's last row + 1, first column.
-  __device__ __forceinline__ bool tile(int t, int& group, int& m0, int& row_end, int& n0) {
-    int r = g < G ? __ldg(rows + g) : 0;
+  // Walks forward to tile t's group (t at or after the last one asked): false past the last
+  // group, else the group's row count in r.
+  __device__ __forceinline__ bool walk(int t, int& r) {
+    r = g < G ? __ldg(rows + g) : 0;
     while (g < G && t >= tile_first + tiles_of(r)) {
       tile_first += tiles_of(r);
       row_first += max(r, 0);
       ++g;
       r = g < G ? __ldg(rows + g) : 0;
     }
-    if (g >= G) return false;
+    return g < G;
+  }
+  // Whether tile t (at or after the last one asked) exists.
+  __device__ __forceinline__ bool has(int t) {
+    int r;
+    return walk(t, r);
+  }
+  // Tile t (at or after the last one asked), or false past the last group: its group, first row
+  // of A and D, the group's last row + 1, first column.
+  __device__ __forceinline__ bool tile(int t, int& group, int& m0, int& row_end, int& n0) {
+    int r;
+    if (!walk(t, r)) return false;
     // Inside the group, the grouped raster (`raster` tile-rows before the next column): the
     // CTAs running together share A's rows and B's columns in L2.
     int cm, cn;
@@ -156,13 +167,12 @@ static_assert(GEMM_WS && GEMM_PERSIST && !GEMM_GROUPED && !GEMM_CONV && GEMM_CN 
 // B is X, both MN-major (tile dims [k][m] and [k][n], k the tokens). Every group has the same
 // tiles, ceil(ceil(N / BM) / CM) x ceil(K / BN) cluster tiles, numbered group after group; the
 // k-loop is ragged: ceil(tokens[g] / BK) blocks, the last one zero-filled past the group's end
-// by its per-group maps (see the producer). Each thread that needs the schedule walks the token
-// counts once, forward, for the group's first token.
+// by its per-group maps (see the producer); a group's tokens (its first one is the maps'
+// business: gemm_wgrad_maps) only set its k-blocks.
 struct gemm_wgrad_groups {
   const int* __restrict__ tokens;
   int G, num_cm, num_n, per_group, raster;
   unsigned rank;
-  int g = 0, tok_first = 0;  // the walk: group g's first token
   __device__ __forceinline__ gemm_wgrad_groups(const int* __restrict__ group_tokens, int groups, int N, int K,
                                                int raster_rows, unsigned cta_rank)
       : tokens(group_tokens),
@@ -173,19 +183,17 @@ struct gemm_wgrad_groups {
         raster(max(raster_rows, 1)),
         rank(cta_rank) {}
   __device__ __forceinline__ int total() const { return G * per_group; }
-  // Cluster tile t (at or after the last one asked; below total()): its group, the group's
-  // first token and token count, this CTA's first row (of N) and column (of K) of dW_g.
-  __device__ __forceinline__ void tile(int t, int& group, int& tok0, int& ntok, int& m0, int& n0) {
-    const int gi = t / per_group;
-    while (g < gi) {
-      tok_first += max(__ldg(tokens + g), 0);
-      ++g;
-    }
+  // The k-blocks of cluster tile t (below total()): its group's tokens in BK blocks, 0 for an
+  // empty group (the producer loads no stage for it).
+  __device__ __forceinline__ int k_blocks(int t) const {
+    return (max(__ldg(tokens + t / per_group), 0) + GEMM_BK - 1) / GEMM_BK;
+  }
+  // Cluster tile t (below total()): its group, this CTA's first row (of N) and column (of K)
+  // of dW_g.
+  __device__ __forceinline__ void tile(int t, int& group, int& m0, int& n0) const {
     int cm, cn;
-    gemm_raster(t - gi * per_group, num_cm, num_n, raster, cm, cn);
-    group = gi;
-    tok0 = tok_first;
-    ntok = max(__ldg(tokens + gi), 0);
+    group = t / per_group;
+    gemm_raster(t - group * per_group, num_cm, num_n, raster, cm, cn);
     m0 = (cm * GEMM_CM + (GEMM_CM > 1 ? (int)rank : 0)) * GEMM_BM;
     n0 = cn * GEMM_BN;
   }
@@ -398,11 +406,10 @@ extern "C" __global__ void TMA_PLAN_GEMM_LAUNCH_BOUNDS gemm(const __grid_constan
       // prefetched into the descriptor cache after this tile's first load.
       int acquired = -1;
       for (int t = cid; t < total; t += ncl) {
-        int g, tok0, ntok, m0, n0;
-        sched.tile(t, g, tok0, ntok, m0, n0);
-        (void)tok0;
+        int g, m0, n0;
+        sched.tile(t, g, m0, n0);
         // An empty group loads nothing (it has no maps): its consumers store zeros.
-        const int nkg = (ntok + GEMM_BK - 1) / GEMM_BK;
+        const int nkg = sched.k_blocks(t);
         const CUtensorMap* const ma = ab_maps + 2 * (size_t)g;
         if (nkg > 0 && acquired != g) {
           TA::acquire(ma);
@@ -476,11 +483,18 @@ extern "C" __global__ void TMA_PLAN_GEMM_LAUNCH_BOUNDS gemm(const __grid_constan
 #endif
 #if GEMM_PINGPONG
     // Ping-pong: consumer c takes tiles c, c + 2, .. of the CTA's walk (t = cid + j ncl), the
-    // producer loads every tile's nk stages in walk order: c's state starts c nk stages on and
-    // skips the other consumer's nk after each of its tiles. Consumer c's mainloop of walk tile
-    // j > 0 waits for its turn (`turn`, c's barrier), which the other consumer gives once it has
-    // issued tile j - 1's mainloop (and only when a tile j follows: each sync has one arrive).
-    s.advance((unsigned)(c * nk));
+    // producer loads every tile's stages in walk order: c's state starts past tile 0's stages
+    // when c = 1 and skips the other consumer's tile after each of its own. Consumer c's
+    // mainloop of walk tile j > 0 waits for its turn (`turn`, c's barrier), which the other
+    // consumer gives once it has issued tile j - 1's mainloop (and only when a tile j follows:
+    // each sync has one arrive). The stages of walk tile u: its group's k-blocks for the weight
+    // gradient (0 past the last tile: nothing follows), nk otherwise.
+#if GEMM_WGRAD
+    auto stages_of = [&](int u) { return u < total ? (unsigned)sched.k_blocks(u) : 0u; };
+#else
+    auto stages_of = [&](int) { return (unsigned)nk; };
+#endif
+    if (c == 1) s.advance(stages_of(cid));
     for (int t = cid + c * ncl, j = c; t < total; t += 2 * ncl, j += 2) {
 #else
     for (int t = cid; t < total; t += ncl) {
@@ -490,10 +504,9 @@ extern "C" __global__ void TMA_PLAN_GEMM_LAUNCH_BOUNDS gemm(const __grid_constan
       int g, row_end;
       if (!sched.tile(t, g, m0, row_end, n0)) break;
 #elif GEMM_WGRAD
-      int g, tok0, ntok;
-      sched.tile(t, g, tok0, ntok, m0, n0);
-      (void)tok0;
-      const int nk = (ntok + GEMM_BK - 1) / GEMM_BK;  // this group's k-blocks (0: dW_g = 0)
+      int g;
+      sched.tile(t, g, m0, n0);
+      const int nk = sched.k_blocks(t);  // this group's k-blocks (0: dW_g = 0)
 #else
       sched.tile(t, m0, n0);
 #endif
@@ -522,7 +535,11 @@ extern "C" __global__ void TMA_PLAN_GEMM_LAUNCH_BOUNDS gemm(const __grid_constan
 #if GEMM_PINGPONG
       // The mainloop is issued: the other consumer's next tile may start its wgmmas while this
       // one's last k-block finishes and its epilogue runs.
+#if GEMM_GROUPED
+      if (sched.has(t + ncl)) R::arrive_turn((unsigned)(1 - c));
+#else
       if (t + ncl < total) R::arrive_turn((unsigned)(1 - c));
+#endif
 #endif
       tma_wgmma_wait_group<0>();
       if ((!GEMM_RELEASE_ONE || tw == 0u) && (!GEMM_WGRAD || nk > 0)) pipe.release(prev);
@@ -559,7 +576,7 @@ extern "C" __global__ void TMA_PLAN_GEMM_LAUNCH_BOUNDS gemm(const __grid_constan
       gemm_store_direct(acc, D, M, N, row0, n0, tw);
 #endif
 #if GEMM_PINGPONG
-      s.advance((unsigned)nk);  // the other consumer's next tile
+      s.advance(stages_of(t + ncl));  // the other consumer's next tile
 #endif
     }
 #if GEMM_EPI_TMA

@@ -430,13 +430,13 @@ impl Plan {
     }
 
     /// [`Plan::new`] with the grouped schedule (examples/08-grouped-gemm): warp-specialized
-    /// with two consumers (the only count run on a GPU in this mode), persistent, a cluster
-    /// along M at most.
+    /// with two consumers sharing a tile or ping-pong (the kinds run on a GPU in this mode),
+    /// persistent, a cluster along M at most.
     #[allow(dead_code)] // examples/08-grouped-gemm's, which includes this file
     pub fn grouped(c: Config) -> Res<Plan> {
-        if c.kind != Kind::WS2 || c.cn != 1 || !c.persistent {
+        if !matches!(c.kind, Kind::WS2 | Kind::PingPong) || c.cn != 1 || !c.persistent {
             return Err(format!(
-                "{c}: a grouped GEMM is warp-specialized (two consumers) and persistent, its cluster along M only (a group's B multicast)"
+                "{c}: a grouped GEMM is warp-specialized with two consumers (sharing a tile or ping-pong) and persistent, its cluster along M only (a group's B multicast)"
             )
             .into());
         }
@@ -465,13 +465,13 @@ impl Plan {
     /// contraction and the strided dim of both operands. A is dY as `[tokens][N]` (tile dims
     /// `[k][m]`, wgmma's MN-major A), B is X as `[tokens][K]` (`[k][n]`, MN-major B), each a
     /// box of 64 tokens x 64 elements (128-byte rows, the 128B swizzle's atom) repeated along
-    /// M or N. Warp-specialized with two consumers, persistent, a cluster along M at most (X
-    /// multicast).
+    /// M or N. Warp-specialized with two consumers (sharing a tile or ping-pong), persistent,
+    /// a cluster along M at most (X multicast).
     #[allow(dead_code)] // examples/08-grouped-gemm's, which includes this file
     pub fn wgrad(c: Config) -> Res<Plan> {
-        if c.kind != Kind::WS2 || c.cn != 1 || !c.persistent {
+        if !matches!(c.kind, Kind::WS2 | Kind::PingPong) || c.cn != 1 || !c.persistent {
             return Err(format!(
-                "{c}: the weight-gradient GEMM is warp-specialized (two consumers) and persistent, its cluster along M only (a group's X multicast)"
+                "{c}: the weight-gradient GEMM is warp-specialized with two consumers (sharing a tile or ping-pong) and persistent, its cluster along M only (a group's X multicast)"
             )
             .into());
         }
@@ -508,9 +508,9 @@ impl Plan {
         }
         // Ping-pong: two consumers taking the persistent walk's tiles in turn, each stage
         // released by the warpgroup that took it (its four warps).
-        if c.kind == Kind::PingPong && (!c.persistent || c.wg_release || grouped || wgrad) {
+        if c.kind == Kind::PingPong && (!c.persistent || c.wg_release) {
             return Err(format!(
-                "{c}: a ping-pong kernel is persistent (its consumers alternate over the CTA's tiles), its stages released by each warpgroup's warps, not grouped"
+                "{c}: a ping-pong kernel is persistent (its consumers alternate over the CTA's tiles), its stages released by each warpgroup's warps"
             )
             .into());
         }

@@ -398,9 +398,6 @@ mod tests {
             let e = Plan::conv(bad).err().expect("refused").to_string();
             assert!(e.contains("a ping-pong kernel is persistent"), "{e}");
         }
-        let e = Plan::grouped(c).err().expect("refused").to_string();
-        assert!(e.contains("(two consumers) and persistent"), "{e}");
-        assert!(Plan::wgrad(c).is_err());
         let e = Plan::conv(Config { bm: 96, ..c })
             .err()
             .expect("refused")

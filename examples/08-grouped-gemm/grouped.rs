@@ -79,12 +79,21 @@ pub fn configs(input: In) -> Vec<Config> {
     };
     // 2-CTA clusters along M multicast each group's B (the large groups' configuration).
     let c2 = |c: Config| Config { cm: 2, ..c };
+    // Ping-pong: each consumer owns whole tiles (BM rows), its epilogue under the other's
+    // mainloop (short K, and groups whose many small tiles end often).
+    let pp = |bm, bn, stages| Config {
+        kind: Kind::PingPong,
+        bm,
+        ..ws(bn, stages, Epi::Tma { nb: 2 })
+    };
     vec![
         ws(256, 4, Epi::Tma { nb: 2 }),
         c2(ws(256, 4, Epi::Tma { nb: 2 })),
         c2(ws(256, 4, Epi::Direct)),
         ws(128, 6, Epi::Tma { nb: 2 }),
         ws(128, 6, Epi::Direct),
+        pp(128, 128, 5),
+        pp(64, 256, 4),
     ]
 }
 
@@ -203,6 +212,16 @@ pub struct Launch {
 /// `gemm`'s arguments in the grouped and the weight-gradient mode (kernel.cu gives both one
 /// parameter list): A's, B's and D's maps, D, (M, N, K, groups), the groups' device counts
 /// (rows or tokens), the mode's workspace.
+/// Tile-rows of a group the grouped raster walks before the next tile-column: 8 (example
+/// 05's), or `GROUPED_RASTER` (a positive integer; for tuning runs).
+pub fn raster_rows() -> i32 {
+    std::env::var("GROUPED_RASTER")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&r| r > 0)
+        .unwrap_or(8)
+}
+
 pub struct GemmArgs {
     pub maps: [TensorMap; 3],
     pub d_addr: u64,
@@ -212,7 +231,7 @@ pub struct GemmArgs {
 }
 
 impl GemmArgs {
-    /// `gemm` over these arguments, the grouped raster 8 tile-rows.
+    /// `gemm` over these arguments, the grouped raster [`raster_rows`] tile-rows.
     ///
     /// # Safety
     /// `kernel` is `gemm` compiled with `GEMM_GROUPED` or `GEMM_WGRAD`; the maps cover buffers
@@ -221,7 +240,7 @@ impl GemmArgs {
     /// is what the mode reads or writes (the caller's SAFETY says which).
     pub unsafe fn launch(&self, gpu: &Gpu, kernel: &Kernel, cfg: &LaunchConfig) -> Res<()> {
         let ws = self.workspace.device_ptr(&gpu.stream).0;
-        let group = 8i32;
+        let group = raster_rows();
         let mut l = kernel.launch_builder(cfg);
         l.arg(&self.maps[0])
             .arg(&self.maps[1])

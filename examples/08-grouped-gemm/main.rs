@@ -271,6 +271,21 @@ fn run_wgrad(gpu: &Gpu, built: &[Built], quick: bool, rng: &mut Rng) -> Res<bool
                     c.sample_worst,
                     if good { "OK" } else { "FAIL" }
                 );
+                let disputes = &c.disputes;
+                if disputes.checked > 0 {
+                    println!(
+                        "    {} of the disagreements computed exactly: the kernel outside its bound at {}, cuBLAS at {}; groups (index, tokens) {:?}{}",
+                        disputes.checked,
+                        disputes.kernel_bad,
+                        disputes.reference_bad,
+                        disputes.groups,
+                        if c.reference_wrong() {
+                            ": cuBLAS's reference is wrong there, the kernel right"
+                        } else {
+                            ""
+                        }
+                    );
+                }
             }
         }
     }
@@ -331,7 +346,10 @@ mod tests {
         };
         for c in [simple, along_n, not_persistent, three] {
             let e = Plan::grouped(c).err().expect("refused").to_string();
-            assert!(e.contains("(two consumers) and persistent"), "{e}");
+            assert!(
+                e.contains("(sharing a tile or ping-pong) and persistent"),
+                "{e}"
+            );
         }
         // The dense GEMM's plans say no grouped schedule.
         let dense = Plan::new(Config::L5).expect("L5");
@@ -392,7 +410,10 @@ mod tests {
             },
         ] {
             let e = Plan::wgrad(c).err().expect("refused").to_string();
-            assert!(e.contains("(two consumers) and persistent"), "{e}");
+            assert!(
+                e.contains("(sharing a tile or ping-pong) and persistent"),
+                "{e}"
+            );
         }
         for p in [
             Plan::new(Config::L5),
