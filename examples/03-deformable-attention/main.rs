@@ -177,8 +177,25 @@ fn main() -> Res<()> {
                 built += 1;
                 if name == "seed" && !config.softmax {
                     let staged: Vec<usize> = b.staged.iter().map(|(l, _)| *l).collect();
+                    // The tile design's second kernel: its grid and what ptxas gave it.
+                    let tiles = match &b.tiles {
+                        Some((plan, grid)) => b
+                            .compiled
+                            .kernel_resources
+                            .iter()
+                            .find(|r| r.kernel == "msda_bwd_tiles")
+                            .map_or(String::new(), |r| {
+                                format!(
+                                    "; msda_bwd_tiles grid {grid} x {} threads, {} registers, {} B spilled",
+                                    plan.launch().block[0],
+                                    r.registers,
+                                    r.spill_stores
+                                )
+                            }),
+                        None => String::new(),
+                    };
                     println!(
-                        "{} {}: grid {} x {} threads, {} B of dynamic shared memory, staged levels {staged:?} ({} bulk reduce-adds in the PTX)",
+                        "{} {}: grid {} x {} threads, {} B of dynamic shared memory, staged levels {staged:?} ({} bulk reduce-adds in the PTX){tiles}",
                         config.label(),
                         ty.name(),
                         b.grid,
