@@ -42,10 +42,14 @@ pub enum BwdDesign {
     /// tile and the more threads share a pixel's entries, so that every tile holds about as
     /// many entries (without it, a thread a pixel everywhere: the seed's level 2 and 3 tiles
     /// are one block each with 35 and 133 entries a pixel, the kernel's tail).
+    /// `one_step`: the point pass files a point's 4 corners in one step of the warp (thread
+    /// `sub` of the (query, head) files corner `sub`: a `__match_any_sync` and a shared
+    /// atomic a point instead of one a corner, each with 1/TPQ of the lanes working).
     Tiles {
         qpb: u32,
         deterministic: bool,
         split: bool,
+        one_step: bool,
     },
 }
 
@@ -220,6 +224,19 @@ impl BwdConfig {
                 qpb: TILES_QPB,
                 deterministic,
                 split,
+                one_step: false,
+            },
+            ..BwdConfig::TMA
+        }
+    }
+    /// The tile design with level-shaped tiles and one-step filing.
+    pub fn tiles_one_step(deterministic: bool) -> BwdConfig {
+        BwdConfig {
+            design: BwdDesign::Tiles {
+                qpb: TILES_QPB,
+                deterministic,
+                split: true,
+                one_step: true,
             },
             ..BwdConfig::TMA
         }
@@ -259,9 +276,11 @@ impl BwdConfig {
                 qpb,
                 deterministic,
                 split,
+                one_step,
             } => format!(
-                " tiles q{qpb}{}{} u{}",
+                " tiles q{qpb}{}{}{} u{}",
                 if split { " split" } else { "" },
+                if one_step { " onestep" } else { "" },
                 if deterministic { " deterministic" } else { "" },
                 self.unroll
             ),
@@ -289,8 +308,9 @@ pub fn bwd_configs(ty: Ty) -> Vec<BwdConfig> {
         BwdConfig::tiles(false, false).with_softmax(),
         BwdConfig::tiles(true, false),
         BwdConfig::tiles(false, true),
-        BwdConfig::tiles(false, true).with_softmax(),
-        BwdConfig::tiles(true, true),
+        BwdConfig::tiles_one_step(false),
+        BwdConfig::tiles_one_step(false).with_softmax(),
+        BwdConfig::tiles_one_step(true),
     ];
     if ty != Ty::F32 {
         v.push(BwdConfig::tma(128, 60 * 1024, true));
@@ -406,6 +426,7 @@ pub fn build_bwd(
             qpb,
             deterministic,
             split,
+            one_step,
         } => {
             let shape = TileShape::new(m, deterministic, split);
             let tiles = shape.per_head(m);
@@ -421,7 +442,8 @@ pub fn build_bwd(
                 .define("MSDA_BWD", "2")
                 .define("MSDA_STAGED", "0")
                 .define("MSDA_HEAVY_BYTES", HEAVY_BYTES.to_string())
-                .define("MSDA_DETERMINISTIC", u32::from(deterministic).to_string());
+                .define("MSDA_DETERMINISTIC", u32::from(deterministic).to_string())
+                .define("MSDA_FILE_ONE_STEP", u32::from(one_step).to_string());
             prelude = shape.prelude();
             tile_shape = Some(shape);
             let records = qpb as u64 * m.levels.len() as u64 * m.points as u64 * 4 * 12;

@@ -177,21 +177,23 @@ fn main() -> Res<()> {
                 built += 1;
                 if name == "seed" && !config.softmax {
                     let staged: Vec<usize> = b.staged.iter().map(|(l, _)| *l).collect();
-                    // The tile design's second kernel: its grid and what ptxas gave it.
-                    let tiles = match &b.tiles {
-                        Some((plan, grid)) => b
-                            .compiled
+                    // What ptxas gave the kernel and, in the tile design, the second one.
+                    let res = |k: &str| {
+                        b.compiled
                             .kernel_resources
                             .iter()
-                            .find(|r| r.kernel == "msda_bwd_tiles")
+                            .find(|r| r.kernel == k)
                             .map_or(String::new(), |r| {
-                                format!(
-                                    "; msda_bwd_tiles grid {grid} x {} threads, {} registers, {} B spilled",
-                                    plan.launch().block[0],
-                                    r.registers,
-                                    r.spill_stores
-                                )
-                            }),
+                                format!("{} registers, {} B spilled", r.registers, r.spill_stores)
+                            })
+                    };
+                    let tiles = match &b.tiles {
+                        Some((plan, grid)) => format!(
+                            "; {}; msda_bwd_tiles grid {grid} x {} threads, {}",
+                            res(config.kernel_name()),
+                            plan.launch().block[0],
+                            res("msda_bwd_tiles")
+                        ),
                         None => String::new(),
                     };
                     println!(

@@ -257,6 +257,37 @@ __device__ __forceinline__ int msda_tile_first(const MsdaShapes& sh, int level) 
   return first;
 }
 __device__ __forceinline__ int msda_tiles_per_head(const MsdaShapes& sh) { return msda_tile_first(sh, MSDA_L); }
+#ifndef MSDA_FILE_ONE_STEP
+#define MSDA_FILE_ONE_STEP 0
+#endif
+
+// The point pass files corner k of point i of its query (pixel (hh, ww) of level l, `in`: inside
+// the level, weight w) when `mine`: its record (tile << 16 | rank in the tile, query << 10 |
+// pixel in the tile, weight) in three arrays at a fixed slot, (point i, corner k, query) with the
+// query innermost (a warp's stores hit distinct banks); the warp's corners of one tile take
+// their ranks with one shared-memory atomic (the same few tiles take most corners). Every lane
+// of the warp calls it.
+__device__ __forceinline__ void msda_file(unsigned* rec, int* tcount, const MsdaShapes& sh, int l, int i, int k,
+                                          bool mine, int hh, int ww, bool in, float w, int q, int qloc, int lane) {
+  const int pix = hh * sh.w(l) + ww, tile = msda_tile_first(sh, l) + pix / msda_tile_pixels(l);
+  const int key = mine && in ? tile : -1;
+  const unsigned peers = __match_any_sync(0xffffffffu, key);
+  const int leader = __ffs(peers) - 1;
+  int first = 0;
+  if (key >= 0 && lane == leader) first = atomicAdd(tcount + tile, __popc(peers));
+  first = __shfl_sync(0xffffffffu, first, leader);
+  if (mine) {
+    const int slot = (i * 4 + k) * MSDA_QPB + qloc;
+    rec[slot] = 0xffffffffu;
+    if (in) {
+      rec[slot] =
+          (static_cast<unsigned>(tile) << 16) | static_cast<unsigned>(first + __popc(peers & ((1u << lane) - 1u)));
+      rec[MSDA_QPB * MSDA_LP * 4 + slot] =
+          (static_cast<unsigned>(q) << 10) | static_cast<unsigned>(pix % msda_tile_pixels(l));
+      rec[2 * MSDA_QPB * MSDA_LP * 4 + slot] = __float_as_uint(w);
+    }
+  }
+}
 #endif
 
 // Grid: N * M * chunks blocks, chunks = ceil(Q / QPB), block b = (n * M + head) * chunks + chunk.
@@ -339,9 +370,7 @@ msda_bwd(const msda_t* __restrict__ value, const float* __restrict__ loc, const 
 #endif
 #endif
 #if MSDA_TILES
-  // Each corner's filing record (tile << 16 | rank in the tile, query << 10 | pixel in the tile,
-  // weight) in three arrays at a fixed slot, (point i, corner k, query) with the query innermost
-  // (a warp's stores hit distinct banks); a count a tile of (n, head).
+  // Each corner's filing record (msda_file) and a count a tile of (n, head).
   extern __shared__ unsigned char msda_raw[];
   unsigned char* pbase = MsdaBwdPlan::base(msda_raw);
   unsigned* rec = reinterpret_cast<unsigned*>(MsdaBwdPlan::rec(pbase));
@@ -379,30 +408,8 @@ msda_bwd(const msda_t* __restrict__ value, const float* __restrict__ loc, const 
 #pragma unroll
         for (int j = 0; j < MSDA_VEC; ++j) d = fmaf(g[j], v[j], d);
         dot[k] = d;
-#if MSDA_TILES
-        {
-          // Corner k: thread k % TPQ of the (query, head) files it; a warp's corners of one tile
-          // take their ranks with one atomic (the same few tiles take most corners).
-          const bool mine = sub == k % MSDA_TPQ;
-          const int pix = hh * W + ww, tile = msda_tile_first(sh, l) + pix / msda_tile_pixels(l);
-          const int key = mine && pt.in[k] ? tile : -1 - static_cast<int>(mine);
-          const unsigned peers = __match_any_sync(0xffffffffu, key);
-          const int lane = t % 32, leader = __ffs(peers) - 1;
-          int first = 0;
-          if (key >= 0 && lane == leader) first = atomicAdd(tcount + tile, __popc(peers));
-          first = __shfl_sync(0xffffffffu, first, leader);
-          if (mine) {
-            const int slot = ((i * 4 + k) * MSDA_QPB + qloc);
-            rec[slot] = 0xffffffffu;
-            if (pt.in[k]) {
-              rec[slot] = (static_cast<unsigned>(tile) << 16) |
-                          static_cast<unsigned>(first + __popc(peers & ((1u << lane) - 1u)));
-              rec[MSDA_QPB * MSDA_LP * 4 + slot] =
-                  (static_cast<unsigned>(q) << 10) | static_cast<unsigned>(pix % msda_tile_pixels(l));
-              rec[2 * MSDA_QPB * MSDA_LP * 4 + slot] = __float_as_uint(pt.a * pt.wt(k));
-            }
-          }
-        }
+#if MSDA_TILES && !MSDA_FILE_ONE_STEP
+        msda_file(rec, tcount, sh, l, i, k, sub == k % MSDA_TPQ, hh, ww, pt.in[k], pt.a * pt.wt(k), q, qloc, t % 32);
 #endif
         if (!pt.in[k]) continue;
         const float scale = pt.a * pt.wt(k);
@@ -425,6 +432,17 @@ msda_bwd(const msda_t* __restrict__ value, const float* __restrict__ loc, const 
         }
 #endif
       }
+#if MSDA_TILES && MSDA_FILE_ONE_STEP
+      // Thread `sub` of the (query, head) files corner `sub` (and sub + TPQ, ...): one filing
+      // step a point for the whole warp instead of one a corner (a match and an atomic each).
+#pragma unroll
+      for (int k0 = 0; k0 < 4; k0 += MSDA_TPQ) {
+        const int k = k0 + sub;
+        const int hh = pt.h0 + (k >> 1), ww = pt.w0 + (k & 1);
+        const bool in = k < 4 && hh >= 0 && hh < H && ww >= 0 && ww < W;  // pt.in[k] (h0 = -2 outside)
+        msda_file(rec, tcount, sh, l, i, k, k < 4, hh, ww, in, pt.a * pt.wt(k), q, qloc, t % 32);
+      }
+#endif
       float d_a = 0.f;
 #pragma unroll
       for (int k = 0; k < 4; ++k) d_a += pt.wt(k) * dot[k];
