@@ -123,7 +123,7 @@ impl TileShape {
         (m.batch * m.heads * self.per_head(m)) as u32
     }
     /// msda_tile_split(l) for msda_bwd.cu (rendered before it).
-    fn prelude(&self) -> String {
+    pub fn prelude(&self) -> String {
         let mut f = String::from("1");
         for (l, s) in self.split.iter().enumerate().rev() {
             f = format!("l == {l} ? {s} : {f}");
