@@ -45,11 +45,15 @@ pub enum BwdDesign {
     /// `one_step`: the point pass files a point's 4 corners in one step of the warp (thread
     /// `sub` of the (query, head) files corner `sub`: a `__match_any_sync` and a shared
     /// atomic a point instead of one a corner, each with 1/TPQ of the lanes working).
+    /// `threads`: msda_bwd_tiles' block ([`tile_threads`] by default; the fast mode fits
+    /// 1024 / threads blocks an SM, at most 64 registers a thread either way: smaller blocks
+    /// let one block's sorting and barriers overlap another's loads).
     Tiles {
         qpb: u32,
         deterministic: bool,
         split: bool,
         one_step: bool,
+        threads: u32,
     },
 }
 
@@ -68,13 +72,14 @@ pub fn tile_threads(deterministic: bool) -> u32 {
 /// tiles aim at: the seed's level 0 at a thread a pixel (2.2 corners a pixel).
 const SPLIT_TARGET: usize = 2;
 
-/// msda_bwd_tiles' shape for one problem: its block, the threads a pixel's 32 channels take
+/// msda_bwd_tiles' shape for one problem: its block and blocks an SM, the threads a pixel's 32 channels take
 /// (`tpp`: D / 32, or one below 32 channels), and for each level the threads that split a
 /// pixel's entries (`split[l]`, a power of two, `tpp * split[l] <= 32`: one warp sums them
 /// by shuffles). A tile of level l is `threads / (tpp * split[l])` pixels.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TileShape {
     pub threads: u32,
+    pub blocks_per_sm: u32,
     pub tpp: u32,
     pub split: Vec<u32>,
 }
@@ -84,9 +89,14 @@ impl TileShape {
     /// at the seed 2.2, 8.7, 35, 133), [`SPLIT_TARGET`] entries a thread (seed: 1, 4, 16,
     /// 32; tiles of 1024, 256, 64 and 32 pixels, 53 a head instead of 21). Any split is
     /// correct; this only balances the blocks.
-    pub fn new(m: &Msda, deterministic: bool, split: bool) -> TileShape {
+    pub fn new(m: &Msda, deterministic: bool, split: bool, threads: u32) -> TileShape {
         let tpp = (m.channels / m.channels.min(32)) as u32;
-        let threads = tile_threads(deterministic);
+        // 64-bit sums: 128 registers a thread, one block an SM.
+        let blocks_per_sm = if deterministic {
+            1
+        } else {
+            (1024 / threads).max(1)
+        };
         let cap = (32 / tpp).max(1);
         let split = m
             .levels
@@ -102,6 +112,7 @@ impl TileShape {
             .collect();
         TileShape {
             threads,
+            blocks_per_sm,
             tpp,
             split,
         }
@@ -160,7 +171,7 @@ fn tiles_plan(m: &Msda, shape: &TileShape) -> Res<ValidKernelPlan> {
     let point_blocks = m.queries.div_ceil(TILES_QPB as usize) as u64;
     KernelPlan::new("msda_bwd_tiles")
         .block_threads(threads as u32)
-        .blocks_per_sm(1)
+        .blocks_per_sm(shape.blocks_per_sm)
         .scratch("hist", pixels * 4, 16)
         .scratch("off", pixels * 4, 16)
         .scratch("slot", pixels * 4, 16)
@@ -225,18 +236,21 @@ impl BwdConfig {
                 deterministic,
                 split,
                 one_step: false,
+                threads: tile_threads(deterministic),
             },
             ..BwdConfig::TMA
         }
     }
-    /// The tile design with level-shaped tiles and one-step filing.
-    pub fn tiles_one_step(deterministic: bool) -> BwdConfig {
+    /// The tile design with level-shaped tiles and one-step filing, msda_bwd_tiles at
+    /// `threads` a block.
+    pub fn tiles_one_step(deterministic: bool, threads: u32) -> BwdConfig {
         BwdConfig {
             design: BwdDesign::Tiles {
                 qpb: TILES_QPB,
                 deterministic,
                 split: true,
                 one_step: true,
+                threads,
             },
             ..BwdConfig::TMA
         }
@@ -277,11 +291,18 @@ impl BwdConfig {
                 deterministic,
                 split,
                 one_step,
+                threads,
             } => format!(
-                " tiles q{qpb}{}{}{} u{}",
+                " tiles q{qpb}{}{}{}{} u{}",
                 if split { " split" } else { "" },
                 if one_step { " onestep" } else { "" },
                 if deterministic { " deterministic" } else { "" },
+                // Only when not the default (the earlier runs' labels stay).
+                if threads == tile_threads(deterministic) {
+                    String::new()
+                } else {
+                    format!(" t{threads}")
+                },
                 self.unroll
             ),
         };
@@ -308,9 +329,10 @@ pub fn bwd_configs(ty: Ty) -> Vec<BwdConfig> {
         BwdConfig::tiles(false, false).with_softmax(),
         BwdConfig::tiles(true, false),
         BwdConfig::tiles(false, true),
-        BwdConfig::tiles_one_step(false),
-        BwdConfig::tiles_one_step(false).with_softmax(),
-        BwdConfig::tiles_one_step(true),
+        BwdConfig::tiles_one_step(false, 1024),
+        BwdConfig::tiles_one_step(false, 1024).with_softmax(),
+        BwdConfig::tiles_one_step(false, 512),
+        BwdConfig::tiles_one_step(true, 512),
     ];
     if ty != Ty::F32 {
         v.push(BwdConfig::tma(128, 60 * 1024, true));
@@ -427,8 +449,16 @@ pub fn build_bwd(
             deterministic,
             split,
             one_step,
+            threads,
         } => {
-            let shape = TileShape::new(m, deterministic, split);
+            if threads % 32 != 0 || !(32..=1024).contains(&threads) {
+                return Err(format!(
+                    "{}: msda_bwd_tiles' block is {threads} threads: whole warps, at most 1024",
+                    config.label()
+                )
+                .into());
+            }
+            let shape = TileShape::new(m, deterministic, split, threads);
             let tiles = shape.per_head(m);
             if m.queries >= 1 << 22 || tiles >= 1 << 16 {
                 return Err(format!(

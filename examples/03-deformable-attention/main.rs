@@ -744,19 +744,25 @@ mod tests {
         use super::bwd::TileShape;
         use super::dist;
         let seed = Msda::seed();
-        let s = TileShape::new(&seed, false, true);
-        assert_eq!((s.threads, s.tpp, &s.split[..]), (1024, 1, &[1, 4, 16, 32][..]));
+        let s = TileShape::new(&seed, false, true, 1024);
         assert_eq!(
-            (s.per_head(&seed), TileShape::new(&seed, false, false).per_head(&seed)),
+            (s.threads, s.tpp, &s.split[..]),
+            (1024, 1, &[1, 4, 16, 32][..])
+        );
+        assert_eq!(
+            (
+                s.per_head(&seed),
+                TileShape::new(&seed, false, false, 1024).per_head(&seed)
+            ),
             (53, 21)
         );
         assert!(s
             .prelude()
             .contains("return l == 0 ? 1 : l == 1 ? 4 : l == 2 ? 16 : l == 3 ? 32 : 1;"));
         for (name, m) in dist::sizes() {
-            for det in [false, true] {
+            for (det, threads) in [(false, 1024), (false, 512), (true, 512)] {
                 for split in [false, true] {
-                    let s = TileShape::new(&m, det, split);
+                    let s = TileShape::new(&m, det, split, threads);
                     assert_eq!(s.split.len(), m.levels.len());
                     let mut first = 0;
                     for (l, &(h, w)) in m.levels.iter().enumerate() {
