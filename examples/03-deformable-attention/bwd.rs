@@ -48,12 +48,16 @@ pub enum BwdDesign {
     /// `threads`: msda_bwd_tiles' block ([`tile_threads`] by default; the fast mode fits
     /// 1024 / threads blocks an SM, at most 64 registers a thread either way: smaller blocks
     /// let one block's sorting and barriers overlap another's loads).
+    /// `by_level`: the point pass writes its records out after each level (their tiles are
+    /// that level's) and reuses the shared memory: a quarter of it at L = 4 (12 KB instead of
+    /// 49 KB at q32), so registers, not shared memory, bound its blocks an SM.
     Tiles {
         qpb: u32,
         deterministic: bool,
         split: bool,
         one_step: bool,
         threads: u32,
+        by_level: bool,
     },
 }
 
@@ -237,6 +241,7 @@ impl BwdConfig {
                 split,
                 one_step: false,
                 threads: tile_threads(deterministic),
+                by_level: false,
             },
             ..BwdConfig::TMA
         }
@@ -251,7 +256,24 @@ impl BwdConfig {
                 split: true,
                 one_step: true,
                 threads,
+                by_level: false,
             },
+            ..BwdConfig::TMA
+        }
+    }
+    /// [`BwdConfig::tiles_one_step`] with the records written out level by level, and the
+    /// point pass at `minb` blocks an SM (its registers capped to fit them).
+    pub fn tiles_by_level(deterministic: bool, threads: u32, minb: u32) -> BwdConfig {
+        BwdConfig {
+            design: BwdDesign::Tiles {
+                qpb: TILES_QPB,
+                deterministic,
+                split: true,
+                one_step: true,
+                threads,
+                by_level: true,
+            },
+            minb,
             ..BwdConfig::TMA
         }
     }
@@ -292,10 +314,12 @@ impl BwdConfig {
                 split,
                 one_step,
                 threads,
+                by_level,
             } => format!(
-                " tiles q{qpb}{}{}{}{} u{}",
+                " tiles q{qpb}{}{}{}{}{} u{}{}",
                 if split { " split" } else { "" },
                 if one_step { " onestep" } else { "" },
+                if by_level { " lvl" } else { "" },
                 if deterministic { " deterministic" } else { "" },
                 // Only when not the default (the earlier runs' labels stay).
                 if threads == tile_threads(deterministic) {
@@ -303,7 +327,12 @@ impl BwdConfig {
                 } else {
                     format!(" t{threads}")
                 },
-                self.unroll
+                self.unroll,
+                if self.minb == 1 {
+                    String::new()
+                } else {
+                    format!(" b{}", self.minb)
+                }
             ),
         };
         format!(
@@ -318,6 +347,9 @@ impl BwdConfig {
 /// design, the TMA design (levels 2-3 staged at the seed size; the smallest only; none), each
 /// with weights and logits, and for 16-bit types grad_value reduced in the type directly.
 pub fn bwd_configs(ty: Ty) -> Vec<BwdConfig> {
+    // The by-level point pass's blocks an SM once shared memory no longer bounds them: 16-bit
+    // blocks are 128 threads (5 of them: <= 102 registers), f32 ones 256 (3: <= 85).
+    let lvl_minb = if ty == Ty::F32 { 3 } else { 5 };
     let mut v = vec![
         BwdConfig::ATOMIC,
         BwdConfig::ATOMIC.with_softmax(),
@@ -333,6 +365,11 @@ pub fn bwd_configs(ty: Ty) -> Vec<BwdConfig> {
         BwdConfig::tiles_one_step(false, 1024).with_softmax(),
         BwdConfig::tiles_one_step(false, 512),
         BwdConfig::tiles_one_step(true, 512),
+        BwdConfig::tiles_by_level(false, 1024, 1),
+        BwdConfig::tiles_by_level(false, 1024, lvl_minb),
+        BwdConfig::tiles_by_level(false, 512, lvl_minb),
+        BwdConfig::tiles_by_level(false, 512, lvl_minb).with_softmax(),
+        BwdConfig::tiles_by_level(true, 512, lvl_minb),
     ];
     if ty != Ty::F32 {
         v.push(BwdConfig::tma(128, 60 * 1024, true));
@@ -450,6 +487,7 @@ pub fn build_bwd(
             split,
             one_step,
             threads,
+            by_level,
         } => {
             if threads % 32 != 0 || !(32..=1024).contains(&threads) {
                 return Err(format!(
@@ -473,10 +511,12 @@ pub fn build_bwd(
                 .define("MSDA_STAGED", "0")
                 .define("MSDA_HEAVY_BYTES", HEAVY_BYTES.to_string())
                 .define("MSDA_DETERMINISTIC", u32::from(deterministic).to_string())
-                .define("MSDA_FILE_ONE_STEP", u32::from(one_step).to_string());
+                .define("MSDA_FILE_ONE_STEP", u32::from(one_step).to_string())
+                .define("MSDA_FILE_BY_LEVEL", u32::from(by_level).to_string());
             prelude = shape.prelude();
             tile_shape = Some(shape);
-            let records = qpb as u64 * m.levels.len() as u64 * m.points as u64 * 4 * 12;
+            let levels_held = if by_level { 1 } else { m.levels.len() as u64 };
+            let records = qpb as u64 * levels_held * m.points as u64 * 4 * 12;
             (
                 nb * nh * m.queries.div_ceil(qpb as usize) as u32,
                 KernelPlan::new("msda_bwd")

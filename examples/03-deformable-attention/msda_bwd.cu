@@ -260,6 +260,12 @@ __device__ __forceinline__ int msda_tiles_per_head(const MsdaShapes& sh) { retur
 #ifndef MSDA_FILE_ONE_STEP
 #define MSDA_FILE_ONE_STEP 0
 #endif
+#ifndef MSDA_FILE_BY_LEVEL
+#define MSDA_FILE_BY_LEVEL 0
+#endif
+// The point pass's records a block holds at once: every corner of its queries, or (by level)
+// those of one level, written out after each level (a quarter of the shared memory at L = 4).
+constexpr int MSDA_REC_N = MSDA_QPB * (MSDA_FILE_BY_LEVEL ? MSDA_P : MSDA_LP) * 4;
 
 // The point pass files corner k of point i of its query (pixel (hh, ww) of level l, `in`: inside
 // the level, weight w) when `mine`: its record (tile << 16 | rank in the tile, query << 10 |
@@ -277,16 +283,40 @@ __device__ __forceinline__ void msda_file(unsigned* rec, int* tcount, const Msda
   if (key >= 0 && lane == leader) first = atomicAdd(tcount + tile, __popc(peers));
   first = __shfl_sync(0xffffffffu, first, leader);
   if (mine) {
-    const int slot = (i * 4 + k) * MSDA_QPB + qloc;
+    const int slot = ((MSDA_FILE_BY_LEVEL ? i - l * MSDA_P : i) * 4 + k) * MSDA_QPB + qloc;
     rec[slot] = 0xffffffffu;
     if (in) {
       rec[slot] =
           (static_cast<unsigned>(tile) << 16) | static_cast<unsigned>(first + __popc(peers & ((1u << lane) - 1u)));
-      rec[MSDA_QPB * MSDA_LP * 4 + slot] =
-          (static_cast<unsigned>(q) << 10) | static_cast<unsigned>(pix % msda_tile_pixels(l));
-      rec[2 * MSDA_QPB * MSDA_LP * 4 + slot] = __float_as_uint(w);
+      rec[MSDA_REC_N + slot] = (static_cast<unsigned>(q) << 10) | static_cast<unsigned>(pix % msda_tile_pixels(l));
+      rec[2 * MSDA_REC_N + slot] = __float_as_uint(w);
     }
   }
+}
+
+// Tiles [tile_lo, tile_hi)'s records of this block (point block `chunk` of `chunks` of (batch,
+// head) nh, of `tiles` tiles a head) into `entries`: each tile's in one range (one atomic a
+// tile), described at desc[(nh, tile)][chunk] as (start, count); then every record to its place.
+// Every thread calls it; rec and tcount may be reused when it returns.
+__device__ __forceinline__ void msda_flush(const unsigned* rec, int* tcount, int tile_lo, int tile_hi,
+                                           unsigned* __restrict__ stats, uint2* __restrict__ entries,
+                                           uint2* __restrict__ desc, int nh, int tiles, int chunks, int chunk) {
+  const int t = threadIdx.x;
+  uint2* my_desc = desc + static_cast<long long>(nh) * tiles * chunks;
+  __syncthreads();
+  for (int i = tile_lo + t; i < tile_hi; i += blockDim.x) {
+    const int count = tcount[i];
+    const unsigned start = count > 0 ? atomicAdd(stats + MSDA_STAT_FILED, static_cast<unsigned>(count)) : 0u;
+    my_desc[static_cast<long long>(i) * chunks + chunk] = make_uint2(start, static_cast<unsigned>(count));
+    tcount[i] = static_cast<int>(start);
+  }
+  __syncthreads();
+  for (int slot = t; slot < MSDA_REC_N; slot += blockDim.x) {
+    const unsigned key = rec[slot];
+    if (key != 0xffffffffu)
+      entries[tcount[key >> 16] + (key & 0xffffu)] = make_uint2(rec[MSDA_REC_N + slot], rec[2 * MSDA_REC_N + slot]);
+  }
+  __syncthreads();
 }
 #endif
 
@@ -460,6 +490,11 @@ msda_bwd(const msda_t* __restrict__ value, const float* __restrict__ loc, const 
       if (live) term_max = max(term_max, __float_as_uint(fabsf(w) * __uint_as_float(gmax)));
 #endif
     }
+#if MSDA_TILES && MSDA_FILE_BY_LEVEL
+    // This level's tiles' entries (the next level reuses rec).
+    msda_flush(rec, tcount, msda_tile_first(sh, l), msda_tile_first(sh, l + 1), stats, entries, desc, nh, tiles,
+               chunks, chunk);
+#endif
   });
   msda_softmax_grad<MSDA_TPQ>(ga, weight, sub, live);
 #if MSDA_TILES && MSDA_DETERMINISTIC
@@ -468,24 +503,9 @@ msda_bwd(const msda_t* __restrict__ value, const float* __restrict__ loc, const 
   for (int o = 16; o > 0; o /= 2) term_max = max(term_max, __shfl_xor_sync(0xffffffffu, term_max, o));
   if (t % 32 == 0) atomicMax(stats + MSDA_STAT_TERM, term_max);
 #endif
-#if MSDA_TILES
-  // Each tile's entries of this block in one range of `entries` (one atomic a tile), described
-  // at desc[(n, head, tile)][chunk] as (start, count); then every record to its place.
-  __syncthreads();
-  uint2* my_desc = desc + static_cast<long long>(nh) * tiles * chunks;
-  for (int i = t; i < tiles; i += blockDim.x) {
-    const int count = tcount[i];
-    const unsigned start = count > 0 ? atomicAdd(stats + MSDA_STAT_FILED, static_cast<unsigned>(count)) : 0u;
-    my_desc[static_cast<long long>(i) * chunks + chunk] = make_uint2(start, static_cast<unsigned>(count));
-    tcount[i] = static_cast<int>(start);
-  }
-  __syncthreads();
-  for (int slot = t; slot < MSDA_QPB * MSDA_LP * 4; slot += blockDim.x) {
-    const unsigned key = rec[slot];
-    if (key != 0xffffffffu)
-      entries[tcount[key >> 16] + (key & 0xffffu)] =
-          make_uint2(rec[MSDA_QPB * MSDA_LP * 4 + slot], rec[2 * MSDA_QPB * MSDA_LP * 4 + slot]);
-  }
+#if MSDA_TILES && !MSDA_FILE_BY_LEVEL
+  // Every tile's entries of this block (desc[(n, head, tile)][chunk]).
+  msda_flush(rec, tcount, 0, tiles, stats, entries, desc, nh, tiles, chunks, chunk);
 #endif
 #if MSDA_STAGED
   __syncthreads();  // every shared-memory atomic is done
