@@ -108,7 +108,12 @@ impl TileShape {
             .map(|&(h, w)| {
                 let per_thread = 4 * m.queries * m.points / (h * w).max(1) / SPLIT_TARGET;
                 let mut s = 1u32;
-                while split && s * 2 <= cap && (s as usize) * 2 <= per_thread {
+                // (The butterfly flips the split bits of the lane: TPP a power of two.)
+                while split
+                    && tpp.is_power_of_two()
+                    && s * 2 <= cap
+                    && (s as usize) * 2 <= per_thread
+                {
                     s *= 2;
                 }
                 s
@@ -497,6 +502,17 @@ pub fn build_bwd(
                 .into());
             }
             let shape = TileShape::new(m, deterministic, split, threads);
+            if let Some(l) =
+                (0..m.levels.len()).find(|&l| threads % (shape.tpp * shape.split[l]) != 0)
+            {
+                return Err(format!(
+                    "{}: level {l}'s {} threads a pixel do not divide msda_bwd_tiles' {threads} (D = {}: a pixel's threads must be a power of two)",
+                    config.label(),
+                    shape.tpp * shape.split[l],
+                    m.channels
+                )
+                .into());
+            }
             let tiles = shape.per_head(m);
             if m.queries >= 1 << 22 || tiles >= 1 << 16 {
                 return Err(format!(

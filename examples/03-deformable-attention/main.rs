@@ -759,6 +759,14 @@ mod tests {
         assert!(s
             .prelude()
             .contains("return l == 0 ? 1 : l == 1 ? 4 : l == 2 ? 16 : l == 3 ? 32 : 1;"));
+        // Three threads a pixel's channels (D = 96): no split (the butterfly needs a power of
+        // two; build_bwd refuses the block, 1024 threads are not whole pixels).
+        let d96 = Msda {
+            channels: 96,
+            ..seed.clone()
+        };
+        let s = TileShape::new(&d96, false, true, 1024);
+        assert_eq!((s.tpp, &s.split[..]), (3, &[1, 1, 1, 1][..]));
         for (name, m) in dist::sizes() {
             for (det, threads) in [(false, 1024), (false, 512), (true, 512)] {
                 for split in [false, true] {
