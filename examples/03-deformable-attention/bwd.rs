@@ -45,9 +45,9 @@ pub enum BwdDesign {
     /// `one_step`: the point pass files a point's 4 corners in one step of the warp (thread
     /// `sub` of the (query, head) files corner `sub`: a `__match_any_sync` and a shared
     /// atomic a point instead of one a corner, each with 1/TPQ of the lanes working).
-    /// `threads`: msda_bwd_tiles' block ([`tile_threads`] by default; the fast mode fits
-    /// 1024 / threads blocks an SM, at most 64 registers a thread either way: smaller blocks
-    /// let one block's sorting and barriers overlap another's loads).
+    /// `threads`: msda_bwd_tiles' block ([`tile_threads`] by default; 1024 / threads blocks
+    /// an SM at 64 registers a thread, 512 / threads at 128 in the deterministic mode: smaller
+    /// blocks let one block's sorting and barriers overlap another's loads).
     /// `by_level`: the point pass writes its records out after each level (their tiles are
     /// that level's) and reuses the shared memory: a quarter of it at L = 4 (12 KB instead of
     /// 49 KB at q32), so registers, not shared memory, bound its blocks an SM.
@@ -95,12 +95,8 @@ impl TileShape {
     /// correct; this only balances the blocks.
     pub fn new(m: &Msda, deterministic: bool, split: bool, threads: u32) -> TileShape {
         let tpp = (m.channels / m.channels.min(32)) as u32;
-        // 64-bit sums: 128 registers a thread, one block an SM.
-        let blocks_per_sm = if deterministic {
-            1
-        } else {
-            (1024 / threads).max(1)
-        };
+        // 64 registers a thread (1024 threads an SM), 128 with 64-bit sums (512).
+        let blocks_per_sm = (if deterministic { 512 } else { 1024 } / threads).max(1);
         let cap = (32 / tpp).max(1);
         let split = m
             .levels
@@ -374,7 +370,9 @@ pub fn bwd_configs(ty: Ty) -> Vec<BwdConfig> {
         BwdConfig::tiles_by_level(false, 1024, lvl_minb),
         BwdConfig::tiles_by_level(false, 512, lvl_minb),
         BwdConfig::tiles_by_level(false, 512, lvl_minb).with_softmax(),
+        BwdConfig::tiles_by_level(false, 256, lvl_minb),
         BwdConfig::tiles_by_level(true, 512, lvl_minb),
+        BwdConfig::tiles_by_level(true, 256, lvl_minb),
     ];
     if ty != Ty::F32 {
         v.push(BwdConfig::tma(128, 60 * 1024, true));

@@ -768,7 +768,13 @@ mod tests {
         let s = TileShape::new(&d96, false, true, 1024);
         assert_eq!((s.tpp, &s.split[..]), (3, &[1, 1, 1, 1][..]));
         for (name, m) in dist::sizes() {
-            for (det, threads) in [(false, 1024), (false, 512), (true, 512)] {
+            for (det, threads) in [
+                (false, 1024),
+                (false, 512),
+                (false, 256),
+                (true, 512),
+                (true, 256),
+            ] {
                 for split in [false, true] {
                     let s = TileShape::new(&m, det, split, threads);
                     assert_eq!(s.split.len(), m.levels.len());
