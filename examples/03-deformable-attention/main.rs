@@ -184,7 +184,10 @@ fn main() -> Res<()> {
                             .iter()
                             .find(|r| r.kernel == k)
                             .map_or(String::new(), |r| {
-                                format!("{} registers, {} B spilled", r.registers, r.spill_stores)
+                                format!(
+                                    "{} registers, {} B spilled, {} B local",
+                                    r.registers, r.spill_stores, r.local_bytes
+                                )
                             })
                     };
                     let tiles = match &b.tiles {
