@@ -38,7 +38,27 @@ pub enum BwdDesign {
     /// entries by pixel in shared memory chunk by chunk, sums each pixel's, and writes
     /// grad_value in the storage type (no f32 buffer, no zeroing, no cast).
     /// `deterministic`: the sums in 64-bit fixed point (the same bits on every run).
-    Tiles { qpb: u32, deterministic: bool },
+    /// `split`: level-shaped tiles ([`TileShape`]): the denser a level, the fewer pixels a
+    /// tile and the more threads share a pixel's entries, so that every tile holds about as
+    /// many entries (without it, a thread a pixel everywhere: the seed's level 2 and 3 tiles
+    /// are one block each with 35 and 133 entries a pixel, the kernel's tail).
+    /// `one_step`: the point pass files a point's 4 corners in one step of the warp (thread
+    /// `sub` of the (query, head) files corner `sub`: a `__match_any_sync` and a shared
+    /// atomic a point instead of one a corner, each with 1/TPQ of the lanes working).
+    /// `threads`: msda_bwd_tiles' block ([`tile_threads`] by default; 1024 / threads blocks
+    /// an SM at 64 registers a thread, 512 / threads at 128 in the deterministic mode: smaller
+    /// blocks let one block's sorting and barriers overlap another's loads).
+    /// `by_level`: the point pass writes its records out after each level (their tiles are
+    /// that level's) and reuses the shared memory: a quarter of it at L = 4 (12 KB instead of
+    /// 49 KB at q32), so registers, not shared memory, bound its blocks an SM.
+    Tiles {
+        qpb: u32,
+        deterministic: bool,
+        split: bool,
+        one_step: bool,
+        threads: u32,
+        by_level: bool,
+    },
 }
 
 /// msda_bwd_tiles' block: a thread per pixel and 32 channels; 512 with 64-bit sums (32 of
@@ -51,6 +71,85 @@ pub fn tile_threads(deterministic: bool) -> u32 {
         1024
     }
 }
+
+/// Entries a thread of msda_bwd_tiles sums a tile, for uniform locations, that the split
+/// tiles aim at: the seed's level 0 at a thread a pixel (2.2 corners a pixel).
+const SPLIT_TARGET: usize = 2;
+
+/// msda_bwd_tiles' shape for one problem: its block and blocks an SM, the threads a pixel's 32 channels take
+/// (`tpp`: D / 32, or one below 32 channels), and for each level the threads that split a
+/// pixel's entries (`split[l]`, a power of two, `tpp * split[l] <= 32`: one warp sums them
+/// by shuffles). A tile of level l is `threads / (tpp * split[l])` pixels.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TileShape {
+    pub threads: u32,
+    pub blocks_per_sm: u32,
+    pub tpp: u32,
+    pub split: Vec<u32>,
+}
+
+impl TileShape {
+    /// `split`: each level's split from its corners a pixel for uniform locations (4 Q P / HW:
+    /// at the seed 2.2, 8.7, 35, 133), [`SPLIT_TARGET`] entries a thread (seed: 1, 4, 16,
+    /// 32; tiles of 1024, 256, 64 and 32 pixels, 53 a head instead of 21). Any split is
+    /// correct; this only balances the blocks.
+    pub fn new(m: &Msda, deterministic: bool, split: bool, threads: u32) -> TileShape {
+        let tpp = (m.channels / m.channels.min(32)) as u32;
+        // 64 registers a thread (1024 threads an SM), 128 with 64-bit sums (512).
+        let blocks_per_sm = (if deterministic { 512 } else { 1024 } / threads).max(1);
+        let cap = (32 / tpp).max(1);
+        let split = m
+            .levels
+            .iter()
+            .map(|&(h, w)| {
+                let per_thread = 4 * m.queries * m.points / (h * w).max(1) / SPLIT_TARGET;
+                let mut s = 1u32;
+                // (The butterfly flips the split bits of the lane: TPP a power of two.)
+                while split
+                    && tpp.is_power_of_two()
+                    && s * 2 <= cap
+                    && (s as usize) * 2 <= per_thread
+                {
+                    s *= 2;
+                }
+                s
+            })
+            .collect();
+        TileShape {
+            threads,
+            blocks_per_sm,
+            tpp,
+            split,
+        }
+    }
+    /// Pixels a tile of level `l`.
+    pub fn pixels(&self, l: usize) -> usize {
+        (self.threads / (self.tpp * self.split[l])) as usize
+    }
+    /// Tiles of one (batch, head): each level's pixels in tiles of [`TileShape::pixels`].
+    pub fn per_head(&self, m: &Msda) -> usize {
+        m.levels
+            .iter()
+            .enumerate()
+            .map(|(l, &(h, w))| (h * w).div_ceil(self.pixels(l)))
+            .sum()
+    }
+    /// msda_bwd_tiles' grid: a block per tile of each level, for each (batch, head).
+    pub fn grid(&self, m: &Msda) -> u32 {
+        (m.batch * m.heads * self.per_head(m)) as u32
+    }
+    /// msda_tile_split(l) for msda_bwd.cu (rendered before it).
+    pub fn prelude(&self) -> String {
+        let mut f = String::from("1");
+        for (l, s) in self.split.iter().enumerate().rev() {
+            f = format!("l == {l} ? {s} : {f}");
+        }
+        format!(
+            "\n// msda_bwd_tiles' threads a pixel's entries by level (rendered by bwd.rs)\n__device__ __forceinline__ int msda_tile_split(int l) {{ return {f}; }}\n"
+        )
+    }
+}
+
 /// Shared memory for the sums of the pixels a warp sums (msda_bwd.cu's MSDA_HEAVY_BYTES).
 const HEAVY_BYTES: u64 = 16384;
 /// stats[] of the tile design (msda_bwd.cu's MSDA_STATS).
@@ -61,10 +160,10 @@ const TILES_QPB: u32 = 32;
 
 /// msda_bwd_tiles' plan: its block and its shared-memory arrays as scratch regions, sized by
 /// the same numbers the kernel derives (it checks them with static_asserts).
-fn tiles_plan(m: &Msda, deterministic: bool) -> Res<ValidKernelPlan> {
-    let threads = tile_threads(deterministic) as u64;
-    let cpt = m.channels.min(32) as u64;
-    let pixels = threads / (m.channels as u64 / cpt);
+fn tiles_plan(m: &Msda, shape: &TileShape) -> Res<ValidKernelPlan> {
+    let threads = shape.threads as u64;
+    // The most pixels a tile (a thread a pixel): the arrays serve every level.
+    let pixels = threads / shape.tpp as u64;
     let chunk_entries = 4 * threads;
     let heavy_cap = HEAVY_BYTES / (m.channels as u64 * 8);
     if heavy_cap == 0 {
@@ -77,7 +176,7 @@ fn tiles_plan(m: &Msda, deterministic: bool) -> Res<ValidKernelPlan> {
     let point_blocks = m.queries.div_ceil(TILES_QPB as usize) as u64;
     KernelPlan::new("msda_bwd_tiles")
         .block_threads(threads as u32)
-        .blocks_per_sm(1)
+        .blocks_per_sm(shape.blocks_per_sm)
         .scratch("hist", pixels * 4, 16)
         .scratch("off", pixels * 4, 16)
         .scratch("slot", pixels * 4, 16)
@@ -88,20 +187,6 @@ fn tiles_plan(m: &Msda, deterministic: bool) -> Res<ValidKernelPlan> {
         .scratch("seg_first", point_blocks * 4, 16)
         .validate()
         .map_err(|e| format!("msda_bwd_tiles: {e}").into())
-}
-
-/// Tiles of one (batch, head): each level's pixels in tiles of msda_bwd_tiles' block.
-fn tiles_per_head(m: &Msda, deterministic: bool) -> usize {
-    let pixels = tile_threads(deterministic) as usize / (m.channels / m.channels.min(32));
-    m.levels
-        .iter()
-        .map(|&(h, w)| (h * w).div_ceil(pixels))
-        .sum()
-}
-
-/// msda_bwd_tiles' grid: a block per tile of each level, for each (batch, head).
-fn tiles_grid(m: &Msda, deterministic: bool) -> u32 {
-    (m.batch * m.heads * tiles_per_head(m, deterministic)) as u32
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -148,13 +233,48 @@ impl BwdConfig {
             ..BwdConfig::TMA
         }
     }
-    /// The tile design, fast or deterministic.
-    pub fn tiles(deterministic: bool) -> BwdConfig {
+    /// The tile design, fast or deterministic, with level-shaped tiles or not.
+    pub fn tiles(deterministic: bool, split: bool) -> BwdConfig {
         BwdConfig {
             design: BwdDesign::Tiles {
                 qpb: TILES_QPB,
                 deterministic,
+                split,
+                one_step: false,
+                threads: tile_threads(deterministic),
+                by_level: false,
             },
+            ..BwdConfig::TMA
+        }
+    }
+    /// The tile design with level-shaped tiles and one-step filing, msda_bwd_tiles at
+    /// `threads` a block.
+    pub fn tiles_one_step(deterministic: bool, threads: u32) -> BwdConfig {
+        BwdConfig {
+            design: BwdDesign::Tiles {
+                qpb: TILES_QPB,
+                deterministic,
+                split: true,
+                one_step: true,
+                threads,
+                by_level: false,
+            },
+            ..BwdConfig::TMA
+        }
+    }
+    /// [`BwdConfig::tiles_one_step`] with the records written out level by level, and the
+    /// point pass at `minb` blocks an SM (its registers capped to fit them).
+    pub fn tiles_by_level(deterministic: bool, threads: u32, minb: u32) -> BwdConfig {
+        BwdConfig {
+            design: BwdDesign::Tiles {
+                qpb: TILES_QPB,
+                deterministic,
+                split: true,
+                one_step: true,
+                threads,
+                by_level: true,
+            },
+            minb,
             ..BwdConfig::TMA
         }
     }
@@ -189,10 +309,31 @@ impl BwdConfig {
                 if grad16 { " grad16" } else { "" },
                 self.unroll
             ),
-            BwdDesign::Tiles { qpb, deterministic } => format!(
-                " tiles q{qpb}{} u{}",
+            BwdDesign::Tiles {
+                qpb,
+                deterministic,
+                split,
+                one_step,
+                threads,
+                by_level,
+            } => format!(
+                " tiles q{qpb}{}{}{}{}{} u{}{}",
+                if split { " split" } else { "" },
+                if one_step { " onestep" } else { "" },
+                if by_level { " lvl" } else { "" },
                 if deterministic { " deterministic" } else { "" },
-                self.unroll
+                // Only when not the default (the earlier runs' labels stay).
+                if threads == tile_threads(deterministic) {
+                    String::new()
+                } else {
+                    format!(" t{threads}")
+                },
+                self.unroll,
+                if self.minb == 1 {
+                    String::new()
+                } else {
+                    format!(" b{}", self.minb)
+                }
             ),
         };
         format!(
@@ -207,6 +348,9 @@ impl BwdConfig {
 /// design, the TMA design (levels 2-3 staged at the seed size; the smallest only; none), each
 /// with weights and logits, and for 16-bit types grad_value reduced in the type directly.
 pub fn bwd_configs(ty: Ty) -> Vec<BwdConfig> {
+    // The by-level point pass's blocks an SM once shared memory no longer bounds them: 16-bit
+    // blocks are 128 threads (5 of them: <= 102 registers), f32 ones 256 (3: <= 85).
+    let lvl_minb = if ty == Ty::F32 { 3 } else { 5 };
     let mut v = vec![
         BwdConfig::ATOMIC,
         BwdConfig::ATOMIC.with_softmax(),
@@ -214,9 +358,21 @@ pub fn bwd_configs(ty: Ty) -> Vec<BwdConfig> {
         BwdConfig::TMA.with_softmax(),
         BwdConfig::tma(128, 40 * 1024, false),
         BwdConfig::tma(64, 0, false),
-        BwdConfig::tiles(false),
-        BwdConfig::tiles(false).with_softmax(),
-        BwdConfig::tiles(true),
+        BwdConfig::tiles(false, false),
+        BwdConfig::tiles(false, false).with_softmax(),
+        BwdConfig::tiles(true, false),
+        BwdConfig::tiles(false, true),
+        BwdConfig::tiles_one_step(false, 1024),
+        BwdConfig::tiles_one_step(false, 1024).with_softmax(),
+        BwdConfig::tiles_one_step(false, 512),
+        BwdConfig::tiles_one_step(true, 512),
+        BwdConfig::tiles_by_level(false, 1024, 1),
+        BwdConfig::tiles_by_level(false, 1024, lvl_minb),
+        BwdConfig::tiles_by_level(false, 512, lvl_minb),
+        BwdConfig::tiles_by_level(false, 512, lvl_minb).with_softmax(),
+        BwdConfig::tiles_by_level(false, 256, lvl_minb),
+        BwdConfig::tiles_by_level(true, 512, lvl_minb),
+        BwdConfig::tiles_by_level(true, 256, lvl_minb),
     ];
     if ty != Ty::F32 {
         v.push(BwdConfig::tma(128, 60 * 1024, true));
@@ -282,6 +438,7 @@ pub fn build_bwd(
         .define("MSDA_CAST", u32::from(cast).to_string());
     let mut staged = Vec::new();
     let mut prelude = String::new();
+    let mut tile_shape = None;
     let (grid, plan, qpb) = match config.design {
         BwdDesign::Atomic => {
             options = options.define("MSDA_BWD", "0").define("MSDA_STAGED", "0");
@@ -327,8 +484,34 @@ pub fn build_bwd(
                 .define("MSDA_STAGED", levels.len().to_string());
             (nb * nh * m.queries.div_ceil(qpb as usize) as u32, plan, qpb)
         }
-        BwdDesign::Tiles { qpb, deterministic } => {
-            let tiles = tiles_per_head(m, deterministic);
+        BwdDesign::Tiles {
+            qpb,
+            deterministic,
+            split,
+            one_step,
+            threads,
+            by_level,
+        } => {
+            if threads % 32 != 0 || !(32..=1024).contains(&threads) {
+                return Err(format!(
+                    "{}: msda_bwd_tiles' block is {threads} threads: whole warps, at most 1024",
+                    config.label()
+                )
+                .into());
+            }
+            let shape = TileShape::new(m, deterministic, split, threads);
+            if let Some(l) =
+                (0..m.levels.len()).find(|&l| threads % (shape.tpp * shape.split[l]) != 0)
+            {
+                return Err(format!(
+                    "{}: level {l}'s {} threads a pixel do not divide msda_bwd_tiles' {threads} (D = {}: a pixel's threads must be a power of two)",
+                    config.label(),
+                    shape.tpp * shape.split[l],
+                    m.channels
+                )
+                .into());
+            }
+            let tiles = shape.per_head(m);
             if m.queries >= 1 << 22 || tiles >= 1 << 16 {
                 return Err(format!(
                     "{}: Q = {} (below 2^22) and {tiles} tiles a head (below 2^16): the filing records' fields",
@@ -341,8 +524,13 @@ pub fn build_bwd(
                 .define("MSDA_BWD", "2")
                 .define("MSDA_STAGED", "0")
                 .define("MSDA_HEAVY_BYTES", HEAVY_BYTES.to_string())
-                .define("MSDA_DETERMINISTIC", u32::from(deterministic).to_string());
-            let records = qpb as u64 * m.levels.len() as u64 * m.points as u64 * 4 * 12;
+                .define("MSDA_DETERMINISTIC", u32::from(deterministic).to_string())
+                .define("MSDA_FILE_ONE_STEP", u32::from(one_step).to_string())
+                .define("MSDA_FILE_BY_LEVEL", u32::from(by_level).to_string());
+            prelude = shape.prelude();
+            tile_shape = Some(shape);
+            let levels_held = if by_level { 1 } else { m.levels.len() as u64 };
+            let records = qpb as u64 * levels_held * m.points as u64 * 4 * 12;
             (
                 nb * nh * m.queries.div_ceil(qpb as usize) as u32,
                 KernelPlan::new("msda_bwd")
@@ -354,11 +542,9 @@ pub fn build_bwd(
         }
     };
     options = options.define("MSDA_QPB", qpb.to_string());
-    let tiles = if tiles {
-        let det = config.deterministic();
-        Some((tiles_plan(m, det)?, tiles_grid(m, det)))
-    } else {
-        None
+    let tiles = match &tile_shape {
+        Some(shape) => Some((tiles_plan(m, shape)?, shape.grid(m))),
+        None => None,
     };
     let plan = plan
         .blocks_per_sm(config.minb)
@@ -635,12 +821,13 @@ impl BwdDevice {
         let b = &k.built;
         let stream = &fwd.stream;
         let m = &fwd.m;
-        if self.scratch.is_none() {
-            // The deterministic build's tiles are the smaller (more of them): room for either.
-            let segments = m.batch
-                * m.heads
-                * tiles_per_head(m, true).max(tiles_per_head(m, false))
-                * m.queries.div_ceil(TILES_QPB as usize);
+        // A pair a (batch, head, tile, point block): made again for a config of more tiles.
+        let segments = tiles_grid as usize * m.queries.div_ceil(TILES_QPB as usize);
+        if self
+            .scratch
+            .as_ref()
+            .is_none_or(|sc| sc.desc.len() < 2 * segments)
+        {
             self.scratch = Some(TilesScratch {
                 entries: stream.alloc_zeros(2 * 4 * m.attn_len())?,
                 desc: stream.alloc_zeros(2 * segments)?,

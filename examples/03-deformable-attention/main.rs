@@ -177,8 +177,30 @@ fn main() -> Res<()> {
                 built += 1;
                 if name == "seed" && !config.softmax {
                     let staged: Vec<usize> = b.staged.iter().map(|(l, _)| *l).collect();
+                    // What ptxas gave the kernel and, in the tile design, the second one.
+                    let res = |k: &str| {
+                        b.compiled
+                            .kernel_resources
+                            .iter()
+                            .find(|r| r.kernel == k)
+                            .map_or(String::new(), |r| {
+                                format!(
+                                    "{} registers, {} B spilled, {} B local",
+                                    r.registers, r.spill_stores, r.local_bytes
+                                )
+                            })
+                    };
+                    let tiles = match &b.tiles {
+                        Some((plan, grid)) => format!(
+                            "; {}; msda_bwd_tiles grid {grid} x {} threads, {}",
+                            res(config.kernel_name()),
+                            plan.launch().block[0],
+                            res("msda_bwd_tiles")
+                        ),
+                        None => String::new(),
+                    };
                     println!(
-                        "{} {}: grid {} x {} threads, {} B of dynamic shared memory, staged levels {staged:?} ({} bulk reduce-adds in the PTX)",
+                        "{} {}: grid {} x {} threads, {} B of dynamic shared memory, staged levels {staged:?} ({} bulk reduce-adds in the PTX){tiles}",
                         config.label(),
                         ty.name(),
                         b.grid,
@@ -713,6 +735,76 @@ mod tests {
             }
         }
         Ok(())
+    }
+
+    /// The tile design's level-shaped tiles (msda_bwd_tiles' `split`): at the seed, 1, 4, 16
+    /// and 32 threads a pixel (53 tiles a head, 21 without); on every size, block and split
+    /// choice a pixel's threads are whole lanes of one warp, a tile's pixel fits the entry's
+    /// 10 bits, and the point pass's (tile, pixel in tile) names each pixel of each level once
+    /// and maps back to it as msda_bwd_tiles reads it (msda_tile_first, tile0 + px).
+    #[test]
+    fn level_shaped_tiles_cover_each_pixel_once() {
+        use super::bwd::TileShape;
+        use super::dist;
+        let seed = Msda::seed();
+        let s = TileShape::new(&seed, false, true, 1024);
+        assert_eq!(
+            (s.threads, s.tpp, &s.split[..]),
+            (1024, 1, &[1, 4, 16, 32][..])
+        );
+        assert_eq!(
+            (
+                s.per_head(&seed),
+                TileShape::new(&seed, false, false, 1024).per_head(&seed)
+            ),
+            (53, 21)
+        );
+        assert!(s
+            .prelude()
+            .contains("return l == 0 ? 1 : l == 1 ? 4 : l == 2 ? 16 : l == 3 ? 32 : 1;"));
+        // Three threads a pixel's channels (D = 96): no split (the butterfly needs a power of
+        // two; build_bwd refuses the block, 1024 threads are not whole pixels).
+        let d96 = Msda {
+            channels: 96,
+            ..seed.clone()
+        };
+        let s = TileShape::new(&d96, false, true, 1024);
+        assert_eq!((s.tpp, &s.split[..]), (3, &[1, 1, 1, 1][..]));
+        for (name, m) in dist::sizes() {
+            for (det, threads) in [
+                (false, 1024),
+                (false, 512),
+                (false, 256),
+                (true, 512),
+                (true, 256),
+            ] {
+                for split in [false, true] {
+                    let s = TileShape::new(&m, det, split, threads);
+                    assert_eq!(s.split.len(), m.levels.len());
+                    let mut first = 0;
+                    for (l, &(h, w)) in m.levels.iter().enumerate() {
+                        let tpx = s.tpp * s.split[l];
+                        assert!(s.split[l].is_power_of_two() && tpx <= 32, "{name} {l}");
+                        assert!(split || s.split[l] == 1);
+                        assert_eq!(s.threads % tpx, 0);
+                        let pixels = s.pixels(l);
+                        assert!(pixels <= 1024 && pixels * tpx as usize == s.threads as usize);
+                        let tiles = (h * w).div_ceil(pixels);
+                        let mut seen = vec![false; h * w];
+                        for pix in 0..h * w {
+                            let (tile, in_tile) = (first + pix / pixels, pix % pixels);
+                            assert!(tile < s.per_head(&m) && in_tile < pixels);
+                            let back = (tile - first) * pixels + in_tile;
+                            assert!(!seen[back], "{name} level {l} pixel {pix}");
+                            seen[back] = true;
+                        }
+                        assert!(seen.iter().all(|&x| x));
+                        first += tiles;
+                    }
+                    assert_eq!(first, s.per_head(&m));
+                }
+            }
+        }
     }
 
     fn to_bytes(ty: super::dist::Ty, x: f32) -> Vec<u8> {

@@ -21,12 +21,13 @@
 //   tiles           (MSDA_BWD 2) no floating-point atomics on global memory. msda_bwd (msda_vec's
 //                   mapping, MSDA_QPB queries of one (batch, head) a block) writes grad_loc and
 //                   grad_attn and files every inside corner (query << 10 | pixel, weight) under
-//                   its tile of MSDA_TILE_PIXELS pixels of a level: ranks from shared-memory
+//                   its tile of msda_tile_pixels(l) pixels of level l: ranks from shared-memory
 //                   integer atomics (one a warp and tile), one global range a tile and block
 //                   (desc[(n, head, tile)][block] = (start, count)). msda_bwd_tiles, a block a
 //                   tile, reads the tile's entries in chunks, sorts each chunk by pixel in shared
-//                   memory (count, scan, fill), and each pixel's thread sums its entries' weight *
-//                   grad_out (a warp a pixel of many entries); the row is written once in the
+//                   memory (count, scan, fill), and each pixel's msda_tile_split(l) threads sum
+//                   its entries' weight * grad_out (every split-th each, then added up by
+//                   shuffles; a warp a pixel of many entries); the row is written once in the
 //                   storage type: no f32 buffer, no zeroing, no cast. MSDA_DETERMINISTIC: the sums
 //                   in 64-bit fixed point, scaled from a bound on any pixel's sum (exact: every
 //                   order gives the same bits).
@@ -240,19 +241,83 @@ static_assert(!MSDA_STAGED, "the tile design stages nothing");
 #define MSDA_STAT_TERM 0
 #define MSDA_STAT_FILED 1  // entries handed out so far (msda_bwd's ranges)
 #define MSDA_STATS 4
-// msda_bwd_tiles' shape: a thread per pixel and 32 channels (CPT), TPP threads a pixel, a tile
-// of TILE_PIXELS pixels a block; the tiles of (n, head) level by level.
+// msda_bwd_tiles' shape: a thread per 32 channels (CPT) of a pixel, TPP threads a pixel's
+// channels, and msda_tile_split(l) (rendered by bwd.rs: a power of two, TPP * split <= 32) such
+// groups share the pixel's entries in level l; a tile of msda_tile_pixels(l) pixels a block; the
+// tiles of (n, head) level by level.
 constexpr int MSDA_TILE_THREADS = tma_plan_msda_bwd_tiles::BLOCK_THREADS;
 constexpr int MSDA_CPT = MSDA_D < 32 ? MSDA_D : 32;
 constexpr int MSDA_TPP = MSDA_D / MSDA_CPT;
-constexpr int MSDA_TILE_PIXELS = MSDA_TILE_THREADS / MSDA_TPP;
+constexpr int MSDA_TILE_PIXELS = MSDA_TILE_THREADS / MSDA_TPP;  // the most pixels a tile (split 1)
 static_assert(MSDA_TILE_PIXELS <= 1024, "an entry keeps its pixel in 10 bits");
+__device__ __forceinline__ int msda_tile_pixels(int l) { return MSDA_TILE_PIXELS / msda_tile_split(l); }
 __device__ __forceinline__ int msda_tile_first(const MsdaShapes& sh, int level) {
   int first = 0;
-  for (int l = 0; l < level; ++l) first += (sh.h(l) * sh.w(l) + MSDA_TILE_PIXELS - 1) / MSDA_TILE_PIXELS;
+  for (int l = 0; l < level; ++l) first += (sh.h(l) * sh.w(l) + msda_tile_pixels(l) - 1) / msda_tile_pixels(l);
   return first;
 }
 __device__ __forceinline__ int msda_tiles_per_head(const MsdaShapes& sh) { return msda_tile_first(sh, MSDA_L); }
+#ifndef MSDA_FILE_ONE_STEP
+#define MSDA_FILE_ONE_STEP 0
+#endif
+#ifndef MSDA_FILE_BY_LEVEL
+#define MSDA_FILE_BY_LEVEL 0
+#endif
+// The point pass's records a block holds at once: every corner of its queries, or (by level)
+// those of one level, written out after each level (a quarter of the shared memory at L = 4).
+constexpr int MSDA_REC_N = MSDA_QPB * (MSDA_FILE_BY_LEVEL ? MSDA_P : MSDA_LP) * 4;
+
+// The point pass files corner k of point i of its query (pixel (hh, ww) of level l, `in`: inside
+// the level, weight w) when `mine`: its record (tile << 16 | rank in the tile, query << 10 |
+// pixel in the tile, weight) in three arrays at a fixed slot, (point i, corner k, query) with the
+// query innermost (a warp's stores hit distinct banks); the warp's corners of one tile take
+// their ranks with one shared-memory atomic (the same few tiles take most corners). Every lane
+// of the warp calls it.
+__device__ __forceinline__ void msda_file(unsigned* rec, int* tcount, const MsdaShapes& sh, int l, int i, int k,
+                                          bool mine, int hh, int ww, bool in, float w, int q, int qloc, int lane) {
+  const int pix = hh * sh.w(l) + ww, tile = msda_tile_first(sh, l) + pix / msda_tile_pixels(l);
+  const int key = mine && in ? tile : -1;
+  const unsigned peers = __match_any_sync(0xffffffffu, key);
+  const int leader = __ffs(peers) - 1;
+  int first = 0;
+  if (key >= 0 && lane == leader) first = atomicAdd(tcount + tile, __popc(peers));
+  first = __shfl_sync(0xffffffffu, first, leader);
+  if (mine) {
+    const int slot = ((MSDA_FILE_BY_LEVEL ? i - l * MSDA_P : i) * 4 + k) * MSDA_QPB + qloc;
+    rec[slot] = 0xffffffffu;
+    if (in) {
+      rec[slot] =
+          (static_cast<unsigned>(tile) << 16) | static_cast<unsigned>(first + __popc(peers & ((1u << lane) - 1u)));
+      rec[MSDA_REC_N + slot] = (static_cast<unsigned>(q) << 10) | static_cast<unsigned>(pix % msda_tile_pixels(l));
+      rec[2 * MSDA_REC_N + slot] = __float_as_uint(w);
+    }
+  }
+}
+
+// Tiles [tile_lo, tile_hi)'s records of this block (point block `chunk` of `chunks` of (batch,
+// head) nh, of `tiles` tiles a head) into `entries`: each tile's in one range (one atomic a
+// tile), described at desc[(nh, tile)][chunk] as (start, count); then every record to its place.
+// Every thread calls it; rec and tcount may be reused when it returns.
+__device__ __forceinline__ void msda_flush(const unsigned* rec, int* tcount, int tile_lo, int tile_hi,
+                                           unsigned* __restrict__ stats, uint2* __restrict__ entries,
+                                           uint2* __restrict__ desc, int nh, int tiles, int chunks, int chunk) {
+  const int t = threadIdx.x;
+  uint2* my_desc = desc + static_cast<long long>(nh) * tiles * chunks;
+  __syncthreads();
+  for (int i = tile_lo + t; i < tile_hi; i += blockDim.x) {
+    const int count = tcount[i];
+    const unsigned start = count > 0 ? atomicAdd(stats + MSDA_STAT_FILED, static_cast<unsigned>(count)) : 0u;
+    my_desc[static_cast<long long>(i) * chunks + chunk] = make_uint2(start, static_cast<unsigned>(count));
+    tcount[i] = static_cast<int>(start);
+  }
+  __syncthreads();
+  for (int slot = t; slot < MSDA_REC_N; slot += blockDim.x) {
+    const unsigned key = rec[slot];
+    if (key != 0xffffffffu)
+      entries[tcount[key >> 16] + (key & 0xffffu)] = make_uint2(rec[MSDA_REC_N + slot], rec[2 * MSDA_REC_N + slot]);
+  }
+  __syncthreads();
+}
 #endif
 
 // Grid: N * M * chunks blocks, chunks = ceil(Q / QPB), block b = (n * M + head) * chunks + chunk.
@@ -335,9 +400,7 @@ msda_bwd(const msda_t* __restrict__ value, const float* __restrict__ loc, const 
 #endif
 #endif
 #if MSDA_TILES
-  // Each corner's filing record (tile << 16 | rank in the tile, query << 10 | pixel in the tile,
-  // weight) in three arrays at a fixed slot, (point i, corner k, query) with the query innermost
-  // (a warp's stores hit distinct banks); a count a tile of (n, head).
+  // Each corner's filing record (msda_file) and a count a tile of (n, head).
   extern __shared__ unsigned char msda_raw[];
   unsigned char* pbase = MsdaBwdPlan::base(msda_raw);
   unsigned* rec = reinterpret_cast<unsigned*>(MsdaBwdPlan::rec(pbase));
@@ -375,30 +438,8 @@ msda_bwd(const msda_t* __restrict__ value, const float* __restrict__ loc, const 
 #pragma unroll
         for (int j = 0; j < MSDA_VEC; ++j) d = fmaf(g[j], v[j], d);
         dot[k] = d;
-#if MSDA_TILES
-        {
-          // Corner k: thread k % TPQ of the (query, head) files it; a warp's corners of one tile
-          // take their ranks with one atomic (the same few tiles take most corners).
-          const bool mine = sub == k % MSDA_TPQ;
-          const int pix = hh * W + ww, tile = msda_tile_first(sh, l) + pix / MSDA_TILE_PIXELS;
-          const int key = mine && pt.in[k] ? tile : -1 - static_cast<int>(mine);
-          const unsigned peers = __match_any_sync(0xffffffffu, key);
-          const int lane = t % 32, leader = __ffs(peers) - 1;
-          int first = 0;
-          if (key >= 0 && lane == leader) first = atomicAdd(tcount + tile, __popc(peers));
-          first = __shfl_sync(0xffffffffu, first, leader);
-          if (mine) {
-            const int slot = ((i * 4 + k) * MSDA_QPB + qloc);
-            rec[slot] = 0xffffffffu;
-            if (pt.in[k]) {
-              rec[slot] = (static_cast<unsigned>(tile) << 16) |
-                          static_cast<unsigned>(first + __popc(peers & ((1u << lane) - 1u)));
-              rec[MSDA_QPB * MSDA_LP * 4 + slot] =
-                  (static_cast<unsigned>(q) << 10) | static_cast<unsigned>(pix % MSDA_TILE_PIXELS);
-              rec[2 * MSDA_QPB * MSDA_LP * 4 + slot] = __float_as_uint(pt.a * pt.wt(k));
-            }
-          }
-        }
+#if MSDA_TILES && !MSDA_FILE_ONE_STEP
+        msda_file(rec, tcount, sh, l, i, k, sub == k % MSDA_TPQ, hh, ww, pt.in[k], pt.a * pt.wt(k), q, qloc, t % 32);
 #endif
         if (!pt.in[k]) continue;
         const float scale = pt.a * pt.wt(k);
@@ -421,6 +462,17 @@ msda_bwd(const msda_t* __restrict__ value, const float* __restrict__ loc, const 
         }
 #endif
       }
+#if MSDA_TILES && MSDA_FILE_ONE_STEP
+      // Thread `sub` of the (query, head) files corner `sub` (and sub + TPQ, ...): one filing
+      // step a point for the whole warp instead of one a corner (a match and an atomic each).
+#pragma unroll
+      for (int k0 = 0; k0 < 4; k0 += MSDA_TPQ) {
+        const int k = k0 + sub;
+        const int hh = pt.h0 + (k >> 1), ww = pt.w0 + (k & 1);
+        const bool in = k < 4 && hh >= 0 && hh < H && ww >= 0 && ww < W;  // pt.in[k] (h0 = -2 outside)
+        msda_file(rec, tcount, sh, l, i, k, k < 4, hh, ww, in, pt.a * pt.wt(k), q, qloc, t % 32);
+      }
+#endif
       float d_a = 0.f;
 #pragma unroll
       for (int k = 0; k < 4; ++k) d_a += pt.wt(k) * dot[k];
@@ -438,6 +490,11 @@ msda_bwd(const msda_t* __restrict__ value, const float* __restrict__ loc, const 
       if (live) term_max = max(term_max, __float_as_uint(fabsf(w) * __uint_as_float(gmax)));
 #endif
     }
+#if MSDA_TILES && MSDA_FILE_BY_LEVEL
+    // This level's tiles' entries (the next level reuses rec).
+    msda_flush(rec, tcount, msda_tile_first(sh, l), msda_tile_first(sh, l + 1), stats, entries, desc, nh, tiles,
+               chunks, chunk);
+#endif
   });
   msda_softmax_grad<MSDA_TPQ>(ga, weight, sub, live);
 #if MSDA_TILES && MSDA_DETERMINISTIC
@@ -446,24 +503,9 @@ msda_bwd(const msda_t* __restrict__ value, const float* __restrict__ loc, const 
   for (int o = 16; o > 0; o /= 2) term_max = max(term_max, __shfl_xor_sync(0xffffffffu, term_max, o));
   if (t % 32 == 0) atomicMax(stats + MSDA_STAT_TERM, term_max);
 #endif
-#if MSDA_TILES
-  // Each tile's entries of this block in one range of `entries` (one atomic a tile), described
-  // at desc[(n, head, tile)][chunk] as (start, count); then every record to its place.
-  __syncthreads();
-  uint2* my_desc = desc + static_cast<long long>(nh) * tiles * chunks;
-  for (int i = t; i < tiles; i += blockDim.x) {
-    const int count = tcount[i];
-    const unsigned start = count > 0 ? atomicAdd(stats + MSDA_STAT_FILED, static_cast<unsigned>(count)) : 0u;
-    my_desc[static_cast<long long>(i) * chunks + chunk] = make_uint2(start, static_cast<unsigned>(count));
-    tcount[i] = static_cast<int>(start);
-  }
-  __syncthreads();
-  for (int slot = t; slot < MSDA_QPB * MSDA_LP * 4; slot += blockDim.x) {
-    const unsigned key = rec[slot];
-    if (key != 0xffffffffu)
-      entries[tcount[key >> 16] + (key & 0xffffu)] =
-          make_uint2(rec[MSDA_QPB * MSDA_LP * 4 + slot], rec[2 * MSDA_QPB * MSDA_LP * 4 + slot]);
-  }
+#if MSDA_TILES && !MSDA_FILE_BY_LEVEL
+  // Every tile's entries of this block (desc[(n, head, tile)][chunk]).
+  msda_flush(rec, tcount, 0, tiles, stats, entries, desc, nh, tiles, chunks, chunk);
 #endif
 #if MSDA_STAGED
   __syncthreads();  // every shared-memory atomic is done
@@ -630,9 +672,19 @@ __device__ __forceinline__ void msda_tiles_body(const uint2* __restrict__ entrie
   int l = 0;
   while (l < MSDA_L - 1 && tile >= msda_tile_first(sh, l + 1)) ++l;
   const int n = nh / MSDA_M, head = nh % MSDA_M;
-  const int tile0 = (tile - msda_tile_first(sh, l)) * MSDA_TILE_PIXELS;
+  const int tile0 = (tile - msda_tile_first(sh, l)) * msda_tile_pixels(l);
   const int t = threadIdx.x, lane = t % 32, warp = t / 32;
-  const int px = t / MSDA_TPP, sub = t % MSDA_TPP;  // the pixel (of the tile) and channels this thread sums
+  // The pixel (of the tile) this thread sums, which of its `split` threads (every split-th of
+  // the pixel's entries from `part`), and its channels. The split threads of a pixel are lanes
+  // TPP apart in one warp.
+  const int split = msda_tile_split(l), tpx = MSDA_TPP * split;
+  const int px = t / tpx, part = (t / MSDA_TPP) % split, sub = t % MSDA_TPP;
+#if defined(TMA_DEBUG)
+  if (tpx > 32 || MSDA_TILE_THREADS % tpx != 0) {
+    if (t == 0) printf("msda_bwd_tiles: level %d splits a pixel over %d threads (TPP %d): above a warp\n", l, tpx, MSDA_TPP);
+    __trap();
+  }
+#endif
   const long long nq0 = static_cast<long long>(n) * queries;
 
   // The tile's segments: one per point block of (n, head) (msda_bwd filed them), concatenated.
@@ -701,7 +753,7 @@ __device__ __forceinline__ void msda_tiles_body(const uint2* __restrict__ entrie
     // 4. A pixel's thread sums its entries; a warp sums each heavy pixel.
     const int count = hist[px], first = off[px];
     if (count <= MSDA_HEAVY) {
-      for (int e = first; e < first + count; ++e) {
+      for (int e = first + part; e < first + count; e += split) {
         const uint2 q = list[e];
         const msda_t* row = grad_out + ((nq0 + q.x) * MSDA_M + head) * MSDA_D + sub * MSDA_CPT;
         msda_tile_add<EXACT, MSDA_NV>(acc, row, __uint_as_float(q.y), fx.scale);
@@ -730,14 +782,18 @@ __device__ __forceinline__ void msda_tiles_body(const uint2* __restrict__ entrie
         for (int j = 0; j < MSDA_VEC; ++j) hsum[h * MSDA_D + hsub * MSDA_CPT + v * MSDA_VEC + j] = part[j];
     }
     __syncthreads();
-    if (count > MSDA_HEAVY) {
+    if (count > MSDA_HEAVY && part == 0) {
 #pragma unroll
       for (int c = 0; c < MSDA_CPT; ++c) acc[c] += hsum[slot[px] * MSDA_D + sub * MSDA_CPT + c];
     }
     __syncthreads();  // hist, off, heavy and hsum are the next chunk's
   }
-  // 5. The pixel's row of grad_value, once, in the storage type.
-  if (tile0 + px < sh.h(l) * sh.w(l)) {
+  // 5. The split threads' sums added up (a fixed butterfly: the same order every run), and the
+  // pixel's row of grad_value written once, in the storage type.
+  for (int o = MSDA_TPP; o < tpx; o *= 2)
+#pragma unroll
+    for (int c = 0; c < MSDA_CPT; ++c) acc[c] += __shfl_xor_sync(0xffffffffu, acc[c], o);
+  if (part == 0 && tile0 + px < sh.h(l) * sh.w(l)) {
     gv_t* out = grad_value + ((static_cast<long long>(n) * spatial + sh.start(l) + tile0 + px) * MSDA_M + head) * MSDA_D +
                 sub * MSDA_CPT;
 #pragma unroll
