@@ -195,6 +195,8 @@ pub struct BwdConfig {
     /// `attn` holds logits (fused softmax): the gradient is the logits'.
     pub softmax: bool,
     pub unroll: u32,
+    /// The point pass's blocks an SM its registers must allow, at 32 channels (build_bwd keeps
+    /// its threads an SM for other channel counts).
     pub minb: u32,
 }
 
@@ -233,13 +235,14 @@ impl BwdConfig {
             ..BwdConfig::TMA
         }
     }
-    /// The tile design, fast or deterministic, with level-shaped tiles or not.
-    pub fn tiles(deterministic: bool, split: bool) -> BwdConfig {
+    /// The tile design, fast or deterministic (a thread a pixel, msda_bwd_tiles at its default
+    /// block).
+    pub fn tiles(deterministic: bool) -> BwdConfig {
         BwdConfig {
             design: BwdDesign::Tiles {
                 qpb: TILES_QPB,
                 deterministic,
-                split,
+                split: false,
                 one_step: false,
                 threads: tile_threads(deterministic),
                 by_level: false,
@@ -248,35 +251,29 @@ impl BwdConfig {
         }
     }
     /// The tile design with level-shaped tiles and one-step filing, msda_bwd_tiles at
-    /// `threads` a block.
-    pub fn tiles_one_step(deterministic: bool, threads: u32) -> BwdConfig {
-        BwdConfig {
-            design: BwdDesign::Tiles {
-                qpb: TILES_QPB,
-                deterministic,
-                split: true,
-                one_step: true,
-                threads,
-                by_level: false,
-            },
-            ..BwdConfig::TMA
+    /// `block` threads (other designs unchanged).
+    pub fn one_step(self, block: u32) -> BwdConfig {
+        let mut c = self;
+        if let BwdDesign::Tiles {
+            split,
+            one_step,
+            threads,
+            ..
+        } = &mut c.design
+        {
+            (*split, *one_step, *threads) = (true, true, block);
         }
+        c
     }
-    /// [`BwdConfig::tiles_one_step`] with the records written out level by level, and the
-    /// point pass at `minb` blocks an SM (its registers capped to fit them).
-    pub fn tiles_by_level(deterministic: bool, threads: u32, minb: u32) -> BwdConfig {
-        BwdConfig {
-            design: BwdDesign::Tiles {
-                qpb: TILES_QPB,
-                deterministic,
-                split: true,
-                one_step: true,
-                threads,
-                by_level: true,
-            },
-            minb,
-            ..BwdConfig::TMA
+    /// The tile design's records written out level by level, and the point pass at `minb`
+    /// blocks an SM (its registers capped to fit them; other designs unchanged).
+    pub fn by_level(self, minb: u32) -> BwdConfig {
+        let mut c = self;
+        if let BwdDesign::Tiles { by_level, .. } = &mut c.design {
+            *by_level = true;
+            c.minb = minb;
         }
+        c
     }
     pub fn deterministic(&self) -> bool {
         matches!(
@@ -345,8 +342,10 @@ impl BwdConfig {
 }
 
 /// The backward configs the example checks (and the benchmark times): the standard op's
-/// design, the TMA design (levels 2-3 staged at the seed size; the smallest only; none), each
-/// with weights and logits, and for 16-bit types grad_value reduced in the type directly.
+/// design, the TMA design (levels 2-3 staged at the seed size; the smallest only; none), the
+/// tile design (fast and deterministic, and run 4's level-shaped tiles with one-step filing,
+/// `t512`, and by-level filing, `lvl t256`), each with weights and some with logits, and for
+/// 16-bit types grad_value reduced in the type directly.
 pub fn bwd_configs(ty: Ty) -> Vec<BwdConfig> {
     // The by-level point pass's blocks an SM once shared memory no longer bounds them: 16-bit
     // blocks are 128 threads (5 of them: <= 102 registers), f32 ones 256 (3: <= 85).
@@ -358,17 +357,20 @@ pub fn bwd_configs(ty: Ty) -> Vec<BwdConfig> {
         BwdConfig::TMA.with_softmax(),
         BwdConfig::tma(128, 40 * 1024, false),
         BwdConfig::tma(64, 0, false),
-        BwdConfig::tiles(false, false),
-        BwdConfig::tiles(false, false).with_softmax(),
-        BwdConfig::tiles(true, false),
+        BwdConfig::tiles(false),
+        BwdConfig::tiles(false).with_softmax(),
+        BwdConfig::tiles(true),
         // Run 4's two keepers (H100, f16 seed): level-shaped tiles with one-step filing at 512
         // threads, the fastest on uniform locations (448 us, the tile design's 480); by-level
         // filing at 256 threads, the fastest on clustered ones (474 us). The other run-4
         // variants (split alone, 1024 threads, their deterministic builds: 501-937 us) were
-        // slower than one of these or than the deterministic tiles (609 us) and are not run.
-        BwdConfig::tiles_one_step(false, 512),
-        BwdConfig::tiles_one_step(false, 512).with_softmax(),
-        BwdConfig::tiles_by_level(false, 256, lvl_minb),
+        // slower than one of these or than the deterministic tiles (609 us) and are not timed
+        // for a pick; the deterministic level-shaped build stays, so the 64-bit sums'
+        // butterfly over a pixel's split threads is checked.
+        BwdConfig::tiles(false).one_step(512),
+        BwdConfig::tiles(false).one_step(512).with_softmax(),
+        BwdConfig::tiles(false).one_step(256).by_level(lvl_minb),
+        BwdConfig::tiles(true).one_step(512),
     ];
     if ty != Ty::F32 {
         v.push(BwdConfig::tma(128, 60 * 1024, true));
@@ -429,7 +431,6 @@ pub fn build_bwd(
         .define("MSDA_P", m.points.to_string())
         .define("MSDA_SOFTMAX", u32::from(config.softmax).to_string())
         .define("MSDA_UNROLL", config.unroll.to_string())
-        .define("MSDA_MINB", config.minb.to_string())
         .define("MSDA_GRAD16", u32::from(grad16).to_string())
         .define("MSDA_CAST", u32::from(cast).to_string());
     let mut staged = Vec::new();
@@ -537,13 +538,23 @@ pub fn build_bwd(
             )
         }
     };
-    options = options.define("MSDA_QPB", qpb.to_string());
+    // `minb` is the point pass's blocks an SM at 32 channels (the seed's); a block of more
+    // channels keeps its threads an SM, and so its registers a thread, in fewer blocks.
+    let minb = if config.minb > 1 {
+        let block32 = qpb * (32 * ty.bytes() as u32 / 16);
+        (config.minb * block32 / (qpb * tpq)).max(1)
+    } else {
+        config.minb
+    };
+    options = options
+        .define("MSDA_QPB", qpb.to_string())
+        .define("MSDA_MINB", minb.to_string());
     let tiles = match &tile_shape {
         Some(shape) => Some((tiles_plan(m, shape)?, shape.grid(m))),
         None => None,
     };
     let plan = plan
-        .blocks_per_sm(config.minb)
+        .blocks_per_sm(minb)
         .validate()
         .map_err(|e| format!("{}: {e}", config.label()))?;
     let cast = if cast {

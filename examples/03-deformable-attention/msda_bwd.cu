@@ -675,10 +675,10 @@ __device__ __forceinline__ void msda_tiles_body(const uint2* __restrict__ entrie
   const int tile0 = (tile - msda_tile_first(sh, l)) * msda_tile_pixels(l);
   const int t = threadIdx.x, lane = t % 32, warp = t / 32;
   // The pixel (of the tile) this thread sums, which of its `split` threads (every split-th of
-  // the pixel's entries from `part`), and its channels. The split threads of a pixel are lanes
+  // the pixel's entries from `share`), and its channels. The split threads of a pixel are lanes
   // TPP apart in one warp.
   const int split = msda_tile_split(l), tpx = MSDA_TPP * split;
-  const int px = t / tpx, part = (t / MSDA_TPP) % split, sub = t % MSDA_TPP;
+  const int px = t / tpx, share = (t / MSDA_TPP) % split, sub = t % MSDA_TPP;
 #if defined(TMA_DEBUG)
   if (tpx > 32 || MSDA_TILE_THREADS % tpx != 0) {
     if (t == 0) printf("msda_bwd_tiles: level %d splits a pixel over %d threads (TPP %d): above a warp\n", l, tpx, MSDA_TPP);
@@ -753,7 +753,7 @@ __device__ __forceinline__ void msda_tiles_body(const uint2* __restrict__ entrie
     // 4. A pixel's thread sums its entries; a warp sums each heavy pixel.
     const int count = hist[px], first = off[px];
     if (count <= MSDA_HEAVY) {
-      for (int e = first + part; e < first + count; e += split) {
+      for (int e = first + share; e < first + count; e += split) {
         const uint2 q = list[e];
         const msda_t* row = grad_out + ((nq0 + q.x) * MSDA_M + head) * MSDA_D + sub * MSDA_CPT;
         msda_tile_add<EXACT, MSDA_NV>(acc, row, __uint_as_float(q.y), fx.scale);
@@ -782,7 +782,7 @@ __device__ __forceinline__ void msda_tiles_body(const uint2* __restrict__ entrie
         for (int j = 0; j < MSDA_VEC; ++j) hsum[h * MSDA_D + hsub * MSDA_CPT + v * MSDA_VEC + j] = part[j];
     }
     __syncthreads();
-    if (count > MSDA_HEAVY && part == 0) {
+    if (count > MSDA_HEAVY && share == 0) {
 #pragma unroll
       for (int c = 0; c < MSDA_CPT; ++c) acc[c] += hsum[slot[px] * MSDA_D + sub * MSDA_CPT + c];
     }
@@ -793,7 +793,7 @@ __device__ __forceinline__ void msda_tiles_body(const uint2* __restrict__ entrie
   for (int o = MSDA_TPP; o < tpx; o *= 2)
 #pragma unroll
     for (int c = 0; c < MSDA_CPT; ++c) acc[c] += __shfl_xor_sync(0xffffffffu, acc[c], o);
-  if (part == 0 && tile0 + px < sh.h(l) * sh.w(l)) {
+  if (share == 0 && tile0 + px < sh.h(l) * sh.w(l)) {
     gv_t* out = grad_value + ((static_cast<long long>(n) * spatial + sh.start(l) + tile0 + px) * MSDA_M + head) * MSDA_D +
                 sub * MSDA_CPT;
 #pragma unroll

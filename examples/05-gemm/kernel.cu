@@ -88,6 +88,7 @@ struct gemm_sched {
     group = g;
     rank = cta_rank;
   }
+  __device__ __forceinline__ bool has(int t) const { return t < total; }
   // This CTA's tile origin for cluster tile t. The multicast operand's origin is the same in
   // both CTAs of a cluster (B's n0 when the cluster spans M, A's m0 when it spans N): the
   // pipeline splits that call's boxes over them. A CTA whose tile lies past M or N still
@@ -183,6 +184,7 @@ struct gemm_wgrad_groups {
         raster(max(raster_rows, 1)),
         rank(cta_rank) {}
   __device__ __forceinline__ int total() const { return G * per_group; }
+  __device__ __forceinline__ bool has(int t) const { return t < total(); }
   // The k-blocks of cluster tile t (below total()): its group's tokens in BK blocks, 0 for an
   // empty group (the producer loads no stage for it).
   __device__ __forceinline__ int k_blocks(int t) const {
@@ -512,6 +514,9 @@ extern "C" __global__ void TMA_PLAN_GEMM_LAUNCH_BOUNDS gemm(const __grid_constan
 #endif
       Pipe::state prev;
 #if GEMM_PINGPONG
+      // Whether a walk tile follows this one (the other consumer's, which waits for this one's
+      // turn): asked before this tile's wait, so the walk is not on the turn's path.
+      const bool next = sched.has(t + ncl);
       if (j > 0) R::sync_turn((unsigned)c);
 #endif
       for (int kb = 0; kb < nk; ++kb) {
@@ -535,11 +540,7 @@ extern "C" __global__ void TMA_PLAN_GEMM_LAUNCH_BOUNDS gemm(const __grid_constan
 #if GEMM_PINGPONG
       // The mainloop is issued: the other consumer's next tile may start its wgmmas while this
       // one's last k-block finishes and its epilogue runs.
-#if GEMM_GROUPED
-      if (sched.has(t + ncl)) R::arrive_turn((unsigned)(1 - c));
-#else
-      if (t + ncl < total) R::arrive_turn((unsigned)(1 - c));
-#endif
+      if (next) R::arrive_turn((unsigned)(1 - c));
 #endif
       tma_wgmma_wait_group<0>();
       if ((!GEMM_RELEASE_ONE || tw == 0u) && (!GEMM_WGRAD || nk > 0)) pipe.release(prev);

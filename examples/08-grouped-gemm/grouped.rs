@@ -79,13 +79,7 @@ pub fn configs(input: In) -> Vec<Config> {
     };
     // 2-CTA clusters along M multicast each group's B (the large groups' configuration).
     let c2 = |c: Config| Config { cm: 2, ..c };
-    // Ping-pong: each consumer owns whole tiles (BM rows), its epilogue under the other's
-    // mainloop (short K, and groups whose many small tiles end often).
-    let pp = |bm, bn, stages| Config {
-        kind: Kind::PingPong,
-        bm,
-        ..ws(bn, stages, Epi::Tma { nb: 2 })
-    };
+    let pp = |bm, bn, stages| ping_pong(bm, ws(bn, stages, Epi::Tma { nb: 2 }));
     vec![
         ws(256, 4, Epi::Tma { nb: 2 }),
         c2(ws(256, 4, Epi::Tma { nb: 2 })),
@@ -95,6 +89,17 @@ pub fn configs(input: In) -> Vec<Config> {
         pp(128, 128, 5),
         pp(64, 256, 4),
     ]
+}
+
+/// `c` as a ping-pong kernel of BM = `bm`: each consumer owns whole tiles, its epilogue under
+/// the other's mainloop (short K, groups whose many small tiles end often, and the weight
+/// gradient's tiles of few tokens, where dW's store is most of a tile's time).
+pub fn ping_pong(bm: u32, c: Config) -> Config {
+    Config {
+        kind: Kind::PingPong,
+        bm,
+        ..c
+    }
 }
 
 /// The grouped plans of [`configs`] (the ones whose shared memory fits: the plan says).
@@ -209,29 +214,25 @@ pub struct Launch {
     args: GemmArgs,
 }
 
-/// `gemm`'s arguments in the grouped and the weight-gradient mode (kernel.cu gives both one
-/// parameter list): A's, B's and D's maps, D, (M, N, K, groups), the groups' device counts
-/// (rows or tokens), the mode's workspace.
-/// Tile-rows of a group the grouped raster walks before the next tile-column: 8 (example
-/// 05's), or `GROUPED_RASTER` (a positive integer; for tuning runs).
-pub fn raster_rows() -> i32 {
-    std::env::var("GROUPED_RASTER")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .filter(|&r| r > 0)
-        .unwrap_or(8)
-}
+/// Tile-rows of a group the raster walks before the next tile-column, unless a launch is told
+/// otherwise ([`GemmArgs::raster`]): example 05's.
+pub const RASTER_ROWS: i32 = 8;
 
+/// `gemm`'s arguments in the grouped and the weight-gradient mode (kernel.cu gives both one
+/// parameter list): A's, B's and D's maps, D, (M, N, K, groups), the raster's tile-rows, the
+/// groups' device counts (rows or tokens), the mode's workspace.
 pub struct GemmArgs {
     pub maps: [TensorMap; 3],
     pub d_addr: u64,
     pub dims: [i32; 4],
+    /// Tile-rows of a group the raster walks before the next tile-column (1 or more).
+    pub raster: i32,
     pub counts_addr: u64,
     pub workspace: CudaSlice<u8>,
 }
 
 impl GemmArgs {
-    /// `gemm` over these arguments, the grouped raster [`raster_rows`] tile-rows.
+    /// `gemm` over these arguments.
     ///
     /// # Safety
     /// `kernel` is `gemm` compiled with `GEMM_GROUPED` or `GEMM_WGRAD`; the maps cover buffers
@@ -240,7 +241,7 @@ impl GemmArgs {
     /// is what the mode reads or writes (the caller's SAFETY says which).
     pub unsafe fn launch(&self, gpu: &Gpu, kernel: &Kernel, cfg: &LaunchConfig) -> Res<()> {
         let ws = self.workspace.device_ptr(&gpu.stream).0;
-        let group = raster_rows();
+        let group = self.raster.max(1);
         let mut l = kernel.launch_builder(cfg);
         l.arg(&self.maps[0])
             .arg(&self.maps[1])
@@ -315,10 +316,16 @@ impl Launch {
                 maps: [ma, mb, md],
                 d_addr: d.addr(&gpu.stream),
                 dims: [total as i32, p.n as i32, p.k as i32, p.groups as i32],
+                raster: RASTER_ROWS,
                 counts_addr: p.rows_dev.device_ptr(&gpu.stream).0,
                 workspace,
             },
         })
+    }
+
+    /// The raster's tile-rows of this launch's groups (tuning; [`RASTER_ROWS`] otherwise).
+    pub fn set_raster(&mut self, rows: i32) {
+        self.args.raster = rows.max(1);
     }
 
     pub fn run(&mut self, gpu: &Gpu) -> Res<()> {
