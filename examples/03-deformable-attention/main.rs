@@ -741,10 +741,10 @@ mod tests {
     /// The tile design's level-shaped tiles (msda_bwd_tiles' `split`): at the seed, 1, 4, 16
     /// and 32 threads a pixel (53 tiles a head, 21 without); on every size, block and split
     /// choice a pixel's threads are whole lanes of one warp, a tile's pixel fits the entry's
-    /// 10 bits, and the point pass's (tile, pixel in tile) names each pixel of each level once
-    /// and maps back to it as msda_bwd_tiles reads it (msda_tile_first, tile0 + px).
+    /// 10 bits, the source renders each level's split, and the tiles a head and the grid are
+    /// the levels' pixels in whole tiles.
     #[test]
-    fn level_shaped_tiles_cover_each_pixel_once() {
+    fn level_shaped_tiles_fit_a_warp_and_the_grid() {
         use super::bwd::TileShape;
         use super::dist;
         let seed = Msda::seed();
@@ -790,19 +790,18 @@ mod tests {
                         assert_eq!(s.threads % tpx, 0);
                         let pixels = s.pixels(l);
                         assert!(pixels <= 1024 && pixels * tpx as usize == s.threads as usize);
-                        let tiles = (h * w).div_ceil(pixels);
-                        let mut seen = vec![false; h * w];
-                        for pix in 0..h * w {
-                            let (tile, in_tile) = (first + pix / pixels, pix % pixels);
-                            assert!(tile < s.per_head(&m) && in_tile < pixels);
-                            let back = (tile - first) * pixels + in_tile;
-                            assert!(!seen[back], "{name} level {l} pixel {pix}");
-                            seen[back] = true;
-                        }
-                        assert!(seen.iter().all(|&x| x));
-                        first += tiles;
+                        // The device's msda_tile_split(l) is this split (the tile of pixel
+                        // p is msda_tile_first(l) + p / pixels, as per_head counts them).
+                        let rendered = format!("l == {l} ? {} :", s.split[l]);
+                        assert!(
+                            s.prelude().contains(&rendered),
+                            "{name} {l}: {}",
+                            s.prelude()
+                        );
+                        first += (h * w).div_ceil(pixels);
                     }
                     assert_eq!(first, s.per_head(&m));
+                    assert_eq!(s.grid(&m) as usize, m.batch * m.heads * first);
                 }
             }
         }
