@@ -8,7 +8,9 @@
 //! rows), B is one [G * N][K] map, and D's stores go through each consumer's own copy of D's
 //! map whose rows dim is moved to the current group's end on the device (tma's map update:
 //! drain, replace, release, acquire; docs/MAP_UPDATE.md), so a tile that runs past its group
-//! is clipped there.
+//! is clipped there. The consumers share each tile (`ws_`, BM = 128: 64 rows each) or own
+//! whole tiles in turn (`pp_`, ping-pong: one consumer's epilogue under the other's mainloop,
+//! for short K and small groups).
 //!
 //! Without a GPU: renders and NVRTC-compiles every configuration and says why it stops. With
 //! one: every configuration on uniform and skewed routing (empty groups included) for 8, 128
@@ -25,7 +27,8 @@
 //! k-loop stops at its own last token (TMA zero-fills the rest of the last block); an empty
 //! group loads nothing and stores zeros. Checked after the forward: dW poisoned (NaN), every
 //! element against a loop of cuBLAS GEMMs (memset zeros for empty groups), empty groups exactly
-//! zero, exact f64 samples (every group's corners among them) under example 05's proven bound;
+//! zero, exact f64 samples (every group's corners among them) under example 05's proven bound,
+//! and where an element disagrees with cuBLAS, its exact sum under that bound;
 //! uniform and skewed routing, 8 and 128 groups, long groups (the ring goes round many times a
 //! group), ragged N and K, an all-empty problem; bf16 and f32 out.
 //!
