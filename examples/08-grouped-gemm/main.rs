@@ -483,18 +483,15 @@ mod tests {
     /// whatever the reference says; so does one that disagrees where no exact sum was computed.
     #[test]
     fn wgrad_check_settles_disputes_by_exact_sums() {
-        use super::gpu::to_bits;
         use super::kernel::Out;
         let (n, k, input) = (16usize, 24usize, In::BF16);
         let tokens = vec![300, 0, 5000, 40];
         let total: usize = tokens.iter().map(|&t| t as usize).sum();
         let mut rng = Rng::new(23);
-        let mut fill = |len| -> Vec<u16> {
-            (0..len)
-                .map(|_| to_bits(rng.signed_unit(), input))
-                .collect()
-        };
-        let (dy, x) = (fill(total * n), fill(total * k));
+        let (dy, x) = (
+            grouped::random_bits(total * n, input, rng.next()),
+            grouped::random_bits(total * k, input, rng.next()),
+        );
         let ops = wgrad::Operands {
             n,
             k,
