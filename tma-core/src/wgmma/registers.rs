@@ -436,7 +436,7 @@ mod tests {
                 a_fragments(&[], cols),
                 Err(FragmentError::Length {
                     what: format!("A matrix (64 x {cols}, row-major)"),
-                    expected: cols.checked_mul(64).unwrap_or(usize::MAX),
+                    expected: cols.saturating_mul(64),
                     given: 0,
                 })
             );
