@@ -347,8 +347,10 @@ fn im2col_case(spec: &Im2colSpec, dims: &[u64], coords: &[i64], offsets: &[i64],
     }
     let global = vec![0x5au8; bound.extent_bytes() as usize];
     let smem = im2col::load(&bound, &global, &coords, &offsets).expect("a checked load");
-    r.saw("modelled");
     assert_eq!(smem.len() as u64, plan.footprint_bytes);
+    let picture = tma_core::model::picture::im2col_picture(&bound, &coords, &offsets);
+    assert!(!picture.contains("no picture"), "{picture}");
+    r.saw("modelled");
 }
 
 // ---- kernel plans -------------------------------------------------------------------------
