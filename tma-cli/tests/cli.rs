@@ -420,6 +420,11 @@ fn parse_errors_name_the_field_and_the_value() {
             "tma_1d! { A: 1.5, global = [64], boxed = [64] }",
             "the dtype: expected an integer, `_`, a name or a string; found the float literal `1.5`",
         ),
+        // `_` is a run-time value: as a name it made `struct tma__`.
+        (
+            "tma_1d! { A: u8, global = [64], boxed = [64], name = _ }",
+            "`name` takes a name or a string (`name = \"ring\"`), not `_`",
+        ),
     ];
     for (decl, want) in cases {
         let r = tma(&["explain", decl]);
