@@ -271,6 +271,15 @@ fn split(source: &Source, tokens: TokenStream) -> Result<Vec<Decl>, Vec<Diagnost
             Kind::Im2col
         } else if let Some(rank) = MACROS.iter().position(|m| *m == name) {
             Kind::Tiled(Some(rank + 1), MACROS[rank])
+        } else if name == "tma_pipeline" {
+            // Read as a pipeline only when alone: beside other declarations it is no tile macro,
+            // but "unknown macro" would puzzle.
+            errors.push(at(
+                source,
+                mac.span(),
+                "a `tma_pipeline! { .. }` source holds the pipeline alone (its stage tiles are the source's tiles): put the other declarations in another source",
+            ));
+            break;
         } else {
             errors.push(at(
                 source,

@@ -492,6 +492,33 @@ fn two_tiles_with_one_name_are_located() {
     );
 }
 
+/// A pipeline beside other declarations, before them or after: refused at its macro's name,
+/// saying a pipeline source holds the pipeline alone (it was "unknown macro `tma_pipeline`",
+/// though a source may be one).
+#[test]
+fn a_pipeline_beside_other_declarations_is_refused_as_such() {
+    let tile = "tma_1d! { A: u8, global = [64], boxed = [64] }";
+    let pipe = "tma_pipeline! { pub R, stages = 2, consumers = warps(1), tiles = { b: tma_1d! { B: u8, global = [64], boxed = [64] } } }";
+    for (text, line) in [
+        (format!("{tile}\n{pipe}\n"), 2),
+        (format!("{pipe}\n{tile}\n"), 1),
+    ] {
+        let file = scratch(&format!("pipe_beside_{line}.tma"));
+        std::fs::write(&file, &text).unwrap();
+        let r = tma(&["header", file.to_str().unwrap()]);
+        assert_eq!(r.code, 1, "{}", r.stderr);
+        assert!(
+            r.stderr
+                .contains("error: a `tma_pipeline! { .. }` source holds the pipeline alone")
+                && r.stderr
+                    .contains(&format!("--> {}:{line}:1", file.display()))
+                && !r.stderr.contains("unknown macro"),
+            "{}",
+            r.stderr
+        );
+    }
+}
+
 const RING: &str = "tma_pipeline! {
     pub GemmRing,
     stages = 4,
