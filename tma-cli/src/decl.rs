@@ -103,7 +103,7 @@ pub fn read(source: &Source) -> Result<Read, Vec<Diagnostic>> {
             let at = source.locate(e.span());
             return Err(vec![Diagnostic {
                 level: Level::Error,
-                message: lex_error(&at),
+                message: lex_error(source.text.lines().nth(at.line - 1).unwrap_or(""), &at),
                 at: Some(at),
             }]);
         }
@@ -358,9 +358,9 @@ pub fn too_long(name: &str, at: Location) -> Diagnostic {
     }
 }
 
-/// What a lexing error at `at` is, from the character there.
-fn lex_error(at: &Location) -> String {
-    let c = at.text.chars().nth(at.column.saturating_sub(1));
+/// What a lexing error at `at` is, from the character there (`line` is its line's text).
+fn lex_error(line: &str, at: &Location) -> String {
+    let c = line.chars().nth(at.column.saturating_sub(1));
     match c {
         Some(c @ (')' | ']' | '}')) => format!("not valid tokens: `{c}` closes nothing open"),
         Some(c @ ('(' | '[' | '{')) => format!("not valid tokens: `{c}` is never closed"),
@@ -368,8 +368,7 @@ fn lex_error(at: &Location) -> String {
         Some('/') => "not valid tokens: a `/* .. */` comment is never closed".into(),
         Some(c) if c.is_ascii_digit() => {
             // A number the lexer refuses: `0x` (a radix prefix with no digits), `0b2`.
-            let number: String = at
-                .text
+            let number: String = line
                 .chars()
                 .skip(at.column.saturating_sub(1))
                 .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
