@@ -146,14 +146,24 @@ pub fn macro_mode(mode: Mode, text: &str) {
     }
 }
 
-/// Runs `text` through the entry point `mode` names.
+/// Runs `text` through the entry point `mode` names. The command line's reads run on a thread
+/// of their own: `decl::read` refuses a thread past `MAX_LEXED_BYTES` of text in all, which a
+/// fuzzing run passes in minutes. (A panic there still aborts: libfuzzer-sys's hook.)
 pub fn run(mode: Mode, text: &str) {
     match mode {
-        Mode::Cli => cli(text, &explain::Dims::new()),
+        Mode::Cli => fresh_thread(|| cli(text, &explain::Dims::new())),
         Mode::CliDims => {
             let (line, rest) = text.split_once('\n').unwrap_or(("", text));
-            cli(rest, &dims(line));
+            fresh_thread(|| cli(rest, &dims(line)));
         }
         m => macro_mode(m, text),
     }
+}
+
+fn fresh_thread(f: impl FnOnce() + Send) {
+    std::thread::scope(|s| {
+        if s.spawn(f).join().is_err() {
+            std::process::abort();
+        }
+    });
 }
