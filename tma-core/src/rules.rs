@@ -202,7 +202,10 @@ pub enum Rule {
     /// power-of-two alignment of at most 1024.
     PlanRegions,
     /// A kernel plan's block: its warp roles' threads, or declared (both: they agree), 1 to
-    /// 1024 threads, at least each pipeline's consumer threads; at least one block per SM.
+    /// 1024 threads, at least each pipeline's consumer threads; its launch bounds' blocks per
+    /// SM (declared, else the roles'; with roles, theirs) 1 to
+    /// [`crate::limits::MAX_BLOCKS_PER_SM`], at most [`crate::limits::MAX_THREADS_PER_SM`]
+    /// threads of those blocks.
     PlanBlockThreads,
     /// A kernel plan's pipelines agree on one cluster shape, and a declared cluster agrees
     /// with them.

@@ -678,6 +678,7 @@ impl Sites {
             roles: None,
             block_threads: None,
             cluster: None,
+            blocks_per_sm: None,
         };
         let i = first_past(&p, plan.target.max_smem_per_block());
         self.regions.get(i).map_or(self.ident, |r| r.at)
