@@ -89,7 +89,9 @@ pub fn cli(text: &str, dims: &explain::Dims) {
 fn body(tokens: TokenStream) -> TokenStream {
     let v: Vec<TokenTree> = tokens.clone().into_iter().collect();
     match v.as_slice() {
-        [TokenTree::Ident(_), TokenTree::Punct(p), TokenTree::Group(g), ..] if p.as_char() == '!' => {
+        [TokenTree::Ident(_), TokenTree::Punct(p), TokenTree::Group(g), ..]
+            if p.as_char() == '!' =>
+        {
             g.stream()
         }
         _ => tokens,

@@ -245,7 +245,10 @@ mod tests {
         // Each still shows its key, underlined, and where it is.
         let last = diags[199].render();
         assert!(last.contains("unknown key `k199`"), "{last}");
-        assert!(last.contains("1 | ...") && last.contains("k198, k199 }\n"), "{last}");
+        assert!(
+            last.contains("1 | ...") && last.contains("k198, k199 }\n"),
+            "{last}"
+        );
         assert!(last.contains(" --> wide.tma:1:"), "{last}");
         let at = diags[199].at.as_ref().unwrap();
         let under: String = at.shown.chars().skip(at.mark.0).take(at.mark.1).collect();
