@@ -556,6 +556,25 @@ fn tile_sources_are_bounded_together() {
     }
 }
 
+/// An attribute of 5,000 closures (`#[doc = || || .. 1]`) overflowed the stack (exit 134);
+/// now refused at its `#`.
+#[test]
+fn a_long_attribute_is_refused_not_a_stack_overflow() {
+    let decl = format!(
+        "tma_1d! {{ #[doc = {}1] A: u8, global = [64], boxed = [64] }}",
+        "|| ".repeat(5_000)
+    );
+    let r = tma(&["explain", &decl]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .starts_with("error: this attribute holds more than 128 tokens")
+            && r.stderr.contains(" --> <argument>:1:11"),
+        "{}",
+        r.stderr
+    );
+}
+
 const RING: &str = "tma_pipeline! {
     pub GemmRing,
     stages = 4,
