@@ -98,6 +98,20 @@ fn body(tokens: TokenStream) -> TokenStream {
     }
 }
 
+/// `#[derive(TmaTiles)]` on `text`. syn's own `DeriveInput` parser recurses once per prefix
+/// operator in an attribute's value or a type (`#[doc = || || ..]`, `& & & T`): the caller
+/// runs it on a big stack, so that known overflow (README) does not hide the rest.
+fn derive(text: &str) {
+    let Ok(tokens) = text.parse::<TokenStream>() else {
+        return;
+    };
+    if let Ok(input) = parse::parse_bounded::<syn::DeriveInput>(tokens) {
+        if let Ok(s) = parse::tiles_struct(&input) {
+            let _ = check::derive(s);
+        }
+    }
+}
+
 /// One macro's parse (bounded, as the macros parse) and checks on `text`.
 pub fn macro_mode(mode: Mode, text: &str) {
     let Ok(tokens) = text.parse::<TokenStream>() else {
@@ -137,13 +151,7 @@ pub fn macro_mode(mode: Mode, text: &str) {
                 let _ = check::kernel::kernel(&decl);
             }
         }
-        Mode::Derive => {
-            if let Ok(input) = syn::parse2::<syn::DeriveInput>(tokens) {
-                if let Ok(s) = parse::tiles_struct(&input) {
-                    let _ = check::derive(s);
-                }
-            }
-        }
+        Mode::Derive => big_stack(|| derive(text)),
         Mode::Cli | Mode::CliDims => {}
     }
 }
@@ -160,6 +168,18 @@ pub fn run(mode: Mode, text: &str) {
         }
         m => macro_mode(m, text),
     }
+}
+
+fn big_stack(f: impl FnOnce() + Send) {
+    std::thread::scope(|s| {
+        let joined = std::thread::Builder::new()
+            .stack_size(256 << 20)
+            .spawn_scoped(s, f)
+            .map(|h| h.join());
+        if !matches!(joined, Ok(Ok(()))) {
+            std::process::abort();
+        }
+    });
 }
 
 fn fresh_thread(f: impl FnOnce() + Send) {
