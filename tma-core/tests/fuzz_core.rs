@@ -677,7 +677,8 @@ fn check_set(tiles: &[ValidSpec]) {
         .unwrap_or(u64::MAX);
     match TileSetCode::new("set", &members) {
         Ok(code) => {
-            assert!(code.layout().total_bytes <= limit);
+            // What the launch asks for (DYNAMIC_SMEM_BYTES), the alignment slack counted.
+            assert!(code.layout().dynamic_smem_bytes() <= limit);
             check_literals(code.source());
         }
         Err(RenderError::TileSetTooLarge {
@@ -734,7 +735,7 @@ fn check_registers(n: u32, cols: usize, len: usize) {
                 assert_eq!(matrix.len(), 64 * f.cols() as usize);
                 assert_eq!(f.gather(&t).unwrap(), matrix);
             }
-            Err(e) => assert!(!e.to_string().is_empty()),
+            Err(e) => assert_ne!(matrix.len(), 64 * f.cols() as usize, "{e}"),
         }
     }
     let matrix = vec![0u16; len.min(1 << 16)];
@@ -743,7 +744,11 @@ fn check_registers(n: u32, cols: usize, len: usize) {
             assert_eq!(matrix.len() as u128, 64 * cols as u128);
             assert_eq!(a_matrix(&frags).unwrap(), matrix);
         }
-        Err(e) => assert!(!e.to_string().is_empty()),
+        // Refused only what no A matrix is: no whole k-slice of 16 columns, or another length.
+        Err(e) => assert!(
+            cols == 0 || cols % 16 != 0 || matrix.len() as u128 != 64 * cols as u128,
+            "{e}"
+        ),
     }
 }
 

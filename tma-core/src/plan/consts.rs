@@ -787,7 +787,7 @@ pub const fn block_threads(p: &PlanIn<'_>) -> Msg {
 /// The launch bounds' blocks per SM (declared, else the roles'): the roles' own count when
 /// both are given and the roles use `setmaxnreg`, 1 to [`MAX_BLOCKS_PER_SM`], at most [`MAX_THREADS_PER_SM`] threads of
 /// blocks of the plan's threads (once [`block_threads`] holds)
-/// ([`crate::Rule::PlanBlockThreads`]; `validate_plan`'s `check_blocks_per_sm`).
+/// ([`crate::Rule::PlanBlockThreads`], [`crate::Rule::BlocksPerSm`], [`crate::Rule::ThreadsPerSm`]; `validate_plan`'s `check_blocks_per_sm`).
 pub const fn blocks_per_sm(p: &PlanIn<'_>) -> Msg {
     if p.any_stub() {
         return Msg::NONE;

@@ -29,9 +29,10 @@ use std::fmt;
 
 use crate::error::{Field, SpecError};
 use crate::ident::{check_name, generated_clash, shared_generated_name, ClashHow, NameKind};
-use crate::limits::{DYNAMIC_SMEM_BASE_ALIGN, MAX_BLOCKS_PER_SM, MAX_THREADS_PER_SM};
+use crate::limits::DYNAMIC_SMEM_BASE_ALIGN;
 use crate::pipeline::{
-    finding, PipelineErrors, ValidPipeline, ValidWarpRoles, MAX_BLOCK_THREADS, MAX_CLUSTER_CTAS,
+    check_resident_blocks, finding, PipelineErrors, ValidPipeline, ValidWarpRoles,
+    MAX_BLOCK_THREADS, MAX_CLUSTER_CTAS,
 };
 use crate::rules::Rule;
 use crate::size::Size;
@@ -684,29 +685,9 @@ fn check_blocks_per_sm(plan: &KernelPlan, blocks_per_sm: Option<u32>, errors: &m
             Rule::PlanBlockThreads,
             "the launch bounds ask for at least one block per SM".into(),
         ));
-    } else if n > MAX_BLOCKS_PER_SM {
-        errors.push(finding(
-            field(),
-            n,
-            Rule::PlanBlockThreads,
-            format!(
-                "an SM holds at most {MAX_BLOCKS_PER_SM} resident blocks (sm_90), so __launch_bounds__ cannot ask for {n}"
-            ),
-        ));
-    } else if let Some(threads) = block_threads_if_right(plan) {
-        let per_sm = threads * u64::from(n);
-        if per_sm > u64::from(MAX_THREADS_PER_SM) {
-            errors.push(finding(
-                field(),
-                n,
-                Rule::PlanBlockThreads,
-                format!(
-                    "{threads} threads x {n} block(s) per SM = {per_sm} threads; an SM holds at most {MAX_THREADS_PER_SM} resident threads (sm_90): at most {} block(s) of {threads} threads",
-                    u64::from(MAX_THREADS_PER_SM) / threads
-                ),
-            ));
-        }
+        return;
     }
+    check_resident_blocks(field(), n, block_threads_if_right(plan), errors);
 }
 
 /// The cluster: every pipeline's (they agree), or the declared one (which agrees with them).

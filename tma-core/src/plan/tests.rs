@@ -223,25 +223,27 @@ fn a_tile_set_member_sits_where_its_struct_says() {
 /// leaves 80 a thread: the consumers' increase would never be granted.
 #[test]
 fn launch_bounds_fit_an_sm_and_keep_the_roles_budget() {
-    let refused = |plan: KernelPlan| {
+    let refused = |plan: KernelPlan, rule: Rule| {
         let e = plan.validate().unwrap_err();
         let found: Vec<(Field, Rule)> =
             e.errors.iter().map(|f| (f.field.clone(), f.rule)).collect();
-        assert_eq!(
-            found,
-            vec![(Field::Plan("blocks_per_sm"), Rule::PlanBlockThreads)],
-            "{e}"
-        );
+        assert_eq!(found, vec![(Field::Plan("blocks_per_sm"), rule)], "{e}");
         e.to_string()
     };
-    let msg = refused(KernelPlan::new("k").block_threads(1024).blocks_per_sm(1000));
+    let msg = refused(
+        KernelPlan::new("k").block_threads(1024).blocks_per_sm(1000),
+        Rule::BlocksPerSm,
+    );
     assert!(msg.contains("at most 32 resident blocks"), "{msg}");
-    let msg = refused(KernelPlan::new("k").block_threads(1024).blocks_per_sm(3));
+    let msg = refused(
+        KernelPlan::new("k").block_threads(1024).blocks_per_sm(3),
+        Rule::ThreadsPerSm,
+    );
     assert!(
         msg.contains("3072 threads") && msg.contains("at most 2 block(s)"),
         "{msg}"
     );
-    let msg = refused(gemm().blocks_per_sm(2));
+    let msg = refused(gemm().blocks_per_sm(2), Rule::PlanBlockThreads);
     assert!(
         msg.contains("registers for 1 block(s) per SM") && msg.contains("declare 1"),
         "{msg}"
@@ -254,7 +256,7 @@ fn launch_bounds_fit_an_sm_and_keep_the_roles_budget() {
         plan().blocks_per_sm(12).validate().unwrap().blocks_per_sm(),
         Some(12)
     );
-    refused(plan().blocks_per_sm(13));
+    refused(plan().blocks_per_sm(13), Rule::ThreadsPerSm);
     // The edges are accepted: 32 blocks of 64 threads, 2 of 1024, the roles' own count.
     assert!(KernelPlan::new("k")
         .block_threads(64)

@@ -87,24 +87,28 @@ impl TileSetCode {
                     .map_or_else(String::new, |(m, _)| m.to_string()),
             }
         })?;
-        // One block's shared memory holds the set: the smallest limit of the members' targets.
+        // One block's shared memory holds what the set's launch asks for (its rendered
+        // DYNAMIC_SMEM_BYTES: the tiles and the base-alignment slack), on the smallest block of
+        // the members' targets. The finding names the first member that does not fit.
         let smallest = members
             .iter()
             .map(|(_, v)| v.spec().target)
             .min_by_key(|t| t.max_smem_per_block());
         if let Some(target) = smallest {
             let limit = target.max_smem_per_block();
+            let slack = layout.dynamic_smem_bytes() - layout.total_bytes;
             let past = members
                 .iter()
                 .zip(&layout.offsets)
-                .find(|((_, v), &offset)| {
-                    !(Size::new(offset) + v.plan().footprint_bytes).is_below(limit + 1)
+                .find_map(|((member, v), &offset)| {
+                    let end = Size::new(offset) + v.plan().footprint_bytes + slack;
+                    (!end.is_below(limit + 1)).then(|| (member, end.get().unwrap_or(u64::MAX)))
                 });
-            if let Some(((member, _), _)) = past {
+            if let Some((member, bytes)) = past {
                 return Err(RenderError::TileSetTooLarge {
                     set: name.to_string(),
                     member: member.to_string(),
-                    bytes: layout.total_bytes,
+                    bytes,
                     limit,
                     target,
                 });
@@ -223,11 +227,19 @@ mod tests {
             RenderError::TileSetTooLarge {
                 set: "two".into(),
                 member: "b".into(),
-                bytes: 2 * 131072,
+                bytes: 2 * 131072 + 128,
                 limit: 227 * 1024,
                 target: Arch::Sm90a,
             }
         );
+        // What the launch asks for counts, the base-alignment slack included: a 227 KB tile
+        // (align 128) needs 227 KB + 128 B.
+        let full = tile("full", 227, Arch::Sm90a);
+        assert!(matches!(
+            TileSetCode::new("full", &[("f", &full)]),
+            Err(RenderError::TileSetTooLarge { bytes, .. }) if bytes == 227 * 1024 + 128
+        ));
+        assert!(TileSetCode::new("near", &[("n", &tile("n", 226, Arch::Sm90a))]).is_ok());
         // The smallest block of the members' targets: beside a 64 KB sm_120 tile, the 128 KB
         // one is past its 99 KB.
         let small = tile("s", 64, Arch::Sm120a);

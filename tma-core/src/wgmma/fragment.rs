@@ -94,7 +94,7 @@ pub enum FragmentError {
     /// An accumulator fed back as A, or an A matrix, whose N (columns) is not whole k16
     /// slices. `u64`: an A matrix's columns are a `usize`, named as given.
     #[error(
-        "accumulator N = {n} as A: the k-slices of A are 16 columns, so N must be a multiple of 16"
+        "N = {n} columns as A (an accumulator fed back, or an A matrix): the k-slices of A are 16 columns, so N must be a nonzero multiple of 16"
     )]
     KSlices { n: u64 },
 }

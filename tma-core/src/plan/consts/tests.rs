@@ -122,6 +122,8 @@ fn mirrored(e: &crate::SpecError) -> bool {
     match e.rule {
         Rule::PlanTarget | Rule::PlanCluster | Rule::ClusterShape | Rule::PlanSmemFits => true,
         Rule::PlanBlockThreads => true,
+        // The SM's limits, as the plan's launch bounds meet them.
+        Rule::BlocksPerSm | Rule::ThreadsPerSm => matches!(e.field, crate::Field::Plan(_)),
         Rule::PlanRegions => {
             e.message.contains("have this name") || e.message.contains("would both give")
         }
