@@ -54,13 +54,22 @@ const ALL_MACROS: &str = "tma_1d, tma_2d, tma_3d, tma_4d, tma_5d, tma_im2col";
 /// proc-macro2 keeps every text a thread lexes, to give spans their line and column, and
 /// numbers the bytes of all of them in 32 bits: past 4 GiB its positions wrap and locating a
 /// span panics (`tma compile` with 4,097 `--tile` files of 1 MiB did). [`read`] refuses a
-/// source past this budget instead.
+/// source past this budget instead; [`reset_thread`] starts it over.
 pub const MAX_LEXED_BYTES: u64 = 1 << 30;
 
 thread_local! {
     /// Bytes this thread's [`read`] calls have lexed: each text's length and 1, as
     /// proc-macro2 numbers them (it leaves a byte between texts).
     static LEXED: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Starts this thread's lexing over: its [`MAX_LEXED_BYTES`] budget and proc-macro2's table
+/// of the texts it lexed. For a caller that reads again and again on one thread (a watch mode,
+/// a server): call it between independent runs, once nothing of an earlier run's [`Read`]s
+/// is used any more, since proc-macro2 panics when a span of a forgotten text is located.
+pub fn reset_thread() {
+    proc_macro2::extra::invalidate_current_thread_spans();
+    LEXED.with(|lexed| lexed.set(0));
 }
 
 /// Takes `len` bytes of this thread's [`MAX_LEXED_BYTES`]; `Err` with the bytes already
@@ -91,8 +100,9 @@ pub fn read(source: &Source) -> Result<Read, Vec<Diagnostic>> {
     }
     if let Err(lexed) = take_lexed(source.text.len()) {
         return Err(vec![Diagnostic::error(format!(
-            "{}: {} more bytes of declarations would pass the {MAX_LEXED_BYTES} one run may read \
-             (tma_cli::decl::MAX_LEXED_BYTES; {lexed} read so far): give fewer or smaller sources",
+            "{}: {} more bytes of declarations would pass the {MAX_LEXED_BYTES} one thread may read \
+             (tma_cli::decl::MAX_LEXED_BYTES; {lexed} read so far): give fewer or smaller sources, \
+             or start the thread over between runs (tma_cli::decl::reset_thread)",
             source.name,
             source.text.len()
         ))]);
@@ -476,5 +486,11 @@ mod tests {
         LEXED.with(|l| l.set(MAX_LEXED_BYTES - TILE.len() as u64 - 1));
         assert!(read(&source(TILE)).is_ok());
         assert_eq!(LEXED.with(Cell::get), MAX_LEXED_BYTES);
+        // Started over, the thread reads again, and its new spans locate.
+        assert!(read(&source(TILE)).is_err());
+        reset_thread();
+        let again = read(&source(TILE)).unwrap();
+        assert_eq!(LEXED.with(Cell::get), TILE.len() as u64 + 1);
+        assert_eq!(again.tiles.len(), 1);
     }
 }

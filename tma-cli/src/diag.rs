@@ -133,9 +133,9 @@ impl Location {
 pub const SHOWN_LINE_CHARS: usize = 100;
 
 /// The part of `text` a diagnostic shows for columns `[column, end_column)` (1-based chars):
-/// the shown text, the span's 0-based start in it and its width. Reads only the shown part of
-/// a long line (and counts its characters), so locating thousands of errors on a 1 MiB line
-/// stays linear in the errors.
+/// the shown text, the span's 0-based start in it and its width. Keeps only the shown part of
+/// a long line, so thousands of errors on a 1 MiB line hold kilobytes, not gigabytes (each
+/// still scans its line once: time grows with errors x line length).
 fn window(text: &str, column: usize, end_column: usize) -> (String, usize, usize) {
     // Control characters (a terminal's escape sequences) are shown as one replacement each.
     let shown_char = |c: char| {
