@@ -114,7 +114,7 @@ pub fn read(source: &Source) -> Result<Read, Vec<Diagnostic>> {
             let at = source.locate(e.span());
             return Err(vec![Diagnostic {
                 level: Level::Error,
-                message: lex_error(source.text.lines().nth(at.line - 1).unwrap_or(""), &at),
+                message: lex_error(source.line_of(e.span()), &at),
                 at: Some(at),
             }]);
         }

@@ -49,15 +49,23 @@ impl Source {
     pub fn locate(&self, span: Span) -> Location {
         let (start, end) = (span.start(), span.end());
         let line = start.line.max(1);
-        let text = self
-            .line_at(span.byte_range().start)
-            .unwrap_or_else(|| self.text.lines().nth(line - 1).unwrap_or(""));
+        let text = self.line_of(span);
         let end_column = if end.line == start.line && end.column > start.column {
             end.column
         } else {
             text.chars().count().max(start.column + 1)
         };
         Location::new(&self.name, line, start.column + 1, end_column + 1, text)
+    }
+
+    /// The source line `span` starts on: found from its byte offset, else counted.
+    pub(crate) fn line_of(&self, span: Span) -> &str {
+        self.line_at(span.byte_range().start).unwrap_or_else(|| {
+            self.text
+                .lines()
+                .nth(span.start().line.max(1) - 1)
+                .unwrap_or("")
+        })
     }
 
     /// The line holding byte `offset` (without its line break), found from the offset: not
