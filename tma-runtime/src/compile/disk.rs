@@ -137,6 +137,16 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     res
 }
 
+/// The bytes of the regular file at `path` (a symlink followed). Anything else is an error
+/// without being opened: reading a FIFO waits for a writer forever, and a device such as
+/// `/dev/zero` never ends. The JIT cache's entries and the tune cache's picks.
+pub(crate) fn read_file(path: &Path) -> std::io::Result<Vec<u8>> {
+    if !std::fs::metadata(path)?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    std::fs::read(path)
+}
+
 impl DiskCache {
     /// The cache in `dir` (created at the first store).
     pub fn new(dir: PathBuf) -> DiskCache {
@@ -155,7 +165,7 @@ impl DiskCache {
     /// key's text (a renamed or copied file, a fingerprint collision): never another
     /// compile's output.
     pub fn load(&self, key: &CacheKey) -> Option<Entry> {
-        let bytes = std::fs::read(self.path(&key.hex())).ok()?;
+        let bytes = read_file(&self.path(&key.hex())).ok()?;
         let d = decode(&bytes).ok()?;
         if d.key != key.text() {
             return None;
@@ -190,7 +200,7 @@ impl DiskCache {
             .map(|(path, _)| {
                 let meta = std::fs::metadata(&path).ok();
                 let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned());
-                let state = match std::fs::read(&path) {
+                let state = match read_file(&path) {
                     Ok(bytes) => state_of(&bytes, stem.as_deref().unwrap_or_default()),
                     Err(_) => EntryState::Corrupt,
                 };
@@ -274,6 +284,11 @@ impl DiskCache {
         for item in dir {
             let item = item.map_err(io("read the directory"))?;
             let name = item.file_name();
+            // A directory is never the cache's, whatever its name: removing it would fail
+            // (and stop a prune or clear).
+            if item.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
             if let Some(kind) = name.to_str().and_then(file_kind) {
                 out.push((item.path(), kind));
             }
