@@ -379,3 +379,57 @@ fn cache_commands_on_a_hostile_dir_neither_hang_nor_reach_outside_it() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn precompile_into_a_cache_it_cannot_write_fails() {
+    let test = "precompile_into_a_cache_it_cannot_write_fails";
+    if tma_test_support::skip::require_nvrtc_or_skip(test).is_none() {
+        return;
+    }
+    let dir = scratch("unwritable");
+    let kernel = dir.join("copy.cu");
+    std::fs::write(&kernel, KERNEL).unwrap();
+    let file = dir.join("a file");
+    std::fs::write(&file, "not a directory").unwrap();
+    let k = kernel.to_str().unwrap();
+    for cache in [file.clone(), file.join("below")] {
+        let c = cache.to_str().unwrap();
+        let r = tma(&["precompile", k, "--tile", MPK, "--cache-dir", c]);
+        assert_eq!(r.code, 3, "{c}: {}\n{}", r.stdout, r.stderr);
+        assert!(r.stdout.starts_with("unsaved "), "{}", r.stdout);
+        assert!(
+            r.stdout
+                .contains("0 compiled, 0 already cached, 1 not saved,"),
+            "{}",
+            r.stdout
+        );
+        assert!(
+            r.stderr.contains("could not write cache entry"),
+            "{}",
+            r.stderr
+        );
+        assert!(r.stderr.contains("nothing was warmed"), "{}", r.stderr);
+    }
+    let r = tma(&[
+        "precompile",
+        k,
+        "--tile",
+        MPK,
+        "--cache-dir",
+        file.to_str().unwrap(),
+    ]);
+    assert!(
+        r.stderr.contains("a file exists and is not a directory"),
+        "{}",
+        r.stderr
+    );
+    // A usable directory with spaces and non-ASCII: warmed, then found.
+    let good = dir.join("spaces ü/キャッシュ");
+    let c = good.to_str().unwrap();
+    let cold = tma(&["precompile", k, "--tile", MPK, "--cache-dir", c]);
+    assert_eq!(cold.code, 0, "{}", cold.stderr);
+    assert!(cold.stdout.starts_with("compiled "), "{}", cold.stdout);
+    let warm = tma(&["precompile", k, "--tile", MPK, "--cache-dir", c]);
+    assert!(warm.stdout.starts_with("cached "), "{}", warm.stdout);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -129,6 +129,14 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         TMP_COUNTER.fetch_add(1, Ordering::Relaxed)
     ));
     let res = std::fs::create_dir_all(dir)
+        .map_err(|e| match e.kind() {
+            // Said of the directory, not of the entry the caller names.
+            std::io::ErrorKind::AlreadyExists => std::io::Error::new(
+                e.kind(),
+                format!("{} exists and is not a directory", dir.display()),
+            ),
+            _ => e,
+        })
         .and_then(|_| std::fs::write(&tmp, bytes))
         .and_then(|_| std::fs::rename(&tmp, path));
     if res.is_err() {
