@@ -55,13 +55,30 @@ pub(crate) fn precompile_cmd(
         .map_or_else(String::new, |d| d.dir().display().to_string());
     let start = std::time::Instant::now();
     let results = compiler.precompile(&items);
-    let (mut compiled, mut cached, mut failed) = (0, 0, 0);
+    let (mut compiled, mut cached, mut failed, mut unsaved) = (0, 0, 0, 0);
     let width = names.iter().map(String::len).max().unwrap_or(0);
     let arch = arch.nvrtc_name();
-    for (name, r) in names.iter().zip(&results) {
+    for ((name, r), (source, options)) in names.iter().zip(&results).zip(&items) {
         match r {
             Ok(p) => {
+                // A failed cache write is only a warning to a program; here the entry is the
+                // whole point: one that cannot be read back is an environment failure.
+                let saved = compiler.disk_cache().is_some_and(|d| {
+                    compiler
+                        .cache_key(source, options)
+                        .is_ok_and(|k| d.load(&k).is_some())
+                });
                 let what = match p.origin {
+                    _ if !saved => {
+                        unsaved += 1;
+                        out.code = out.code.max(EXIT_ENVIRONMENT);
+                        let _ = writeln!(
+                            out.stderr,
+                            "error: {name}: compiled, but its cache entry is not in {dir} (the \
+                             warning above says why): nothing was warmed"
+                        );
+                        "unsaved "
+                    }
                     Origin::Nvrtc => {
                         compiled += 1;
                         "compiled"
@@ -93,9 +110,14 @@ pub(crate) fn precompile_cmd(
     }
     let _ = writeln!(
         out.stdout,
-        "{} kernel{}: {compiled} compiled, {cached} already cached{} in {}; cache {dir}",
+        "{} kernel{}: {compiled} compiled, {cached} already cached{}{} in {}; cache {dir}",
         results.len(),
         if results.len() == 1 { "" } else { "s" },
+        if unsaved > 0 {
+            format!(", {unsaved} not saved")
+        } else {
+            String::new()
+        },
         if failed > 0 {
             format!(", {failed} failed,")
         } else {

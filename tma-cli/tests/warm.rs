@@ -288,3 +288,148 @@ fn cache_lists_sizes_prunes_and_clears_only_its_own_files() {
     assert!(foreign.exists(), "other files stay");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `tma <args>`, failed after `secs` seconds (a hang), as [`tma`] otherwise.
+fn tma_within(secs: u64, args: &[&str]) -> run::Run {
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tma"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed().as_secs() >= secs {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("tma {args:?}: no answer in {secs} s: it hangs");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    run::Run {
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        code: out.status.code().unwrap_or(-1),
+    }
+}
+
+#[test]
+fn cache_commands_on_a_hostile_dir_neither_hang_nor_reach_outside_it() {
+    let dir = scratch("hostile");
+    let cache = dir.join("cache");
+    let outside = dir.join("outside");
+    std::fs::create_dir_all(&cache).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    let precious = outside.join("precious");
+    std::fs::write(&precious, "the user's file").unwrap();
+    let name = |n: u32| cache.join(format!("{n:032x}.tmajit"));
+    // Named like entries: a FIFO, a directory, links to a file and a directory outside the
+    // cache, a dangling link; and a temp-named link to the outside file.
+    let fifo = std::process::Command::new("mkfifo").arg(name(1)).status();
+    assert!(fifo.is_ok_and(|s| s.success()));
+    std::fs::create_dir(name(2)).unwrap();
+    std::os::unix::fs::symlink(&precious, name(3)).unwrap();
+    std::os::unix::fs::symlink(&outside, name(4)).unwrap();
+    std::os::unix::fs::symlink(dir.join("nowhere"), name(5)).unwrap();
+    std::os::unix::fs::symlink(&precious, cache.join(format!(".{:032x}.1.0.tmp", 6))).unwrap();
+    let c = cache.to_str().unwrap();
+    let list = tma_within(20, &["cache", "list", "--cache-dir", c]);
+    assert_eq!(list.code, 0, "{}", list.stderr);
+    assert!(
+        list.stdout.starts_with(&format!("cache {c}: 4 entries")),
+        "{}",
+        list.stdout
+    );
+    let size = tma_within(20, &["cache", "size", "--cache-dir", c]);
+    assert_eq!(size.code, 0, "{}", size.stderr);
+    for prune in [
+        &["--older-than", "0s"][..],
+        &["--max-size", "0"],
+        &["--older-than", "99999999999d"],
+    ] {
+        let mut args = vec!["cache", "prune", "--cache-dir", c];
+        args.extend(prune);
+        let r = tma_within(20, &args);
+        assert_eq!(r.code, 0, "{prune:?}: {}", r.stderr);
+    }
+    let clear = tma_within(20, &["cache", "clear", "--cache-dir", c]);
+    assert_eq!(clear.code, 0, "{}", clear.stderr);
+    assert_eq!(
+        std::fs::read_to_string(&precious).unwrap(),
+        "the user's file"
+    );
+    assert!(outside.is_dir() && name(2).is_dir());
+    // A cache dir that is a regular file: an error naming it, not a panic.
+    let file = dir.join("a file");
+    std::fs::write(&file, "x").unwrap();
+    for action in ["list", "size", "clear", "prune"] {
+        let r = tma_within(
+            20,
+            &["cache", action, "--cache-dir", file.to_str().unwrap()],
+        );
+        assert_ne!(r.code, 0, "{action}");
+        assert!(
+            r.stderr.contains("a file") && !r.stderr.contains("panicked"),
+            "{action}: {}",
+            r.stderr
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn precompile_into_a_cache_it_cannot_write_fails() {
+    let test = "precompile_into_a_cache_it_cannot_write_fails";
+    if tma_test_support::skip::require_nvrtc_or_skip(test).is_none() {
+        return;
+    }
+    let dir = scratch("unwritable");
+    let kernel = dir.join("copy.cu");
+    std::fs::write(&kernel, KERNEL).unwrap();
+    let file = dir.join("a file");
+    std::fs::write(&file, "not a directory").unwrap();
+    let k = kernel.to_str().unwrap();
+    for cache in [file.clone(), file.join("below")] {
+        let c = cache.to_str().unwrap();
+        let r = tma(&["precompile", k, "--tile", MPK, "--cache-dir", c]);
+        assert_eq!(r.code, 3, "{c}: {}\n{}", r.stdout, r.stderr);
+        assert!(r.stdout.starts_with("unsaved "), "{}", r.stdout);
+        assert!(
+            r.stdout
+                .contains("0 compiled, 0 already cached, 1 not saved,"),
+            "{}",
+            r.stdout
+        );
+        assert!(
+            r.stderr.contains("could not write cache entry"),
+            "{}",
+            r.stderr
+        );
+        assert!(r.stderr.contains("nothing was warmed"), "{}", r.stderr);
+    }
+    let r = tma(&[
+        "precompile",
+        k,
+        "--tile",
+        MPK,
+        "--cache-dir",
+        file.to_str().unwrap(),
+    ]);
+    assert!(
+        r.stderr.contains("a file exists and is not a directory"),
+        "{}",
+        r.stderr
+    );
+    // A usable directory with spaces and non-ASCII: warmed, then found.
+    let good = dir.join("spaces ü/キャッシュ");
+    let c = good.to_str().unwrap();
+    let cold = tma(&["precompile", k, "--tile", MPK, "--cache-dir", c]);
+    assert_eq!(cold.code, 0, "{}", cold.stderr);
+    assert!(cold.stdout.starts_with("compiled "), "{}", cold.stdout);
+    let warm = tma(&["precompile", k, "--tile", MPK, "--cache-dir", c]);
+    assert!(warm.stdout.starts_with("cached "), "{}", warm.stdout);
+    let _ = std::fs::remove_dir_all(&dir);
+}

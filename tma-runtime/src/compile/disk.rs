@@ -129,12 +129,30 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         TMP_COUNTER.fetch_add(1, Ordering::Relaxed)
     ));
     let res = std::fs::create_dir_all(dir)
+        .map_err(|e| match e.kind() {
+            // Said of the directory, not of the entry the caller names.
+            std::io::ErrorKind::AlreadyExists => std::io::Error::new(
+                e.kind(),
+                format!("{} exists and is not a directory", dir.display()),
+            ),
+            _ => e,
+        })
         .and_then(|_| std::fs::write(&tmp, bytes))
         .and_then(|_| std::fs::rename(&tmp, path));
     if res.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
     res
+}
+
+/// The bytes of the regular file at `path` (a symlink followed). Anything else is an error
+/// without being opened: reading a FIFO waits for a writer forever, and a device such as
+/// `/dev/zero` never ends. The JIT cache's entries and the tune cache's picks.
+pub(crate) fn read_file(path: &Path) -> std::io::Result<Vec<u8>> {
+    if !std::fs::metadata(path)?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    std::fs::read(path)
 }
 
 impl DiskCache {
@@ -155,7 +173,7 @@ impl DiskCache {
     /// key's text (a renamed or copied file, a fingerprint collision): never another
     /// compile's output.
     pub fn load(&self, key: &CacheKey) -> Option<Entry> {
-        let bytes = std::fs::read(self.path(&key.hex())).ok()?;
+        let bytes = read_file(&self.path(&key.hex())).ok()?;
         let d = decode(&bytes).ok()?;
         if d.key != key.text() {
             return None;
@@ -190,7 +208,7 @@ impl DiskCache {
             .map(|(path, _)| {
                 let meta = std::fs::metadata(&path).ok();
                 let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned());
-                let state = match std::fs::read(&path) {
+                let state = match read_file(&path) {
                     Ok(bytes) => state_of(&bytes, stem.as_deref().unwrap_or_default()),
                     Err(_) => EntryState::Corrupt,
                 };
@@ -274,6 +292,11 @@ impl DiskCache {
         for item in dir {
             let item = item.map_err(io("read the directory"))?;
             let name = item.file_name();
+            // A directory is never the cache's, whatever its name: removing it would fail
+            // (and stop a prune or clear).
+            if item.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
             if let Some(kind) = name.to_str().and_then(file_kind) {
                 out.push((item.path(), kind));
             }

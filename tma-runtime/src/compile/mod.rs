@@ -34,7 +34,7 @@ mod source;
 
 pub use compiled::Compiled;
 pub use compiler::{default_cache_dir, CompileStats, Compiler, JitConfig, Origin, Precompiled};
-pub(crate) use disk::write_atomic;
+pub(crate) use disk::{read_file, write_atomic};
 pub use disk::{CacheEntry, DiskCache, Entry, EntryInfo, EntryState, Removed};
 pub use key::{CacheKey, CACHE_FORMAT};
 pub use options::CompileOptions;

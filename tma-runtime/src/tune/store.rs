@@ -9,7 +9,7 @@ use xxhash_rust::xxh3::xxh3_128;
 
 use super::key::{TuneDevice, TuneKey};
 use super::report::{CacheUse, TuneReport};
-use crate::compile::write_atomic;
+use crate::compile::{read_file, write_atomic};
 
 /// Bump when the entry's meaning changes: older entries are then stale, never misread.
 const FORMAT: u32 = 1;
@@ -70,7 +70,11 @@ impl TuneStore {
     /// was tuned over exactly these builds.
     pub fn load(&self, key: &TuneKey, device: &TuneDevice, builds: &[Build]) -> Lookup {
         let path = self.path(key, device);
-        let text = match std::fs::read_to_string(&path) {
+        let text = read_file(&path).and_then(|bytes| {
+            String::from_utf8(bytes)
+                .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+        });
+        let text = match text {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(CacheUse::Missing),
             Err(e) => {
@@ -370,6 +374,32 @@ mod tests {
                     .to_string(),
             }
         );
+        let _ = std::fs::remove_dir_all(store.dir());
+    }
+
+    #[test]
+    fn a_fifo_at_an_entry_is_unreadable_not_a_hang() {
+        let store = temp_store("fifo");
+        let key = TuneKey::new("attn", &[8, 1024, 128], &["bf16"]).unwrap();
+        let b = builds(&[("a", "k1")]);
+        let _ = std::fs::create_dir_all(store.dir());
+        let made = std::process::Command::new("mkfifo")
+            .arg(store.path(&key, &device()))
+            .status();
+        assert!(made.is_ok_and(|s| s.success()));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (s, k, bs) = (store.clone(), key.clone(), b.clone());
+        std::thread::spawn(move || {
+            let _ = tx.send(s.load(&k, &device(), &bs).map(|_| ()));
+        });
+        let got = rx.recv_timeout(std::time::Duration::from_secs(10));
+        assert!(
+            matches!(got, Ok(Err(CacheUse::Unreadable { .. }))),
+            "{got:?}"
+        );
+        // Saving replaces it with a whole entry.
+        store.save(&b, &report(&key, &b, 0));
+        assert!(store.load(&key, &device(), &b).is_ok());
         let _ = std::fs::remove_dir_all(store.dir());
     }
 }
