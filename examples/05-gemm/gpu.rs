@@ -59,6 +59,27 @@ pub fn from_bits(b: u16, t: In) -> f32 {
     }
 }
 
+/// `len` random elements in [-1, 1) (never 0) as bits of `input`, filled on several threads (8192^2 elements per operand),
+/// each from its own generator seeded by `seed`.
+pub fn random_bits(len: usize, input: In, seed: u64) -> Vec<u16> {
+    let mut v = vec![0u16; len];
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |t| t.get())
+        .min(16);
+    let chunk = len.div_ceil(threads).max(1);
+    std::thread::scope(|s| {
+        for (i, part) in v.chunks_mut(chunk).enumerate() {
+            s.spawn(move || {
+                let mut rng = Rng::new(seed ^ (i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+                for x in part {
+                    *x = to_bits(rng.signed_unit(), input);
+                }
+            });
+        }
+    });
+    v
+}
+
 /// One problem: M x N x K, inputs on host and device.
 pub struct Problem {
     pub m: usize,
@@ -73,28 +94,8 @@ pub struct Problem {
 
 impl Problem {
     pub fn new(gpu: &Gpu, (m, n, k): (usize, usize, usize), input: In, seed: u64) -> Res<Problem> {
-        // Filled on several threads (8192^2 elements per operand).
-        let fill = |len: usize, seed: u64| -> Vec<u16> {
-            let mut v = vec![0u16; len];
-            let threads = std::thread::available_parallelism()
-                .map_or(1, |t| t.get())
-                .min(16);
-            let chunk = len.div_ceil(threads).max(1);
-            std::thread::scope(|s| {
-                for (i, part) in v.chunks_mut(chunk).enumerate() {
-                    s.spawn(move || {
-                        let mut rng =
-                            Rng::new(seed ^ (i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
-                        for x in part {
-                            *x = to_bits(rng.signed_unit(), input);
-                        }
-                    });
-                }
-            });
-            v
-        };
-        let a_host = fill(m * k, seed);
-        let b_host = fill(n * k, seed.rotate_left(17) ^ 0x5555);
+        let a_host = random_bits(m * k, input, seed);
+        let b_host = random_bits(n * k, input, seed.rotate_left(17) ^ 0x5555);
         let a = gpu.stream.clone_htod(&a_host)?;
         let b = gpu.stream.clone_htod(&b_host)?;
         Ok(Problem {

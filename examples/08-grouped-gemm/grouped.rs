@@ -10,7 +10,7 @@ use tma::runtime::{Kernel, LaunchConfig, Module, TensorMap};
 
 use crate::check::{compare, unit_roundoff, Compare};
 use crate::compile::Built;
-use crate::gpu::{from_bits, to_bits, Gpu, OutBuf};
+use crate::gpu::{from_bits, random_bits, Gpu, OutBuf};
 use crate::kernel::{Config, Epi, In, Kind, Out, Plan, Res};
 use crate::rng::Rng;
 
@@ -119,27 +119,6 @@ pub fn starts(counts: &[i32]) -> Vec<usize> {
 /// The rows (or tokens) of all groups of `counts` (a negative count as 0).
 pub fn total(counts: &[i32]) -> usize {
     counts.iter().map(|&r| r.max(0) as usize).sum()
-}
-
-/// `len` random elements in [-1, 1) (never 0) as bits of `input`, filled on several threads,
-/// each from its own generator seeded by `seed`.
-pub fn random_bits(len: usize, input: In, seed: u64) -> Vec<u16> {
-    let mut v = vec![0u16; len];
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |t| t.get())
-        .min(16);
-    let chunk = len.div_ceil(threads).max(1);
-    std::thread::scope(|s| {
-        for (i, part) in v.chunks_mut(chunk).enumerate() {
-            s.spawn(move || {
-                let mut rng = Rng::new(seed ^ (i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
-                for x in part {
-                    *x = to_bits(rng.signed_unit(), input);
-                }
-            });
-        }
-    });
-    v
 }
 
 /// One grouped problem: G groups of shared N and K, rows[g] routed rows each (on the device;

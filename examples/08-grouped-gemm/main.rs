@@ -298,6 +298,7 @@ fn run_wgrad(gpu: &Gpu, built: &[Built], quick: bool, rng: &mut Rng) -> Res<bool
 
 #[cfg(test)]
 mod tests {
+    use super::gpu;
     use super::grouped::{self, Routing};
     use super::kernel::{Config, Epi, In, Kind, Plan, WGRAD_MAPS_THREADS};
     use super::rng::Rng;
@@ -489,8 +490,8 @@ mod tests {
         let total: usize = tokens.iter().map(|&t| t as usize).sum();
         let mut rng = Rng::new(23);
         let (dy, x) = (
-            grouped::random_bits(total * n, input, rng.next()),
-            grouped::random_bits(total * k, input, rng.next()),
+            gpu::random_bits(total * n, input, rng.next()),
+            gpu::random_bits(total * k, input, rng.next()),
         );
         let ops = wgrad::Operands {
             n,

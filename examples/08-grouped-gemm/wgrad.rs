@@ -13,7 +13,7 @@ use tma::runtime::{Kernel, LaunchConfig, Module, TensorMap};
 
 use crate::check::{apart, compare_within, unit_roundoff, Compare};
 use crate::compile::Built;
-use crate::gpu::{from_bits, Gpu, OutBuf};
+use crate::gpu::{from_bits, random_bits, Gpu, OutBuf};
 use crate::grouped::{self, GemmArgs};
 use crate::kernel::{Config, Epi, In, Kind, Out, Plan, Res};
 use crate::rng::Rng;
@@ -175,8 +175,8 @@ impl Problem {
     ) -> Res<Problem> {
         // dY and X hold at least one row (a problem with no token still has buffers).
         let total = grouped::total(&tokens).max(1);
-        let dy_host = grouped::random_bits(total * n, input, rng.next());
-        let x_host = grouped::random_bits(total * k, input, rng.next());
+        let dy_host = random_bits(total * n, input, rng.next());
+        let x_host = random_bits(total * k, input, rng.next());
         Ok(Problem {
             groups: tokens.len(),
             n,
