@@ -174,7 +174,7 @@ fn run() -> Res<bool> {
                         rng.below(s as u64) as usize,
                     )
                 };
-                let want = reference::reference_row(&p, c.causal, bh, r);
+                let want = reference::reference_row(&p, c, bh, r);
                 let at = (bh * s + r) * d;
                 reference::check_row(
                     &want,

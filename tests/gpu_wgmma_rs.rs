@@ -766,3 +766,212 @@ fn gpu_attention_pieces_match_the_cpu_model() {
     assert_eq!(totals.len(), 10);
     assert_eq!(bad, 0);
 }
+
+/// `tma_wgmma_ex2_poly<3 / 4>` on every input of a list and `tma_wgmma_row_exp2_poly<64, 3,
+/// 3>` on one warpgroup's fragment: plan `ex2p`, one warpgroup a block.
+const POLY_KERNEL: &str = "ex2p";
+const POLY_BODY: &str = r#"
+extern "C" __global__ void TMA_PLAN_EX2P_LAUNCH_BOUNDS ex2p(const float* x, float* y3, float* y4, unsigned n,
+    const float* frag, const float* mrow, float scale_log2, float* rows) {
+  for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+    y3[i] = tma_wgmma_ex2_poly<3>(x[i]);
+    y4[i] = tma_wgmma_ex2_poly<4>(x[i]);
+  }
+  if (blockIdx.x == 0) {
+    const unsigned t = threadIdx.x;
+    float d[32];
+    const float m[2] = {mrow[2u * t], mrow[2u * t + 1u]};
+#pragma unroll
+    for (unsigned i = 0; i < 32u; ++i) d[i] = frag[t * 32u + i];
+    tma_wgmma_row_exp2_poly<64, 3, 3>(d, m, scale_log2);
+#pragma unroll
+    for (unsigned i = 0; i < 32u; ++i) rows[t * 32u + i] = d[i];
+  }
+}
+"#;
+
+fn poly_source() -> Source {
+    let plan = KernelPlan::new(POLY_KERNEL)
+        .block_threads(WARPGROUP_THREADS)
+        .validate()
+        .unwrap();
+    Source::kernel(&KernelSource::new().plan(&plan).body(POLY_BODY)).unwrap()
+}
+
+/// Inputs for the polynomial: every edge the model names (infinities, NaN, the clamps, the
+/// flush boundary, subnormals, integers), uniform arguments over the whole range and the
+/// softmax's (-30, 0], and random bit patterns (any float at all).
+fn poly_inputs(rng: &mut XorShift) -> Vec<f32> {
+    let mut v = vec![
+        0.0,
+        -0.0,
+        1.0,
+        -1.0,
+        3.0,
+        -126.0,
+        -126.5,
+        -127.0,
+        -127.5,
+        127.0,
+        127.999,
+        128.0,
+        200.0,
+        -1e30,
+        1e30,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        f32::from_bits(1),
+        -f32::from_bits(1),
+        -f32::from_bits(0x7f_ffff),
+        f32::MIN_POSITIVE,
+    ];
+    for _ in 0..(1 << 18) {
+        let u = (rng.next_u64() >> 40) as f32 / (1u64 << 24) as f32;
+        v.push(-140.0 + 280.0 * u);
+        v.push(-30.0 * u);
+        v.push(f32::from_bits(rng.next_u64() as u32));
+    }
+    v
+}
+
+/// The polynomial's bits as tma's model gives them (NaN for NaN: the payload is the device's).
+fn poly_mismatches(x: &[f32], got: &[f32], poly: registers::Ex2Poly) -> (usize, Vec<String>) {
+    let mut wrong = 0;
+    let mut first = Vec::new();
+    for (&xi, &g) in x.iter().zip(got) {
+        let want = registers::exp2_poly(xi, poly);
+        let same = (want.is_nan() && g.is_nan()) || want.to_bits() == g.to_bits();
+        if !same {
+            wrong += 1;
+            if first.len() < 8 {
+                first.push(format!(
+                    "{poly:?} 2^{xi:e} ({:#x}): device {g:e}, model {want:e}",
+                    xi.to_bits()
+                ));
+            }
+        }
+    }
+    (wrong, first)
+}
+
+/// The polynomial compiles for sm_90a with no MUFU in it: NVRTC only, runs without a GPU.
+#[test]
+fn ex2_poly_compiles_without_mufu() {
+    let test = "ex2_poly_compiles_without_mufu";
+    if tma_test_support::skip::require_nvrtc_or_skip(test).is_none() {
+        return;
+    }
+    let c = Compiler::global()
+        .unwrap()
+        .compile_source(&poly_source(), &CompileOptions::new(Arch::Sm90a))
+        .unwrap();
+    assert!(!c.cubin.is_empty());
+    for want in [
+        "add.rm.f32",
+        "max.NaN.f32",
+        "min.NaN.f32",
+        "ex2.approx.ftz.f32",
+    ] {
+        assert!(c.ptx.contains(want), "no `{want}` in the PTX");
+    }
+    // The row helper leaves 5 of every 8 elements to MUFU: 20 of its 32.
+    assert_eq!(c.ptx.matches("ex2.approx.ftz.f32").count(), 20);
+}
+
+#[test]
+fn gpu_ex2_poly_matches_the_model_bit_for_bit() {
+    let test = "gpu_ex2_poly_matches_the_model_bit_for_bit";
+    let Some(info) = tma_test_support::skip::require_gpu_or_skip(test) else {
+        return;
+    };
+    println!("device: {}", info.name);
+    let ctx = cudarc::driver::CudaContext::new(0).unwrap();
+    let stream = ctx.default_stream();
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_nanos() as u64)
+        ^ u64::from(std::process::id());
+    println!("seed {seed:#x}");
+    let mut rng = XorShift::new(seed);
+    let x = poly_inputs(&mut rng);
+    let threads = WARPGROUP_THREADS as usize;
+    // One warpgroup's fragment: scores around their row's max, a max of -inf in some rows.
+    let frag: Vec<f32> = (0..threads * 32)
+        .map(|_| ((rng.next_u64() >> 40) as f32 / (1u64 << 24) as f32) * 24.0 - 20.0)
+        .collect();
+    let mrow: Vec<f32> = (0..threads * 2)
+        .map(|i| if i % 37 == 5 { f32::NEG_INFINITY } else { 4.0 })
+        .collect();
+    let scale_log2 = 0.125 * std::f32::consts::LOG2_E;
+    let module = Module::compile_and_load(
+        &ctx,
+        Compiler::global().unwrap(),
+        &poly_source(),
+        &CompileOptions::new(Arch::Sm90a),
+    )
+    .unwrap();
+    let kernel = module.kernel(POLY_KERNEL).unwrap();
+    let x_d = stream.clone_htod(&x).unwrap();
+    let frag_d = stream.clone_htod(&frag).unwrap();
+    let mrow_d = stream.clone_htod(&mrow).unwrap();
+    let poison = |len: usize| stream.clone_htod(&vec![f32::NAN; len]).unwrap();
+    let (mut y3, mut y4, mut rows) = (poison(x.len()), poison(x.len()), poison(threads * 32));
+    let n = x.len() as u32;
+    let cfg = kernel.plan_config(&stream, (264, 1, 1)).unwrap();
+    // SAFETY: ex2p(const float* of n, float* of n, float* of n, unsigned n, const float* of
+    // 128 x 32, const float* of 128 x 2, float, float* of 128 x 32), the plan's launch.
+    unsafe {
+        kernel
+            .launch_builder(&cfg)
+            .arg(&x_d)
+            .arg(&mut y3)
+            .arg(&mut y4)
+            .arg(&n)
+            .arg(&frag_d)
+            .arg(&mrow_d)
+            .arg(&scale_log2)
+            .arg(&mut rows)
+            .launch_and_sync()
+    }
+    .unwrap();
+    let mut bad = 0;
+    for (poly, got) in [
+        (registers::Ex2Poly::Cubic, stream.clone_dtoh(&y3).unwrap()),
+        (registers::Ex2Poly::Quartic, stream.clone_dtoh(&y4).unwrap()),
+    ] {
+        let (wrong, first) = poly_mismatches(&x, &got, poly);
+        println!(
+            "{poly:?}: {wrong} of {} differ from the model{}",
+            x.len(),
+            first.join("\n  ")
+        );
+        bad += wrong;
+    }
+    // The row helper: elements i % 8 < 3 bit for bit, the rest within EX2_MAX_ULPS of 2^x.
+    let got = stream.clone_dtoh(&rows).unwrap();
+    let per_thread: Vec<Vec<f32>> = frag.chunks(32).map(<[f32]>::to_vec).collect();
+    let m: Vec<RowPair> = mrow.chunks(2).map(|c| [c[0], c[1]]).collect();
+    let f = Fragment::accumulator(64, AccumulatorType::F32).unwrap();
+    let mut model = per_thread.clone();
+    registers::row_exp2_poly(&f, &mut model, &m, scale_log2, 3, registers::Ex2Poly::Cubic).unwrap();
+    let (mut exact, mut near) = (0, 0);
+    for (t, want) in model.iter().enumerate() {
+        for (i, w) in want.iter().enumerate() {
+            let g = got[t * 32 + i];
+            let ok = if i % 8 < 3 {
+                exact += 1;
+                g.to_bits() == w.to_bits()
+            } else {
+                near += 1;
+                ulps(g, *w) <= EX2_MAX_ULPS
+            };
+            if !ok {
+                bad += 1;
+                println!("row helper: thread {t} element {i}: device {g:e}, model {w:e}");
+            }
+        }
+    }
+    println!("row helper: {exact} polynomial elements exact, {near} MUFU ones within {EX2_MAX_ULPS} ulps");
+    assert_eq!(bad, 0);
+}

@@ -121,7 +121,8 @@ struct attn_softmax {
       corr[h] = exp2f(m[h] * scale_log2 - (mx[h] == ATTN_NEG_INF ? 0.f : mx[h] * scale_log2));
       m[h] = mx[h];
     }
-    tma_wgmma_row_exp2<ATTN_BN>(s, m, scale_log2);
+    // ATTN_POLY of every 8 exponentials on tma's polynomial (the FMA pipe), the rest on MUFU.
+    tma_wgmma_row_exp2_poly<ATTN_BN, ATTN_POLY, ATTN_POLY_DEG>(s, m, scale_log2);
     // l: this thread's share of each row sum (rescaled with O; the quad adds the shares once,
     // in the epilogue).
 #pragma unroll
@@ -268,9 +269,10 @@ extern "C" __global__ void TMA_PLAN_ATTN_LAUNCH_BOUNDS attn(const __grid_constan
     const unsigned char* q = qp.smem_q(qs);
 
 #if ATTN_KIND == 2 || ATTN_KIND == 3
-    // Ping-pong: consumer 0 takes the first turn of each unit (consumer 1 arrives on it once up
-    // front, and keeps its last turn's arrival: every sync has exactly one arrive).
-    if (c == 1) R::arrive_turn(0);
+    // Ping-pong: the consumers take turns in order 0, 1, .., ATTN_NC - 1, 0, ..; consumer 0 takes
+    // the first turn of each unit (the last consumer arrives on it once up front, and keeps its
+    // last turn's arrival: every sync has exactly one arrive).
+    if (c == ATTN_NC - 1) R::arrive_turn(0);
 #endif
 
 #if ATTN_KIND <= 2
@@ -290,7 +292,7 @@ extern "C" __global__ void TMA_PLAN_ATTN_LAUNCH_BOUNDS attn(const __grid_constan
       attn_qk(s, q, kp.smem_k(ks), c);
       tma_wgmma_commit_group();
 #if ATTN_KIND == 2
-      if (c == 0 || j + 1 < nb) R::arrive_turn(1 - c);
+      if (c != ATTN_NC - 1 || j + 1 < nb) R::arrive_turn((c + 1) % ATTN_NC);
 #endif
       tma_wgmma_wait_group<0>();
       ATTN_RELEASE(kp, ks);
@@ -320,7 +322,7 @@ extern "C" __global__ void TMA_PLAN_ATTN_LAUNCH_BOUNDS attn(const __grid_constan
     tma_wgmma_fence();
     attn_qk(s, q, kp.smem_k(ks), c);
     tma_wgmma_commit_group();
-    if (c == 0 || nb > 1) R::arrive_turn(1 - c);
+    if (c != ATTN_NC - 1 || nb > 1) R::arrive_turn((c + 1) % ATTN_NC);
     tma_wgmma_wait_group<0>();
     ATTN_RELEASE(kp, ks);
     ++ks;
@@ -335,7 +337,7 @@ extern "C" __global__ void TMA_PLAN_ATTN_LAUNCH_BOUNDS attn(const __grid_constan
       tma_wgmma_commit_group();
       attn_pv(o, p, vp.smem_v(vs));
       tma_wgmma_commit_group();
-      if (c == 0 || j + 1 < nb) R::arrive_turn(1 - c);
+      if (c != ATTN_NC - 1 || j + 1 < nb) R::arrive_turn((c + 1) % ATTN_NC);
       tma_wgmma_wait_group<1>();  // QK^T of block j
       ATTN_RELEASE(kp, ks);
       ++ks;

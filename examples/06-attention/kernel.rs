@@ -8,7 +8,8 @@ use tma::pipeline::{Consumers, PipelineSpec, ValidPipeline, WarpRoles};
 use tma::plan::{KernelPlan, ValidKernelPlan};
 use tma::render::KernelSource;
 use tma::runtime::{CompileOptions, Source};
-use tma::spec::{Extent, Major, Operand};
+use tma::spec::{Extent, Major, Operand, WgmmaType};
+use tma::wgmma::registers::Ex2Poly;
 use tma::{validate, Arch, DType, Swizzle, TileSpec, ValidSpec};
 
 pub type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
@@ -121,6 +122,13 @@ pub struct Config {
     /// Stages released by one thread per consumer warpgroup (after wgmma.wait_group) instead
     /// of one arrival per warp.
     pub release_one: bool,
+    /// Of every 8 exponentials of the softmax, how many tma's polynomial raises on the FMA
+    /// pipe (`tma_wgmma_row_exp2_poly`) instead of MUFU: 0 to 8.
+    pub poly: u32,
+    /// Consumer warpgroups of the kinds after `Wg1`: 2 (64 query rows each), or 3 as
+    /// FlashAttention-3 at head dim 64 (a third warpgroup's GEMMs under two softmaxes; 160
+    /// registers a consumer).
+    pub nc: u32,
 }
 
 /// A key block that beats `Config::best`'s up to `max_keys` keys (rows checked in order).
@@ -130,25 +138,23 @@ pub struct ShortBlock {
     pub max_keys: usize,
     pub bn: u32,
     pub stages: u32,
+    /// Consumer warpgroups (`Config::nc`).
+    pub nc: u32,
 }
 
-/// Measured on the H100 (BENCHMARKS.md, "Short sequences"): up to 2k keys, 128-row key blocks
-/// divide the lengths, where `best`'s 144 or 192 pad 512-2048 keys by 3-13 % (1024 = 7 x 144
-/// + 16: the last block is 89 % empty); +4-15 % at head dims 64 and 128.
-pub const SHORT_BLOCKS: [ShortBlock; 3] = [
-    ShortBlock {
-        d: 64,
-        causal: false,
-        max_keys: 2048,
-        bn: 128,
-        stages: 4,
-    },
+/// Measured on the H100 (BENCHMARKS.md, "Short sequences" and "Three consumers at head dim
+/// 64"): up to 2k keys at head dim 128, 128-row key blocks divide the lengths where `best`'s
+/// 144 pads 512-2048 keys by 3-13 % (1024 = 7 x 144 + 16: the last block is 89 % empty); at
+/// head dim 64 causal up to 1k keys, two consumers of 128 query rows beat three of 192 (a
+/// short head has few 192-row units: 257 against 240-243 TFLOP/s at 1k).
+pub const SHORT_BLOCKS: [ShortBlock; 2] = [
     ShortBlock {
         d: 64,
         causal: true,
-        max_keys: 2048,
+        max_keys: 1024,
         bn: 128,
         stages: 3,
+        nc: 2,
     },
     ShortBlock {
         d: 128,
@@ -156,6 +162,7 @@ pub const SHORT_BLOCKS: [ShortBlock; 3] = [
         max_keys: 2048,
         bn: 128,
         stages: 2,
+        nc: 2,
     },
 ];
 
@@ -175,6 +182,7 @@ impl Config {
             .map_or(long, |r| Config {
                 bn: r.bn,
                 stages: r.stages,
+                nc: r.nc,
                 ..long
             })
     }
@@ -191,6 +199,7 @@ impl Config {
             let c = Config {
                 bn: r.bn,
                 stages: r.stages,
+                nc: r.nc,
                 ..long
             };
             if !v.contains(&c) {
@@ -206,12 +215,18 @@ impl Config {
     /// (457 against 679 TFLOP/s at 16k, head dim 128): causal launches one CTA a unit and lets
     /// the hardware hand them out in order.
     pub fn best(input: In, d: u32, causal: bool) -> Config {
-        let (bn, stages) = match (d, causal) {
-            (64, _) => (192, 3),
-            (128, false) => (144, 2),
-            (128, true) => (128, 2),
+        // Head dim 64: three consumers (192 query rows), as FlashAttention-3: at 64 the
+        // softmax of a block takes about as long as its two GEMMs, and a third warpgroup's
+        // GEMMs keep the tensor cores busy under the other two's (+9-19 % over two consumers
+        // at 2k-16k; at 128 the third consumer's registers allow only 80-row key blocks, no
+        // faster).
+        let (bn, stages, nc) = match (d, causal) {
+            (64, false) => (128, 3, 3),
+            (64, true) => (128, 2, 3),
+            (128, false) => (144, 2, 2),
+            (128, true) => (128, 2, 2),
             // 80-row key blocks fit beside Q's 64 KB only by the plan's exact slack (227 KB).
-            _ => (80, 2),
+            _ => (80, 2, 2),
         };
         Config {
             kind: Kind::Overlap,
@@ -224,6 +239,8 @@ impl Config {
             // At 256 the staging does not fit beside Q and the K/V stages.
             o_tma: d <= 128,
             release_one: false,
+            poly: 0,
+            nc,
         }
     }
 
@@ -266,11 +283,20 @@ impl Config {
         ]
     }
 
+    /// The relative error the kernel's exponentials may add to a weight beyond `ex2.approx`'s
+    /// few ulps: tma's polynomial's bound when part of P is raised by it (`poly`), else 0.
+    pub fn exp_rel_error(&self) -> f64 {
+        match WgmmaType::of(self.input.dtype()) {
+            Some(t) if self.poly > 0 => Ex2Poly::for_type(t).max_rel_error(),
+            _ => 0.0,
+        }
+    }
+
     /// Consumer warpgroups.
     pub fn consumers(&self) -> u32 {
         match self.kind {
             Kind::Wg1 => 1,
-            _ => 2,
+            _ => self.nc,
         }
     }
     /// Query rows per CTA.
@@ -279,10 +305,11 @@ impl Config {
     }
 
     /// `ov_d128_n128_s2_p_bf16_causal` (`_p`: persistent, `_od`: O stored directly, `_r1`:
-    /// one release per warpgroup).
+    /// one release per warpgroup, `_e2`: 2 of every 8 exponentials on the polynomial, `_c3`:
+    /// three consumer warpgroups).
     pub fn name(&self) -> String {
         format!(
-            "{}_d{}_n{}_s{}{}{}{}_{}{}",
+            "{}_d{}_n{}_s{}{}{}{}{}{}_{}{}",
             self.kind.name(),
             self.d,
             self.bn,
@@ -290,6 +317,12 @@ impl Config {
             if self.persistent { "_p" } else { "" },
             if self.o_tma { "" } else { "_od" },
             if self.release_one { "_r1" } else { "" },
+            if self.poly > 0 {
+                format!("_e{}", self.poly)
+            } else {
+                String::new()
+            },
+            if self.nc == 3 { "_c3" } else { "" },
             self.input.name(),
             if self.causal { "_causal" } else { "" }
         )
@@ -309,6 +342,23 @@ impl Config {
         if release_one {
             p.remove(4);
         }
+        let poly = match p.get(4).and_then(|e| e.strip_prefix('e')) {
+            Some(n) => {
+                let n: u32 = n.parse().ok()?;
+                p.remove(4);
+                n
+            }
+            None => 0,
+        };
+        if poly > 8 {
+            return None;
+        }
+        let nc = if p.get(4) == Some(&"c3") {
+            p.remove(4);
+            3
+        } else {
+            2
+        };
         let kind = match *p.first()? {
             "wg1" => Kind::Wg1,
             "ws" => Kind::Ws,
@@ -331,6 +381,8 @@ impl Config {
             persistent,
             o_tma,
             release_one,
+            poly,
+            nc,
         })
     }
 }
@@ -374,6 +426,9 @@ impl Plan {
         if ![64, 128, 256].contains(&c.d) {
             return Err(format!("{c}: head dim {} (64, 128 or 256)", c.d).into());
         }
+        if ![2, 3].contains(&c.nc) {
+            return Err(format!("{c}: {} consumer warpgroups (2 or 3)", c.nc).into());
+        }
         let v = |s: TileSpec, what: &str| validate(&s).map_err(|e| findings(what, e));
         // Q: the CTA's query rows, A of S = Q K^T (K = head dim), loaded once per work unit.
         let q = v(bhsd("q", &c, c.bm()).wgmma(Operand::A, Major::K), "tile q")?;
@@ -408,13 +463,20 @@ impl Plan {
         kernel = match c.kind {
             Kind::Wg1 => kernel.block_threads(128),
             _ => kernel.roles(
-                &WarpRoles::new("attn", 24, c.consumers(), 240)
-                    .per_consumer_barrier("epi", 128)
-                    // Ping-pong: consumer c waits on its `turn` (its 128 threads sync, the other
-                    // consumer's 128 arrive) before it issues its GEMMs.
-                    .per_consumer_barrier("turn", 256)
-                    .validate()
-                    .map_err(|e| findings("warp roles", e))?,
+                // Three consumers: 24 + 3 x 160 of the 512 registers a thread the SM holds for
+                // 4 warpgroups.
+                &WarpRoles::new(
+                    "attn",
+                    24,
+                    c.consumers(),
+                    if c.consumers() == 3 { 160 } else { 240 },
+                )
+                .per_consumer_barrier("epi", 128)
+                // Ping-pong: consumer c waits on its `turn` (its 128 threads sync, the other
+                // consumer's 128 arrive) before it issues its GEMMs.
+                .per_consumer_barrier("turn", 256)
+                .validate()
+                .map_err(|e| findings("warp roles", e))?,
             ),
         };
         if c.o_tma {
@@ -438,7 +500,7 @@ impl Plan {
     pub fn source(&self) -> Res<Source> {
         let c = &self.config;
         let defines = format!(
-            "#define ATTN_D {}\n#define ATTN_BN {}\n#define ATTN_NC {}\n#define ATTN_KIND {}\n#define ATTN_CAUSAL {}\n#define ATTN_O_TMA {}\n#define ATTN_RELEASE_ONE {}\n",
+            "#define ATTN_D {}\n#define ATTN_BN {}\n#define ATTN_NC {}\n#define ATTN_KIND {}\n#define ATTN_CAUSAL {}\n#define ATTN_O_TMA {}\n#define ATTN_RELEASE_ONE {}\n#define ATTN_POLY {}\n#define ATTN_POLY_DEG {}\n",
             c.d,
             c.bn,
             c.consumers(),
@@ -446,6 +508,9 @@ impl Plan {
             u32::from(c.causal),
             u32::from(c.o_tma),
             u32::from(c.release_one),
+            c.poly,
+            Ex2Poly::for_type(WgmmaType::of(c.input.dtype()).ok_or("P's type: not a wgmma type")?)
+                .degree(),
         );
         let src = KernelSource::new()
             .plan(&self.kernel)

@@ -244,7 +244,7 @@ fn run() -> Res<bool> {
             };
             let mut bad = Vec::new();
             for &(bh, r) in &rows {
-                let want = reference::reference_row(&p, c.causal, bh, r);
+                let want = reference::reference_row(&p, &c, bh, r);
                 let at = (bh * shape.sq + r) * shape.d;
                 reference::check_row(
                     &want,
@@ -281,4 +281,73 @@ fn run() -> Res<bool> {
         }
     }
     Ok(ok)
+}
+
+/// The configuration names round-trip, the picks are the measured ones, and a plan refuses
+/// what the kernel cannot run (`cargo test --example 06-attention`, no GPU).
+#[cfg(test)]
+mod tests {
+    use super::kernel::{Config, In, Kind, Plan};
+
+    #[test]
+    fn names_round_trip_and_head_dim_64_takes_three_consumers() {
+        let mut all = Vec::new();
+        for d in [64, 128, 256] {
+            for causal in [false, true] {
+                all.extend(
+                    Config::ladder(In::BF16, d, causal)
+                        .into_iter()
+                        .map(|(_, c)| c),
+                );
+                all.extend(Config::picks(In::F16, d, causal));
+            }
+        }
+        let best = Config::best(In::BF16, 64, false);
+        all.push(Config { poly: 2, ..best });
+        all.push(Config {
+            poly: 3,
+            nc: 2,
+            ..best
+        });
+        for c in all {
+            assert_eq!(Config::parse(&c.name()), Some(c), "{}", c.name());
+        }
+        assert_eq!(Config::parse("ov_d64_n128_s3_p_e9_bf16"), None);
+        for causal in [false, true] {
+            let c = Config::for_keys(In::BF16, 64, causal, 4096);
+            assert_eq!((c.nc, c.bm(), c.bn), (3, 192, 128), "{c}");
+            assert!(c.name().contains("_c3"), "{c}");
+        }
+        // Short causal heads keep two consumers; the ladder's first step has one.
+        assert_eq!(Config::for_keys(In::BF16, 64, true, 1024).consumers(), 2);
+        assert_eq!(Config::for_keys(In::BF16, 64, true, 2048).consumers(), 3);
+        assert_eq!(Config::for_keys(In::BF16, 128, false, 4096).consumers(), 2);
+        let wg1 = Config {
+            kind: Kind::Wg1,
+            ..best
+        };
+        assert_eq!(wg1.consumers(), 1);
+    }
+
+    #[test]
+    fn three_consumer_plans_render_and_four_are_refused() {
+        for c in Config::picks(In::BF16, 64, true) {
+            let src = Plan::new(c).expect("plans").source().expect("renders");
+            let nc = if c.nc == 3 {
+                "#define ATTN_NC 3"
+            } else {
+                "#define ATTN_NC 2"
+            };
+            assert!(src.text().contains(nc), "{c}");
+        }
+        let four = Config {
+            nc: 4,
+            ..Config::best(In::BF16, 64, false)
+        };
+        let e = Plan::new(four)
+            .err()
+            .expect("4 consumers refused")
+            .to_string();
+        assert!(e.contains("4 consumer warpgroups (2 or 3)"), "{e}");
+    }
 }

@@ -263,6 +263,9 @@ struct PreludeContext {
     group_flag: String,
     group_listed: u32,
     wgmma_types: Vec<&'static str>,
+    ex2_polys: Vec<wgmma::Ex2PolyCode>,
+    ex2_poly_lo: String,
+    ex2_poly_hi: String,
 }
 
 fn prelude_checked() -> Result<String, RenderError> {
@@ -294,6 +297,9 @@ fn prelude_checked() -> Result<String, RenderError> {
         group_flag: format!("{GROUP_TILE_ID_FLAG:#x}"),
         group_listed: GROUP_LISTED_TILES,
         wgmma_types: wgmma_type_names(),
+        ex2_polys: wgmma::ex2_polys(),
+        ex2_poly_lo: wgmma::ptx_f32(crate::wgmma::registers::EX2_POLY_LO),
+        ex2_poly_hi: wgmma::ptx_f32(crate::wgmma::registers::EX2_POLY_HI),
     };
     let mut out = render("prelude.cuh.tera", &ctx)?;
     for part in ["shapes.cuh.tera", "kernel.cuh.tera", "wgmma.cuh.tera"] {

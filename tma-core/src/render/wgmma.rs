@@ -166,6 +166,29 @@ pub(super) fn wgmma_type_names() -> Vec<&'static str> {
     WgmmaType::ALL.iter().map(|t| t.ptx_name()).collect()
 }
 
+/// An f32 as PTX writes it exactly: `0f` and its bits in hex.
+pub(super) fn ptx_f32(v: f32) -> String {
+    format!("0f{:08X}", v.to_bits())
+}
+
+/// One polynomial of `tma_wgmma_ex2_poly<DEG>`: its degree and `c_deg .. c1` (Horner's order)
+/// as PTX floats, from the model's coefficients (`registers::Ex2Poly`).
+#[derive(Serialize)]
+pub(super) struct Ex2PolyCode {
+    degree: u32,
+    top_down: Vec<String>,
+}
+
+pub(super) fn ex2_polys() -> Vec<Ex2PolyCode> {
+    crate::wgmma::registers::Ex2Poly::ALL
+        .iter()
+        .map(|p| Ex2PolyCode {
+            degree: p.degree(),
+            top_down: p.coefficients().iter().rev().map(|&c| ptx_f32(c)).collect(),
+        })
+        .collect()
+}
+
 /// The context of `wgmma_exercise.cu.tera`.
 #[derive(Serialize)]
 struct WgmmaExerciseContext<'a> {

@@ -97,6 +97,11 @@ pub enum FragmentError {
         "N = {n} columns as A (an accumulator fed back, or an A matrix): the k-slices of A are 16 columns, so N must be a nonzero multiple of 16"
     )]
     KSlices { n: u64 },
+    /// A share of a row's exponentials on the polynomial that is not 0..=8 of every 8.
+    #[error(
+        "{poly_of_8} of every 8 exponentials on the polynomial: the share is 0 to 8 (tma_wgmma_row_exp2_poly<N, POLY_OF_8, DEG>)"
+    )]
+    PolyShare { poly_of_8: u32 },
 }
 
 impl FragmentError {
@@ -106,7 +111,8 @@ impl FragmentError {
             FragmentError::N { .. } => Some(Rule::WgmmaMnExtent),
             FragmentError::Length { .. }
             | FragmentError::RegisterA { .. }
-            | FragmentError::KSlices { .. } => None,
+            | FragmentError::KSlices { .. }
+            | FragmentError::PolyShare { .. } => None,
         }
     }
 }

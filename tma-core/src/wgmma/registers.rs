@@ -12,7 +12,10 @@
 //!   output when the running max moves, dividing by the row sum at the end).
 //! - [`row_exp2`] (`tma_wgmma_row_exp2<N>`): `exp2(x * scale_log2 - max * scale_log2)`, the
 //!   product and difference one fused multiply-add (FlashAttention's `exp2f(x * scale -
-//!   max_scaled)`), a row max of `-inf` (a row masked out) taken as 0.
+//!   max_scaled)`), a row max of `-inf` (a row masked out) taken as 0; [`row_exp2_poly`]
+//!   (`tma_wgmma_row_exp2_poly<N, POLY_OF_8, DEG>`) raises a share of the elements by a
+//!   polynomial on the FMA pipe instead ([`exp2_poly`], exact f32 steps the model repeats
+//!   bit for bit).
 //! - [`accumulator_to_a`] (`tma_wgmma_acc_to_a<N>`): the accumulator of `S = Q K^T` (64 x N,
 //!   N a multiple of 16) as the A operand of the next wgmma (`P V`, K = N): k-slice `s` is
 //!   columns `16 s .. 16 s + 15`, element for element an A fragment
@@ -126,6 +129,113 @@ pub fn exp2_argument(x: f32, max: f32, scale_log2: f32) -> f32 {
         max * scale_log2
     };
     x.mul_add(scale_log2, -max_scaled)
+}
+
+/// The polynomial `tma_wgmma_ex2_poly<DEG>` evaluates: `2^x` on the FMA and ALU pipes, so a
+/// softmax bound by the MUFU unit (16 exponentials a cycle an SM) can move a share off it.
+/// Measured on the H100 (BENCHMARKS.md), example 06's softmax is not: MUFU and the tensor
+/// cores were both about half busy at head dim 64, and every share of the polynomial was
+/// slower (its ~11 instructions cost more issue slots than MUFU saved). `x = j + f` with `j = floor(x)`, `f` in
+/// `[0, 1)`; `2^f` is `1 + c1 f + ... + c_deg f^deg` (Horner, fused multiply-adds; the
+/// coefficients minimise the relative error on `[0, 1)` with `2^0` exactly 1), times `2^j`
+/// built from `j`'s bits. Every step is exact f32 arithmetic with one rounding each, so
+/// [`exp2_poly`] gives the device's bits, unlike `ex2.approx`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Ex2Poly {
+    /// Degree 3: relative error under [`Ex2Poly::max_rel_error`] = 8.7e-5, 0.02 of bf16's
+    /// unit roundoff.
+    Cubic,
+    /// Degree 4: 3.0e-6, 0.006 of f16's unit roundoff (one fused multiply-add more).
+    Quartic,
+}
+
+impl Ex2Poly {
+    pub const ALL: [Ex2Poly; 2] = [Ex2Poly::Cubic, Ex2Poly::Quartic];
+
+    /// The polynomial's degree: `DEG` of `tma_wgmma_ex2_poly<DEG>`.
+    pub const fn degree(self) -> u32 {
+        match self {
+            Ex2Poly::Cubic => 3,
+            Ex2Poly::Quartic => 4,
+        }
+    }
+
+    /// The polynomial for an element type: the degree whose error is a small part of the
+    /// rounding P takes on its way to a wgmma operand.
+    pub fn for_type(kind: WgmmaType) -> Ex2Poly {
+        match kind {
+            WgmmaType::F16 => Ex2Poly::Quartic,
+            _ => Ex2Poly::Cubic,
+        }
+    }
+
+    /// `c1 .. c_deg` (c0 = 1), as f32 (their bits: the values the template renders as PTX
+    /// hex floats).
+    pub const fn coefficients(self) -> &'static [f32] {
+        const CUBIC: [f32; 3] = [
+            f32::from_bits(0x3F31_F32C),
+            f32::from_bits(0x3E69_1BC5),
+            f32::from_bits(0x3D9D_D553),
+        ];
+        const QUARTIC: [f32; 4] = [
+            f32::from_bits(0x3F31_6B63),
+            f32::from_bits(0x3E77_1228),
+            f32::from_bits(0x3D55_FC34),
+            f32::from_bits(0x3C5B_FB98),
+        ];
+        match self {
+            Ex2Poly::Cubic => &CUBIC,
+            Ex2Poly::Quartic => &QUARTIC,
+        }
+    }
+
+    /// The largest relative error of [`exp2_poly`] from `2^x` where the result is normal
+    /// (measured over `[0, 1)` and its shifts by the tests, with a margin).
+    pub const fn max_rel_error(self) -> f64 {
+        match self {
+            Ex2Poly::Cubic => 8.7e-5,
+            Ex2Poly::Quartic => 3.0e-6,
+        }
+    }
+}
+
+/// [`exp2_poly`] clamps `x` to `[EX2_POLY_LO, EX2_POLY_HI]` first (NaN stays NaN): past
+/// them the result is 0 or infinity, and inside them `floor(x)` fits the bits `2^j` is built
+/// from.
+pub const EX2_POLY_LO: f32 = -127.0;
+/// See [`EX2_POLY_LO`].
+pub const EX2_POLY_HI: f32 = 128.0;
+/// `1.5 * 2^23`: added with rounding toward minus infinity, it leaves `floor(x)` in the low
+/// bits of the sum (`add.rm.f32`).
+const EX2_POLY_SHIFTER: f32 = 12_582_912.0;
+
+/// `tma_wgmma_ex2_poly<DEG>(x)`, bit for bit: `2^x` by [`Ex2Poly`]. `x < -126` (and `-inf`)
+/// gives 0 (`2^x` is subnormal there, and `ex2.approx.ftz` flushes it to 0 too), `x >= 128`
+/// gives `+inf`, NaN gives NaN, an integer `x` gives `2^x` exactly; elsewhere the result is
+/// within [`Ex2Poly::max_rel_error`] of `2^x`. No flush-to-zero anywhere (the device's inline PTX names no `.ftz`), so the result
+/// does not depend on `--use_fast_math`.
+pub fn exp2_poly(x: f32, poly: Ex2Poly) -> f32 {
+    if x.is_nan() {
+        return f32::NAN;
+    }
+    // max.NaN.f32, min.NaN.f32
+    let x = x.clamp(EX2_POLY_LO, EX2_POLY_HI);
+    // add.rm.f32 t, x, 1.5 * 2^23: exact, t's ulp is 1 and floor(x) an integer in range.
+    let j = x.floor();
+    let t = EX2_POLY_SHIFTER + j;
+    // sub.rn.f32 j, t, shifter; sub.rn.f32 f, x, j: both exact (f is x's fraction bits).
+    let f = x - (t - EX2_POLY_SHIFTER);
+    // fma.rn.f32, Horner from the top coefficient down to c0 = 1.
+    let c = poly.coefficients();
+    let mut p = c[c.len() - 1];
+    for &ck in c[..c.len() - 1].iter().rev() {
+        p = p.mul_add(f, ck);
+    }
+    p = p.mul_add(f, 1.0);
+    // 2^j: t's low 9 bits are j mod 512; shifted into the exponent field plus 127 << 23 they
+    // are j + 127 (j = -127: 0, the float 0; j = 128: 255, infinity), wrapping past bit 31.
+    let scale = f32::from_bits(t.to_bits().wrapping_shl(23).wrapping_add(0x3F80_0000));
+    p * scale
 }
 
 /// Refuses registers that are not 128 threads of `f`'s elements each.
@@ -282,6 +392,36 @@ pub fn row_exp2(
     Ok(())
 }
 
+/// `tma_wgmma_row_exp2_poly<N, POLY_OF_8, DEG>(d, m, scale_log2)`: [`row_exp2`] with the
+/// elements `i` where `i % 8 < poly_of_8` raised by [`exp2_poly`] (bit for bit) and the rest
+/// by the device's `ex2.approx` ([`exp2_ftz`], within [`EX2_MAX_ULPS`]): `poly_of_8` of
+/// every 8 exponentials on the FMA pipe instead of MUFU. [`FragmentError::PolyShare`] past 8.
+pub fn row_exp2_poly(
+    f: &Fragment,
+    threads: &mut [Vec<f32>],
+    max: &[RowPair],
+    scale_log2: f32,
+    poly_of_8: u32,
+    poly: Ex2Poly,
+) -> Result<(), FragmentError> {
+    if poly_of_8 > 8 {
+        return Err(FragmentError::PolyShare { poly_of_8 });
+    }
+    check(f, threads)?;
+    check_rows("row max", max)?;
+    for (e, m) in threads.iter_mut().zip(max) {
+        for (i, v) in e.iter_mut().enumerate() {
+            let x = exp2_argument(*v, m[element_row(i as u32)], scale_log2);
+            *v = if (i as u32) % 8 < poly_of_8 {
+                exp2_poly(x, poly)
+            } else {
+                exp2_ftz(x)
+            };
+        }
+    }
+    Ok(())
+}
+
 /// `tma_wgmma_acc_to_a<N>(d, a)`: each thread's f32 accumulator of a `64 x N` fragment `f`
 /// (N a multiple of 16) as `N / 16` A fragments of `kind` (f16 or bf16): slice `s`, register
 /// `j` packs elements `8 s + 2 j` (low half) and `8 s + 2 j + 1` (high), rounded to nearest
@@ -382,6 +522,114 @@ pub fn a_fragments(matrix: &[u16], cols: usize) -> Result<Vec<Vec<AFragment>>, F
 mod tests {
     use super::*;
     use crate::wgmma::AccumulatorType;
+
+    /// The polynomial's error over every binade of `[0, 1)` shifted to every exponent the
+    /// result is normal at: within the bound each type relies on, and the bound not loose
+    /// (a coefficient off in its last places moves the error past it).
+    #[test]
+    fn exp2_poly_is_within_its_bound_of_the_power() {
+        for poly in Ex2Poly::ALL {
+            let mut worst = 0f64;
+            let mut check = |x: f32| {
+                let got = f64::from(exp2_poly(x, poly));
+                let want = f64::from(x).exp2();
+                let rel = (got - want).abs() / want;
+                assert!(
+                    rel <= poly.max_rel_error(),
+                    "{poly:?} 2^{x}: {got} vs {want} ({rel:e})"
+                );
+                worst = worst.max(rel);
+            };
+            // Every 97th f32 in [0, 1) (all exponents of the fraction), at 5 integer shifts.
+            for bits in (0..0x3F80_0000u32).step_by(97) {
+                let f = f32::from_bits(bits);
+                for j in [-126.0f32, -40.0, -1.0, 0.0, 127.0] {
+                    let x = j + f;
+                    if x < 128.0 {
+                        check(x);
+                    }
+                }
+            }
+            assert!(
+                worst > 0.8 * poly.max_rel_error(),
+                "{poly:?}: worst {worst:e}"
+            );
+        }
+    }
+
+    #[test]
+    fn exp2_poly_edges_match_the_flushing_instruction() {
+        for poly in Ex2Poly::ALL {
+            let e = |x: f32| exp2_poly(x, poly);
+            assert_eq!(e(0.0).to_bits(), 1f32.to_bits());
+            assert_eq!(e(-0.0), 1.0);
+            assert_eq!(e(3.0), 8.0);
+            assert_eq!(e(-126.0), f32::MIN_POSITIVE);
+            assert_eq!(e(-126.5), 0.0);
+            assert_eq!(e(-127.0), 0.0);
+            assert_eq!(e(f32::NEG_INFINITY), 0.0);
+            assert_eq!(e(-1e30), 0.0);
+            assert_eq!(e(127.0), 2f32.powi(127));
+            assert_eq!(e(128.0), f32::INFINITY);
+            assert_eq!(e(1e30), f32::INFINITY);
+            assert_eq!(e(f32::INFINITY), f32::INFINITY);
+            assert!(e(f32::NAN).is_nan());
+            // Subnormal arguments: 2^x within the bound of 1 either side of 0.
+            for x in [
+                f32::from_bits(1),
+                -f32::from_bits(1),
+                -f32::from_bits(0x7f_ffff),
+            ] {
+                assert!(
+                    (f64::from(e(x)) - 1.0).abs() <= poly.max_rel_error(),
+                    "{x:e}"
+                );
+            }
+            // Results agree with exp2_ftz wherever both are exact or flushed.
+            for x in [-126.0f32, -100.0, -1.0, 0.0, 5.0] {
+                assert_eq!(e(x), exp2_ftz(x), "{x}");
+            }
+        }
+        assert_eq!(Ex2Poly::Cubic.coefficients().len(), 3);
+        assert_eq!(Ex2Poly::Quartic.coefficients().len(), 4);
+        assert_eq!(Ex2Poly::for_type(WgmmaType::F16), Ex2Poly::Quartic);
+        assert_eq!(Ex2Poly::for_type(WgmmaType::BF16), Ex2Poly::Cubic);
+    }
+
+    /// The share picks elements by index: 0 of 8 is `row_exp2`, 8 of 8 every element on the
+    /// polynomial, 2 of 8 exactly elements 0, 1, 8, 9, ...; 9 of 8 a typed error.
+    #[test]
+    fn row_exp2_poly_takes_its_share_by_element_index() {
+        let f = Fragment::accumulator(64, AccumulatorType::F32).unwrap();
+        let threads: Vec<Vec<f32>> = (0..WARPGROUP_THREADS)
+            .map(|t| (0..32).map(|i| -((t * 32 + i) as f32) / 997.0).collect())
+            .collect();
+        let max = vec![[0.25f32, -0.5]; WARPGROUP_THREADS as usize];
+        let s = 0.125 * std::f32::consts::LOG2_E;
+        let mut mufu = threads.clone();
+        row_exp2(&f, &mut mufu, &max, s).unwrap();
+        let mut none = threads.clone();
+        row_exp2_poly(&f, &mut none, &max, s, 0, Ex2Poly::Cubic).unwrap();
+        assert_eq!(none, mufu);
+        let mut two = threads.clone();
+        row_exp2_poly(&f, &mut two, &max, s, 2, Ex2Poly::Cubic).unwrap();
+        for (t, row) in two.iter().enumerate() {
+            for (i, v) in row.iter().enumerate() {
+                let x = exp2_argument(threads[t][i], max[t][element_row(i as u32)], s);
+                let want = if i % 8 < 2 {
+                    exp2_poly(x, Ex2Poly::Cubic)
+                } else {
+                    exp2_ftz(x)
+                };
+                assert_eq!(v.to_bits(), want.to_bits(), "thread {t} element {i}");
+            }
+        }
+        assert_ne!(two, mufu);
+        assert_eq!(
+            row_exp2_poly(&f, &mut two, &max, s, 9, Ex2Poly::Cubic),
+            Err(FragmentError::PolyShare { poly_of_8: 9 })
+        );
+    }
 
     #[test]
     fn pack_puts_the_first_element_low() {
