@@ -7,7 +7,9 @@
 //!
 //! Every configuration is checked first on each problem (O and LSE poisoned; 16 sampled rows
 //! against the f64 reference), then timed: median of ATTN_REPS (20) event-timed samples of 5
-//! launches back to back after 5 warm-ups; TFLOP/s = 4 B H S^2 D / median, halved for causal. Also: one configuration's
+//! launches back to back after 5 warm-ups and ATTN_WARM_MS (500) ms of launches back to back:
+//! the H100's clocks settle under its power cap (without it, one shape's samples moved by 10 %
+//! within a run, BENCHMARKS.md; the script warms cuDNN and FA2 the same); TFLOP/s = 4 B H S^2 D / median, halved for causal. Also: one configuration's
 //! cold compile (no cache) on this machine. Exit code 1 when a configuration is wrong. Without
 //! NVRTC or a GPU: says so, exits 0. `ATTN_SEQS=512,4096`: those sequence lengths only;
 //! `ATTN_DIMS=128`: that head dim only; `ATTN_EXTRA=ov_d64_n192_s3_p_bf16,...`: those
@@ -65,6 +67,10 @@ fn run() -> Res<bool> {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(20);
+    let warm_ms: f64 = std::env::var("ATTN_WARM_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(500.0);
     let seqs = env_list("ATTN_SEQS", &[512, 1024, 2048, 4096, 8192, 16384]);
     let dims = env_list("ATTN_DIMS", &[64, 128, 256]);
     // (label, config, sequence lengths): per (d, causal) the configuration `for_keys` picks
@@ -197,6 +203,12 @@ fn run() -> Res<bool> {
             for _ in 0..5 {
                 launch.run()?;
             }
+            gpu::warm(&gpu, warm_ms, &mut || {
+                for _ in 0..LAUNCHES {
+                    launch.run()?;
+                }
+                Ok(())
+            })?;
             // Each sample: LAUNCHES launches back to back between one pair of events (the
             // host's launch gaps are not GPU time; the Python script times cuDNN the same way).
             let mut t = gpu::time(&gpu, reps, &mut || {

@@ -1,15 +1,25 @@
 """The torch side's timer, shared by the benches' torch scripts (attention_torch.py,
 conv_torch.py, grouped_gemm_torch.py): the median of `samples` CUDA-event-timed samples of
-`launches` calls back to back, after `warmup` calls, in ms per call; the Rust benches time tma
-the same way (gpu::time_batched), so both sides count the same launch gaps."""
+`launches` calls back to back, after `warmup` calls (and, with `warm_ms`, after that many ms of
+calls back to back: a power-capped GPU's clocks settle), in ms per call; the Rust benches time
+tma the same way (gpu::time_batched, gpu::warm), so both sides count the same launch gaps."""
 import statistics
 
 import torch
 
 
-def timed(f, launches=5, samples=20, warmup=5):
+def timed(f, launches=5, samples=20, warmup=5, warm_ms=0.0):
     for _ in range(warmup):
         f()
+    spent = 0.0
+    while spent < warm_ms:
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        for _ in range(launches):
+            f()
+        e.record()
+        torch.cuda.synchronize()
+        spent += s.elapsed_time(e)
     times = []
     for _ in range(samples):
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

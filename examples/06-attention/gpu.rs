@@ -262,6 +262,16 @@ pub fn time(gpu: &Gpu, reps: usize, f: &mut dyn FnMut() -> Res<()>) -> Res<Vec<f
     Ok(t)
 }
 
+/// Runs `f` back to back until `ms` of GPU time have passed (event-timed): a power-capped
+/// GPU's clocks settle before the samples (`ATTN_WARM_MS`; the torch script does the same).
+pub fn warm(gpu: &Gpu, ms: f64, f: &mut dyn FnMut() -> Res<()>) -> Res<()> {
+    let mut spent = 0.0;
+    while spent < ms {
+        spent += time(gpu, 1, f)?.iter().sum::<f64>();
+    }
+    Ok(())
+}
+
 pub fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
     v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
