@@ -8,27 +8,13 @@ One check per problem: each backend's output against the math backend in f32 on 
 Prints one markdown table."""
 import json
 import os
-import statistics
 import sys
 
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-
-def timed(f):
-    for _ in range(5):
-        f()
-    times = []
-    for _ in range(20):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        for _ in range(5):
-            f()
-        e.record()
-        torch.cuda.synchronize()
-        times.append(s.elapsed_time(e) / 5)
-    return statistics.median(times)
+from torch_timing import timed
 
 
 def main():

@@ -13,6 +13,8 @@ import sys
 import torch
 import torch.nn.functional as F
 
+from torch_timing import timed
+
 
 def main():
     path = os.environ.get("CONV_JSON", sys.argv[1] if len(sys.argv) > 1 else "target/conv.json")
@@ -32,18 +34,7 @@ def main():
         # One check against fp32 on a slice of the batch.
         want = F.conv2d(x[:2].float(), w.float(), stride=stride, padding=pad)
         err = ((y[:2].float() - want).abs().max() / want.abs().max()).item()
-        for _ in range(5):
-            f()
-        times = []
-        for _ in range(20):
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record()
-            for _ in range(10):
-                f()
-            e.record()
-            torch.cuda.synchronize()
-            times.append(s.elapsed_time(e) / 10)
-        ms = statistics.median(times)
+        ms = timed(f, launches=10)
         flops = 2 * n * p * p * k * r * r * c
         tf = flops / (ms * 1e-3) / 1e12
         ratio = l["tma_tflops"] / tf

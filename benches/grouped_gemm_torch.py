@@ -9,28 +9,13 @@ GROUPED_MODE=forward or wgrad runs one of the two (default: both). Written for t
 torch without _grouped_mm or refusing a call prints why and skips that table."""
 import json
 import os
-import statistics
 import sys
 
 import torch
 
+from torch_timing import timed
 
 LAUNCHES = 5  # calls per timed sample, back to back (as benches/grouped_gemm.rs times tma)
-
-
-def timed(f):
-    for _ in range(5):
-        f()
-    times = []
-    for _ in range(20):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        for _ in range(LAUNCHES):
-            f()
-        e.record()
-        torch.cuda.synchronize()
-        times.append(s.elapsed_time(e) / LAUNCHES)
-    return statistics.median(times)
 
 
 def uniform(*shape):
@@ -58,7 +43,7 @@ def forward(problems):
             got = f()[start:start + counts[ref_g]].float()
             want = (a[start:start + counts[ref_g]].float() @ b[ref_g].float().T)
             err = ((got - want).abs().max() / want.abs().max()).item()
-        ms = timed(f)
+        ms = timed(f, launches=LAUNCHES)
         tf = 2 * rows * n * k / (ms * 1e-3) / 1e12
         print(f"| {g} | {rows} | {n} | {k} | {p['routing']} | {tf:.0f} | {ms:.3f} | (check {err:.1e})")
 
@@ -91,7 +76,7 @@ def wgrad(problems):
             err = ((out[ref_g].float() - want).abs().max() / want.abs().max()).item()
         empty = [i for i, c in enumerate(counts) if c == 0]
         zeros = all(bool((out[i] == 0).all()) for i in empty)
-        ms = timed(f)
+        ms = timed(f, launches=LAUNCHES)
         tf = 2 * tokens * n * k / (ms * 1e-3) / 1e12
         print(f"| {g} | {tokens} | {n} | {k} | {p['routing']} | {tf:.0f} | {ms:.3f} | (check {err:.1e}; "
               f"{len(empty)} empty groups {'zero' if zeros else 'NOT zero'})")

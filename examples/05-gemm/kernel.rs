@@ -434,13 +434,22 @@ impl Plan {
     /// persistent, a cluster along M at most.
     #[allow(dead_code)] // examples/08-grouped-gemm's, which includes this file
     pub fn grouped(c: Config) -> Res<Plan> {
+        Plan::walks_groups(c, "a grouped GEMM", "B")?;
+        Plan::build(c, true)
+    }
+
+    /// What both grouped schedules ask of `c` (`what`: the GEMM, for the error): two consumer
+    /// warpgroups (sharing a tile or ping-pong: the kinds run on a GPU in these modes), a
+    /// persistent walk over the groups, a cluster along M only (`multicast`: the operand its
+    /// CTAs share).
+    fn walks_groups(c: Config, what: &str, multicast: &str) -> Res<()> {
         if !matches!(c.kind, Kind::WS2 | Kind::PingPong) || c.cn != 1 || !c.persistent {
             return Err(format!(
-                "{c}: a grouped GEMM is warp-specialized with two consumers (sharing a tile or ping-pong) and persistent, its cluster along M only (a group's B multicast)"
+                "{c}: {what} is warp-specialized with two consumers (sharing a tile or ping-pong) and persistent, its cluster along M only (a group's {multicast} multicast)"
             )
             .into());
         }
-        Plan::build(c, true)
+        Ok(())
     }
 
     /// [`Plan::new`] with the convolution's operands (examples/07-conv, `GEMM_CONV`): A an
@@ -469,12 +478,7 @@ impl Plan {
     /// a cluster along M at most (X multicast).
     #[allow(dead_code)] // examples/08-grouped-gemm's, which includes this file
     pub fn wgrad(c: Config) -> Res<Plan> {
-        if !matches!(c.kind, Kind::WS2 | Kind::PingPong) || c.cn != 1 || !c.persistent {
-            return Err(format!(
-                "{c}: the weight-gradient GEMM is warp-specialized with two consumers (sharing a tile or ping-pong) and persistent, its cluster along M only (a group's X multicast)"
-            )
-            .into());
-        }
+        Plan::walks_groups(c, "the weight-gradient GEMM", "X")?;
         Plan::build_with(c, false, false, true)
     }
 

@@ -107,6 +107,41 @@ pub fn plans(input: In) -> Vec<Res<Plan>> {
     configs(input).into_iter().map(Plan::grouped).collect()
 }
 
+/// The first row (or token) of each group of `counts` (a negative count as 0), and the end.
+pub fn starts(counts: &[i32]) -> Vec<usize> {
+    let mut s = vec![0usize];
+    for &r in counts {
+        s.push(s[s.len() - 1] + r.max(0) as usize);
+    }
+    s
+}
+
+/// The rows (or tokens) of all groups of `counts` (a negative count as 0).
+pub fn total(counts: &[i32]) -> usize {
+    counts.iter().map(|&r| r.max(0) as usize).sum()
+}
+
+/// `len` random elements in [-1, 1) (never 0) as bits of `input`, filled on several threads,
+/// each from its own generator seeded by `seed`.
+pub fn random_bits(len: usize, input: In, seed: u64) -> Vec<u16> {
+    let mut v = vec![0u16; len];
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |t| t.get())
+        .min(16);
+    let chunk = len.div_ceil(threads).max(1);
+    std::thread::scope(|s| {
+        for (i, part) in v.chunks_mut(chunk).enumerate() {
+            s.spawn(move || {
+                let mut rng = Rng::new(seed ^ (i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+                for x in part {
+                    *x = to_bits(rng.signed_unit(), input);
+                }
+            });
+        }
+    });
+    v
+}
+
 /// One grouped problem: G groups of shared N and K, rows[g] routed rows each (on the device;
 /// the host keeps a copy only for the baseline and the checks).
 pub struct Problem {
@@ -132,15 +167,9 @@ impl Problem {
         input: In,
         rng: &mut Rng,
     ) -> Res<Problem> {
-        let total: usize = rows.iter().map(|&r| r.max(0) as usize).sum();
-        let fill = |len: usize, rng: &mut Rng| -> Vec<u16> {
-            (0..len)
-                .map(|_| to_bits(rng.signed_unit(), input))
-                .collect()
-        };
         // A holds at least one row (a problem with no routed row still has buffers).
-        let a_host = fill(total.max(1) * k, rng);
-        let b_host = fill(rows.len() * n * k, rng);
+        let a_host = random_bits(total(&rows).max(1) * k, input, rng.next());
+        let b_host = random_bits(rows.len() * n * k, input, rng.next());
         Ok(Problem {
             groups: rows.len(),
             n,
@@ -155,18 +184,14 @@ impl Problem {
         })
     }
     pub fn total_rows(&self) -> usize {
-        self.rows.iter().map(|&r| r.max(0) as usize).sum()
+        total(&self.rows)
     }
     pub fn flops(&self) -> f64 {
         2.0 * self.total_rows() as f64 * self.n as f64 * self.k as f64
     }
     /// The first row of each group (and the end).
     pub fn starts(&self) -> Vec<usize> {
-        let mut s = vec![0usize];
-        for &r in &self.rows {
-            s.push(s[s.len() - 1] + r.max(0) as usize);
-        }
-        s
+        starts(&self.rows)
     }
 }
 

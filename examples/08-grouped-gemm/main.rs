@@ -8,7 +8,9 @@
 //! rows), B is one [G * N][K] map, and D's stores go through each consumer's own copy of D's
 //! map whose rows dim is moved to the current group's end on the device (tma's map update:
 //! drain, replace, release, acquire; docs/MAP_UPDATE.md), so a tile that runs past its group
-//! is clipped there.
+//! is clipped there. The consumers share each tile (`ws_`, BM = 128: 64 rows each) or own
+//! whole tiles in turn (`pp_`, ping-pong: one consumer's epilogue under the other's mainloop,
+//! for short K and small groups).
 //!
 //! Without a GPU: renders and NVRTC-compiles every configuration and says why it stops. With
 //! one: every configuration on uniform and skewed routing (empty groups included) for 8, 128
@@ -25,7 +27,8 @@
 //! k-loop stops at its own last token (TMA zero-fills the rest of the last block); an empty
 //! group loads nothing and stores zeros. Checked after the forward: dW poisoned (NaN), every
 //! element against a loop of cuBLAS GEMMs (memset zeros for empty groups), empty groups exactly
-//! zero, exact f64 samples (every group's corners among them) under example 05's proven bound;
+//! zero, exact f64 samples (every group's corners among them) under example 05's proven bound,
+//! and where an element disagrees with cuBLAS, its exact sum under that bound;
 //! uniform and skewed routing, 8 and 128 groups, long groups (the ring goes round many times a
 //! group), ragged N and K, an all-empty problem; bf16 and f32 out.
 //!
@@ -480,18 +483,15 @@ mod tests {
     /// whatever the reference says; so does one that disagrees where no exact sum was computed.
     #[test]
     fn wgrad_check_settles_disputes_by_exact_sums() {
-        use super::gpu::to_bits;
         use super::kernel::Out;
         let (n, k, input) = (16usize, 24usize, In::BF16);
         let tokens = vec![300, 0, 5000, 40];
         let total: usize = tokens.iter().map(|&t| t as usize).sum();
         let mut rng = Rng::new(23);
-        let mut fill = |len| -> Vec<u16> {
-            (0..len)
-                .map(|_| to_bits(rng.signed_unit(), input))
-                .collect()
-        };
-        let (dy, x) = (fill(total * n), fill(total * k));
+        let (dy, x) = (
+            grouped::random_bits(total * n, input, rng.next()),
+            grouped::random_bits(total * k, input, rng.next()),
+        );
         let ops = wgrad::Operands {
             n,
             k,

@@ -13,7 +13,7 @@ use tma::runtime::{Kernel, LaunchConfig, Module, TensorMap};
 
 use crate::check::{apart, compare_within, unit_roundoff, Compare};
 use crate::compile::Built;
-use crate::gpu::{from_bits, to_bits, Gpu, OutBuf};
+use crate::gpu::{from_bits, Gpu, OutBuf};
 use crate::grouped::{self, GemmArgs};
 use crate::kernel::{Config, Epi, In, Kind, Out, Plan, Res};
 use crate::rng::Rng;
@@ -164,26 +164,6 @@ pub struct Problem {
     pub x: CudaSlice<u16>,
 }
 
-/// `len` random elements in [-1, 1) (never 0), filled on several threads.
-fn fill(len: usize, input: In, seed: u64) -> Vec<u16> {
-    let mut v = vec![0u16; len];
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |t| t.get())
-        .min(16);
-    let chunk = len.div_ceil(threads).max(1);
-    std::thread::scope(|s| {
-        for (i, part) in v.chunks_mut(chunk).enumerate() {
-            s.spawn(move || {
-                let mut rng = Rng::new(seed ^ (i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
-                for x in part {
-                    *x = to_bits(rng.signed_unit(), input);
-                }
-            });
-        }
-    });
-    v
-}
-
 impl Problem {
     pub fn new(
         gpu: &Gpu,
@@ -193,10 +173,10 @@ impl Problem {
         input: In,
         rng: &mut Rng,
     ) -> Res<Problem> {
-        let total: usize = tokens.iter().map(|&r| r.max(0) as usize).sum();
         // dY and X hold at least one row (a problem with no token still has buffers).
-        let dy_host = fill(total.max(1) * n, input, rng.next());
-        let x_host = fill(total.max(1) * k, input, rng.next());
+        let total = grouped::total(&tokens).max(1);
+        let dy_host = grouped::random_bits(total * n, input, rng.next());
+        let x_host = grouped::random_bits(total * k, input, rng.next());
         Ok(Problem {
             groups: tokens.len(),
             n,
@@ -211,7 +191,7 @@ impl Problem {
         })
     }
     pub fn total_tokens(&self) -> usize {
-        self.tokens.iter().map(|&r| r.max(0) as usize).sum()
+        grouped::total(&self.tokens)
     }
     pub fn flops(&self) -> f64 {
         2.0 * self.total_tokens() as f64 * self.n as f64 * self.k as f64
@@ -247,11 +227,7 @@ pub struct Operands<'a> {
 impl Operands<'_> {
     /// The first token of each group (and the end).
     pub fn starts(&self) -> Vec<usize> {
-        let mut s = vec![0usize];
-        for &r in self.tokens {
-            s.push(s[s.len() - 1] + r.max(0) as usize);
-        }
-        s
+        grouped::starts(self.tokens)
     }
 }
 
