@@ -21,7 +21,9 @@ rm -rf "$verify_dir"/debug/.fingerprint/tma* "$verify_dir"/debug/deps/*tma*
 for crate in tma tma-core tma-syntax tma-macros tma-runtime tma-cli; do
   rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/"$crate"-[0-9]*
 done
-CARGO_TARGET_DIR="$verify_dir" cargo package --workspace --allow-dirty --quiet
+# Packed crates are built as registry crates, which the workspace's dev profile does not
+# reach: no debug info there either (it only checks that they build).
+CARGO_PROFILE_DEV_DEBUG=0 CARGO_TARGET_DIR="$verify_dir" cargo package --workspace --allow-dirty --quiet
 
 python3 - <<'PY'
 import json, os, re, subprocess, sys

@@ -127,7 +127,8 @@ pub trait Plan {
 pub mod support {
     use super::*;
     pub use tma_core::plan::consts::{
-        block_threads as check_block_threads, cluster as check_cluster, layout as plan_layout,
+        block_threads as check_block_threads, blocks_per_sm as check_blocks_per_sm,
+        cluster as check_cluster, layout as plan_layout,
         pipeline_cluster as check_pipeline_cluster, pipeline_consumers as check_pipeline_consumers,
         pipeline_target as check_pipeline_target, region_name as check_region_name,
         smem as check_smem, tile_target as check_tile_target, Layout as PlanLayoutConst,

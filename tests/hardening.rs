@@ -651,7 +651,16 @@ fn names_cannot_inject_cuda() {
             "{bad}"
         );
     }
-    let ok = TileSpec::new("_tile", DType::F16, [64, 64], [8, 8]).dim_names(["_m", "k8"]);
+    // A name at the edge of `_` would meet the generated code's own `_` (`tma__tile`).
+    for bad in ["_tile", "tile_"] {
+        let spec = TileSpec::new(bad, DType::F16, [64, 64], [8, 8]);
+        assert_eq!(
+            rules(&validate(&spec)),
+            vec![Rule::NameIsIdentifier],
+            "{bad}"
+        );
+    }
+    let ok = TileSpec::new("t_1", DType::F16, [64, 64], [8, 8]).dim_names(["m_0", "k8"]);
     assert!(validate(&ok).is_ok());
 }
 

@@ -8,6 +8,8 @@
 
 use crate::diag::{Diagnostic, Level, Location, Source};
 use proc_macro2::{Delimiter, Span, TokenStream, TokenTree};
+use std::cell::Cell;
+use std::collections::hash_map::{Entry, HashMap};
 use syn::ext::IdentExt;
 use tma_core::echo::shown;
 use tma_core::pipeline::ValidPipeline;
@@ -49,10 +51,47 @@ const MACROS: [&str; 5] = ["tma_1d", "tma_2d", "tma_3d", "tma_4d", "tma_5d"];
 /// Every macro a source may invoke, as messages list them.
 const ALL_MACROS: &str = "tma_1d, tma_2d, tma_3d, tma_4d, tma_5d, tma_im2col";
 
+/// The most bytes of declaration text one thread may lex (1 GiB, some 1,000 full sources).
+/// proc-macro2 keeps every text a thread lexes, to give spans their line and column, and
+/// numbers the bytes of all of them in 32 bits: past 4 GiB its positions wrap and locating a
+/// span panics (`tma compile` with 4,097 `--tile` files of 1 MiB did). [`read`] refuses a
+/// source past this budget instead; [`reset_thread`] starts it over.
+pub const MAX_LEXED_BYTES: u64 = 1 << 30;
+
+thread_local! {
+    /// Bytes this thread's [`read`] calls have lexed: each text's length and 1, as
+    /// proc-macro2 numbers them (it leaves a byte between texts).
+    static LEXED: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Starts this thread's lexing over: its [`MAX_LEXED_BYTES`] budget and proc-macro2's table
+/// of the texts it lexed. For a caller that reads again and again on one thread (a watch mode,
+/// a server): call it between independent runs, once nothing of an earlier run's [`Read`]s
+/// is used any more, since proc-macro2 panics when a span of a forgotten text is located.
+pub fn reset_thread() {
+    proc_macro2::extra::invalidate_current_thread_spans();
+    LEXED.with(|lexed| lexed.set(0));
+}
+
+/// Takes `len` bytes of this thread's [`MAX_LEXED_BYTES`]; `Err` with the bytes already
+/// lexed when they do not fit.
+fn take_lexed(len: usize) -> Result<(), u64> {
+    LEXED.with(|lexed| {
+        let before = lexed.get();
+        let after = before.saturating_add(u64::try_from(len).unwrap_or(u64::MAX).saturating_add(1));
+        if after > MAX_LEXED_BYTES {
+            return Err(before);
+        }
+        lexed.set(after);
+        Ok(())
+    })
+}
+
 /// Reads every declaration of `source`. `Err`: every error found (a declaration's errors do not
 /// stop the others from being checked). Untrusted text is bounded before it is parsed: at most
 /// [`MAX_TEXT_BYTES`] bytes, [`tma_syntax::parse::MAX_TOKENS`] tokens, nested at most
-/// [`tma_syntax::parse::MAX_NESTING`] deep (syn's parser recurses per nested bracket).
+/// [`tma_syntax::parse::MAX_NESTING`] deep (syn's parser recurses per nested bracket), and at
+/// most [`MAX_LEXED_BYTES`] lexed by one thread in all.
 pub fn read(source: &Source) -> Result<Read, Vec<Diagnostic>> {
     if source.text.len() > MAX_TEXT_BYTES {
         return Err(vec![too_long(
@@ -60,13 +99,22 @@ pub fn read(source: &Source) -> Result<Read, Vec<Diagnostic>> {
             source.locate_byte(MAX_TEXT_BYTES),
         )]);
     }
+    if let Err(lexed) = take_lexed(source.text.len()) {
+        return Err(vec![Diagnostic::error(format!(
+            "{}: {} more bytes of declarations would pass the {MAX_LEXED_BYTES} one thread may read \
+             (tma_cli::decl::MAX_LEXED_BYTES; {lexed} read so far): give fewer or smaller sources, \
+             or start the thread over between runs (tma_cli::decl::reset_thread)",
+            source.name,
+            source.text.len()
+        ))]);
+    }
     let tokens: TokenStream = match source.text.parse() {
         Ok(t) => t,
         Err(e) => {
             let at = source.locate(e.span());
             return Err(vec![Diagnostic {
                 level: Level::Error,
-                message: lex_error(&at),
+                message: lex_error(source.text.lines().nth(at.line - 1).unwrap_or(""), &at),
                 at: Some(at),
             }]);
         }
@@ -234,6 +282,15 @@ fn split(source: &Source, tokens: TokenStream) -> Result<Vec<Decl>, Vec<Diagnost
             Kind::Im2col
         } else if let Some(rank) = MACROS.iter().position(|m| *m == name) {
             Kind::Tiled(Some(rank + 1), MACROS[rank])
+        } else if name == "tma_pipeline" {
+            // Read as a pipeline only when alone: beside other declarations it is no tile macro,
+            // but "unknown macro" would puzzle.
+            errors.push(at(
+                source,
+                mac.span(),
+                "a `tma_pipeline! { .. }` source holds the pipeline alone (its stage tiles are the source's tiles): put the other declarations in another source",
+            ));
+            break;
         } else {
             errors.push(at(
                 source,
@@ -312,9 +369,9 @@ pub fn too_long(name: &str, at: Location) -> Diagnostic {
     }
 }
 
-/// What a lexing error at `at` is, from the character there.
-fn lex_error(at: &Location) -> String {
-    let c = at.text.chars().nth(at.column.saturating_sub(1));
+/// What a lexing error at `at` is, from the character there (`line` is its line's text).
+fn lex_error(line: &str, at: &Location) -> String {
+    let c = line.chars().nth(at.column.saturating_sub(1));
     match c {
         Some(c @ (')' | ']' | '}')) => format!("not valid tokens: `{c}` closes nothing open"),
         Some(c @ ('(' | '[' | '{')) => format!("not valid tokens: `{c}` is never closed"),
@@ -322,8 +379,7 @@ fn lex_error(at: &Location) -> String {
         Some('/') => "not valid tokens: a `/* .. */` comment is never closed".into(),
         Some(c) if c.is_ascii_digit() => {
             // A number the lexer refuses: `0x` (a radix prefix with no digits), `0b2`.
-            let number: String = at
-                .text
+            let number: String = line
                 .chars()
                 .skip(at.column.saturating_sub(1))
                 .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
@@ -371,9 +427,17 @@ impl<'a> Named<'a> {
 /// each repeat is an error at its type name, with a note of where the first one is.
 pub fn same_names(tiles: &[Named<'_>]) -> Vec<Diagnostic> {
     let mut out = Vec::new();
-    for (i, t) in tiles.iter().enumerate() {
+    // Each name's first tile, so 10,000 tiles take 10,000 lookups, not 50 million comparisons.
+    let mut firsts: HashMap<&str, &Named<'_>> = HashMap::with_capacity(tiles.len());
+    for t in tiles {
         let (name, src) = (t.name, t.source);
-        let first = tiles[..i].iter().find(|o| o.name == name);
+        let first = match firsts.entry(name) {
+            Entry::Occupied(o) => Some(*o.get()),
+            Entry::Vacant(v) => {
+                v.insert(t);
+                None
+            }
+        };
         if let Some(o) = first {
             let was = o.source.locate(o.span);
             out.push(Diagnostic {
@@ -390,4 +454,52 @@ pub fn same_names(tiles: &[Named<'_>]) -> Vec<Diagnostic> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn source(text: &str) -> Source {
+        Source {
+            name: "t.tma".into(),
+            text: text.to_string(),
+        }
+    }
+
+    const TILE: &str = "tma_1d! { A: u8, global = [64], boxed = [64] }";
+
+    /// Every read counts its text (and the byte proc-macro2 leaves after it) against the
+    /// thread's budget; a source past the budget is refused by name, before it is lexed, and
+    /// the budget is not spent on it. (Past 4 GiB proc-macro2's positions wrap: locating a
+    /// span then panicked.)
+    #[test]
+    fn lexing_is_bounded_per_thread() {
+        let before = LEXED.with(Cell::get);
+        assert!(read(&source(TILE)).is_ok());
+        assert_eq!(LEXED.with(Cell::get), before + TILE.len() as u64 + 1);
+
+        LEXED.with(|l| l.set(MAX_LEXED_BYTES - TILE.len() as u64));
+        let diags = read(&source(TILE)).err().unwrap();
+        assert_eq!(diags.len(), 1, "{diags:?}");
+        let m = &diags[0].message;
+        assert!(
+            m.starts_with("t.tma: ")
+                && m.contains("MAX_LEXED_BYTES")
+                && m.contains(&MAX_LEXED_BYTES.to_string()),
+            "{m}"
+        );
+        assert_eq!(LEXED.with(Cell::get), MAX_LEXED_BYTES - TILE.len() as u64);
+        // Exactly at the budget is still read.
+        LEXED.with(|l| l.set(MAX_LEXED_BYTES - TILE.len() as u64 - 1));
+        assert!(read(&source(TILE)).is_ok());
+        assert_eq!(LEXED.with(Cell::get), MAX_LEXED_BYTES);
+        // Started over, the thread reads again, and its new spans locate.
+        assert!(read(&source(TILE)).is_err());
+        reset_thread();
+        let again = read(&source(TILE)).unwrap();
+        assert_eq!(LEXED.with(Cell::get), TILE.len() as u64 + 1);
+        assert_eq!(again.tiles.len(), 1);
+    }
 }

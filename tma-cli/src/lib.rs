@@ -791,11 +791,25 @@ fn compile_cmd(
 
 /// The `--tile` arguments, read and checked: each source's declarations, their warnings added
 /// to `out`. Tiles of different sources share one translation unit: their names must differ.
+/// The sources hold at most [`MAX_TEXT_BYTES`] together, as one source may: 60 `--tile`
+/// files of 4,000 tiles each took 6 GB and 100 s before they were refused.
 fn read_decl_args(decls: &[String], out: &mut Outcome) -> Result<Vec<decl::Read>, Outcome> {
     let mut sources = Vec::with_capacity(decls.len());
     let mut reads = Vec::with_capacity(decls.len());
+    let mut total = 0usize;
     for (i, d) in decls.iter().enumerate() {
         let src = read_decl_arg(d, &format!("<--tile {}>", i + 1))?;
+        total = total.saturating_add(src.text.len());
+        if total > MAX_TEXT_BYTES {
+            return Err(Outcome::fail(
+                EXIT_REJECTED,
+                format!(
+                    "the --tile sources hold more than {MAX_TEXT_BYTES} bytes together, the most one kernel's declarations may (tma_syntax::parse::MAX_TEXT_BYTES): {total} bytes with {} (--tile {})",
+                    src.name,
+                    i + 1
+                ),
+            ));
+        }
         let r = read_tiles(&src)?;
         *out = std::mem::take(out).diagnostics(&r.warnings);
         reads.push(r);

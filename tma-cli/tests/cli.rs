@@ -420,6 +420,11 @@ fn parse_errors_name_the_field_and_the_value() {
             "tma_1d! { A: 1.5, global = [64], boxed = [64] }",
             "the dtype: expected an integer, `_`, a name or a string; found the float literal `1.5`",
         ),
+        // `_` is a run-time value: as a name it made `struct tma__`.
+        (
+            "tma_1d! { A: u8, global = [64], boxed = [64], name = _ }",
+            "`name` takes a name or a string (`name = \"ring\"`), not `_`",
+        ),
     ];
     for (decl, want) in cases {
         let r = tma(&["explain", decl]);
@@ -482,6 +487,89 @@ fn two_tiles_with_one_name_are_located() {
             && r.stderr.contains("--> <--tile 2>:1:11")
             && r.stderr
                 .contains("= note: the first is declared at <--tile 1>:1:11"),
+        "{}",
+        r.stderr
+    );
+}
+
+/// A pipeline beside other declarations, before them or after: refused at its macro's name,
+/// saying a pipeline source holds the pipeline alone (it was "unknown macro `tma_pipeline`",
+/// though a source may be one).
+#[test]
+fn a_pipeline_beside_other_declarations_is_refused_as_such() {
+    let tile = "tma_1d! { A: u8, global = [64], boxed = [64] }";
+    let pipe = "tma_pipeline! { pub R, stages = 2, consumers = warps(1), tiles = { b: tma_1d! { B: u8, global = [64], boxed = [64] } } }";
+    for (text, line) in [
+        (format!("{tile}\n{pipe}\n"), 2),
+        (format!("{pipe}\n{tile}\n"), 1),
+    ] {
+        let file = scratch(&format!("pipe_beside_{line}.tma"));
+        std::fs::write(&file, &text).unwrap();
+        let r = tma(&["header", file.to_str().unwrap()]);
+        assert_eq!(r.code, 1, "{}", r.stderr);
+        assert!(
+            r.stderr
+                .contains("error: a `tma_pipeline! { .. }` source holds the pipeline alone")
+                && r.stderr
+                    .contains(&format!("--> {}:{line}:1", file.display()))
+                && !r.stderr.contains("unknown macro"),
+            "{}",
+            r.stderr
+        );
+    }
+}
+
+/// The `--tile` sources of `compile` and `precompile` hold at most 1 MiB together, as one
+/// source may (60 files of 4,000 tiles took 6 GB and 100 s before); refused before NVRTC, at
+/// the source that passes the limit.
+#[test]
+fn tile_sources_are_bounded_together() {
+    let pad = format!("// {}\n", "x".repeat(76)).repeat(7_000);
+    let (a, b) = (scratch("half_a.tma"), scratch("half_b.tma"));
+    std::fs::write(
+        &a,
+        format!("tma_1d! {{ A: u8, global = [64], boxed = [64] }}\n{pad}"),
+    )
+    .unwrap();
+    std::fs::write(
+        &b,
+        format!("tma_1d! {{ B: u8, global = [64], boxed = [64] }}\n{pad}"),
+    )
+    .unwrap();
+    let kernel = scratch("bounded.cu");
+    std::fs::write(&kernel, "").unwrap();
+    let (a, b, k) = (
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        kernel.to_str().unwrap(),
+    );
+    for cmd in ["compile", "precompile"] {
+        let r = tma(&[cmd, k, "--tile", a, "--tile", b]);
+        assert_eq!(r.code, 1, "{cmd}: {}", r.stderr);
+        assert!(
+            r.stderr
+                .starts_with("error: the --tile sources hold more than 1048576 bytes together")
+                && r.stderr.contains(&format!("with {b} (--tile 2)")),
+            "{cmd}: {}",
+            r.stderr
+        );
+    }
+}
+
+/// An attribute of 5,000 closures (`#[doc = || || .. 1]`) overflowed the stack (exit 134);
+/// now refused at its `#`.
+#[test]
+fn a_long_attribute_is_refused_not_a_stack_overflow() {
+    let decl = format!(
+        "tma_1d! {{ #[doc = {}1] A: u8, global = [64], boxed = [64] }}",
+        "|| ".repeat(5_000)
+    );
+    let r = tma(&["explain", &decl]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .starts_with("error: this attribute holds more than 128 tokens")
+            && r.stderr.contains(" --> <argument>:1:11"),
         "{}",
         r.stderr
     );

@@ -7,7 +7,7 @@
 
 use proptest::prelude::*;
 use tma_cli::diag::{Diagnostic, Level, Source};
-use tma_cli::{decl, header_text, run};
+use tma_cli::{decl, explain, header_text, run, svg};
 use tma_core::Extent;
 use tma_syntax::check;
 use tma_syntax::parse::{TileDecl, MAX_NESTING};
@@ -161,6 +161,81 @@ fn taken(slot: usize, c: &check::Checked) -> Option<u128> {
         2 => s.smem_stride.map(u128::from),
         3 => Some(u128::from(s.repeat[0])),
         _ => Some(u128::from(s.element_strides[0])),
+    }
+}
+
+/// Valid sources that between them write every key, each with its run-time dims given.
+const NEAR_VALID: &[&str] = &[
+    "S=4096,stride_S=8192\ntma_3d! { pub Q: bf16, global = [B = 2, S = _, D = 64], boxed = [1, 64, 64], strides = [524288, _, 1], element_strides = [1, 1, 1], repeat = [1, 2, 1], smem_stride = 4096, swizzle = 128, l2_promotion = 128, oob_fill = zero, target = sm_90a, name = \"q\" }",
+    "\ntma_2d! { pub A: bf16, global = [ROW = 4096, COL = 1024], boxed = [64, 64], mpk_b = 3, repeat = [1, 2], smem_stride = 4096 }",
+    "\ntma_4d! { V: u8, global = [N = 2, C = 8, H = 64, W = 128], boxed = [1, 1, 16, 16], interleave = 32, swizzle = 32, repeat = [1, 1, 2, 1] }",
+    "N=8\ntma_im2col! { pub Act: bf16, global = [N = _, H = 56, W = 56, C = 64], channels_per_pixel = 64, pixels_per_column = 128, lower_corner = [-1, -1], upper_corner = [-1, -1], element_strides = [1, 1], swizzle = 128 }",
+    "M=4096,K=4096,N=4096\ntma_pipeline! { pub Ring, stages = 4, consumers = warpgroups(2), cluster = [2, 1, 1], reserve_smem = 1024, tiles = { a: tma_2d! { pub GA: bf16, global = [M = _, K = _], boxed = [128, 64], swizzle = 128 }, b: tma_2d! { pub GB: bf16, global = [N = _, K = _], boxed = [64, 64], swizzle = 128, repeat = [2, 1] } multicast(x) } }",
+];
+
+/// Boundaries of the fields' types and of the hardware rules.
+const BOUNDARIES: &[&str] = &[
+    "0",
+    "1",
+    "2",
+    "15",
+    "16",
+    "17",
+    "255",
+    "256",
+    "257",
+    "65535",
+    "65536",
+    "131072",
+    "2147483647",
+    "2147483648",
+    "4294967295",
+    "4294967296",
+    "4294967297",
+    "1099511627776",
+    "9223372036854775807",
+    "9223372036854775808",
+    "18446744073709551615",
+    "18446744073709551616",
+    "-1",
+    "-2147483648",
+    "-2147483649",
+    "255u8",
+    "256u8",
+    "1i32",
+];
+
+/// Byte ranges of the integer literals of `text` (a `-` and a suffix included; not the
+/// digits of a name such as `tma_2d` or `bf16`).
+fn literals(text: &str) -> Vec<(usize, usize)> {
+    let b = text.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        let in_name = i > 0 && (b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_');
+        if b[i].is_ascii_digit() && !in_name {
+            let start = if i > 0 && b[i - 1] == b'-' { i - 1 } else { i };
+            let mut j = i;
+            while j < b.len() && (b[j].is_ascii_alphanumeric() || b[j] == b'_') {
+                j += 1;
+            }
+            out.push((start, j));
+            i = j;
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
+/// What `boundary_values_in_valid_declarations` edits: each source as written is valid.
+#[test]
+fn near_valid_sources_are_valid() {
+    for text in NEAR_VALID {
+        let (_, source) = text.split_once('\n').unwrap();
+        if let Err(d) = read_checked(source) {
+            panic!("{source}: {d:?}");
+        }
     }
 }
 
@@ -349,5 +424,57 @@ proptest! {
             }
         }
         prop_assert!(out.stderr.len() < 2_000, "{} bytes of stderr", out.stderr.len());
+    }
+}
+
+proptest! {
+    // Cheap cases (no compile), and many: each edits 1 to 4 of some 20 literals.
+    #![proptest_config(ProptestConfig {
+        cases: 1024,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    /// Valid declarations (every key between them) with some literals, the `--dims` values
+    /// included, replaced by boundary values: read, header, explain and SVG never panic (a
+    /// debug build: no arithmetic overflow), and every refusal is located.
+    #[test]
+    fn boundary_values_in_valid_declarations(
+        which in 0..NEAR_VALID.len(),
+        edits in proptest::collection::vec((any::<usize>(), proptest::sample::select(BOUNDARIES)), 1..5),
+    ) {
+        let mut text = NEAR_VALID[which].to_string();
+        for (at, value) in &edits {
+            let lits = literals(&text);
+            let (a, b) = lits[at % lits.len()];
+            text.replace_range(a..b, value);
+        }
+        let (dims_line, source) = text.split_once('\n').unwrap();
+        let mut dims = explain::Dims::new();
+        for d in dims_line.split(',').filter(|d| !d.is_empty()) {
+            let (k, v) = d.split_once('=').unwrap();
+            if let Ok(v) = v.parse::<u64>() {
+                dims.insert(k.to_string(), v);
+            }
+        }
+        let Ok(read) = read_checked(source) else {
+            return Ok(());
+        };
+        if let Some((ident, pipe)) = &read.pipeline {
+            explain::explain_pipeline(ident, pipe);
+        }
+        for t in &read.tiles {
+            explain::explain(t, &dims);
+            if let explain::Binding::Given(b) | explain::Binding::Example(b, _) = explain::bind(&t.checked.valid, &dims) {
+                let _ = svg::smem_svg(&b);
+            }
+        }
+        for t in &read.im2col {
+            explain::explain_im2col(t, &dims);
+            if let explain::Im2colBinding::Given(b) | explain::Im2colBinding::Example(b, _) = explain::bind_im2col(&t.checked.valid, &dims) {
+                let (coords, offsets) = explain::example_call(b.spec());
+                let _ = svg::im2col_svg(&b, &coords, &offsets);
+            }
+        }
     }
 }

@@ -25,6 +25,10 @@ pub enum NameProblem {
     Reserved,
     /// A CUDA built-in variable (`threadIdx`, `blockIdx`, `blockDim`, `gridDim`, `warpSize`).
     CudaBuiltin,
+    /// Starts or ends with `_`: the generated code joins names to its own with `_`
+    /// (`tma_<name>`, `TMA_TILE_<name>_DEFINED`, `stride_<dim>`), which would make a name
+    /// containing `__`.
+    EdgeUnderscore,
 }
 
 impl NameProblem {
@@ -40,6 +44,9 @@ impl NameProblem {
                 "is reserved to the compiler (C++ reserves names containing `__` or starting with `_` and an uppercase letter)"
             }
             NameProblem::CudaBuiltin => "is a CUDA built-in variable",
+            NameProblem::EdgeUnderscore => {
+                "starts or ends with `_`: joined to the generated code's own names (`tma_<name>`, `TMA_TILE_<name>_DEFINED`) it would contain `__`, which C++ reserves"
+            }
         }
     }
 }
@@ -181,6 +188,9 @@ pub fn check_name(name: &str) -> Result<(), NameProblem> {
     if CUDA_BUILTINS.contains(&name) {
         return Err(NameProblem::CudaBuiltin);
     }
+    if name.starts_with('_') || name.ends_with('_') {
+        return Err(NameProblem::EdgeUnderscore);
+    }
     Ok(())
 }
 
@@ -198,7 +208,7 @@ mod tests {
 
     #[test]
     fn names() {
-        for ok in ["a", "mpk_a", "H", "_x", "x_", "C8", "tma_tile"] {
+        for ok in ["a", "mpk_a", "H", "x_1", "C8", "tma_tile"] {
             assert_eq!(check_name(ok), Ok(()), "{ok}");
         }
         let cases = [
@@ -216,6 +226,9 @@ mod tests {
             ("a__b", NameProblem::Reserved),
             ("_X", NameProblem::Reserved),
             ("threadIdx", NameProblem::CudaBuiltin),
+            ("_x", NameProblem::EdgeUnderscore),
+            ("x_", NameProblem::EdgeUnderscore),
+            ("_", NameProblem::EdgeUnderscore),
         ];
         for (name, want) in cases {
             assert_eq!(check_name(name), Err(want), "{name:?}");

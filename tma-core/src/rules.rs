@@ -202,7 +202,9 @@ pub enum Rule {
     /// power-of-two alignment of at most 1024.
     PlanRegions,
     /// A kernel plan's block: its warp roles' threads, or declared (both: they agree), 1 to
-    /// 1024 threads, at least each pipeline's consumer threads; at least one block per SM.
+    /// 1024 threads, at least each pipeline's consumer threads; its launch bounds ask for at
+    /// least one block per SM, and beside warp roles with `setmaxnreg` for the roles' own count
+    /// (the SM's limits are [`Rule::BlocksPerSm`] and [`Rule::ThreadsPerSm`]).
     PlanBlockThreads,
     /// A kernel plan's pipelines agree on one cluster shape, and a declared cluster agrees
     /// with them.
@@ -243,11 +245,12 @@ pub enum Rule {
     WgmmaKExtent,
 
     // ---- launch and residency limits, wgmma descriptor ranges (issue 25) ----
-    /// Warp roles' `__launch_bounds__(threads, blocks_per_sm)` asks for at most
-    /// [`crate::limits::MAX_THREADS_PER_SM`] (2048) threads resident on one SM across its blocks.
+    /// `__launch_bounds__(threads, blocks_per_sm)` (warp roles', a kernel plan's) asks for at
+    /// most [`crate::limits::MAX_THREADS_PER_SM`] (2048) threads resident on one SM across its
+    /// blocks.
     ThreadsPerSm,
-    /// Warp roles' `blocks_per_sm` is at most [`crate::limits::MAX_BLOCKS_PER_SM`] (32) resident
-    /// blocks per SM.
+    /// `blocks_per_sm` (warp roles', a kernel plan's) is at most
+    /// [`crate::limits::MAX_BLOCKS_PER_SM`] (32) resident blocks per SM.
     BlocksPerSm,
     /// A launch's block: each extent in [1, [`crate::limits::MAX_BLOCK_DIM`]] (1024, 1024, 64)
     /// and at most [`crate::limits::MAX_BLOCK_THREADS`] (1024) threads in all

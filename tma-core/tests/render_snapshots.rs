@@ -822,10 +822,18 @@ fn plan_snapshots() {
         bounds(KernelPlan::new("k").roles(&roles)),
         "__launch_bounds__(384, 1)"
     );
+    // Roles without setmaxnreg take the plan's count; roles with it checked their registers
+    // for theirs, and a plan asking for another is refused (plan::tests).
+    let warps = WarpRoles::warps("w", 4, 8).validate().unwrap();
     assert_eq!(
-        bounds(KernelPlan::new("k").roles(&roles).blocks_per_sm(2)),
+        bounds(KernelPlan::new("k").roles(&warps).blocks_per_sm(2)),
         "__launch_bounds__(384, 2)"
     );
+    assert!(KernelPlan::new("k")
+        .roles(&roles)
+        .blocks_per_sm(2)
+        .validate()
+        .is_err());
     let code = PlanCode::new(&KernelPlan::new("k").block_threads(64).validate().unwrap()).unwrap();
     assert!(code
         .source()

@@ -365,7 +365,7 @@ fn wrong_registers_are_refused() {
     let e = accumulator_to_a(&f24, WgmmaType::BF16, &vec![vec![0f32; 12]; 128]).unwrap_err();
     assert_eq!(
         e.to_string(),
-        "accumulator N = 24 as A: the k-slices of A are 16 columns, so N must be a multiple of 16"
+        "N = 24 columns as A (an accumulator fed back, or an A matrix): the k-slices of A are 16 columns, so N must be a nonzero multiple of 16"
     );
     let mut m = vec![[0f32; 2]; 127];
     let e = row_max(&f, &regs, &mut m).unwrap_err();

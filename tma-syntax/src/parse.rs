@@ -247,7 +247,7 @@ fn after_header<T: Parse>(input: ParseStream) -> syn::Result<Vec<T>> {
 
 impl Parse for TileDecl {
     fn parse(input: ParseStream) -> syn::Result<Self> {
-        let attrs = input.call(Attribute::parse_outer)?;
+        let attrs = input.call(outer_attributes)?;
         let vis = input.parse()?;
         let ident = type_name(input, "tile")?;
         if !input.peek(Token![:]) {
@@ -270,6 +270,52 @@ impl Parse for TileDecl {
             entries,
         })
     }
+}
+
+/// The most tokens one attribute of a declaration may hold, brackets and nested groups
+/// included (`#[doc = ".."]` holds 4, a `#[derive(..)]` of a dozen traits some 30). syn
+/// parses an attribute's value (`#[doc = ..]`) as an expression and recurses once per prefix
+/// operator: `#[doc = || || .. 1]` with 5,000 closures, 10,000 tokens nested nowhere,
+/// overflowed the stack of `tma header` (an abort, not an error).
+pub const MAX_ATTRIBUTE_TOKENS: usize = 128;
+
+/// `#[..]` attributes before a declaration (`Attribute::parse_outer`), each refused at its
+/// `#` when it holds more than [`MAX_ATTRIBUTE_TOKENS`] tokens, before syn parses it.
+pub(crate) fn outer_attributes(input: ParseStream) -> syn::Result<Vec<Attribute>> {
+    let mut cursor = input.cursor();
+    while let Some((TokenTree::Punct(hash), next)) = cursor.token_tree() {
+        if hash.as_char() != '#' {
+            break;
+        }
+        let Some((TokenTree::Group(group), after)) = next.token_tree() else {
+            break;
+        };
+        let mut count = 1usize;
+        let mut stack = vec![group.stream().into_iter()];
+        while let Some(top) = stack.last_mut() {
+            match top.next() {
+                None => {
+                    stack.pop();
+                }
+                Some(tt) => {
+                    count += 1;
+                    if let TokenTree::Group(g) = tt {
+                        stack.push(g.stream().into_iter());
+                    }
+                }
+            }
+            if count > MAX_ATTRIBUTE_TOKENS {
+                return Err(syn::Error::new(
+                    hash.span(),
+                    format!(
+                        "this attribute holds more than {MAX_ATTRIBUTE_TOKENS} tokens (tma_syntax::parse::MAX_ATTRIBUTE_TOKENS): an attribute of a declaration is a doc comment or a short `#[..]`"
+                    ),
+                ));
+            }
+        }
+        cursor = after;
+    }
+    input.call(Attribute::parse_outer)
 }
 
 /// The type a declaration names (`pub GemmA`): a Rust identifier, no keyword.

@@ -62,7 +62,7 @@ use std::fmt;
 
 use crate::error::{write_breaks, Field, Severity, SpecError};
 use crate::ident::{check_name, generated_clash, shared_generated_name, NameKind};
-use crate::limits::MAX_TX_BYTES;
+use crate::limits::{MAX_BLOCKS_PER_SM, MAX_THREADS_PER_SM, MAX_TX_BYTES};
 use crate::rules::Rule;
 use crate::size::Size;
 use crate::smem::{StageLayout, StageShape};
@@ -280,6 +280,44 @@ pub(crate) fn finding(
         rule,
         message,
         severity: Severity::Error,
+    }
+}
+
+/// `__launch_bounds__(threads, blocks)` asks for `blocks` blocks resident on one SM: at most
+/// [`MAX_BLOCKS_PER_SM`] of them ([`Rule::BlocksPerSm`]) and, when the block's `threads` are
+/// known, at most [`MAX_THREADS_PER_SM`] threads ([`Rule::ThreadsPerSm`]). Warp roles and
+/// kernel plans hold their launch bounds to it.
+pub(crate) fn check_resident_blocks(
+    field: Field,
+    blocks: u32,
+    threads: Option<u64>,
+    errors: &mut Vec<SpecError>,
+) {
+    if blocks > MAX_BLOCKS_PER_SM {
+        errors.push(finding(
+            field,
+            blocks,
+            Rule::BlocksPerSm,
+            format!(
+                "an SM holds at most {MAX_BLOCKS_PER_SM} resident blocks (sm_90), so __launch_bounds__ cannot ask for {blocks}"
+            ),
+        ));
+        return;
+    }
+    let Some(threads) = threads.filter(|&t| t > 0) else {
+        return;
+    };
+    let per_sm = threads * u64::from(blocks);
+    if per_sm > u64::from(MAX_THREADS_PER_SM) {
+        errors.push(finding(
+            field,
+            blocks,
+            Rule::ThreadsPerSm,
+            format!(
+                "{threads} threads x {blocks} block(s) per SM = {per_sm} threads; an SM holds at most {MAX_THREADS_PER_SM} resident threads (sm_90): at most {} block(s) of {threads} threads",
+                u64::from(MAX_THREADS_PER_SM) / threads
+            ),
+        ));
     }
 }
 

@@ -36,10 +36,9 @@
 use std::fmt;
 use std::ops::RangeInclusive;
 
-use super::{finding, PipelineErrors, MAX_BLOCK_THREADS};
+use super::{check_resident_blocks, finding, PipelineErrors, MAX_BLOCK_THREADS};
 use crate::error::{Field, SpecError};
 use crate::ident::{check_name, generated_clash, shared_generated_name, NameKind};
-use crate::limits::{MAX_BLOCKS_PER_SM, MAX_THREADS_PER_SM};
 use crate::rules::Rule;
 use crate::size::Size;
 
@@ -385,33 +384,14 @@ impl WarpRoles {
                 }
             }
         }
-        // `__launch_bounds__(threads, blocks_per_sm)` asks for blocks_per_sm blocks resident
-        // on one SM: at most 32 blocks, at most 2048 threads (the block itself within 1024).
-        if self.blocks_per_sm > MAX_BLOCKS_PER_SM {
-            errors.push(finding(
-                Field::WarpRoles("blocks_per_sm"),
-                self.blocks_per_sm,
-                Rule::BlocksPerSm,
-                format!(
-                    "an SM holds at most {MAX_BLOCKS_PER_SM} resident blocks (sm_90), so __launch_bounds__ cannot ask for {}",
-                    self.blocks_per_sm
-                ),
-            ));
-        } else if self.blocks_per_sm > 0 && threads <= u64::from(MAX_BLOCK_THREADS) {
-            let per_sm = threads * u64::from(self.blocks_per_sm);
-            if per_sm > u64::from(MAX_THREADS_PER_SM) {
-                errors.push(finding(
-                    Field::WarpRoles("blocks_per_sm"),
-                    self.blocks_per_sm,
-                    Rule::ThreadsPerSm,
-                    format!(
-                        "{threads} threads x {} block(s) per SM = {per_sm} threads; an SM holds at most {MAX_THREADS_PER_SM} resident threads (sm_90): at most {} block(s) of {threads} threads",
-                        self.blocks_per_sm,
-                        u64::from(MAX_THREADS_PER_SM) / threads.max(1)
-                    ),
-                ));
-            }
-        }
+        // `__launch_bounds__(threads, blocks_per_sm)`: blocks resident on one SM (the block
+        // itself within 1024 threads, checked above).
+        check_resident_blocks(
+            Field::WarpRoles("blocks_per_sm"),
+            self.blocks_per_sm,
+            (threads <= u64::from(MAX_BLOCK_THREADS)).then_some(threads),
+            &mut errors,
+        );
         let launch_regs = launch_regs(threads, u64::from(self.blocks_per_sm));
         if let (Some(split), true) = (self.setmaxnreg, errors.is_empty()) {
             self.check_split(split, threads, launch_regs, &mut errors);

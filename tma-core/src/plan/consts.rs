@@ -22,7 +22,10 @@
 //! [`super::validate_plan`] at expansion.
 
 use super::{RegionRole, DEFAULT_DYNAMIC_SMEM};
-use crate::limits::{DYNAMIC_SMEM_BASE_ALIGN, MAX_BLOCK_THREADS, MAX_CLUSTER_CTAS};
+use crate::limits::{
+    DYNAMIC_SMEM_BASE_ALIGN, MAX_BLOCKS_PER_SM, MAX_BLOCK_THREADS, MAX_CLUSTER_CTAS,
+    MAX_THREADS_PER_SM,
+};
 use crate::pipeline::Consumers;
 use crate::smem::MBARRIER_BYTES;
 use crate::spec::Arch;
@@ -329,6 +332,10 @@ pub struct TileIn {
 pub struct RolesIn {
     pub name: &'static str,
     pub threads: u64,
+    /// The roles' blocks per SM (`Roles::BLOCKS_PER_SM`).
+    pub blocks_per_sm: u32,
+    /// The roles use `setmaxnreg` (checked for their `blocks_per_sm`).
+    pub setmaxnreg: bool,
     pub stub: bool,
 }
 
@@ -345,6 +352,8 @@ pub struct PlanIn<'a> {
     pub roles: Option<RolesIn>,
     pub block_threads: Option<u32>,
     pub cluster: Option<[u32; 3]>,
+    /// The declared `blocks_per_sm`.
+    pub blocks_per_sm: Option<u32>,
 }
 
 const fn str_eq(a: &str, b: &str) -> bool {
@@ -773,6 +782,65 @@ pub const fn block_threads(p: &PlanIn<'_>) -> Msg {
             .str(" threads");
     }
     Msg::NONE
+}
+
+/// The launch bounds' blocks per SM (declared, else the roles'): the roles' own count when
+/// both are given and the roles use `setmaxnreg`, 1 to [`MAX_BLOCKS_PER_SM`], at most [`MAX_THREADS_PER_SM`] threads of
+/// blocks of the plan's threads (once [`block_threads`] holds)
+/// ([`crate::Rule::PlanBlockThreads`], [`crate::Rule::BlocksPerSm`], [`crate::Rule::ThreadsPerSm`]; `validate_plan`'s `check_blocks_per_sm`).
+pub const fn blocks_per_sm(p: &PlanIn<'_>) -> Msg {
+    if p.any_stub() {
+        return Msg::NONE;
+    }
+    let head = Msg::NONE.str("blocks_per_sm = ");
+    let n = match (p.roles, p.blocks_per_sm) {
+        (Some(r), Some(d)) if d != r.blocks_per_sm && r.setmaxnreg => {
+            return head
+                .num(d as u64)
+                .str(": warp roles `")
+                .str(r.name)
+                .str("` checked their setmaxnreg registers for ")
+                .num(r.blocks_per_sm as u64)
+                .str(" block(s) per SM; drop blocks_per_sm or declare ")
+                .num(r.blocks_per_sm as u64);
+        }
+        (_, Some(d)) => d,
+        (Some(r), None) => r.blocks_per_sm,
+        (None, None) => return Msg::NONE,
+    };
+    if n == 0 {
+        return head.str("0: the launch bounds ask for at least one block per SM");
+    }
+    if n > MAX_BLOCKS_PER_SM {
+        return head
+            .num(n as u64)
+            .str(": an SM holds at most ")
+            .num(MAX_BLOCKS_PER_SM as u64)
+            .str(" resident blocks (sm_90), so __launch_bounds__ cannot ask for ")
+            .num(n as u64);
+    }
+    if !block_threads(p).is_empty() {
+        return Msg::NONE;
+    }
+    let threads = p.threads() as u64;
+    let per_sm = threads * n as u64;
+    if per_sm <= MAX_THREADS_PER_SM as u64 {
+        return Msg::NONE;
+    }
+    head.num(n as u64)
+        .str(": ")
+        .num(threads)
+        .str(" threads x ")
+        .num(n as u64)
+        .str(" block(s) per SM = ")
+        .num(per_sm)
+        .str(" threads; an SM holds at most ")
+        .num(MAX_THREADS_PER_SM as u64)
+        .str(" resident threads (sm_90): at most ")
+        .num(MAX_THREADS_PER_SM as u64 / threads)
+        .str(" block(s) of ")
+        .num(threads)
+        .str(" threads")
 }
 
 /// Pipeline `j`'s consumers fit the block ([`crate::Rule::PlanBlockThreads`]); checked once

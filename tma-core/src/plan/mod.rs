@@ -31,7 +31,8 @@ use crate::error::{Field, SpecError};
 use crate::ident::{check_name, generated_clash, shared_generated_name, ClashHow, NameKind};
 use crate::limits::DYNAMIC_SMEM_BASE_ALIGN;
 use crate::pipeline::{
-    finding, PipelineErrors, ValidPipeline, ValidWarpRoles, MAX_BLOCK_THREADS, MAX_CLUSTER_CTAS,
+    check_resident_blocks, finding, PipelineErrors, ValidPipeline, ValidWarpRoles,
+    MAX_BLOCK_THREADS, MAX_CLUSTER_CTAS,
 };
 use crate::rules::Rule;
 use crate::size::Size;
@@ -415,14 +416,7 @@ pub fn validate_plan(plan: &KernelPlan) -> Result<ValidKernelPlan, PipelineError
     let blocks_per_sm = plan
         .blocks_per_sm
         .or_else(|| plan.roles.as_ref().map(|r| r.roles().blocks_per_sm));
-    if blocks_per_sm == Some(0) {
-        errors.push(finding(
-            Field::Plan("blocks_per_sm"),
-            0,
-            Rule::PlanBlockThreads,
-            "the launch bounds ask for at least one block per SM".into(),
-        ));
-    }
+    check_blocks_per_sm(plan, blocks_per_sm, &mut errors);
     let layout = layout(plan, &mut errors);
     match (layout, threads, cluster) {
         (Some(layout), Some(threads), Some(cluster)) if errors.is_empty() => {
@@ -584,6 +578,23 @@ fn check_region_names(plan: &KernelPlan, errors: &mut Vec<SpecError>) {
     }
 }
 
+/// The block's threads when [`block_threads`] finds them right whatever the pipelines need:
+/// the roles' or the declared count (both: they agree), 1 to 1024.
+fn block_threads_if_right(plan: &KernelPlan) -> Option<u64> {
+    let threads = match (
+        plan.roles.as_ref().map(|r| r.roles().threads()),
+        plan.block_threads,
+    ) {
+        (Some(t), Some(d)) if t != u64::from(d) => return None,
+        (Some(t), _) => t,
+        (None, Some(d)) => u64::from(d),
+        (None, None) => return None,
+    };
+    (1..=u64::from(MAX_BLOCK_THREADS))
+        .contains(&threads)
+        .then_some(threads)
+}
+
 /// The block's threads: the roles', or the declared count (both: they agree), 1 to 1024, at
 /// least each pipeline's consumer threads.
 fn block_threads(plan: &KernelPlan, errors: &mut Vec<SpecError>) -> Option<u32> {
@@ -639,6 +650,44 @@ fn block_threads(plan: &KernelPlan, errors: &mut Vec<SpecError>) -> Option<u32> 
     }
     let threads = u32::try_from(threads).ok()?;
     ok.then_some(threads)
+}
+
+/// The launch bounds' second argument, `blocks_per_sm` (declared, else the roles'): at least
+/// one block, at most [`MAX_BLOCKS_PER_SM`] blocks and [`MAX_THREADS_PER_SM`] threads of
+/// the block's threads on one SM (the rules warp roles hold theirs to), and the roles' own
+/// count when they use `setmaxnreg`: they checked its budget and direction against the
+/// registers that many blocks leave each thread, and a launch bound asking for more blocks
+/// leaves fewer (the consumers' `setmaxnreg.inc` would wait forever), for fewer more.
+fn check_blocks_per_sm(plan: &KernelPlan, blocks_per_sm: Option<u32>, errors: &mut Vec<SpecError>) {
+    let Some(n) = blocks_per_sm else {
+        return;
+    };
+    let field = || Field::Plan("blocks_per_sm");
+    if let (Some(roles), Some(declared)) = (&plan.roles, plan.blocks_per_sm) {
+        let theirs = roles.roles().blocks_per_sm;
+        if declared != theirs && roles.roles().setmaxnreg.is_some() {
+            errors.push(finding(
+                field(),
+                declared,
+                Rule::PlanBlockThreads,
+                format!(
+                    "warp roles `{}` checked their setmaxnreg registers for {theirs} block(s) per SM; drop blocks_per_sm or declare {theirs}",
+                    roles.roles().name
+                ),
+            ));
+            return;
+        }
+    }
+    if n == 0 {
+        errors.push(finding(
+            field(),
+            0,
+            Rule::PlanBlockThreads,
+            "the launch bounds ask for at least one block per SM".into(),
+        ));
+        return;
+    }
+    check_resident_blocks(field(), n, block_threads_if_right(plan), errors);
 }
 
 /// The cluster: every pipeline's (they agree), or the declared one (which agrees with them).

@@ -215,3 +215,61 @@ fn a_tile_set_member_sits_where_its_struct_says() {
     assert_eq!(v.set_member("flags", "s"), None);
     assert!(v.region("flags").unwrap().members.is_empty());
 }
+
+/// A plan's launch bounds ask for what an SM holds, and a plan with `setmaxnreg` warp roles
+/// asks for the blocks per SM the roles checked their registers for. All three were accepted: 1000
+/// blocks of 1024 threads, and GEMM roles checked for one block (168 registers a thread, the
+/// consumers' `setmaxnreg.inc` to 232 in budget) under `__launch_bounds__(384, 2)`, which
+/// leaves 80 a thread: the consumers' increase would never be granted.
+#[test]
+fn launch_bounds_fit_an_sm_and_keep_the_roles_budget() {
+    let refused = |plan: KernelPlan, rule: Rule| {
+        let e = plan.validate().unwrap_err();
+        let found: Vec<(Field, Rule)> =
+            e.errors.iter().map(|f| (f.field.clone(), f.rule)).collect();
+        assert_eq!(found, vec![(Field::Plan("blocks_per_sm"), rule)], "{e}");
+        e.to_string()
+    };
+    let msg = refused(
+        KernelPlan::new("k").block_threads(1024).blocks_per_sm(1000),
+        Rule::BlocksPerSm,
+    );
+    assert!(msg.contains("at most 32 resident blocks"), "{msg}");
+    let msg = refused(
+        KernelPlan::new("k").block_threads(1024).blocks_per_sm(3),
+        Rule::ThreadsPerSm,
+    );
+    assert!(
+        msg.contains("3072 threads") && msg.contains("at most 2 block(s)"),
+        "{msg}"
+    );
+    let msg = refused(gemm().blocks_per_sm(2), Rule::PlanBlockThreads);
+    assert!(
+        msg.contains("registers for 1 block(s) per SM") && msg.contains("declare 1"),
+        "{msg}"
+    );
+    // Roles without setmaxnreg checked no registers: the plan asks for its own count, within
+    // the SM (160 threads x 12 = 1920).
+    let warps = WarpRoles::warps("w", 1, 4).validate().unwrap();
+    let plan = || KernelPlan::new("k").roles(&warps);
+    assert_eq!(
+        plan().blocks_per_sm(12).validate().unwrap().blocks_per_sm(),
+        Some(12)
+    );
+    refused(plan().blocks_per_sm(13), Rule::ThreadsPerSm);
+    // The edges are accepted: 32 blocks of 64 threads, 2 of 1024, the roles' own count.
+    assert!(KernelPlan::new("k")
+        .block_threads(64)
+        .blocks_per_sm(32)
+        .validate()
+        .is_ok());
+    assert!(KernelPlan::new("k")
+        .block_threads(1024)
+        .blocks_per_sm(2)
+        .validate()
+        .is_ok());
+    assert_eq!(
+        gemm().blocks_per_sm(1).validate().unwrap().blocks_per_sm(),
+        Some(1)
+    );
+}

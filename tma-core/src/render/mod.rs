@@ -153,6 +153,18 @@ pub enum RenderError {
     /// The tiles of a set up to `member` span more shared memory than 64 bits hold.
     #[error("the tiles of set `{set}` up to `{member}` span more shared memory than any GPU has")]
     TileSetOverflow { set: String, member: String },
+    /// The tiles of a set up to `member` end past the shared memory one block may use on the
+    /// members' target (the smallest, if they differ), the base-alignment slack counted: no
+    /// launch can give the set its `DYNAMIC_SMEM_BYTES`, and past 2^32 the struct's `unsigned` constants would wrap. (A kernel
+    /// plan's tile set is checked with the plan's other regions, `Rule::PlanSmemFits`.)
+    #[error("the tiles of set `{set}` up to `{member}`, with the base-alignment slack, need {bytes} B of dynamic shared memory; a block on {target} has at most {limit} B")]
+    TileSetTooLarge {
+        set: String,
+        member: String,
+        bytes: u64,
+        limit: u64,
+        target: crate::Arch,
+    },
     /// A pipeline's consumers disagree with the source's warp roles: released in the roles'
     /// consumer unit but with another count (beside one warp roles), or by more consumer
     /// threads than any warp roles of the source has (the empty barriers would wait for

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::ident::{generated_clash, shared_generated_name, NameKind};
+use crate::size::Size;
 
 /// Several tiles laid out in one block's shared memory: `struct tma_<set>` with each member's
 /// tile struct (as a member type), its `OFFSET_<member>` from the aligned base, `SMEM_BYTES`,
@@ -86,6 +87,33 @@ impl TileSetCode {
                     .map_or_else(String::new, |(m, _)| m.to_string()),
             }
         })?;
+        // One block's shared memory holds what the set's launch asks for (its rendered
+        // DYNAMIC_SMEM_BYTES: the tiles and the base-alignment slack), on the smallest block of
+        // the members' targets. The finding names the first member that does not fit.
+        let smallest = members
+            .iter()
+            .map(|(_, v)| v.spec().target)
+            .min_by_key(|t| t.max_smem_per_block());
+        if let Some(target) = smallest {
+            let limit = target.max_smem_per_block();
+            let slack = layout.dynamic_smem_bytes() - layout.total_bytes;
+            let past = members
+                .iter()
+                .zip(&layout.offsets)
+                .find_map(|((member, v), &offset)| {
+                    let end = Size::new(offset) + v.plan().footprint_bytes + slack;
+                    (!end.is_below(limit + 1)).then(|| (member, end.get().unwrap_or(u64::MAX)))
+                });
+            if let Some((member, bytes)) = past {
+                return Err(RenderError::TileSetTooLarge {
+                    set: name.to_string(),
+                    member: member.to_string(),
+                    bytes,
+                    limit,
+                    target,
+                });
+            }
+        }
         let rows: Vec<SetMember> = members
             .iter()
             .zip(&layout.offsets)
@@ -172,4 +200,60 @@ pub(super) fn params_macro(set: &str) -> String {
 pub(super) struct SetDecl {
     pub(super) name: String,
     pub(super) members: Vec<(String, usize)>,
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::{validate, Arch, DType, TileSpec};
+
+    /// `rows` rows of 1 KB.
+    fn tile(name: &str, rows: u32, target: Arch) -> ValidSpec {
+        validate(&TileSpec::new(name, DType::F32, [4096, 4096], [rows, 256]).target(target))
+            .unwrap()
+    }
+
+    /// A set no block can hold is refused, naming the member that ends past the block, not
+    /// rendered: two 128 KB tiles were `SMEM_BYTES = 262144u`, and 32769 of them wrapped the
+    /// struct's `unsigned` constants (2^32 + 128 KB rendered past `u32`).
+    #[test]
+    fn a_set_larger_than_a_block_is_refused() {
+        let (a, b) = (tile("a", 128, Arch::Sm90a), tile("b", 128, Arch::Sm90a));
+        assert!(TileSetCode::new("one", &[("a", &a)]).is_ok());
+        let e = TileSetCode::new("two", &[("a", &a), ("b", &b)]).unwrap_err();
+        assert_eq!(
+            e,
+            RenderError::TileSetTooLarge {
+                set: "two".into(),
+                member: "b".into(),
+                bytes: 2 * 131072 + 128,
+                limit: 227 * 1024,
+                target: Arch::Sm90a,
+            }
+        );
+        // What the launch asks for counts, the base-alignment slack included: a 227 KB tile
+        // (align 128) needs 227 KB + 128 B.
+        let full = tile("full", 227, Arch::Sm90a);
+        assert!(matches!(
+            TileSetCode::new("full", &[("f", &full)]),
+            Err(RenderError::TileSetTooLarge { bytes, .. }) if bytes == 227 * 1024 + 128
+        ));
+        assert!(TileSetCode::new("near", &[("n", &tile("n", 226, Arch::Sm90a))]).is_ok());
+        // The smallest block of the members' targets: beside a 64 KB sm_120 tile, the 128 KB
+        // one is past its 99 KB.
+        let small = tile("s", 64, Arch::Sm120a);
+        let e = TileSetCode::new("mixed", &[("a", &a), ("s", &small)]).unwrap_err();
+        assert!(
+            matches!(&e, RenderError::TileSetTooLarge { member, limit, .. } if member == "a" && *limit == 99 * 1024),
+            "{e}"
+        );
+        assert!(e.to_string().contains("sm_120a"), "{e}");
+        // KernelSource renders its sets through the same check.
+        let source = KernelSource::new().tile_set("two", &[("a", &a), ("b", &b)]);
+        assert!(matches!(
+            source.build(),
+            Err(RenderError::TileSetTooLarge { .. })
+        ));
+    }
 }

@@ -438,6 +438,9 @@ impl BoundIm2col {
     }
     /// The bounding box of spatial dim `i` (user order, in coordinate space before the
     /// offsets): `[lower, extent + upper)`.
+    ///
+    /// # Panics
+    /// If `i` is not a spatial dim (at least the rank minus 2), as indexing a slice does.
     pub fn bounding_box(&self, i: usize) -> (i64, i64) {
         let spec = self.spec();
         (

@@ -91,11 +91,12 @@ pub enum FragmentError {
         "A from registers of type {kind}: only f16 and bf16 are supported (PTX ISA 9.7.15.5.1.1.1)"
     )]
     RegisterA { kind: WgmmaType },
-    /// An accumulator fed back as A whose N is not whole k16 slices.
+    /// An accumulator fed back as A, or an A matrix, whose N (columns) is not whole k16
+    /// slices. `u64`: an A matrix's columns are a `usize`, named as given.
     #[error(
-        "accumulator N = {n} as A: the k-slices of A are 16 columns, so N must be a multiple of 16"
+        "N = {n} columns as A (an accumulator fed back, or an A matrix): the k-slices of A are 16 columns, so N must be a nonzero multiple of 16"
     )]
-    KSlices { n: u32 },
+    KSlices { n: u64 },
 }
 
 impl FragmentError {

@@ -294,7 +294,9 @@ pub fn accumulator_to_a(
     half(kind)?;
     check(f, threads)?;
     if f.cols() % A_COLS != 0 {
-        return Err(FragmentError::KSlices { n: f.cols() });
+        return Err(FragmentError::KSlices {
+            n: u64::from(f.cols()),
+        });
     }
     threads
         .iter()
@@ -349,12 +351,14 @@ pub fn a_matrix(slices: &[Vec<AFragment>]) -> Result<Vec<u16>, FragmentError> {
 /// uploads for a kernel to read into `tma_wgmma_a_frag`s.
 pub fn a_fragments(matrix: &[u16], cols: usize) -> Result<Vec<Vec<AFragment>>, FragmentError> {
     if cols == 0 || cols % A_COLS as usize != 0 {
-        return Err(FragmentError::KSlices { n: cols as u32 });
+        return Err(FragmentError::KSlices { n: cols as u64 });
     }
-    if matrix.len() != 64 * cols {
+    // A `cols` past what memory holds has no matrix: `64 * cols` is never computed wrapped.
+    let expected = cols.checked_mul(64);
+    if expected != Some(matrix.len()) {
         return Err(FragmentError::Length {
             what: format!("A matrix (64 x {cols}, row-major)"),
-            expected: 64 * cols,
+            expected: expected.unwrap_or(usize::MAX),
             given: matrix.len(),
         });
     }
@@ -420,6 +424,27 @@ mod tests {
         );
         assert!(a_fragments(&m, 40).is_err());
         assert!(a_fragments(&m[1..], 48).is_err());
+    }
+
+    /// Columns past what memory holds are refused, not multiplied: `64 * 2^60` overflowed
+    /// (a panic in debug; in release it wrapped to 0, matched the empty matrix, and the
+    /// first index panicked), and a count past `u32` was named truncated (2^32 + 8 as 8).
+    #[test]
+    fn a_fragments_refuse_columns_no_matrix_has() {
+        for cols in [1usize << 60, usize::MAX - 15, 1 << 58] {
+            assert_eq!(
+                a_fragments(&[], cols),
+                Err(FragmentError::Length {
+                    what: format!("A matrix (64 x {cols}, row-major)"),
+                    expected: cols.saturating_mul(64),
+                    given: 0,
+                })
+            );
+        }
+        assert_eq!(
+            a_fragments(&[], (1 << 32) + 8),
+            Err(FragmentError::KSlices { n: (1 << 32) + 8 })
+        );
     }
 
     #[test]

@@ -209,7 +209,7 @@ fn kernel_impl(c: &CheckedKernel<'_>) -> TokenStream {
         })
         .collect();
     let roles_in = opt(roles.as_ref().map(|r| {
-        quote!(#p::RolesIn { name: #r::NAME, threads: #r::THREADS, stub: #r::CUDA_NAME.is_empty() })
+        quote!(#p::RolesIn { name: #r::NAME, threads: #r::THREADS, blocks_per_sm: #r::BLOCKS_PER_SM, setmaxnreg: #r::SETMAXNREG.is_some(), stub: #r::CUDA_NAME.is_empty() })
     }));
     let blocks_per_sm = match (c.blocks_per_sm, &roles) {
         (Some((n, _)), _) => quote!(#n),
@@ -218,6 +218,7 @@ fn kernel_impl(c: &CheckedKernel<'_>) -> TokenStream {
     };
     let block_threads = opt(c.block_threads.map(|b| b.0));
     let cluster = opt(c.cluster.map(|([x, y, z], _)| quote!([#x, #y, #z])));
+    let declared_blocks_per_sm = opt(c.blocks_per_sm.map(|b| b.0));
     let (n_regions, n_pipes, n_tiles) = (regions.len(), pipelines_in.len(), tiles_in.len());
     let tile_items = tiles_in.iter().map(|t| &t.0);
 
@@ -259,6 +260,11 @@ fn kernel_impl(c: &CheckedKernel<'_>) -> TokenStream {
         quote!(#p::check_block_threads(&__TMA_PLAN)),
     ));
     sites.push(site(
+        c.blocks_per_sm
+            .map_or_else(|| c.block_threads_span(), |b| b.1),
+        quote!(#p::check_blocks_per_sm(&__TMA_PLAN)),
+    ));
+    sites.push(site(
         c.cluster_span(),
         quote!(#p::check_cluster(&__TMA_PLAN)),
     ));
@@ -282,6 +288,7 @@ fn kernel_impl(c: &CheckedKernel<'_>) -> TokenStream {
                 roles: #roles_in,
                 block_threads: #block_threads,
                 cluster: #cluster,
+                blocks_per_sm: #declared_blocks_per_sm,
             };
 
             impl #p::Plan for #ident {

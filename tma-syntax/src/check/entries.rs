@@ -379,7 +379,7 @@ impl Builder {
             }
             "name" => {
                 if let Some(w) = word(errs) {
-                    self.name = Some((w.text(), w.span()));
+                    self.name = name_of(&w, errs);
                 }
             }
             "smem_stride" => {
@@ -560,6 +560,20 @@ where
             None
         }
     }
+}
+
+/// A `name = ..` value: a name or a string, as written. `_` is refused: it stands for a value
+/// given at run time, and a name is fixed when the code is generated (taken as the name `_`,
+/// it made `struct tma__`, a name C++ reserves).
+pub(crate) fn name_of(w: &Word, errs: &mut Errors) -> Option<(String, Span)> {
+    if let Word::Underscore(u) = w {
+        errs.push(
+            u.span,
+            "`name` takes a name or a string (`name = \"ring\"`), not `_`: a name is fixed when the code is generated, not given at run time (leave `name` out for the default)",
+        );
+        return None;
+    }
+    Some((w.text(), w.span()))
 }
 
 /// A signed integer literal (`-1`, `3`, `-1i32`) that fits an `i32`: an im2col corner.

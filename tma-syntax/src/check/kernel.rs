@@ -11,7 +11,7 @@
 //! the expansion checks the rest in `const` items over the types' constants
 //! (`tma_core::plan::consts`), at the same tokens, with the same messages.
 
-use super::entries::{cluster_shape, int, TileInput};
+use super::entries::{cluster_shape, int, name_of, TileInput};
 use super::pipeline as parts;
 use super::{snake_case, tile, Checked};
 use crate::errors::Errors;
@@ -202,7 +202,7 @@ pub fn kernel(decl: &KernelDecl) -> Result<CheckedKernel<'_>, Rejected> {
         }
         None => None,
     };
-    let name = word("name", &mut errs).map(|w| (w.text(), w.span()));
+    let name = word("name", &mut errs).and_then(|w| name_of(&w, &mut errs));
     let mut target = Arch::Sm90a;
     if let Some(w) = word("target", &mut errs) {
         match Arch::parse(&w.text()).filter(|_| !matches!(w, Word::Underscore(_))) {
@@ -678,6 +678,7 @@ impl Sites {
             roles: None,
             block_threads: None,
             cluster: None,
+            blocks_per_sm: None,
         };
         let i = first_past(&p, plan.target.max_smem_per_block());
         self.regions.get(i).map_or(self.ident, |r| r.at)

@@ -4,7 +4,7 @@
 //! token it is about, then the CUDA rendered once so expansion cannot fail. The rules are
 //! `tma_core`'s: the same functions the run-time builders call.
 
-use super::entries::{cluster_shape, int, TileInput};
+use super::entries::{cluster_shape, int, name_of, TileInput};
 use super::{snake_case, tile, Checked};
 use crate::check::spans::ListSpans;
 use crate::errors::Errors;
@@ -125,7 +125,7 @@ pub fn pipeline(decl: &PipelineDecl) -> syn::Result<CheckedPipeline<'_>> {
                 reserve = word(&mut errs)
                     .and_then(|w| int::<u64>(&w, &key, &mut errs).map(|v| (v, w.span())));
             }
-            "name" => name = word(&mut errs).map(|w| (w.text(), w.span())),
+            "name" => name = word(&mut errs).and_then(|w| name_of(&w, &mut errs)),
             // Each stage taken by one consumer of the warp roles (ping-pong): the consumers
             // then say that one consumer, `warpgroups(1)` or `warps(1)`.
             "in_turn" => {
@@ -517,7 +517,7 @@ pub fn roles(decl: &RolesDecl) -> syn::Result<CheckedRoles> {
                 other.span(),
                 "`barriers` lists named barriers: `barriers = [epilogue = 256, epi = per_consumer(128), ..]`",
             ),
-            ("name", Some(RolesValue::Word(w))) => name = Some((w.text(), w.span())),
+            ("name", Some(RolesValue::Word(w))) => name = name_of(w, &mut errs),
             (_, Some(RolesValue::Word(w))) => {
                 if let Some(v) = int::<u32>(w, slot, &mut errs) {
                     counts.insert(slot, (v, w.span()));

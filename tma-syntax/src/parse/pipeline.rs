@@ -50,7 +50,7 @@ pub struct Header {
 impl Parse for Header {
     fn parse(input: ParseStream) -> syn::Result<Self> {
         Ok(Header {
-            attrs: input.call(Attribute::parse_outer)?,
+            attrs: input.call(super::outer_attributes)?,
             vis: input.parse()?,
             ident: super::type_name(input, "declaration")?,
         })

@@ -74,6 +74,8 @@ fn mirror(plan: &KernelPlan) -> (Vec<RegionInfo>, Placed, Vec<String>) {
     let roles = plan.roles.as_ref().map(|r| RolesIn {
         name: leak(&r.roles().name),
         threads: r.roles().threads(),
+        blocks_per_sm: r.roles().blocks_per_sm,
+        setmaxnreg: r.roles().setmaxnreg.is_some(),
         stub: false,
     });
     let p = PlanIn {
@@ -86,6 +88,7 @@ fn mirror(plan: &KernelPlan) -> (Vec<RegionInfo>, Placed, Vec<String>) {
         roles,
         block_threads: plan.block_threads,
         cluster: plan.cluster,
+        blocks_per_sm: plan.blocks_per_sm,
     };
     let mut msgs = Vec::new();
     let mut push = |m: Msg| {
@@ -106,6 +109,7 @@ fn mirror(plan: &KernelPlan) -> (Vec<RegionInfo>, Placed, Vec<String>) {
         push(smem(&p, i));
     }
     push(block_threads(&p));
+    push(blocks_per_sm(&p));
     push(cluster(&p));
     (regions.clone(), placed, msgs)
 }
@@ -117,7 +121,9 @@ fn mirrored(e: &crate::SpecError) -> bool {
     let region = matches!(e.field, crate::Field::PlanPart { .. });
     match e.rule {
         Rule::PlanTarget | Rule::PlanCluster | Rule::ClusterShape | Rule::PlanSmemFits => true,
-        Rule::PlanBlockThreads => e.field != crate::Field::Plan("blocks_per_sm"),
+        Rule::PlanBlockThreads => true,
+        // The SM's limits, as the plan's launch bounds meet them.
+        Rule::BlocksPerSm | Rule::ThreadsPerSm => matches!(e.field, crate::Field::Plan(_)),
         Rule::PlanRegions => {
             e.message.contains("have this name") || e.message.contains("would both give")
         }
@@ -238,10 +244,13 @@ fn random_plan(rng: &mut XorShift) -> KernelPlan {
     }
     if rng.chance(1, 2) {
         // 384 or 256 threads.
-        let roles = if rng.chance(1, 2) {
-            WarpRoles::new("gemm", 40, 2, 232)
-        } else {
-            WarpRoles::new("gemm", 40, 1, 256)
+        let roles = match rng.below(4) {
+            0 => WarpRoles::new("gemm", 40, 2, 232),
+            1 => WarpRoles::new("gemm", 40, 1, 256),
+            // 256 threads, two blocks per SM: 128 registers a thread.
+            2 => WarpRoles::new("gemm", 40, 1, 160).blocks_per_sm(2),
+            // No setmaxnreg: a plan may ask for other blocks per SM.
+            _ => WarpRoles::warps("gemm", 4, 8),
         };
         plan = plan.roles(&roles.validate().unwrap());
     }
@@ -252,6 +261,10 @@ fn random_plan(rng: &mut XorShift) -> KernelPlan {
     if rng.chance(1, 4) {
         let shapes = [[1, 1, 1], [1, 1, 1], [2, 1, 1], [4, 4, 2], [0, 1, 1]];
         plan = plan.cluster(*rng.pick(&shapes).unwrap());
+    }
+    if rng.chance(1, 3) {
+        // The roles' (1 or 2), more than they were checked for, past 2048 threads or 32 blocks.
+        plan = plan.blocks_per_sm(*rng.pick(&[0u32, 1, 1, 2, 4, 5, 8, 33, u32::MAX]).unwrap());
     }
     plan
 }
@@ -367,6 +380,7 @@ fn a_rejected_part_turns_the_checks_off() {
         roles: None,
         block_threads: None,
         cluster: None,
+        blocks_per_sm: Some(0),
     };
     assert!(p.any_stub());
     for m in [
@@ -374,6 +388,7 @@ fn a_rejected_part_turns_the_checks_off() {
         smem(&p, 0),
         pipeline_target(&p, 0),
         block_threads(&p),
+        blocks_per_sm(&p),
         cluster(&p),
     ] {
         assert!(m.is_empty(), "{m:?}");
