@@ -51,6 +51,13 @@ pub enum BwdDesign {
     /// `by_level`: the point pass writes its records out after each level (their tiles are
     /// that level's) and reuses the shared memory: a quarter of it at L = 4 (12 KB instead of
     /// 49 KB at q32), so registers, not shared memory, bound its blocks an SM.
+    /// `packed`: the point pass's records slotted (point, query, corner), so that one-step
+    /// filing's stores hit 32 banks (not 4-way conflicts) and the flush writes runs of a tile's
+    /// consecutive entries; grad_attn / grad_loc written a level at a time by consecutive
+    /// threads (msda_bwd.cu's MSDA_PACKED). `agg`: msda_bwd_tiles' ranks from one shared
+    /// atomic a distinct pixel of a warp, its pixel arrays padded a word a 32 and its heavy
+    /// pixels' rows D + 1 long (MSDA_AGG). Both leave every gradient's value as it was (the
+    /// fast mode's f32 sums may add a pixel's terms in another order).
     Tiles {
         qpb: u32,
         deterministic: bool,
@@ -58,6 +65,8 @@ pub enum BwdDesign {
         one_step: bool,
         threads: u32,
         by_level: bool,
+        packed: bool,
+        agg: bool,
     },
 }
 
@@ -160,10 +169,16 @@ const TILES_QPB: u32 = 32;
 
 /// msda_bwd_tiles' plan: its block and its shared-memory arrays as scratch regions, sized by
 /// the same numbers the kernel derives (it checks them with static_asserts).
-fn tiles_plan(m: &Msda, shape: &TileShape) -> Res<ValidKernelPlan> {
+fn tiles_plan(m: &Msda, shape: &TileShape, agg: bool) -> Res<ValidKernelPlan> {
     let threads = shape.threads as u64;
-    // The most pixels a tile (a thread a pixel): the arrays serve every level.
+    // The most pixels a tile (a thread a pixel): the arrays serve every level (`agg`: a word
+    // of padding a 32 pixels, and heavy rows of D + 1).
     let pixels = threads / shape.tpp as u64;
+    let (pixels, hrow) = if agg {
+        (pixels + pixels / 32, m.channels as u64 + 1)
+    } else {
+        (pixels, m.channels as u64)
+    };
     let chunk_entries = 4 * threads;
     let heavy_cap = HEAVY_BYTES / (m.channels as u64 * 8);
     if heavy_cap == 0 {
@@ -182,7 +197,7 @@ fn tiles_plan(m: &Msda, shape: &TileShape) -> Res<ValidKernelPlan> {
         .scratch("slot", pixels * 4, 16)
         .scratch("list", chunk_entries * 8, 16)
         .scratch("heavy", (heavy_cap + 1) * 4, 16)
-        .scratch("hsum", heavy_cap * m.channels as u64 * 8, 16)
+        .scratch("hsum", heavy_cap * hrow * 8, 16)
         .scratch("segs", point_blocks * 8, 16)
         .scratch("seg_first", point_blocks * 4, 16)
         .validate()
@@ -246,6 +261,8 @@ impl BwdConfig {
                 one_step: false,
                 threads: tile_threads(deterministic),
                 by_level: false,
+                packed: false,
+                agg: false,
             },
             ..BwdConfig::TMA
         }
@@ -272,6 +289,16 @@ impl BwdConfig {
         if let BwdDesign::Tiles { by_level, .. } = &mut c.design {
             *by_level = true;
             c.minb = minb;
+        }
+        c
+    }
+    /// The tile design's point pass with its records packed (point, query, corner) and its
+    /// grad_attn / grad_loc written a level at a time (`packed`), and msda_bwd_tiles without
+    /// its avoidable bank conflicts (`agg`); other designs unchanged.
+    pub fn conflict_free(self, packed_records: bool, aggregated_ranks: bool) -> BwdConfig {
+        let mut c = self;
+        if let BwdDesign::Tiles { packed, agg, .. } = &mut c.design {
+            (*packed, *agg) = (packed_records, aggregated_ranks);
         }
         c
     }
@@ -313,11 +340,15 @@ impl BwdConfig {
                 one_step,
                 threads,
                 by_level,
+                packed,
+                agg,
             } => format!(
-                " tiles q{qpb}{}{}{}{}{} u{}{}",
+                " tiles q{qpb}{}{}{}{}{}{}{} u{}{}",
                 if split { " split" } else { "" },
                 if one_step { " onestep" } else { "" },
                 if by_level { " lvl" } else { "" },
+                if packed { " packed" } else { "" },
+                if agg { " agg" } else { "" },
                 if deterministic { " deterministic" } else { "" },
                 // Only when not the default (the earlier runs' labels stay).
                 if threads == tile_threads(deterministic) {
@@ -371,6 +402,29 @@ pub fn bwd_configs(ty: Ty) -> Vec<BwdConfig> {
         BwdConfig::tiles(false).one_step(512).with_softmax(),
         BwdConfig::tiles(false).one_step(256).by_level(lvl_minb),
         BwdConfig::tiles(true).one_step(512),
+        // Run 5's candidates (ncu on run 4's keepers: 4.2-way bank conflicts on the point
+        // pass's record stores, 32 % excess global sectors from its scattered 8-byte entries
+        // and per-point grad_attn / grad_loc stores; 57 % excess shared wavefronts in
+        // msda_bwd_tiles; NOTES.md, run 5): `packed` alone, then with `agg`, on both keepers;
+        // the softmax and deterministic builds so the held gradients and the aggregated ranks
+        // are checked in every mode.
+        BwdConfig::tiles(false)
+            .one_step(512)
+            .conflict_free(true, false),
+        BwdConfig::tiles(false)
+            .one_step(512)
+            .conflict_free(true, true),
+        BwdConfig::tiles(false)
+            .one_step(512)
+            .conflict_free(true, true)
+            .with_softmax(),
+        BwdConfig::tiles(false)
+            .one_step(256)
+            .by_level(lvl_minb)
+            .conflict_free(true, true),
+        BwdConfig::tiles(true)
+            .one_step(512)
+            .conflict_free(true, true),
     ];
     if ty != Ty::F32 {
         v.push(BwdConfig::tma(128, 60 * 1024, true));
@@ -488,6 +542,8 @@ pub fn build_bwd(
             one_step,
             threads,
             by_level,
+            packed,
+            agg,
         } => {
             if threads % 32 != 0 || !(32..=1024).contains(&threads) {
                 return Err(format!(
@@ -523,7 +579,9 @@ pub fn build_bwd(
                 .define("MSDA_HEAVY_BYTES", HEAVY_BYTES.to_string())
                 .define("MSDA_DETERMINISTIC", u32::from(deterministic).to_string())
                 .define("MSDA_FILE_ONE_STEP", u32::from(one_step).to_string())
-                .define("MSDA_FILE_BY_LEVEL", u32::from(by_level).to_string());
+                .define("MSDA_FILE_BY_LEVEL", u32::from(by_level).to_string())
+                .define("MSDA_PACKED", u32::from(packed).to_string())
+                .define("MSDA_AGG", u32::from(agg).to_string());
             prelude = shape.prelude();
             tile_shape = Some(shape);
             let levels_held = if by_level { 1 } else { m.levels.len() as u64 };
@@ -549,8 +607,9 @@ pub fn build_bwd(
     options = options
         .define("MSDA_QPB", qpb.to_string())
         .define("MSDA_MINB", minb.to_string());
+    let agg = matches!(config.design, BwdDesign::Tiles { agg: true, .. });
     let tiles = match &tile_shape {
-        Some(shape) => Some((tiles_plan(m, shape)?, shape.grid(m))),
+        Some(shape) => Some((tiles_plan(m, shape, agg)?, shape.grid(m))),
         None => None,
     };
     let plan = plan

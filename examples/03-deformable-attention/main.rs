@@ -807,6 +807,53 @@ mod tests {
         }
     }
 
+    /// Run 5's conflict-free builds are new configs beside run 4's keepers: the keepers'
+    /// labels are what BENCHMARKS.md's rows name, every label is distinct (the bench and the
+    /// checks pick configs by substring), the new ones carry "onestep" (one filter times old
+    /// and new in one call) and the knobs leave the other designs alone.
+    #[test]
+    fn conflict_free_configs_sit_beside_the_keepers() {
+        use super::bwd::{self, BwdConfig, BwdDesign};
+        use super::dist::Ty;
+        for ty in Ty::ALL {
+            let labels: Vec<String> = bwd::bwd_configs(ty).iter().map(|c| c.label()).collect();
+            let unique: std::collections::HashSet<&String> = labels.iter().collect();
+            assert_eq!(unique.len(), labels.len(), "{labels:?}");
+            let b = if ty == Ty::F32 { 3 } else { 5 };
+            for kept in [
+                "msda_bwd tiles q32 split onestep t512 u2".to_string(),
+                format!("msda_bwd tiles q32 split onestep lvl t256 u2 b{b}"),
+            ] {
+                assert!(labels.contains(&kept), "{kept}: {labels:?}");
+            }
+            let new: Vec<&String> = labels
+                .iter()
+                .filter(|l| l.contains(" packed") || l.contains(" agg"))
+                .collect();
+            assert_eq!(new.len(), 5, "{labels:?}");
+            assert!(new.iter().all(|l| l.contains("onestep")), "{new:?}");
+            assert!(
+                labels.contains(&"msda_bwd tiles q32 split onestep packed agg t512 u2".to_string())
+            );
+        }
+        for c in [BwdConfig::ATOMIC, BwdConfig::TMA] {
+            assert_eq!(c.conflict_free(true, true), c);
+        }
+        let c = BwdConfig::tiles(false)
+            .one_step(512)
+            .conflict_free(true, false);
+        assert!(matches!(
+            c.design,
+            BwdDesign::Tiles {
+                packed: true,
+                agg: false,
+                one_step: true,
+                threads: 512,
+                ..
+            }
+        ));
+    }
+
     fn to_bytes(ty: super::dist::Ty, x: f32) -> Vec<u8> {
         match ty {
             super::dist::Ty::F32 => x.to_le_bytes().to_vec(),

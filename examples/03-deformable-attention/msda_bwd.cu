@@ -263,6 +263,19 @@ __device__ __forceinline__ int msda_tiles_per_head(const MsdaShapes& sh) { retur
 #ifndef MSDA_FILE_BY_LEVEL
 #define MSDA_FILE_BY_LEVEL 0
 #endif
+// MSDA_PACKED (the point pass): a record's slot is (point, query, corner) with the corner
+// innermost, not (point, corner, query). One-step filing has the 4 lanes of a query file its 4
+// corners at once: (point, corner, query) put them 4 * QPB words apart, one bank (4-way
+// conflicts on every record store); corner-innermost puts a warp's 32 lanes on 32 consecutive
+// words. The flush reads slots in order, so a warp of the flush then writes one point-pass
+// warp step's records, whose ranks in a tile are consecutive (a query's corners, then the next
+// query's): runs of 8-byte entries instead of one sector each. The entries are the same. And
+// grad_attn / grad_loc are held in registers (point j * TPQ + sub of a level by thread sub) and
+// written at the level's end, consecutive points by consecutive threads, instead of each point
+// by thread 0 (a 4- and an 8-byte store, each to its own sector, per point).
+#ifndef MSDA_PACKED
+#define MSDA_PACKED 0
+#endif
 // The point pass's records a block holds at once: every corner of its queries, or (by level)
 // those of one level, written out after each level (a quarter of the shared memory at L = 4).
 constexpr int MSDA_REC_N = MSDA_QPB * (MSDA_FILE_BY_LEVEL ? MSDA_P : MSDA_LP) * 4;
@@ -270,7 +283,8 @@ constexpr int MSDA_REC_N = MSDA_QPB * (MSDA_FILE_BY_LEVEL ? MSDA_P : MSDA_LP) * 
 // The point pass files corner k of point i of its query (pixel (hh, ww) of level l, `in`: inside
 // the level, weight w) when `mine`: its record (tile << 16 | rank in the tile, query << 10 |
 // pixel in the tile, weight) in three arrays at a fixed slot, (point i, corner k, query) with the
-// query innermost (a warp's stores hit distinct banks); the warp's corners of one tile take
+// query innermost (filing a corner a step, a warp's stores hit distinct banks; MSDA_PACKED:
+// (point, query, corner)); the warp's corners of one tile take
 // their ranks with one shared-memory atomic (the same few tiles take most corners). Every lane
 // of the warp calls it.
 __device__ __forceinline__ void msda_file(unsigned* rec, int* tcount, const MsdaShapes& sh, int l, int i, int k,
@@ -283,7 +297,8 @@ __device__ __forceinline__ void msda_file(unsigned* rec, int* tcount, const Msda
   if (key >= 0 && lane == leader) first = atomicAdd(tcount + tile, __popc(peers));
   first = __shfl_sync(0xffffffffu, first, leader);
   if (mine) {
-    const int slot = ((MSDA_FILE_BY_LEVEL ? i - l * MSDA_P : i) * 4 + k) * MSDA_QPB + qloc;
+    const int pi = MSDA_FILE_BY_LEVEL ? i - l * MSDA_P : i;
+    const int slot = MSDA_PACKED ? (pi * MSDA_QPB + qloc) * 4 + k : (pi * 4 + k) * MSDA_QPB + qloc;
     rec[slot] = 0xffffffffu;
     if (in) {
       rec[slot] =
@@ -423,6 +438,14 @@ msda_bwd(const msda_t* __restrict__ value, const float* __restrict__ loc, const 
     constexpr int l = decltype(lc)::value;
     const int H = sh.h(l), W = sh.w(l);
     const long long row0 = static_cast<long long>(n) * spatial + sh.start(l);
+#if MSDA_PACKED
+    // This level's grad_attn and grad_loc of points j * TPQ + sub (see MSDA_PACKED).
+    constexpr int PPT = (MSDA_P + MSDA_TPQ - 1) / MSDA_TPQ;
+    float held_a[PPT];
+    float2 held_l[PPT];
+#pragma unroll
+    for (int j = 0; j < PPT; ++j) held_a[j] = 0.f, held_l[j] = make_float2(0.f, 0.f);
+#endif
 #pragma unroll MSDA_UNROLL
     for (int p = 0; p < MSDA_P; ++p) {
       const int i = l * MSDA_P + p;
@@ -481,15 +504,36 @@ msda_bwd(const msda_t* __restrict__ value, const float* __restrict__ loc, const 
       d_a = msda_sum<MSDA_TPQ>(d_a);
       const float gx = msda_sum<MSDA_TPQ>(pt.a * d_fw) * static_cast<float>(W);
       const float gy = msda_sum<MSDA_TPQ>(pt.a * d_fh) * static_cast<float>(H);
+#if MSDA_PACKED
+      // (every thread has the sums: the butterfly; a static index, so registers)
+#pragma unroll
+      for (int j = 0; j < PPT; ++j)
+        if (p == j * MSDA_TPQ + sub) {
+          held_a[j] = pt.a != 0.f ? d_a : 0.f;
+          held_l[j] = make_float2(gx, gy);
+        }
+#else
       if (live && sub == 0) {
         ga[i] = pt.a != 0.f ? d_a : 0.f;
         gl[i] = make_float2(gx, gy);
       }
+#endif
 #if MSDA_TILES
       const float w = weight(i);
       if (live) term_max = max(term_max, __float_as_uint(fabsf(w) * __uint_as_float(gmax)));
 #endif
     }
+#if MSDA_PACKED
+    // The level's gradients, TPQ consecutive points a step of a (query, head)'s threads.
+#pragma unroll
+    for (int j = 0; j < PPT; ++j) {
+      const int p = j * MSDA_TPQ + sub;
+      if (live && p < MSDA_P) {
+        ga[l * MSDA_P + p] = held_a[j];
+        gl[l * MSDA_P + p] = held_l[j];
+      }
+    }
+#endif
 #if MSDA_TILES && MSDA_FILE_BY_LEVEL
     // This level's tiles' entries (the next level reuses rec).
     msda_flush(rec, tcount, msda_tile_first(sh, l), msda_tile_first(sh, l + 1), stats, entries, desc, nh, tiles,
@@ -565,14 +609,30 @@ constexpr int MSDA_NV = MSDA_CPT / MSDA_VEC;                // 16-byte loads an 
 // of them a chunk: their sums wait in shared memory for the pixel's thread).
 constexpr int MSDA_HEAVY_CAP = MSDA_HEAVY_BYTES / (MSDA_D * 8);
 constexpr int MSDA_HEAVY = MSDA_CHUNK_ENTRIES / MSDA_HEAVY_CAP > 32 ? MSDA_CHUNK_ENTRIES / MSDA_HEAVY_CAP : 32;
+// MSDA_AGG: msda_bwd_tiles' shared-memory accesses without the avoidable bank conflicts.
+// - A warp's entries take their ranks with one atomic a distinct pixel (__match_any_sync, as
+//   the filing does), not one an entry: a warp's 32 entries of a 16- or 32-pixel tile (levels
+//   2 and 3 split) are at most 32 distinct pixels, one bank each, where 32 atomics put ~2 on
+//   the busiest bank (a pixel's, serialised); clustered points are 1-4 pixels a warp.
+// - hist and off are indexed by msda_px(p) = p + p / 32 (a word of padding a 32): corners
+//   (h, w) and (h + 1, w) are W pixels apart, the same bank when W is a multiple of 32 (the
+//   seed's level 0, W = 160), 5 banks apart padded.
+// - a heavy pixel's row of hsum is D + 1 elements, so that the pixels of one warp (2 at split
+//   16) read channel c from different banks instead of one.
+#ifndef MSDA_AGG
+#define MSDA_AGG 0
+#endif
+__device__ __forceinline__ int msda_px(int p) { return MSDA_AGG ? p + (p >> 5) : p; }
+constexpr int MSDA_PX_WORDS = MSDA_AGG ? MSDA_TILE_PIXELS + MSDA_TILE_PIXELS / 32 : MSDA_TILE_PIXELS;
+constexpr int MSDA_HSTRIDE = MSDA_AGG ? MSDA_D + 1 : MSDA_D;  // hsum's row, elements
 static_assert(MSDA_CPT % MSDA_VEC == 0 && MSDA_D % MSDA_CPT == 0, "a thread's channels are whole 16-byte vectors");
 static_assert(MSDA_TILE_THREADS % 32 == 0, "whole warps");
 static_assert(MSDA_HEAVY_CAP >= 1 && MSDA_CHUNK_ENTRIES / (MSDA_HEAVY + 1) < MSDA_HEAVY_CAP, "heavy pixels fit");
 typedef tma_plan_msda_bwd_tiles MsdaTilesPlan;
-static_assert(MsdaTilesPlan::BYTES_hist >= MSDA_TILE_PIXELS * 4 && MsdaTilesPlan::BYTES_off >= MSDA_TILE_PIXELS * 4 &&
+static_assert(MsdaTilesPlan::BYTES_hist >= MSDA_PX_WORDS * 4 && MsdaTilesPlan::BYTES_off >= MSDA_PX_WORDS * 4 &&
                   MsdaTilesPlan::BYTES_slot >= MSDA_TILE_PIXELS * 4 && MsdaTilesPlan::BYTES_list >= MSDA_CHUNK_ENTRIES * 8 &&
                   MsdaTilesPlan::BYTES_heavy >= (MSDA_HEAVY_CAP + 1) * 4 &&
-                  MsdaTilesPlan::BYTES_hsum >= MSDA_HEAVY_CAP * MSDA_D * 8,
+                  MsdaTilesPlan::BYTES_hsum >= MSDA_HEAVY_CAP * MSDA_HSTRIDE * 8,
               "the plan's scratch regions hold the kernel's arrays");
 
 // The deterministic sums' fixed point: a term t becomes round(t * 2^shift) in 64 bits, shift
@@ -662,7 +722,7 @@ __device__ __forceinline__ void msda_tiles_body(const uint2* __restrict__ entrie
   int* slot = reinterpret_cast<int*>(MsdaTilesPlan::slot(base));   // a heavy pixel's row of hsum
   uint2* list = reinterpret_cast<uint2*>(MsdaTilesPlan::list(base));  // (query, weight bits)
   int* heavy = reinterpret_cast<int*>(MsdaTilesPlan::heavy(base));    // [0]: count; then pixels
-  acc_t* hsum = reinterpret_cast<acc_t*>(MsdaTilesPlan::hsum(base));  // [MSDA_HEAVY_CAP][D]
+  acc_t* hsum = reinterpret_cast<acc_t*>(MsdaTilesPlan::hsum(base));  // [MSDA_HEAVY_CAP][HSTRIDE]
   uint2* segs = reinterpret_cast<uint2*>(MsdaTilesPlan::segs(base));  // (start, count) a point block
   int* seg_first = reinterpret_cast<int*>(MsdaTilesPlan::seg_first(base));  // their prefix
 
@@ -709,7 +769,7 @@ __device__ __forceinline__ void msda_tiles_body(const uint2* __restrict__ entrie
 
   for (int e0 = 0; e0 < entries_n; e0 += MSDA_CHUNK_ENTRIES) {
     // 1. Four entries a thread: each one's rank among its pixel's (a count a pixel).
-    if (t < MSDA_TILE_PIXELS) hist[t] = 0;
+    if (t < MSDA_TILE_PIXELS) hist[msda_px(t)] = 0;
     if (t == 0) heavy[0] = 0;
     __syncthreads();
     uint2 en[4];
@@ -726,17 +786,29 @@ __device__ __forceinline__ void msda_tiles_body(const uint2* __restrict__ entrie
         }
         // (an empty segment starts where the next one does: the last such start is a full one)
         en[j] = __ldg(entries + segs[lo].x + (e - seg_first[lo]));
+#if !MSDA_AGG
         rank[j] = atomicAdd(hist + (en[j].x & 1023u), 1);
+#endif
       }
+#if MSDA_AGG
+      // (every lane: the entries past the end as key -1)
+      const int key = e < entries_n ? static_cast<int>(en[j].x & 1023u) : -1;
+      const unsigned peers = __match_any_sync(0xffffffffu, key);
+      const int leader = __ffs(peers) - 1;
+      int first = 0;
+      if (key >= 0 && lane == leader) first = atomicAdd(hist + msda_px(key), __popc(peers));
+      first = __shfl_sync(0xffffffffu, first, leader);
+      if (key >= 0) rank[j] = first + __popc(peers & ((1u << lane) - 1u));
+#endif
     }
     __syncthreads();
     // 2. Offsets (one scan), and the heavy pixels listed.
     {
-      const int c = t < MSDA_TILE_PIXELS ? hist[t] : 0;
+      const int c = t < MSDA_TILE_PIXELS ? hist[msda_px(t)] : 0;
       int total;
       const int before = msda_block_scan(c, &total);
       if (t < MSDA_TILE_PIXELS) {
-        off[t] = before;
+        off[msda_px(t)] = before;
         if (c > MSDA_HEAVY) {
           const int h = atomicAdd(heavy, 1);
           heavy[1 + h] = t;
@@ -748,10 +820,10 @@ __device__ __forceinline__ void msda_tiles_body(const uint2* __restrict__ entrie
     // 3. The entries, sorted by pixel: (query, weight).
 #pragma unroll
     for (int j = 0; j < 4; ++j)
-      if (rank[j] >= 0) list[off[en[j].x & 1023u] + rank[j]] = make_uint2(en[j].x >> 10, en[j].y);
+      if (rank[j] >= 0) list[off[msda_px(en[j].x & 1023u)] + rank[j]] = make_uint2(en[j].x >> 10, en[j].y);
     __syncthreads();
     // 4. A pixel's thread sums its entries; a warp sums each heavy pixel.
-    const int count = hist[px], first = off[px];
+    const int count = hist[msda_px(px)], first = off[msda_px(px)];
     if (count <= MSDA_HEAVY) {
       for (int e = first + share; e < first + count; e += split) {
         const uint2 q = list[e];
@@ -767,7 +839,8 @@ __device__ __forceinline__ void msda_tiles_body(const uint2* __restrict__ entrie
       acc_t part[MSDA_VEC];
 #pragma unroll
       for (int j = 0; j < MSDA_VEC; ++j) part[j] = 0;
-      for (int e = off[hpx] + lane / MSDA_NV; e < off[hpx] + hist[hpx]; e += 32 / MSDA_NV) {
+      const int hfirst = off[msda_px(hpx)], hend = hfirst + hist[msda_px(hpx)];
+      for (int e = hfirst + lane / MSDA_NV; e < hend; e += 32 / MSDA_NV) {
         const uint2 q = list[e];
         const msda_t* row = grad_out + ((nq0 + q.x) * MSDA_M + head) * MSDA_D + hsub * MSDA_CPT + v * MSDA_VEC;
         msda_tile_add<EXACT, 1>(part, row, __uint_as_float(q.y), fx.scale);
@@ -779,12 +852,12 @@ __device__ __forceinline__ void msda_tiles_body(const uint2* __restrict__ entrie
         for (int j = 0; j < MSDA_VEC; ++j) part[j] += __shfl_xor_sync(0xffffffffu, part[j], o);
       if (lane < MSDA_NV)
 #pragma unroll
-        for (int j = 0; j < MSDA_VEC; ++j) hsum[h * MSDA_D + hsub * MSDA_CPT + v * MSDA_VEC + j] = part[j];
+        for (int j = 0; j < MSDA_VEC; ++j) hsum[h * MSDA_HSTRIDE + hsub * MSDA_CPT + v * MSDA_VEC + j] = part[j];
     }
     __syncthreads();
     if (count > MSDA_HEAVY && share == 0) {
 #pragma unroll
-      for (int c = 0; c < MSDA_CPT; ++c) acc[c] += hsum[slot[px] * MSDA_D + sub * MSDA_CPT + c];
+      for (int c = 0; c < MSDA_CPT; ++c) acc[c] += hsum[slot[px] * MSDA_HSTRIDE + sub * MSDA_CPT + c];
     }
     __syncthreads();  // hist, off, heavy and hsum are the next chunk's
   }
