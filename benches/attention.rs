@@ -7,7 +7,7 @@
 //!
 //! Every configuration is checked first on each problem (O and LSE poisoned; 16 sampled rows
 //! against the f64 reference), then timed: median of ATTN_REPS (20) event-timed samples of 5
-//! launches back to back after 5 warm-ups and ATTN_WARM_MS (500) ms of launches back to back:
+//! launches back to back after 5 warm-ups and BENCH_WARM_MS (500) ms of launches back to back:
 //! the H100's clocks settle under its power cap (without it, one shape's samples moved by 10 %
 //! within a run, BENCHMARKS.md; the script warms cuDNN and FA2 the same); TFLOP/s = 4 B H S^2 D / median, halved for causal. Also: one configuration's
 //! cold compile (no cache) on this machine. Exit code 1 when a configuration is wrong. Without
@@ -67,7 +67,7 @@ fn run() -> Res<bool> {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(20);
-    let warm_ms: f64 = std::env::var("ATTN_WARM_MS")
+    let warm_ms: f64 = std::env::var("BENCH_WARM_MS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(500.0);

@@ -3,8 +3,8 @@ timed (ATTN_RESULTS, JSON, written by it in the same device call), with tma's nu
 them: bf16 or f16 Q, K, V as [B][H][S][D] contiguous (the layout tma's kernel reads),
 is_causal as the problem says. Each backend selected explicitly (sdpa_kernel); median of 20
 CUDA-event-timed samples of 5 calls back to back (as benches/attention.rs times tma) after 5
-warm-ups and ATTN_WARM_MS (500) ms of calls back to back (the clocks settle under the power cap,
-as the Rust bench does); TFLOP/s = 4 B H S^2 D /
+warm-ups and BENCH_WARM_MS (500) ms of calls back to back (the clocks settle under the power
+cap, as the Rust bench does); TFLOP/s = 4 B H S^2 D /
 median, halved for causal.
 One check per problem: each backend's output against the math backend in f32 on one head.
 Prints one markdown table."""
@@ -26,7 +26,6 @@ def main():
     print("| config | B | H | S | D | causal | tma TFLOP/s | cuDNN TFLOP/s | tma / cuDNN | FA2 TFLOP/s | tma / FA2 |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     torch.manual_seed(0)
-    warm_ms = float(os.environ.get("ATTN_WARM_MS", "500"))
     for r in rows:
         b, h, s, d, causal = r["b"], r["h"], r["s"], r["d"], r["causal"]
         dt = torch.bfloat16 if r["dtype"] == "bf16" else torch.float16
@@ -47,7 +46,7 @@ def main():
                     if err > 0.05:
                         out[name] = f"wrong ({err:.1e})"
                         continue
-                    out[name] = flops / (timed(f, warm_ms=warm_ms) * 1e-3) / 1e12
+                    out[name] = flops / (timed(f) * 1e-3) / 1e12
             except Exception as e:  # a backend that refuses the shape
                 out[name] = f"n/a ({type(e).__name__})"
         tma = r["tflops"]

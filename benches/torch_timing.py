@@ -1,14 +1,22 @@
 """The torch side's timer, shared by the benches' torch scripts (attention_torch.py,
 conv_torch.py, grouped_gemm_torch.py): the median of `samples` CUDA-event-timed samples of
-`launches` calls back to back, after `warmup` calls (and, with `warm_ms`, after that many ms of
-calls back to back: a power-capped GPU's clocks settle), in ms per call; the Rust benches time
-tma the same way (gpu::time_batched, gpu::warm), so both sides count the same launch gaps."""
+`launches` calls back to back, after `warmup` calls and `warm_ms` (BENCH_WARM_MS, default 500)
+ms of calls back to back (an H100's clocks settle under its power cap), in ms per call; the
+Rust benches time tma the same way (gpu::time_batched, gpu::warm_ms), so both sides count the
+same launch gaps at the same clocks."""
+import os
 import statistics
 
 import torch
 
 
-def timed(f, launches=5, samples=20, warmup=5, warm_ms=0.0):
+def warm_ms_default():
+    return float(os.environ.get("BENCH_WARM_MS", "500"))
+
+
+def timed(f, launches=5, samples=20, warmup=5, warm_ms=None):
+    if warm_ms is None:
+        warm_ms = warm_ms_default()
     for _ in range(warmup):
         f()
     spent = 0.0

@@ -312,9 +312,10 @@ pub fn time(gpu: &Gpu, reps: usize, f: &mut dyn FnMut() -> Res<()>) -> Res<Vec<f
 }
 
 /// Per-launch times (ms) of `reps` samples, each `launches` calls of `f` back to back between
-/// one pair of events, after one untimed sample: a kernel of tens of microseconds is timed on
-/// the GPU, not with the host's launch gap in every sample (which favours whichever side
-/// launches faster; the Python baselines are timed the same way).
+/// one pair of events, after one untimed sample and [`warm_ms`] of samples: a kernel of tens
+/// of microseconds is timed on the GPU, not with the host's launch gap in every sample (which
+/// favours whichever side launches faster), at the clocks the power cap settles to (the
+/// Python baselines are timed the same way, `torch_timing.timed`).
 #[allow(dead_code)] // the benchmarks'
 pub fn time_batched(
     gpu: &Gpu,
@@ -329,10 +330,26 @@ pub fn time_batched(
         Ok(())
     };
     time(gpu, 1, &mut batch)?;
+    let mut spent = 0.0;
+    while spent < warm_ms() {
+        spent += time(gpu, 1, &mut batch)?.iter().sum::<f64>();
+    }
     Ok(time(gpu, reps, &mut batch)?
         .into_iter()
         .map(|t| t / launches as f64)
         .collect())
+}
+
+/// `BENCH_WARM_MS` (default 500): how long the benchmarks run a kernel back to back before
+/// its samples. An H100 under its power cap settles to lower clocks than a short burst after
+/// an idle gap sees: without it the same shape's samples moved by 10 % within one run
+/// (BENCHMARKS.md, attention); `torch_timing.py` reads the same variable.
+#[allow(dead_code)] // the benchmarks'
+pub fn warm_ms() -> f64 {
+    std::env::var("BENCH_WARM_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(500.0)
 }
 
 pub fn median(v: &mut [f64]) -> f64 {

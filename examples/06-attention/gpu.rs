@@ -263,7 +263,7 @@ pub fn time(gpu: &Gpu, reps: usize, f: &mut dyn FnMut() -> Res<()>) -> Res<Vec<f
 }
 
 /// Runs `f` back to back until `ms` of GPU time have passed (event-timed): a power-capped
-/// GPU's clocks settle before the samples (`ATTN_WARM_MS`; the torch script does the same).
+/// GPU's clocks settle before the samples (`BENCH_WARM_MS`; the torch script does the same).
 pub fn warm(gpu: &Gpu, ms: f64, f: &mut dyn FnMut() -> Res<()>) -> Res<()> {
     let mut spent = 0.0;
     while spent < ms {
