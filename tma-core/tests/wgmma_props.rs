@@ -354,3 +354,48 @@ fn a_broken_field_breaks_the_identity() {
     // Each field was broken in many combinations.
     assert!(broken.iter().all(|&n| n >= 16), "{broken:?}");
 }
+
+/// The generated `desc()`'s arithmetic (templates/operand.cuh.tera): the tile's address OR'ed
+/// into the low word of `DESC_BASE` (`base_word`) once, then the slice's offset / 16 added to
+/// that word. Mirrored here and held to the model's encoding of the slice's own address for
+/// every combination, every aligned tile start in the 227 KB a block can have, every slice
+/// and block: the sum never leaves the 14-bit address field.
+#[test]
+fn the_generated_descriptor_arithmetic_is_the_models_encoding() {
+    fn generated(base_word: u64, smem_addr: u64, offset: u64) -> u64 {
+        let lo = (base_word as u32) | (((smem_addr & 0x3FFFF) >> 4) as u32);
+        (base_word & 0xFFFF_FFFF_0000_0000) | u64::from(lo.wrapping_add((offset >> 4) as u32))
+    }
+    const SMEM: u64 = 227 * 1024;
+    let mut rng = XorShift::new(0x5eed_0026);
+    let mut words = 0u64;
+    for combo in operand_combinations() {
+        let mn = random_mn(combo, &mut rng);
+        let l = case(combo, mn, 4, &mut rng);
+        let base_word = l.plan.base_word().unwrap();
+        let footprint = l.smem.len() as u64;
+        let align = l.bound.plan().align_bytes;
+        let mut addr = 0;
+        while addr + footprint <= SMEM {
+            for block in 0..l.plan.m_blocks {
+                for slice in 0..l.plan.k_slices {
+                    let want = l
+                        .plan
+                        .descriptor(l.bound.valid(), addr, slice, block)
+                        .unwrap()
+                        .encode()
+                        .unwrap();
+                    let offset = l.plan.offset(slice, block).unwrap();
+                    assert_eq!(
+                        generated(base_word, addr, offset),
+                        want,
+                        "{combo:?} at {addr:#x}, slice {slice}, block {block}"
+                    );
+                    words += 1;
+                }
+            }
+            addr += align.max(1024);
+        }
+    }
+    assert!(words > 10_000, "{words}");
+}
