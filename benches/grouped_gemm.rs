@@ -8,8 +8,11 @@
 //! (grouped.rs). Every configuration is checked first (D poisoned; every element against the
 //! cuBLAS loop, f64 samples), then timed: median of GROUPED_REPS (20) event-timed samples of
 //! LAUNCHES (5) launches back to back (gpu::time_batched; the torch script times samples of 5
-//! calls the same way) after one untimed sample; TFLOP/s = 2 * rows * N * K / median. Exit code 1 when a configuration is
-//! wrong. Without NVRTC or a GPU: says so, exits 0.
+//! calls the same way) after one untimed sample and BENCH_WARM_MS (500) ms of samples (the
+//! clocks settle under the power cap); TFLOP/s = 2 * rows * N * K / median. Exit code 1 when a
+//! configuration is wrong. Without NVRTC or a GPU: says so, exits 0. Both modes with the
+//! warm-up take over 7 minutes on an H100: run GROUPED_MODE=forward and =wgrad in separate
+//! device calls.
 //!
 //! The weight gradient (wgrad.rs, issue 26's ragged K) on the same shapes and the same token
 //! counts: dW_g[N][K] = dY_g^T X_g per group, against a loop of cuBLAS GEMMs (one a non-empty
