@@ -4,7 +4,8 @@
 //! against the exact f64 sum, the first and last among them) and timed: median of CONV_REPS
 //! (20) event-timed samples of 10 launches back to back (`CONV_LAYERS=2048,3x3 256`: the layers
 //! whose names contain one of these) (the host's launch gaps are not GPU
-//! time: a layer takes tens of microseconds), after 2 warm-up samples; TFLOP/s = 2 * N * P * Q * K * R * S * C /
+//! time: a layer takes tens of microseconds), after 2 warm-up samples and BENCH_WARM_MS (500)
+//! ms of samples (the clocks settle under the power cap; `gpu::warm_ms`); TFLOP/s = 2 * N * P * Q * K * R * S * C /
 //! median (the real C: the stem's 3 channels, not the 8 it runs as). The best configuration per
 //! layer goes to the table and to CONV_JSON (default target/conv.json), which
 //! benches/conv_torch.py reads to time cuDNN (`torch.nn.functional.conv2d`, channels_last,

@@ -2,7 +2,8 @@
 the same call: reads CONV_JSON (default target/conv.json), bf16 NHWC (channels_last) input
 [N][C][H][W] and filter [K][C][R][S], torch.backends.cudnn.benchmark = True; median of 20
 CUDA-event-timed samples of 10 calls back to back (as benches/conv.rs times tma: the host's
-launch gaps are not GPU time) after 5 warm-up calls (the first picks the algorithm); TFLOP/s =
+launch gaps are not GPU time) after 5 warm-up calls (the first picks the algorithm) and
+BENCH_WARM_MS (500) ms of calls (torch_timing.timed); TFLOP/s =
 2 * N * P * Q * K * R * S * C / median. Prints the table with tma's numbers and the ratio
 tma / cuDNN. Usage: python3 benches/conv_torch.py [conv.json]"""
 import json

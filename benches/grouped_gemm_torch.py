@@ -4,7 +4,8 @@ B [G][N][K], out = A_g @ B_g^T per group (offs: the groups' ends, a 2-D x 3-D ca
 gradient (ragged K): dY [T][N] and X [T][K] over the same counts, out [G][N][K] with
 out[g] = dY_g^T @ X_g (a 2-D x 2-D call, offs along the tokens: dY.t() is a column-major
 [N][T] view, as torch's own backward passes it). Median of 20 CUDA-event-timed samples of 5
-calls back to back after 5 warm-ups (as the Rust bench times tma and the cuBLAS loop); TFLOP/s = 2 * rows * N * K / median. Prints one table row a problem.
+calls back to back after 5 warm-ups and BENCH_WARM_MS (500) ms of calls (as the Rust bench
+times tma and the cuBLAS loop); TFLOP/s = 2 * rows * N * K / median. Prints one table row a problem.
 GROUPED_MODE=forward or wgrad runs one of the two (default: both). Written for torch 2.11; a
 torch without _grouped_mm or refusing a call prints why and skips that table."""
 import json

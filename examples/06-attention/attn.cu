@@ -2,8 +2,8 @@
 // every query row (examples/06-attention). Appended after tma's generated helpers: the tiles
 // q, k, v (wgmma operands) and o, the pipelines tma_pipe_q (Q once per work unit), tma_pipe_k
 // and tma_pipe_v (K and V on separate barriers, so QK^T starts before V lands), the warp roles
-// tma_roles_attn (a producer warpgroup, two consumers, named barriers `epi` and `turn` per
-// consumer) and the kernel plan tma_plan_attn (regions and launch). The ATTN_* macros before
+// tma_roles_attn (a producer warpgroup, ATTN_NC consumers (2, or 3 at head dim 64), named
+// barriers `epi` and `turn` per consumer) and the kernel plan tma_plan_attn (regions and launch). The ATTN_* macros before
 // it say which configuration this is (kernel.rs renders them).
 //
 // Layout: Q and O are [B * H][Sq][D], K and V [B * Hkv][Sk][D] (row-major), LSE [B * H][Sq]

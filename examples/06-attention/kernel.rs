@@ -72,7 +72,8 @@ pub enum Kind {
     /// One warpgroup, 64 query rows: thread 0 keeps the K/V loads ahead, every thread runs
     /// both GEMMs and the softmax.
     Wg1,
-    /// A producer warpgroup and two consumer warpgroups (64 query rows each), setmaxnreg.
+    /// A producer warpgroup and `Config::nc` consumer warpgroups (64 query rows each),
+    /// setmaxnreg.
     Ws,
     /// Ws and ping-pong: the consumers take turns issuing their GEMMs (named barriers), so
     /// one's softmax runs under the other's GEMMs.
@@ -117,7 +118,7 @@ pub struct Config {
     /// batch x head), the next unit's Q loaded under this one's last blocks; else one CTA a unit.
     pub persistent: bool,
     /// O leaves through a staging copy per consumer and one TMA store; else each thread stores
-    /// its pairs (clipped). The staging needs 2 x 64 x D x 2 bytes beside Q and the stages.
+    /// its pairs (clipped). The staging needs consumers x 64 x D x 2 bytes beside Q and the stages.
     pub o_tma: bool,
     /// Stages released by one thread per consumer warpgroup (after wgmma.wait_group) instead
     /// of one arrival per warp.
@@ -217,8 +218,8 @@ impl Config {
     pub fn best(input: In, d: u32, causal: bool) -> Config {
         // Head dim 64: three consumers (192 query rows), as FlashAttention-3: at 64 the
         // softmax of a block takes about as long as its two GEMMs, and a third warpgroup's
-        // GEMMs keep the tensor cores busy under the other two's (+9-19 % over two consumers
-        // at 2k-16k; at 128 the third consumer's registers allow only 80-row key blocks, no
+        // GEMMs keep the tensor cores busy under the other two's (+3-16 % over two consumers
+        // at 2k-8k, even to +7 % at 16k, H100; at 128 the third consumer's registers allow only 80-row key blocks, no
         // faster).
         let (bn, stages, nc) = match (d, causal) {
             (64, false) => (128, 3, 3),
@@ -255,11 +256,13 @@ impl Config {
                 "A1 one warpgroup",
                 Config {
                     kind: Kind::Wg1,
+                    // One consumer whatever `best` has: named without `_c3`.
+                    nc: 2,
                     ..a4
                 },
             ),
             (
-                "A2 + producer warpgroup, 2 consumers, setmaxnreg",
+                "A2 + producer warpgroup, consumers, setmaxnreg",
                 Config {
                     kind: Kind::Ws,
                     ..a4
@@ -322,7 +325,7 @@ impl Config {
             } else {
                 String::new()
             },
-            if self.nc == 3 { "_c3" } else { "" },
+            if self.consumers() == 3 { "_c3" } else { "" },
             self.input.name(),
             if self.causal { "_causal" } else { "" }
         )
@@ -472,8 +475,8 @@ impl Plan {
                     if c.consumers() == 3 { 160 } else { 240 },
                 )
                 .per_consumer_barrier("epi", 128)
-                // Ping-pong: consumer c waits on its `turn` (its 128 threads sync, the other
-                // consumer's 128 arrive) before it issues its GEMMs.
+                // Ping-pong: consumer c waits on its `turn` (its 128 threads sync, the 128 of
+                // the consumer before it in the order 0, 1, .. arrive) before its GEMMs.
                 .per_consumer_barrier("turn", 256)
                 .validate()
                 .map_err(|e| findings("warp roles", e))?,

@@ -7,7 +7,8 @@
 //! The kernel (attn.cu) is FlashAttention-3's design written with tma's pieces: Q, K and V are
 //! 128B-swizzled wgmma operand tiles (V MN-major: P V reads it as B through the transpose bit),
 //! Q is loaded once per work unit on its own pipeline, K and V on separate pipelines so QK^T
-//! starts before V lands; a producer warpgroup and two consumer warpgroups (setmaxnreg); the
+//! starts before V lands; a producer warpgroup and two consumer warpgroups (three at head dim
+//! 64, as FlashAttention-3; setmaxnreg); the
 //! online softmax on the accumulator fragment (tma's row max / exp2 / row sum / rescale helpers,
 //! which know the fragment's layout); P V with P from registers (tma's accumulator -> A
 //! fragment conversion and register-A wgmma); ping-pong of the consumers through named barriers

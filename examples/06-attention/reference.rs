@@ -8,7 +8,9 @@
 //! plus f32 rounding, far below; the check allows twice the first term and a 1e-5 floor.
 //! The log-sum-exp is f32 throughout: 1e-5 relative (plus 1e-5). A configuration that raises
 //! part of P by tma's polynomial (`Config::poly`) moves each weight by up to its relative
-//! error e more (`Config::exp_rel_error`): e A_e more on O, e more on the log-sum-exp.
+//! error e more (`Config::exp_rel_error`): O by up to e (A_e + |o_e|) <= 2 e A_e, of which
+//! the check adds e A_e (the rest is inside the 2 u A_e margin: e <= 0.02 u), and the
+//! log-sum-exp by up to e, which it adds.
 
 use crate::gpu::{Problem, Shape};
 use crate::kernel::{Config, In};
