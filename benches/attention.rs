@@ -67,12 +67,6 @@ fn run() -> Res<bool> {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(20);
-    // As examples/05-gemm's gpu::warm_ms (and torch_timing.py): finite, 0 to an hour, else 500.
-    let warm_ms: f64 = std::env::var("BENCH_WARM_MS")
-        .ok()
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .filter(|v| (0.0..=3.6e6).contains(v))
-        .unwrap_or(500.0);
     let seqs = env_list("ATTN_SEQS", &[512, 1024, 2048, 4096, 8192, 16384]);
     let dims = env_list("ATTN_DIMS", &[64, 128, 256]);
     // (label, config, sequence lengths): per (d, causal) the configuration `for_keys` picks
@@ -205,7 +199,7 @@ fn run() -> Res<bool> {
             for _ in 0..5 {
                 launch.run()?;
             }
-            gpu::warm(&gpu, warm_ms, &mut || {
+            gpu::warm(&gpu, &mut || {
                 for _ in 0..LAUNCHES {
                     launch.run()?;
                 }

@@ -19,6 +19,17 @@ def warm_ms_default():
     return v if 0.0 <= v <= 3.6e6 else 500.0
 
 
+def batch_ms(f, launches):
+    """ms of `launches` calls of `f` back to back between one pair of CUDA events."""
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    for _ in range(launches):
+        f()
+    e.record()
+    torch.cuda.synchronize()
+    return s.elapsed_time(e)
+
+
 def timed(f, launches=5, samples=20, warmup=5, warm_ms=None):
     if warm_ms is None:
         warm_ms = warm_ms_default()
@@ -26,20 +37,5 @@ def timed(f, launches=5, samples=20, warmup=5, warm_ms=None):
         f()
     spent = 0.0
     while spent < warm_ms:
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        for _ in range(launches):
-            f()
-        e.record()
-        torch.cuda.synchronize()
-        spent += s.elapsed_time(e)
-    times = []
-    for _ in range(samples):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        for _ in range(launches):
-            f()
-        e.record()
-        torch.cuda.synchronize()
-        times.append(s.elapsed_time(e) / launches)
-    return statistics.median(times)
+        spent += batch_ms(f, launches)
+    return statistics.median(batch_ms(f, launches) / launches for _ in range(samples))

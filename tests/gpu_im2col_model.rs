@@ -25,7 +25,7 @@ use tma::runtime::{ByValue, CompileOptions, LaunchConfig, Module, Source};
 use tma_core::model::im2col::{self, Im2colElement};
 use tma_core::render::Im2colCode;
 use tma_core::{to_tma_order, Arch, BoundIm2col, Im2colEncodeArgs};
-use tma_test_support::testgen::{random_im2col, XorShift};
+use tma_test_support::testgen::{gpu_seed, random_im2col, XorShift};
 
 /// The harness's call, as `I2cCall` in im2col_harness.cu (TMA order).
 #[repr(C)]
@@ -50,18 +50,6 @@ fn spec_count() -> usize {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(3000)
-}
-
-fn seed() -> u64 {
-    std::env::var("TMA_GPU_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos() as u64)
-                .unwrap_or(1)
-        })
 }
 
 /// Everything needed to replay one load: the spec and the call.
@@ -249,7 +237,7 @@ fn gpu_im2col_loads_match_the_model_bit_for_bit() {
     };
     let module = dev.load(&harness_source(), &CompileOptions::new(Arch::Sm90a));
     let loader = Loader { dev, module };
-    let seed = seed();
+    let seed = gpu_seed();
     println!("seed {seed} (set TMA_GPU_SEED to replay)");
     let mut rng = XorShift::new(seed);
     let n = spec_count();

@@ -12,7 +12,7 @@ mod support;
 use support::{Gpu, Mismatch};
 use tma_core::model::{self, ReduceOp};
 use tma_core::{Arch, BoundSpec, DType, Interleave, Swizzle};
-use tma_test_support::testgen::{random_valid_spec, XorShift};
+use tma_test_support::testgen::{gpu_seed, random_valid_spec, XorShift};
 
 /// How many random specs each direction checks (override with `TMA_GPU_SPECS`).
 fn spec_count() -> usize {
@@ -60,18 +60,6 @@ fn trace(i: usize, b: &BoundSpec, coords: &[i64]) {
     if std::env::var_os("TMA_GPU_TRACE").is_some() {
         println!("spec #{i}: {}", describe(b, coords));
     }
-}
-
-fn seed() -> u64 {
-    std::env::var("TMA_GPU_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos() as u64)
-                .unwrap_or(1)
-        })
 }
 
 /// A short description of a spec for the mismatch report.
@@ -144,7 +132,7 @@ fn gpu_loads_match_the_model_bit_for_bit() {
     let Some(gpu) = Gpu::open("gpu_loads_match_the_model_bit_for_bit") else {
         return;
     };
-    let seed = seed();
+    let seed = gpu_seed();
     println!("seed {seed} (set TMA_GPU_SEED to replay)");
     let mut rng = XorShift::new(seed);
     let mut cov = Coverage::default();
@@ -211,7 +199,7 @@ fn gpu_stores_match_the_model_bit_for_bit() {
     let Some(gpu) = Gpu::open("gpu_stores_match_the_model_bit_for_bit") else {
         return;
     };
-    let seed = seed() ^ 0x5eed;
+    let seed = gpu_seed() ^ 0x5eed;
     println!("seed {seed}");
     let mut rng = XorShift::new(seed);
     let mut cov = Coverage::default();
@@ -262,7 +250,7 @@ fn gpu_reduce_add_matches_the_model_bit_for_bit() {
     let Some(gpu) = Gpu::open("gpu_reduce_add_matches_the_model_bit_for_bit") else {
         return;
     };
-    let seed = seed() ^ 0xadd;
+    let seed = gpu_seed() ^ 0xadd;
     println!("seed {seed}");
     let mut rng = XorShift::new(seed);
     let mut cov = Coverage::default();

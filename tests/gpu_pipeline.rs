@@ -487,11 +487,8 @@ fn gpu_rings_stream_every_stage_intact() {
     };
     let ctx = cudarc::driver::CudaContext::new(0).unwrap();
     let stream = ctx.default_stream();
-    let seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(1, |d| d.as_nanos() as u64)
-        | 1;
-    println!("seed {seed:#x}");
+    let seed = tma_test_support::testgen::gpu_seed() | 1;
+    println!("seed {seed} (set TMA_GPU_SEED to replay)");
     let mut rng = Rng(seed);
     let a_host: Vec<u16> = (0..A_ROWS * 64).map(|_| rng.next() as u16).collect();
     let b_host: Vec<u32> = (0..B_ROWS * 16).map(|_| rng.next() as u32).collect();

@@ -18,7 +18,7 @@ use tma::runtime::{CompileOptions, Compiler, Module, Source};
 use tma::smem::ElementOffsets;
 use tma_core::model::{self, ModelOptions};
 use tma_core::{Arch, BoundSpec, OobFill};
-use tma_test_support::testgen::{random_valid_spec, XorShift};
+use tma_test_support::testgen::{gpu_seed, random_valid_spec, XorShift};
 
 /// Specs per run (one kernel each).
 const SPECS: usize = 64;
@@ -65,18 +65,6 @@ shape_probe(const __grid_constant__ CUtensorMap map, const int* c, T::elem* out)
   probe_dump<T>(smem, out);
 }
 "#;
-
-fn seed() -> u64 {
-    std::env::var("TMA_GPU_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos() as u64)
-                .unwrap_or(1)
-        })
-}
 
 /// What `out` must hold: per element (position-major, then in-chunk), the global source's
 /// bytes as a load delivers them, or the fill.
@@ -164,7 +152,7 @@ fn gpu_at_reads_every_element_where_tma_wrote_it() {
     let Some(gpu) = Gpu::open("gpu_at_reads_every_element_where_tma_wrote_it") else {
         return;
     };
-    let seed = seed();
+    let seed = gpu_seed();
     println!("TMA_GPU_SEED={seed}");
     let mut rng = XorShift::new(seed);
     let compiler = Compiler::global().unwrap();

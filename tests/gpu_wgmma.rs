@@ -242,11 +242,8 @@ fn gpu_wgmma_through_generated_descriptors_matches_the_cpu_product() {
     println!("device: {}", info.name);
     let ctx = cudarc::driver::CudaContext::new(0).unwrap();
     let stream = ctx.default_stream();
-    let seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(1, |d| d.as_nanos() as u64)
-        ^ u64::from(std::process::id());
-    println!("seed {seed:#x}");
+    let seed = tma_test_support::testgen::gpu_seed();
+    println!("seed {seed} (set TMA_GPU_SEED to replay)");
     let mut rng = XorShift::new(seed);
     let options = CompileOptions::new(Arch::Sm90a);
     let (mut combos, mut mismatches, mut elements) = (0u64, 0u64, 0u64);

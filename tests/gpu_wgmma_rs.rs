@@ -637,11 +637,8 @@ fn gpu_attention_pieces_match_the_cpu_model() {
     println!("device: {}", info.name);
     let ctx = cudarc::driver::CudaContext::new(0).unwrap();
     let stream = ctx.default_stream();
-    let seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(1, |d| d.as_nanos() as u64)
-        ^ u64::from(std::process::id());
-    println!("seed {seed:#x}");
+    let seed = tma_test_support::testgen::gpu_seed();
+    println!("seed {seed} (set TMA_GPU_SEED to replay)");
     let mut rng = XorShift::new(seed);
     let options = CompileOptions::new(Arch::Sm90a);
     let threads = WARPGROUP_THREADS as usize;
@@ -888,11 +885,8 @@ fn gpu_ex2_poly_matches_the_model_bit_for_bit() {
     println!("device: {}", info.name);
     let ctx = cudarc::driver::CudaContext::new(0).unwrap();
     let stream = ctx.default_stream();
-    let seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(1, |d| d.as_nanos() as u64)
-        ^ u64::from(std::process::id());
-    println!("seed {seed:#x}");
+    let seed = tma_test_support::testgen::gpu_seed();
+    println!("seed {seed} (set TMA_GPU_SEED to replay)");
     let mut rng = XorShift::new(seed);
     let x = poly_inputs(&mut rng);
     let threads = WARPGROUP_THREADS as usize;

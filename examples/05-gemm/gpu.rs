@@ -340,19 +340,8 @@ pub fn time_batched(
         .collect())
 }
 
-/// `BENCH_WARM_MS` (default 500): how long the benchmarks run a kernel back to back before
-/// its samples. An H100 under its power cap settles to lower clocks than a short burst after
-/// an idle gap sees: without it the same shape's samples moved by 10 % within one run
-/// (BENCHMARKS.md, attention); `torch_timing.py` reads the same variable. A value that is
-/// not a finite number of ms from 0 to an hour is ignored (500: `inf` would never end).
-#[allow(dead_code)] // the benchmarks'
-pub fn warm_ms() -> f64 {
-    std::env::var("BENCH_WARM_MS")
-        .ok()
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .filter(|v| (0.0..=3.6e6).contains(v))
-        .unwrap_or(500.0)
-}
+// warm_ms(): one definition for examples 05 and 06 (and their benches).
+include!("warm_ms.rs");
 
 pub fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);

@@ -262,9 +262,13 @@ pub fn time(gpu: &Gpu, reps: usize, f: &mut dyn FnMut() -> Res<()>) -> Res<Vec<f
     Ok(t)
 }
 
-/// Runs `f` back to back until `ms` of GPU time have passed (event-timed): a power-capped
-/// GPU's clocks settle before the samples (`BENCH_WARM_MS`; the torch script does the same).
-pub fn warm(gpu: &Gpu, ms: f64, f: &mut dyn FnMut() -> Res<()>) -> Res<()> {
+// warm_ms(): the same rule as example 05's benches.
+include!("../05-gemm/warm_ms.rs");
+
+/// Runs `f` back to back until [`warm_ms`] of GPU time have passed (event-timed): a
+/// power-capped GPU's clocks settle before the samples (the torch script does the same).
+pub fn warm(gpu: &Gpu, f: &mut dyn FnMut() -> Res<()>) -> Res<()> {
+    let ms = warm_ms();
     let mut spent = 0.0;
     while spent < ms {
         spent += time(gpu, 1, f)?.iter().sum::<f64>();

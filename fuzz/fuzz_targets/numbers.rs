@@ -203,29 +203,6 @@ fn seeds() -> &'static [(Mode, String)] {
     })
 }
 
-/// Byte ranges of the integer literals of `text` (a leading `-` and a suffix included; not
-/// digits inside a name such as `tma_2d` or `bf16`).
-fn literals(text: &str) -> Vec<(usize, usize)> {
-    let b = text.as_bytes();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < b.len() {
-        let prev_ident = i > 0 && (b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_');
-        if b[i].is_ascii_digit() && !prev_ident {
-            let start = if i > 0 && b[i - 1] == b'-' { i - 1 } else { i };
-            let mut j = i;
-            while j < b.len() && (b[j].is_ascii_alphanumeric() || b[j] == b'_') {
-                j += 1;
-            }
-            out.push((start, j));
-            i = j;
-        } else {
-            i += 1;
-        }
-    }
-    out
-}
-
 fuzz_target!(|data: &[u8]| {
     let seeds = seeds();
     if data.len() < 2 || seeds.is_empty() {
@@ -241,7 +218,7 @@ fuzz_target!(|data: &[u8]| {
             }
             continue;
         }
-        let lits = literals(&text);
+        let lits = tma_test_support::testgen::integer_literals(&text);
         if lits.is_empty() {
             break;
         }

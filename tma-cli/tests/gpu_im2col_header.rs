@@ -17,7 +17,7 @@ use tma_cli::diag::Source;
 use tma_core::model::im2col::{elements, load};
 use tma_core::BoundIm2col;
 use tma_test_support::nvcc::nvcc_with_headers;
-use tma_test_support::testgen::XorShift;
+use tma_test_support::testgen::{gpu_seed, XorShift};
 
 const TILES: &str = "
 tma_im2col! { Act: bf16, global = [N = _, H = 12, W = 10, C = 64], channels_per_pixel = 64,
@@ -62,18 +62,6 @@ fn tiles() -> Vec<Tile> {
 }
 
 const CALLS_PER_TILE: usize = 64;
-
-fn seed() -> u64 {
-    std::env::var("TMA_GPU_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos() as u64)
-                .unwrap_or(1)
-        })
-}
 
 /// The tiles as `tma header` reads them, each bound to its run-time dims.
 fn bound() -> Vec<BoundIm2col> {
@@ -322,7 +310,7 @@ fn gpu_im2col_maps_encoded_in_cpp_load_what_the_model_says() {
     let Some(nvcc) = nvcc_with_headers(test) else {
         return;
     };
-    let seed = seed();
+    let seed = gpu_seed();
     println!("seed {seed} (set TMA_GPU_SEED to replay)");
     let mut rng = XorShift::new(seed);
     let bound = bound();

@@ -11,6 +11,7 @@ use tma_cli::{decl, explain, header_text, run, svg};
 use tma_core::Extent;
 use tma_syntax::check;
 use tma_syntax::parse::{TileDecl, MAX_NESTING};
+use tma_test_support::testgen::integer_literals;
 
 fn source(text: &str) -> Source {
     Source {
@@ -204,29 +205,6 @@ const BOUNDARIES: &[&str] = &[
     "256u8",
     "1i32",
 ];
-
-/// Byte ranges of the integer literals of `text` (a `-` and a suffix included; not the
-/// digits of a name such as `tma_2d` or `bf16`).
-fn literals(text: &str) -> Vec<(usize, usize)> {
-    let b = text.as_bytes();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < b.len() {
-        let in_name = i > 0 && (b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_');
-        if b[i].is_ascii_digit() && !in_name {
-            let start = if i > 0 && b[i - 1] == b'-' { i - 1 } else { i };
-            let mut j = i;
-            while j < b.len() && (b[j].is_ascii_alphanumeric() || b[j] == b'_') {
-                j += 1;
-            }
-            out.push((start, j));
-            i = j;
-        } else {
-            i += 1;
-        }
-    }
-    out
-}
 
 /// What `boundary_values_in_valid_declarations` edits: each source as written is valid.
 #[test]
@@ -445,7 +423,7 @@ proptest! {
     ) {
         let mut text = NEAR_VALID[which].to_string();
         for (at, value) in &edits {
-            let lits = literals(&text);
+            let lits = integer_literals(&text);
             let (a, b) = lits[at % lits.len()];
             text.replace_range(a..b, value);
         }

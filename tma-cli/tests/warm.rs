@@ -4,11 +4,12 @@
 //! no NVRTC compile; and another option or source byte is another key.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use tma_core::render::KernelSource;
 use tma_core::{validate, Arch, DType, Swizzle, TileSpec};
-use tma_runtime::{CompileOptions, Compiler, JitConfig, Source};
+use tma_runtime::{CompileOptions, Source};
+use tma_test_support::jit::cache_compiler;
 
 mod run;
 use run::tma;
@@ -56,16 +57,6 @@ fn library_source(kernel_path: &str, kernel: &str) -> Source {
     .unwrap()
 }
 
-fn compiler(dir: &Path) -> Compiler {
-    Compiler::with_config(JitConfig {
-        debug: false,
-        dump_dir: None,
-        cache: true,
-        cache_dir: Some(dir.to_path_buf()),
-    })
-    .unwrap()
-}
-
 /// The key `tma precompile` printed for its one kernel.
 fn printed_key(stdout: &str) -> String {
     stdout
@@ -109,7 +100,7 @@ fn a_cache_the_command_warms_is_hit_by_the_library() {
     // The library, building the same source itself, with the command's default options
     // (release waits: no --debug): a disk hit, no NVRTC compile, the same key.
     let release = CompileOptions::new(Arch::Sm90a).debug_waits(false);
-    let lib = compiler(&cache);
+    let lib = cache_compiler(&cache);
     let source = library_source(k, KERNEL);
     let compiled = lib.compile_source(&source, &release).unwrap();
     let stats = lib.stats();
@@ -122,7 +113,7 @@ fn a_cache_the_command_warms_is_hit_by_the_library() {
     assert!(compiled.has_cubin());
 
     // Another option, or another byte of the kernel: another key, compiled.
-    let lib = compiler(&cache);
+    let lib = cache_compiler(&cache);
     let debug = lib.compile_source(&source, &release.clone().debug_waits(true));
     let byte = lib.compile_source(&library_source(k, &KERNEL.replace("64 *", "64*")), &release);
     assert!(debug.is_ok() && byte.is_ok());

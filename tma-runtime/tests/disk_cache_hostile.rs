@@ -14,6 +14,7 @@ use std::time::Duration;
 use tma_core::Arch;
 use tma_runtime::compile::{default_cache_dir, EntryState};
 use tma_runtime::{CompileOptions, Compiler, JitConfig};
+use tma_test_support::jit::cache_compiler;
 use tma_test_support::skip::require_nvrtc_or_skip;
 
 /// Set in a child process of this test binary: the child test it names does its part.
@@ -29,16 +30,6 @@ fn kernel(name: &str) -> String {
 
 fn options() -> CompileOptions {
     CompileOptions::new(Arch::Sm90a).debug_waits(false)
-}
-
-fn compiler(dir: &Path) -> Compiler {
-    Compiler::with_config(JitConfig {
-        debug: false,
-        dump_dir: None,
-        cache: true,
-        cache_dir: Some(dir.to_path_buf()),
-    })
-    .unwrap()
 }
 
 fn scratch(tag: &str) -> PathBuf {
@@ -74,9 +65,9 @@ fn damaged_or_foreign_entries_are_compiled_again() {
     }
     let dir = scratch("damaged");
     let (a, b) = (kernel("hostile_a"), kernel("hostile_b"));
-    let clean = compiler(&dir).compile(&a, &options()).unwrap();
-    let other = compiler(&dir).compile(&b, &options()).unwrap();
-    let path = compiler(&dir).disk_cache().unwrap().path(&clean.key);
+    let clean = cache_compiler(&dir).compile(&a, &options()).unwrap();
+    let other = cache_compiler(&dir).compile(&b, &options()).unwrap();
+    let path = cache_compiler(&dir).disk_cache().unwrap().path(&clean.key);
     let whole = std::fs::read(&path).unwrap();
     let b_entry = std::fs::read(path.with_file_name(format!("{}.tmajit", other.key))).unwrap();
     let mut other_format = whole.clone();
@@ -109,7 +100,7 @@ fn damaged_or_foreign_entries_are_compiled_again() {
         damage(&path);
         let (d, src) = (dir.clone(), a.clone());
         let (c, stats) = within(30, what, move || {
-            let fresh = compiler(&d);
+            let fresh = cache_compiler(&d);
             let c = fresh.compile(&src, &options());
             (c, fresh.stats())
         });
@@ -117,7 +108,7 @@ fn damaged_or_foreign_entries_are_compiled_again() {
         assert_eq!(stats.nvrtc_compiles, 1, "{what}: compiled again, not read");
         assert_eq!((&c.ptx, &c.cubin), (&clean.ptx, &clean.cubin), "{what}");
         // The compile rewrote a whole entry: the next process reads it.
-        let warm = compiler(&dir);
+        let warm = cache_compiler(&dir);
         let again = warm.compile(&a, &options()).unwrap();
         assert_eq!(warm.stats().disk_hits, 1, "{what}: entry rewritten");
         assert_eq!(again.ptx, clean.ptx, "{what}");
@@ -135,7 +126,7 @@ fn special_files_in_the_cache_do_not_hang_or_stop_list_prune_clear() {
     let dir = root.join("cache");
     let outside = root.join("outside");
     std::fs::create_dir_all(&outside).unwrap();
-    let c = compiler(&dir)
+    let c = cache_compiler(&dir)
         .compile(&kernel("special"), &options())
         .unwrap();
     let keep_file = outside.join("precious.tmajit");
@@ -153,7 +144,7 @@ fn special_files_in_the_cache_do_not_hang_or_stop_list_prune_clear() {
     std::os::unix::fs::symlink(root.join("nowhere"), name(6)).unwrap();
     std::os::unix::fs::symlink(&keep_file, dir.join(format!(".{:032x}.1.0.tmp", 7))).unwrap();
 
-    let cache = compiler(&dir).disk_cache().unwrap().clone();
+    let cache = cache_compiler(&dir).disk_cache().unwrap().clone();
     let listed = within(10, "entries()", {
         let cache = cache.clone();
         move || cache.entries()
@@ -230,10 +221,10 @@ fn an_unusable_cache_dir_costs_only_the_cache() {
     ];
     for (dir, persists) in cases {
         let what = dir.display().to_string();
-        let first = compiler(&dir).compile(&src, &options());
+        let first = cache_compiler(&dir).compile(&src, &options());
         let first = first.unwrap_or_else(|e| panic!("{what}: {e}"));
         assert_eq!(first.ptx, clean.ptx, "{what}");
-        let second = compiler(&dir);
+        let second = cache_compiler(&dir);
         assert_eq!(second.compile(&src, &options()).unwrap().ptx, clean.ptx);
         if persists {
             assert_eq!(second.stats().disk_hits, 1, "{what}");
@@ -270,7 +261,7 @@ fn two_threads_compiling_one_source_into_one_dir_agree() {
     let src = kernel("threads");
     let outs: Vec<_> = std::thread::scope(|s| {
         let hs: Vec<_> = (0..2)
-            .map(|_| s.spawn(|| compiler(&dir).compile(&src, &options()).unwrap()))
+            .map(|_| s.spawn(|| cache_compiler(&dir).compile(&src, &options()).unwrap()))
             .collect();
         hs.into_iter().map(|h| h.join().unwrap()).collect()
     });
@@ -278,7 +269,7 @@ fn two_threads_compiling_one_source_into_one_dir_agree() {
         (&outs[0].ptx, &outs[0].cubin),
         (&outs[1].ptx, &outs[1].cubin)
     );
-    let warm = compiler(&dir);
+    let warm = cache_compiler(&dir);
     assert_eq!(warm.compile(&src, &options()).unwrap().ptx, outs[0].ptx);
     assert_eq!(warm.stats().disk_hits, 1);
     let _ = std::fs::remove_dir_all(&dir);
@@ -338,7 +329,7 @@ fn two_processes_compiling_one_source_into_one_dir_agree() {
         .into_iter()
         .map(|k| k.wait_with_output().unwrap())
         .collect();
-    let here = compiler(&dir)
+    let here = cache_compiler(&dir)
         .compile(&kernel("processes"), &options())
         .unwrap();
     for o in &outs {

@@ -9,6 +9,7 @@
 use tma_core::Arch;
 use tma_runtime::compile::{EntryState, Origin};
 use tma_runtime::{CompileOptions, Compiler, Error, JitConfig, Source};
+use tma_test_support::jit::cache_compiler;
 use tma_test_support::skip::require_nvrtc_or_skip;
 
 fn kernel(name: &str) -> String {
@@ -17,16 +18,6 @@ fn kernel(name: &str) -> String {
          \x20 int i = blockIdx.x * blockDim.x + threadIdx.x;\n\
          \x20 if (i < n) out[i] = i * SCALE;\n}}\n"
     )
-}
-
-fn compiler(dir: &std::path::Path) -> Compiler {
-    Compiler::with_config(JitConfig {
-        debug: false,
-        dump_dir: None,
-        cache: true,
-        cache_dir: Some(dir.to_path_buf()),
-    })
-    .unwrap()
 }
 
 fn options() -> CompileOptions {
@@ -58,7 +49,7 @@ fn a_precompiled_cache_serves_a_fresh_compiler_without_nvrtc() {
         .collect();
 
     // Cold: every item compiled, on several threads, and written to disk.
-    let cold = compiler(&dir);
+    let cold = cache_compiler(&dir);
     let done = std::sync::atomic::AtomicUsize::new(0);
     let first = cold.precompile_with(&items, 2, &|_, r| {
         assert!(r.is_ok());
@@ -71,7 +62,7 @@ fn a_precompiled_cache_serves_a_fresh_compiler_without_nvrtc() {
     assert_eq!(origins(&cold.precompile(&items)), [Origin::Memory; 3]);
 
     // A fresh compiler (a later process): every item from disk, no NVRTC compile.
-    let warm = compiler(&dir);
+    let warm = cache_compiler(&dir);
     let second = warm.precompile(&items);
     assert_eq!(origins(&second), [Origin::Disk; 3]);
     let stats = warm.stats();
@@ -105,7 +96,7 @@ fn a_precompiled_cache_serves_a_fresh_compiler_without_nvrtc() {
     assert_eq!(kernels, ["a", "b", "c"]);
 
     // Any change to the source, an option or the arch is another key: compiled.
-    let fresh = compiler(&dir);
+    let fresh = cache_compiler(&dir);
     let mut byte = kernel("a");
     byte.push(' ');
     let changed = [
@@ -138,11 +129,11 @@ fn a_precompiled_cache_serves_a_fresh_compiler_without_nvrtc() {
         }),
     ] {
         std::fs::write(&path, &bytes).unwrap();
-        let again = compiler(&dir);
+        let again = cache_compiler(&dir);
         let r = again.precompile(&items[1..2]);
         assert_eq!(origins(&r), [Origin::Nvrtc], "{what}");
         // Rewritten whole: the next process reads it.
-        let next = compiler(&dir).precompile(&items[1..2]);
+        let next = cache_compiler(&dir).precompile(&items[1..2]);
         assert_eq!(origins(&next), [Origin::Disk], "{what}: rewritten");
         let (a, b) = (next[0].as_ref().unwrap(), second[1].as_ref().unwrap());
         assert!(

@@ -5,12 +5,15 @@
 //! - [`nvcc`]: nvcc with the CUDA headers, for tests that build generated headers as a C++
 //!   user does;
 //! - `skip` (feature `runtime`): skip GPU and NVRTC tests visibly, or fail them when the
-//!   environment requires the hardware (`TMA_REQUIRE_GPU`, `TMA_REQUIRE_NVRTC`, `CI`).
+//!   environment requires the hardware (`TMA_REQUIRE_GPU`, `TMA_REQUIRE_NVRTC`, `CI`);
+//! - `jit` (feature `runtime`): a compiler caching in a test's own folder.
 //!
 //! Not published (`publish = false`): the crates name it as a path dev-dependency without a
 //! version, which `cargo package` leaves out of their packages.
 #![forbid(unsafe_code)]
 
+#[cfg(feature = "runtime")]
+pub mod jit;
 pub mod nvcc;
 #[cfg(feature = "runtime")]
 pub mod skip;

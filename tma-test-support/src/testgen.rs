@@ -10,6 +10,20 @@ use tma_core::validate::{validate, BoundSpec, ValidSpec};
 mod units;
 pub use units::{name_pools, random_name, random_unit, NamePools, RandomUnit, Taken};
 
+/// The seed of a GPU test's fresh random data: `TMA_GPU_SEED` when set (to replay a failing
+/// run), else the clock mixed with the process id. Callers print it.
+pub fn gpu_seed() -> u64 {
+    std::env::var("TMA_GPU_SEED")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(1, |d| d.as_nanos() as u64)
+                ^ u64::from(std::process::id())
+        })
+}
+
 /// xorshift64* — small, fast, deterministic. Not for anything but tests.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct XorShift {
@@ -462,6 +476,30 @@ pub fn attention_tiles(shape: AttentionShape) -> Result<[ValidSpec; 3], tma_core
         validate(&k_major("k", n_kv, Operand::B))?,
         validate(&v)?,
     ])
+}
+
+/// Byte ranges of the integer literals of `text` (a `-` and a suffix included; not the
+/// digits of a name such as `tma_2d` or `bf16`): the places the declaration-syntax property
+/// tests and the fuzz target rewrite with boundary values.
+pub fn integer_literals(text: &str) -> Vec<(usize, usize)> {
+    let b = text.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        let in_name = i > 0 && (b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_');
+        if b[i].is_ascii_digit() && !in_name {
+            let start = if i > 0 && b[i - 1] == b'-' { i - 1 } else { i };
+            let mut j = i;
+            while j < b.len() && (b[j].is_ascii_alphanumeric() || b[j] == b'_') {
+                j += 1;
+            }
+            out.push((start, j));
+            i = j;
+        } else {
+            i += 1;
+        }
+    }
+    out
 }
 
 /// Every unsigned decimal literal (`<digits>u`, not `ull`) of generated CUDA, as written

@@ -266,6 +266,7 @@ struct PreludeContext {
     ex2_polys: Vec<wgmma::Ex2PolyCode>,
     ex2_poly_lo: String,
     ex2_poly_hi: String,
+    ex2_poly_shifter: String,
 }
 
 fn prelude_checked() -> Result<String, RenderError> {
@@ -300,6 +301,7 @@ fn prelude_checked() -> Result<String, RenderError> {
         ex2_polys: wgmma::ex2_polys(),
         ex2_poly_lo: wgmma::ptx_f32(crate::wgmma::registers::EX2_POLY_LO),
         ex2_poly_hi: wgmma::ptx_f32(crate::wgmma::registers::EX2_POLY_HI),
+        ex2_poly_shifter: wgmma::ptx_f32(crate::wgmma::registers::EX2_POLY_SHIFTER),
     };
     let mut out = render("prelude.cuh.tera", &ctx)?;
     for part in ["shapes.cuh.tera", "kernel.cuh.tera", "wgmma.cuh.tera"] {

@@ -207,7 +207,7 @@ pub const EX2_POLY_LO: f32 = -127.0;
 pub const EX2_POLY_HI: f32 = 128.0;
 /// `1.5 * 2^23`: added with rounding toward minus infinity, it leaves `floor(x)` in the low
 /// bits of the sum (`add.rm.f32`).
-const EX2_POLY_SHIFTER: f32 = 12_582_912.0;
+pub const EX2_POLY_SHIFTER: f32 = 12_582_912.0;
 
 /// `tma_wgmma_ex2_poly<DEG>(x)`, bit for bit: `2^x` by [`Ex2Poly`]. `x < -126` (and `-inf`)
 /// gives 0 (`2^x` is subnormal there, and `ex2.approx.ftz` flushes it to 0 too), `x >= 128`
