@@ -20,7 +20,8 @@ use tma_core::wgmma::fragment::WARPGROUP_THREADS;
 use tma_core::wgmma::read::{read_operand, ReadShape};
 use tma_core::wgmma::registers::{
     self, a_matrix, accumulator_to_a, exp2_argument, exp2_ftz, quad_sum, row_exp2, row_max,
-    row_scale, row_sum, row_sum_partial, thread_rows, value_16, AFragment, RowPair,
+    row_max_lazy, row_scale, row_sum, row_sum_partial, thread_rows, value_16, AFragment, LazyMax,
+    RowPair,
 };
 use tma_core::wgmma::{AccumulatorType, Fragment, OperandPlan};
 use tma_core::{BoundSpec, DType};
@@ -383,4 +384,258 @@ fn wrong_registers_are_refused() {
         }
     ));
     let _ = DType::BF16;
+}
+
+/// Each thread's pair of a per-row value (64 rows): what `m` holds before a row helper.
+fn pairs_of(rows: &[f32]) -> Vec<RowPair> {
+    (0..WARPGROUP_THREADS)
+        .map(|t| thread_rows(t).map(|r| rows[r as usize]))
+        .collect()
+}
+
+/// The max of each of the 64 rows of a dense `64 x cols` matrix.
+fn dense_row_max(s: &[f32], cols: usize) -> Vec<f32> {
+    s.chunks(cols)
+        .map(|r| r.iter().copied().fold(f32::NEG_INFINITY, f32::max))
+        .collect()
+}
+
+/// `row_max_lazy` on a dense matrix and per-row starting maxima: the rows' maxima after, their
+/// factors, and the warp flags.
+fn lazy_rows(
+    s: &[f32],
+    cols: usize,
+    start: &[f32],
+    scale_log2: f32,
+    headroom_log2: f32,
+) -> (Vec<f32>, Vec<f32>, Vec<bool>) {
+    let f = Fragment::accumulator(cols as u32, AccumulatorType::F32).unwrap();
+    let regs = f.scatter(s).unwrap();
+    let mut m = pairs_of(start);
+    let LazyMax { corr, warp_moved } =
+        row_max_lazy(&f, &regs, &mut m, scale_log2, headroom_log2).unwrap();
+    assert_eq!(warp_moved.len(), 4);
+    (rows_of(&m), rows_of(&corr), warp_moved)
+}
+
+/// Random floats of either sign in about `[-2^7, 2^7)`, normal, none of them -inf.
+fn random_scores(rng: &mut XorShift, len: usize) -> Vec<f32> {
+    (0..len)
+        .map(|_| {
+            let v = f32::from_bits(rng.range(0x3000_0000, 0x4300_0000) as u32);
+            if rng.chance(1, 2) {
+                -v
+            } else {
+                v
+            }
+        })
+        .collect()
+}
+
+/// Headroom 0 is the eager update for every N: `m = max(m, row)` ([`row_max`]'s) and the factor
+/// `2^(old scaled - new scaled)` wherever the max grew, exactly 1 (and `m` kept) where it did
+/// not, and 0 from a start of -inf; on random rows and starts below, at and above the row's max.
+#[test]
+fn lazy_max_with_no_headroom_is_the_eager_update() {
+    let mut rng = XorShift::new(0x1a2e_0000);
+    let scale_log2 = 0.180_336_88f32;
+    let (mut grew, mut kept) = (0, 0);
+    for n in (8..=256u32).step_by(8) {
+        let cols = n as usize;
+        let s = random_scores(&mut rng, 64 * cols);
+        let row_max_of = dense_row_max(&s, cols);
+        let start: Vec<f32> = row_max_of
+            .iter()
+            .map(|&x| match rng.below(4) {
+                0 => x - rng.range(1, 1000) as f32 / 64.0,
+                1 => x,
+                2 => x + rng.range(1, 1000) as f32 / 64.0,
+                _ => f32::NEG_INFINITY,
+            })
+            .collect();
+        let f = Fragment::accumulator(n, AccumulatorType::F32).unwrap();
+        let mut eager = pairs_of(&start);
+        row_max(&f, &f.scatter(&s).unwrap(), &mut eager).unwrap();
+        let eager = rows_of(&eager);
+        let (m, corr, _) = lazy_rows(&s, cols, &start, scale_log2, 0.0);
+        for r in 0..64 {
+            let want = exp2_ftz(start[r] * scale_log2 - eager[r] * scale_log2);
+            assert_eq!(m[r].to_bits(), eager[r].to_bits(), "N {n} row {r}");
+            assert_eq!(corr[r].to_bits(), want.to_bits(), "N {n} row {r}");
+            if eager[r] > start[r] {
+                grew += 1;
+                assert!(corr[r] < 1.0, "N {n} row {r}: {}", corr[r]);
+                if start[r] == f32::NEG_INFINITY {
+                    assert_eq!(corr[r].to_bits(), 0, "N {n} row {r}");
+                }
+            } else {
+                kept += 1;
+                assert_eq!(corr[r].to_bits(), 1f32.to_bits(), "N {n} row {r}");
+            }
+        }
+    }
+    assert!(grew > 500 && kept > 500, "{grew} grew, {kept} kept");
+}
+
+/// A row whose scaled max grows by less than the headroom, or by exactly it (the compare is
+/// strict), or shrinks, keeps its `m` and gets exactly 1.0; one past it moves, with the
+/// factor of the whole step. Scale 1/4 makes every product exact: headroom 8 is 32 in scores.
+#[test]
+fn lazy_max_moves_a_row_only_past_the_headroom() {
+    let mut rng = XorShift::new(0x1a2e_0001);
+    let (scale_log2, headroom) = (0.25f32, 8.0f32);
+    for n in [8usize, 64, 144, 256] {
+        let s: Vec<f32> = (0..64 * n)
+            .map(|_| rng.range(0, 4096) as f32 / 16.0 - 128.0)
+            .collect();
+        let row_max_of = dense_row_max(&s, n);
+        // Below by 31.75 (7.9375 scaled), exactly 32, 32.0625 past, above by 3, far below.
+        let steps = [31.75f32, 32.0, 32.0625, -3.0, 100.0];
+        let start: Vec<f32> = (0..64)
+            .map(|r| row_max_of[r] - steps[r % steps.len()])
+            .collect();
+        let (m, corr, warps) = lazy_rows(&s, n, &start, scale_log2, headroom);
+        for r in 0..64 {
+            let step = steps[r % steps.len()];
+            if step * scale_log2 > headroom {
+                assert_eq!(m[r].to_bits(), row_max_of[r].to_bits(), "N {n} row {r}");
+                let want = exp2_ftz(-step * scale_log2);
+                assert_eq!(corr[r].to_bits(), want.to_bits(), "N {n} row {r}");
+                assert!(corr[r] < 2f32.powi(-8), "N {n} row {r}: {}", corr[r]);
+            } else {
+                assert_eq!(m[r].to_bits(), start[r].to_bits(), "N {n} row {r}");
+                assert_eq!(corr[r].to_bits(), 1f32.to_bits(), "N {n} row {r}");
+            }
+        }
+        // Every warp's 16 rows hold each step: all moved.
+        assert_eq!(warps, [true; 4]);
+        // The same data with a headroom past every step: nothing moves, nothing to rescale.
+        let (m, corr, warps) = lazy_rows(&s, n, &start, scale_log2, 26.0);
+        assert_eq!(
+            m.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+            start.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
+        );
+        assert!(corr.iter().all(|c| c.to_bits() == 1f32.to_bits()));
+        assert_eq!(warps, [false; 4]);
+    }
+}
+
+/// Rows masked out so far: a max of -inf over elements all -inf stays -inf with factor 1 (the
+/// scaled difference is NaN, not past any headroom); -inf to a finite max moves with factor
+/// exactly 0 (no old output to keep); a finite max over a block all -inf stays.
+#[test]
+fn lazy_max_of_masked_rows() {
+    let n = 64usize;
+    let scale_log2 = 0.180_336_88f32;
+    let mut s: Vec<f32> = (0..64 * n).map(|i| (i % 13) as f32 - 6.0).collect();
+    // Rows 0..16 (warp 0) all -inf; row 20 partly.
+    s[..16 * n].fill(f32::NEG_INFINITY);
+    s[20 * n..20 * n + 40].fill(f32::NEG_INFINITY);
+    let mut start = vec![2.0f32; 64];
+    start[..8].fill(f32::NEG_INFINITY); // -inf over -inf: stays
+    start[16..32].fill(f32::NEG_INFINITY); // -inf to finite: moves, corr 0
+    for headroom in [0.0f32, 8.0] {
+        let (m, corr, warps) = lazy_rows(&s, n, &start, scale_log2, headroom);
+        for r in 0..64 {
+            let (m_want, c_want) = match r {
+                0..8 => (f32::NEG_INFINITY, 1.0),
+                8..16 => (2.0, 1.0),
+                16..32 => (dense_row_max(&s, n)[r], 0.0),
+                // Rows 32.. reach 6 over a start of 2: 4 * 0.18 scaled, past headroom 0 only.
+                _ if headroom == 0.0 => (6.0, exp2_ftz(2.0 * scale_log2 - 6.0 * scale_log2)),
+                _ => (2.0, 1.0),
+            };
+            assert_eq!(
+                m[r].to_bits(),
+                m_want.to_bits(),
+                "headroom {headroom} row {r}"
+            );
+            assert_eq!(
+                corr[r].to_bits(),
+                f32::to_bits(c_want),
+                "headroom {headroom} row {r}"
+            );
+        }
+        assert_eq!(warps, [false, true, headroom == 0.0, headroom == 0.0]);
+    }
+}
+
+/// The flag of each warp (its 16 rows: `16 w .. 16 w + 15`) is exactly "a row of it moved", for
+/// every subset of the four warps, one moved row (any of its 16) in each warp of the subset.
+#[test]
+fn lazy_max_flags_exactly_the_warps_with_a_moved_row() {
+    let mut rng = XorShift::new(0x1a2e_0003);
+    let (n, scale_log2, headroom) = (144usize, 0.127_517_4f32, 8.0f32);
+    for subset in 0u32..16 {
+        let s = random_scores(&mut rng, 64 * n);
+        let row_max_of = dense_row_max(&s, n);
+        // Every row a little below its max (stays) ...
+        let mut start: Vec<f32> = row_max_of.iter().map(|&x| x - 1.0).collect();
+        let mut moved = [false; 4];
+        for (w, flag) in moved.iter_mut().enumerate() {
+            if subset & (1 << w) != 0 {
+                // ... but one row of each warp of the subset far below (moves).
+                let r = 16 * w + rng.below(16) as usize;
+                start[r] = row_max_of[r] - 1000.0;
+                *flag = true;
+            }
+        }
+        let (m, _, warps) = lazy_rows(&s, n, &start, scale_log2, headroom);
+        assert_eq!(warps, moved, "subset {subset:#06b}");
+        let changed = (0..64).filter(|&r| m[r] != start[r]).count() as u32;
+        assert_eq!(changed, subset.count_ones(), "subset {subset:#06b}");
+    }
+}
+
+/// A headroom that is negative, infinite or NaN is a named error (and `m` untouched); -0 and 0
+/// are the same headroom; wrong sizes are refused as for the other row helpers.
+#[test]
+fn lazy_max_refuses_a_headroom_that_is_not_finite_and_not_negative() {
+    use tma_core::wgmma::FragmentError;
+    let f = Fragment::accumulator(64, AccumulatorType::F32).unwrap();
+    let regs = vec![vec![1f32; 32]; 128];
+    for bad in [
+        -1.0f32,
+        -f32::from_bits(1),
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+    ] {
+        let mut m = vec![[0f32; 2]; 128];
+        assert_eq!(
+            row_max_lazy(&f, &regs, &mut m, 1.0, bad),
+            Err(FragmentError::Headroom {
+                headroom_log2_bits: bad.to_bits()
+            }),
+            "{bad}"
+        );
+        assert_eq!(m, vec![[0f32; 2]; 128]);
+    }
+    let e = row_max_lazy(&f, &regs, &mut vec![[0f32; 2]; 128], 1.0, -0.5).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "headroom_log2 = -0.5: a lazy max's headroom is a finite log2 of at least 0 \
+         (tma_wgmma_row_max_lazy<N>; 0 moves every max that grew)"
+    );
+    assert_eq!(e.rule(), None);
+    let (mut a, mut b) = (vec![[0f32; 2]; 128], vec![[0f32; 2]; 128]);
+    let za = row_max_lazy(&f, &regs, &mut a, 1.0, 0.0).unwrap();
+    let zb = row_max_lazy(&f, &regs, &mut b, 1.0, -0.0).unwrap();
+    assert_eq!((za, a), (zb, b));
+    assert!(matches!(
+        row_max_lazy(&f, &regs, &mut vec![[0f32; 2]; 127], 1.0, 8.0),
+        Err(FragmentError::Length {
+            expected: 128,
+            given: 127,
+            ..
+        })
+    ));
+    assert!(matches!(
+        row_max_lazy(&f, &regs[..64], &mut vec![[0f32; 2]; 128], 1.0, 8.0),
+        Err(FragmentError::Length {
+            expected: 128,
+            given: 64,
+            ..
+        })
+    ));
 }

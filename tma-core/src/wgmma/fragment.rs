@@ -102,6 +102,14 @@ pub enum FragmentError {
         "{poly_of_8} of every 8 exponentials on the polynomial: the share is 0 to 8 (tma_wgmma_row_exp2_poly<N, POLY_OF_8, DEG>)"
     )]
     PolyShare { poly_of_8: u32 },
+    /// A lazy max's headroom that is negative, infinite or NaN: a negative one moves every
+    /// row on every block (the warp never skips its rescale), NaN or infinity none ever (its
+    /// exponentials overflow). Held as bits: an f32 has no `Eq` (`f32::from_bits` gives it).
+    #[error(
+        "headroom_log2 = {}: a lazy max's headroom is a finite log2 of at least 0 (tma_wgmma_row_max_lazy<N>; 0 moves every max that grew)",
+        f32::from_bits(*.headroom_log2_bits)
+    )]
+    Headroom { headroom_log2_bits: u32 },
 }
 
 impl FragmentError {
@@ -112,7 +120,8 @@ impl FragmentError {
             FragmentError::Length { .. }
             | FragmentError::RegisterA { .. }
             | FragmentError::KSlices { .. }
-            | FragmentError::PolyShare { .. } => None,
+            | FragmentError::PolyShare { .. }
+            | FragmentError::Headroom { .. } => None,
         }
     }
 }

@@ -8,6 +8,10 @@
 //!   share those rows, so each reduces its own elements, then the quad combines them with
 //!   `shfl.xor` 1 and 2, and all four hold the row's value. `tma_wgmma_row_max<N>` /
 //!   `tma_wgmma_row_sum<N>`.
+//! - [`row_max_lazy`] (`tma_wgmma_row_max_lazy<N>`): the online softmax's max step that
+//!   moves a row's max only when it grows past a headroom (FlashAttention-4's lazy rescale),
+//!   with each row's correction factor (1 where it stayed) and, per warp, whether any row of
+//!   it moved (the warp's `__any_sync`: when none did, it skips the rescale).
 //! - [`row_scale`] (`tma_wgmma_row_scale<N>`): each row times a per-row factor (rescaling the
 //!   output when the running max moves, dividing by the row sum at the end).
 //! - [`row_exp2`] (`tma_wgmma_row_exp2<N>`): `exp2(x * scale_log2 - max * scale_log2)`, the
@@ -35,6 +39,9 @@
 use super::fragment::{d_position, Fragment, FragmentError, A_COLS, WARPGROUP_THREADS};
 use crate::model::float::{Half, BF16, F16};
 use crate::operand::WgmmaType;
+
+/// Threads of a warp: the lanes a `__any_sync` votes over.
+const WARP_THREADS: usize = 32;
 
 /// A row-wise value per thread: `[0]` for the thread's upper row (`16 w + groupID`), `[1]`
 /// for the row 8 below. What `float m[2]` holds in a kernel.
@@ -306,6 +313,59 @@ pub fn row_max(f: &Fragment, threads: &[Vec<f32>], m: &mut [RowPair]) -> Result<
         *m = [m[0].max(r[0]), m[1].max(r[1])];
     }
     Ok(())
+}
+
+/// What [`row_max_lazy`] gives beside the maxima it updates: `tma_wgmma_row_max_lazy<N>`'s
+/// `corr` and its return value.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LazyMax {
+    /// Per thread, its two rows' factors for the running output and sums: `2^(old scaled -
+    /// new scaled)` ([`exp2_ftz`]; 0 from a max of `-inf`) where the max moved, exactly 1.0
+    /// where it stayed.
+    pub corr: Vec<RowPair>,
+    /// Per warp (threads `32 w .. 32 w + 31`), whether a row of it moved: what every thread of
+    /// the warp gets back (`__any_sync`), and whether the warp must rescale.
+    pub warp_moved: Vec<bool>,
+}
+
+/// `tma_wgmma_row_max_lazy<N>(d, m, scale_log2, headroom_log2, corr)`, FlashAttention-4's lazy
+/// rescale: each row's max of the elements and `m` ([`row_max`]'s) replaces `m` only where
+/// `new * scale_log2 - old * scale_log2` (each step rounded to f32) is `> headroom_log2`, with
+/// `corr = 2^(old * scale_log2 - new * scale_log2)`; elsewhere `m` stays and `corr` is 1. A
+/// max of `-inf` that stays `-inf` is no move (the difference is NaN); one from `-inf` to a
+/// finite max moves with `corr` 0. Headroom 0 moves every max whose scaled value grew: the
+/// eager update's `m` and factors. [`FragmentError::Headroom`] for a headroom that is not a
+/// finite number `>= 0`.
+pub fn row_max_lazy(
+    f: &Fragment,
+    threads: &[Vec<f32>],
+    m: &mut [RowPair],
+    scale_log2: f32,
+    headroom_log2: f32,
+) -> Result<LazyMax, FragmentError> {
+    // -0.0 passes as 0: the same compare.
+    if !(headroom_log2.is_finite() && headroom_log2 >= 0.0) {
+        return Err(FragmentError::Headroom {
+            headroom_log2_bits: headroom_log2.to_bits(),
+        });
+    }
+    check(f, threads)?;
+    check_rows("row max", m)?;
+    let mut new = m.to_vec();
+    row_max(f, threads, &mut new)?;
+    let mut corr = vec![[1.0f32; 2]; m.len()];
+    let mut warp_moved = vec![false; m.len() / WARP_THREADS];
+    for (t, (m, new)) in m.iter_mut().zip(new).enumerate() {
+        for r in 0..2 {
+            let (old_scaled, new_scaled) = (m[r] * scale_log2, new[r] * scale_log2);
+            if new_scaled - old_scaled > headroom_log2 {
+                corr[t][r] = exp2_ftz(old_scaled - new_scaled);
+                m[r] = new[r];
+                warp_moved[t / WARP_THREADS] = true;
+            }
+        }
+    }
+    Ok(LazyMax { corr, warp_moved })
 }
 
 /// `tma_wgmma_row_sum<N>(d, s)`: `s = s + (sum of the row)`, the row's sum taken as the
