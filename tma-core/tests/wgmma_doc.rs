@@ -215,6 +215,14 @@ fn registers_section(w: &mut String) {
              of -inf counts as 0",
         ),
         (
+            "`tma_wgmma_row_max_lazy<N>(d, m, scale_log2, headroom_log2, corr)`",
+            "the row max of an online softmax that moves `m[r]` only when the scaled max grows by \
+             more than `headroom_log2` (FlashAttention-4's lazy rescale), `corr[r] = 2^(old - new)` \
+             scaled (`ex2.approx.ftz.f32`; 0 from -inf) where it moved, exactly 1 elsewhere; \
+             returns whether a row of the warp moved (`vote.sync.any`), so a warp with none \
+             skips `tma_wgmma_row_scale`",
+        ),
+        (
             "`tma_wgmma_row_scale<N>(d, factor)`",
             "each row times its factor (a moved max, `1 / sum`)",
         ),
@@ -238,7 +246,8 @@ fn registers_section(w: &mut String) {
          operations included: bit for bit, except the exponential, which the device approximates); \
          tma-core/tests/wgmma_registers.rs proves that TMA's model, the read model, the D \
          fragment, the row helpers and the conversion compose to the dense attention for every N \
-         from 16 to 256, and tests/gpu_wgmma_rs.rs runs every stage on the GPU."
+         from 16 to 256, and tests/gpu_wgmma_rs.rs runs every stage on the GPU \
+         (tests/gpu_row_max_lazy.rs the lazy max)."
     )
     .unwrap();
     writeln!(w).unwrap();
