@@ -21,7 +21,8 @@
 //! median. The f32-out configuration is timed against the loop's bf16 out (named as such).
 //! GROUPED_MODE=forward or wgrad runs one of the two (default: both); GROUPED_RASTER sets the
 //! raster's tile-rows of both (default grouped::RASTER_ROWS, 8); GROUPED_EXPERTS=8 or 128 only
-//! the shapes of that many groups.
+//! the shapes of that many groups; GROUPED_CONFIGS=ws_128x256_s4_c1x1,pp_64x256 only the
+//! configurations whose names contain one of those pieces (a short A/B in one device call).
 
 #[allow(dead_code)]
 #[path = "../examples/05-gemm/check.rs"]
@@ -92,7 +93,16 @@ fn run() -> Res<bool> {
     };
     let mode = std::env::var("GROUPED_MODE").unwrap_or_default();
     let (do_forward, do_wgrad) = (mode != "wgrad", mode != "forward");
-    let ok_plans = |v: Vec<Res<kernel::Plan>>| v.into_iter().filter_map(Result::ok);
+    // GROUPED_CONFIGS: the configurations whose names contain one of its comma-separated pieces.
+    let wanted: Vec<String> = std::env::var("GROUPED_CONFIGS")
+        .map(|v| v.split(',').map(|p| p.trim().to_string()).collect())
+        .unwrap_or_default();
+    let ok_plans = |v: Vec<Res<kernel::Plan>>| {
+        v.into_iter().filter_map(Result::ok).filter(|p| {
+            let name = p.config.name();
+            wanted.is_empty() || wanted.iter().any(|w| name.contains(w.as_str()))
+        })
+    };
     let forward: Vec<_> = if do_forward {
         ok_plans(grouped::plans(input)).collect()
     } else {
@@ -104,6 +114,9 @@ fn run() -> Res<bool> {
     } else {
         Vec::new()
     };
+    if !wanted.is_empty() && forward.is_empty() && wgrad_plans.is_empty() {
+        return Err(format!("GROUPED_CONFIGS = {wanted:?}: no configuration's name contains one").into());
+    }
     let mut built: Vec<_> =
         compile::compile_all(compiler, forward.into_iter().chain(wgrad_plans).collect())
             .into_iter()

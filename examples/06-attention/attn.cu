@@ -23,6 +23,9 @@ typedef P::tile_o TO;
 #endif
 
 #define ATTN_NEG_INF __int_as_float(0xff800000)  // -inf: a masked score (NVRTC has no INFINITY)
+// ATTN_LAZY: how far (log2) a block's row max may pass the running one before it moves: P's
+// weights stay <= 2^8, exact enough in f16 and bf16 (relative rounding), the sums f32.
+constexpr float ATTN_HEADROOM_LOG2 = 8.0f;
 constexpr int ATTN_BM = 64 * ATTN_NC;  // query rows per CTA
 constexpr int ATTN_S = ATTN_BN / 2;    // S's f32 accumulators per thread (64 x BN)
 constexpr int ATTN_O = ATTN_D / 2;     // O's (64 x D)
@@ -102,9 +105,11 @@ struct attn_softmax {
     l[0] = l[1] = 0.f;
   }
   // Masks S (keys past Sk, and past the row under causal), updates the max, turns S into
-  // P = exp2(S * scale_log2 - max * scale_log2) in place and returns each row's factor for
-  // what came before (O and l are rescaled by it).
-  __device__ __forceinline__ void step(float (&s)[ATTN_S], int row0, int col0, int Sk, bool mask, float (&corr)[2],
+  // P = exp2(S * scale_log2 - max * scale_log2) in place and gives each row's factor for
+  // what came before (corr). Returns whether O needs rescaling by it: always, or (ATTN_LAZY)
+  // only when a row of the warp moved its max, which tma_wgmma_row_max_lazy does only past
+  // ATTN_HEADROOM_LOG2 (P then stays <= 2^8).
+  __device__ __forceinline__ bool step(float (&s)[ATTN_S], int row0, int col0, int Sk, bool mask, float (&corr)[2],
                                        unsigned tw) {
     if (mask) {
 #pragma unroll
@@ -113,6 +118,10 @@ struct attn_softmax {
         if (col >= Sk || (ATTN_CAUSAL && col > row)) s[i] = ATTN_NEG_INF;
       }
     }
+#if ATTN_LAZY
+    const bool rescale = tma_wgmma_row_max_lazy<ATTN_BN>(s, m, scale_log2, ATTN_HEADROOM_LOG2, corr);
+#else
+    const bool rescale = true;
     float mx[2] = {m[0], m[1]};
     tma_wgmma_row_max<ATTN_BN>(s, mx);
 #pragma unroll
@@ -121,13 +130,17 @@ struct attn_softmax {
       corr[h] = exp2f(m[h] * scale_log2 - (mx[h] == ATTN_NEG_INF ? 0.f : mx[h] * scale_log2));
       m[h] = mx[h];
     }
+#endif
     // ATTN_POLY of every 8 exponentials on tma's polynomial (the FMA pipe), the rest on MUFU.
     tma_wgmma_row_exp2_poly<ATTN_BN, ATTN_POLY, ATTN_POLY_DEG>(s, m, scale_log2);
     // l: this thread's share of each row sum (rescaled with O; the quad adds the shares once,
     // in the epilogue).
+    if (rescale) {
 #pragma unroll
-    for (int h = 0; h < 2; ++h) l[h] *= corr[h];
+      for (int h = 0; h < 2; ++h) l[h] *= corr[h];
+    }
     tma_wgmma_row_sum_partial<ATTN_BN>(s, l);
+    return rescale;
   }
 };
 
@@ -297,8 +310,7 @@ extern "C" __global__ void TMA_PLAN_ATTN_LAUNCH_BOUNDS attn(const __grid_constan
       tma_wgmma_wait_group<0>();
       ATTN_RELEASE(kp, ks);
       ++ks;
-      sm.step(s, row0, j * ATTN_BN, Sk, attn_masked(j, row0, Sk), corr, tw);
-      tma_wgmma_row_scale<ATTN_D>(o, corr);
+      if (sm.step(s, row0, j * ATTN_BN, Sk, attn_masked(j, row0, Sk), corr, tw)) tma_wgmma_row_scale<ATTN_D>(o, corr);
       attn_pfrag p[ATTN_PK];
       tma_wgmma_acc_to_a<ATTN_BN>(s, p);
       vp.wait(vs);
@@ -317,6 +329,12 @@ extern "C" __global__ void TMA_PLAN_ATTN_LAUNCH_BOUNDS attn(const __grid_constan
     // alone) and the last P V are peeled off, so every wgmma in the loop is issued on every
     // pass: a conditional one makes ptxas serialize them all (C7520, "WG.AR in divergent path").
     attn_pfrag p[ATTN_PK];
+#if ATTN_P2
+    // P double-buffered: block j's softmax packs into `next` while block j - 1's P V still reads
+    // `cur`. With one buffer ptxas waits for that P V before the first pack, which it
+    // interleaves with the exponentials: the softmax would not run under the P V.
+    attn_pfrag p2[ATTN_PK];
+#endif
     kp.wait(ks);
     R::sync_turn(c);
     tma_wgmma_fence();
@@ -326,28 +344,68 @@ extern "C" __global__ void TMA_PLAN_ATTN_LAUNCH_BOUNDS attn(const __grid_constan
     tma_wgmma_wait_group<0>();
     ATTN_RELEASE(kp, ks);
     ++ks;
-    sm.step(s, row0, 0, Sk, attn_masked(0, row0, Sk), corr, tw);
+    sm.step(s, row0, 0, Sk, attn_masked(0, row0, Sk), corr, tw);  // O is 0: nothing to rescale
+#if ATTN_P2
+    // An odd count of blocks after block 0 starts at a pass's second half (its P in p2), so
+    // every pass ends with P in p.
+    const bool odd = (nb - 1) % 2 == 1;
     tma_wgmma_acc_to_a<ATTN_BN>(s, p);
-    for (int j = 1; j < nb; ++j) {
+    if (odd) {
+#pragma unroll
+      for (int k = 0; k < ATTN_PK; ++k) p2[k] = p[k];
+    }
+#else
+    tma_wgmma_acc_to_a<ATTN_BN>(s, p);
+#endif
+    // Key block j >= 1: its QK^T and block j - 1's P V (from cur) in one turn, its softmax
+    // while P V is in flight, then O rescaled once P V has landed; its P into next (ATTN_P2:
+    // the other buffer, packed before that P V has landed; else cur again, after).
+    auto block = [&](int j, attn_pfrag(&cur)[ATTN_PK], attn_pfrag(&next)[ATTN_PK]) {
       kp.wait(ks);
       vp.wait(vs);
       R::sync_turn(c);
       tma_wgmma_fence();
       attn_qk(s, q, kp.smem_k(ks), c);
       tma_wgmma_commit_group();
-      attn_pv(o, p, vp.smem_v(vs));
+      attn_pv(o, cur, vp.smem_v(vs));
       tma_wgmma_commit_group();
       if (c != ATTN_NC - 1 || j + 1 < nb) R::arrive_turn((c + 1) % ATTN_NC);
       tma_wgmma_wait_group<1>();  // QK^T of block j
       ATTN_RELEASE(kp, ks);
       ++ks;
-      sm.step(s, row0, j * ATTN_BN, Sk, attn_masked(j, row0, Sk), corr, tw);
+      const bool rescale = sm.step(s, row0, j * ATTN_BN, Sk, attn_masked(j, row0, Sk), corr, tw);
+#if ATTN_P2
+      tma_wgmma_acc_to_a<ATTN_BN>(s, next);
+#endif
       tma_wgmma_wait_group<0>();  // P V of block j - 1
+      // cur stays live until here: else ptxas may give next cur's registers, and wait for the
+      // P V before the first pack after all.
+#pragma unroll
+      for (int k = 0; k < ATTN_PK; ++k) tma_wgmma_fence_operand(cur[k]);
       ATTN_RELEASE(vp, vs);
       ++vs;
-      tma_wgmma_row_scale<ATTN_D>(o, corr);
-      tma_wgmma_acc_to_a<ATTN_BN>(s, p);
+      if (rescale) tma_wgmma_row_scale<ATTN_D>(o, corr);
+#if !ATTN_P2
+      tma_wgmma_acc_to_a<ATTN_BN>(s, next);
+#endif
+    };
+    int j = 1;
+#if ATTN_P2
+    // Two blocks a pass, the buffers trading places; an odd count enters at the second half.
+    // So the loop is the only copy of the two blocks: a wgmma under an `if` (or a copy into a
+    // buffer a wgmma reads) makes ptxas serialize every wgmma, and a loop of its own for an
+    // odd last block was a third copy (compile time +60 %).
+    if (odd) goto second_half;
+    while (j < nb) {
+      block(j, p, p2);
+      ++j;
+    second_half:
+      block(j, p2, p);
+      ++j;
     }
+#else
+    for (; j < nb; ++j) block(j, p, p);
+#endif
     // Every QK^T of the unit is done: Q's stage goes back (the next unit's Q loads under the
     // last P V).
     ATTN_RELEASE(qp, qs);

@@ -126,6 +126,14 @@ pub struct Config {
     /// Of every 8 exponentials of the softmax, how many tma's polynomial raises on the FMA
     /// pipe (`tma_wgmma_row_exp2_poly`) instead of MUFU: 0 to 8.
     pub poly: u32,
+    /// The running max moves only when a block's passes it by more than 2^8
+    /// (`tma_wgmma_row_max_lazy`, FlashAttention-4's lazy rescale): a warp whose rows all
+    /// stay skips rescaling O, which is most blocks after the first few.
+    pub lazy: bool,
+    /// (`Kind::Overlap`) P in two register buffers, so a block's softmax packs its P while the
+    /// block before's P V still reads the other: with one, ptxas waits for that P V before the
+    /// first pack (BN / 4 registers more a thread).
+    pub p2: bool,
     /// Consumer warpgroups of the kinds after `Wg1`: 2 (64 query rows each), or 3 as
     /// FlashAttention-3 at head dim 64 (a third warpgroup's GEMMs under two softmaxes; 160
     /// registers a consumer).
@@ -221,13 +229,20 @@ impl Config {
         // GEMMs keep the tensor cores busy under the other two's (+3-16 % over two consumers
         // at 2k-8k, even to +7 % at 16k, H100; at 128 the third consumer's registers allow only 80-row key blocks, no
         // faster).
-        let (bn, stages, nc) = match (d, causal) {
-            (64, false) => (128, 3, 3),
-            (64, true) => (128, 2, 3),
-            (128, false) => (144, 2, 2),
-            (128, true) => (128, 2, 2),
+        //
+        //
+        // The lazy rescale with P in two buffers (`lazy`, `p2`: the softmax then runs under
+        // the P V) at head dim 256: +4-6 %, causal too. At 64 and at 128 no faster than one
+        // buffer within the runs' spread (at 128 with 144-row key blocks ptxas has too few
+        // registers for two and waits for the P V first anyway; BENCHMARKS.md, "The softmax
+        // under P V").
+        let (bn, stages, nc, lazy_p2) = match (d, causal) {
+            (64, false) => (128, 3, 3, false),
+            (64, true) => (128, 2, 3, false),
+            (128, false) => (144, 2, 2, false),
+            (128, true) => (128, 2, 2, false),
             // 80-row key blocks fit beside Q's 64 KB only by the plan's exact slack (227 KB).
-            _ => (80, 2, 2),
+            _ => (80, 2, 2, true),
         };
         Config {
             kind: Kind::Overlap,
@@ -241,6 +256,8 @@ impl Config {
             o_tma: d <= 128,
             release_one: false,
             poly: 0,
+            lazy: lazy_p2,
+            p2: lazy_p2,
             nc,
         }
     }
@@ -249,6 +266,8 @@ impl Config {
     pub fn ladder(input: In, d: u32, causal: bool) -> Vec<(&'static str, Config)> {
         let a4 = Config {
             persistent: false,
+            lazy: false,
+            p2: false,
             ..Config::best(input, d, causal)
         };
         vec![
@@ -283,6 +302,15 @@ impl Config {
                     ..a4
                 },
             ),
+            (
+                "A6 + lazy rescale, P in two buffers: the softmax under P V",
+                Config {
+                    persistent: true,
+                    lazy: true,
+                    p2: true,
+                    ..a4
+                },
+            ),
         ]
     }
 
@@ -308,11 +336,11 @@ impl Config {
     }
 
     /// `ov_d128_n128_s2_p_bf16_causal` (`_p`: persistent, `_od`: O stored directly, `_r1`:
-    /// one release per warpgroup, `_e2`: 2 of every 8 exponentials on the polynomial, `_c3`:
-    /// three consumer warpgroups).
+    /// one release per warpgroup, `_e2`: 2 of every 8 exponentials on the polynomial, `_lz`:
+    /// the lazy rescale, `_db`: P double-buffered, `_c3`: three consumer warpgroups).
     pub fn name(&self) -> String {
         format!(
-            "{}_d{}_n{}_s{}{}{}{}{}{}_{}{}",
+            "{}_d{}_n{}_s{}{}{}{}{}{}{}{}_{}{}",
             self.kind.name(),
             self.d,
             self.bn,
@@ -325,6 +353,8 @@ impl Config {
             } else {
                 String::new()
             },
+            if self.lazy { "_lz" } else { "" },
+            if self.p2 { "_db" } else { "" },
             if self.consumers() == 3 { "_c3" } else { "" },
             self.input.name(),
             if self.causal { "_causal" } else { "" }
@@ -356,6 +386,14 @@ impl Config {
         if poly > 8 {
             return None;
         }
+        let lazy = p.get(4) == Some(&"lz");
+        if lazy {
+            p.remove(4);
+        }
+        let p2 = p.get(4) == Some(&"db");
+        if p2 {
+            p.remove(4);
+        }
         let nc = if p.get(4) == Some(&"c3") {
             p.remove(4);
             3
@@ -385,6 +423,8 @@ impl Config {
             o_tma,
             release_one,
             poly,
+            lazy,
+            p2,
             nc,
         })
     }
@@ -431,6 +471,12 @@ impl Plan {
         }
         if ![2, 3].contains(&c.nc) {
             return Err(format!("{c}: {} consumer warpgroups (2 or 3)", c.nc).into());
+        }
+        if c.p2 && c.kind != Kind::Overlap {
+            return Err(format!(
+                "{c}: P in two buffers (_db) is the overlap kind's (ov_): only it keeps a P V in flight under the softmax"
+            )
+            .into());
         }
         let v = |s: TileSpec, what: &str| validate(&s).map_err(|e| findings(what, e));
         // Q: the CTA's query rows, A of S = Q K^T (K = head dim), loaded once per work unit.
@@ -503,7 +549,7 @@ impl Plan {
     pub fn source(&self) -> Res<Source> {
         let c = &self.config;
         let defines = format!(
-            "#define ATTN_D {}\n#define ATTN_BN {}\n#define ATTN_NC {}\n#define ATTN_KIND {}\n#define ATTN_CAUSAL {}\n#define ATTN_O_TMA {}\n#define ATTN_RELEASE_ONE {}\n#define ATTN_POLY {}\n#define ATTN_POLY_DEG {}\n",
+            "#define ATTN_D {}\n#define ATTN_BN {}\n#define ATTN_NC {}\n#define ATTN_KIND {}\n#define ATTN_CAUSAL {}\n#define ATTN_O_TMA {}\n#define ATTN_RELEASE_ONE {}\n#define ATTN_POLY {}\n#define ATTN_POLY_DEG {}\n#define ATTN_LAZY {}\n#define ATTN_P2 {}\n",
             c.d,
             c.bn,
             c.consumers(),
@@ -514,6 +560,8 @@ impl Plan {
             c.poly,
             Ex2Poly::for_type(WgmmaType::of(c.input.dtype()).ok_or("P's type: not a wgmma type")?)
                 .degree(),
+            u32::from(c.lazy),
+            u32::from(c.p2),
         );
         let src = KernelSource::new()
             .plan(&self.kernel)

@@ -305,6 +305,18 @@ mod tests {
         }
         let best = Config::best(In::BF16, 64, false);
         all.push(Config { poly: 2, ..best });
+        all.push(Config { lazy: true, ..best });
+        all.push(Config {
+            lazy: true,
+            p2: true,
+            ..best
+        });
+        all.push(Config {
+            poly: 2,
+            lazy: true,
+            nc: 2,
+            ..best
+        });
         all.push(Config {
             poly: 3,
             nc: 2,
@@ -350,5 +362,15 @@ mod tests {
             .expect("4 consumers refused")
             .to_string();
         assert!(e.contains("4 consumer warpgroups (2 or 3)"), "{e}");
+        let pp_db = Config {
+            kind: Kind::PingPong,
+            p2: true,
+            ..Config::best(In::BF16, 128, false)
+        };
+        let e = Plan::new(pp_db)
+            .err()
+            .expect("two P buffers refused outside ov_")
+            .to_string();
+        assert!(e.contains("two buffers (_db) is the overlap kind's"), "{e}");
     }
 }
