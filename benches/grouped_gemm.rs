@@ -115,7 +115,9 @@ fn run() -> Res<bool> {
         Vec::new()
     };
     if !wanted.is_empty() && forward.is_empty() && wgrad_plans.is_empty() {
-        return Err(format!("GROUPED_CONFIGS = {wanted:?}: no configuration's name contains one").into());
+        return Err(
+            format!("GROUPED_CONFIGS = {wanted:?}: no configuration's name contains one").into(),
+        );
     }
     let mut built: Vec<_> =
         compile::compile_all(compiler, forward.into_iter().chain(wgrad_plans).collect())
