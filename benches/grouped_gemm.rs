@@ -95,7 +95,12 @@ fn run() -> Res<bool> {
     let (do_forward, do_wgrad) = (mode != "wgrad", mode != "forward");
     // GROUPED_CONFIGS: the configurations whose names contain one of its comma-separated pieces.
     let wanted: Vec<String> = std::env::var("GROUPED_CONFIGS")
-        .map(|v| v.split(',').map(|p| p.trim().to_string()).collect())
+        .map(|v| {
+            v.split(',')
+                .map(|p| p.trim().to_string())
+                .filter(|p| !p.is_empty())
+                .collect()
+        })
         .unwrap_or_default();
     let ok_plans = |v: Vec<Res<kernel::Plan>>| {
         v.into_iter().filter_map(Result::ok).filter(|p| {

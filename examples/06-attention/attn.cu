@@ -23,9 +23,6 @@ typedef P::tile_o TO;
 #endif
 
 #define ATTN_NEG_INF __int_as_float(0xff800000)  // -inf: a masked score (NVRTC has no INFINITY)
-// ATTN_LAZY: how far (log2) a block's row max may pass the running one before it moves: P's
-// weights stay <= 2^8, exact enough in f16 and bf16 (relative rounding), the sums f32.
-constexpr float ATTN_HEADROOM_LOG2 = 8.0f;
 constexpr int ATTN_BM = 64 * ATTN_NC;  // query rows per CTA
 constexpr int ATTN_S = ATTN_BN / 2;    // S's f32 accumulators per thread (64 x BN)
 constexpr int ATTN_O = ATTN_D / 2;     // O's (64 x D)
@@ -108,7 +105,7 @@ struct attn_softmax {
   // P = exp2(S * scale_log2 - max * scale_log2) in place and gives each row's factor for
   // what came before (corr). Returns whether O needs rescaling by it: always, or (ATTN_LAZY)
   // only when a row of the warp moved its max, which tma_wgmma_row_max_lazy does only past
-  // ATTN_HEADROOM_LOG2 (P then stays <= 2^8).
+  // ATTN_HEADROOM_LOG2 (kernel.rs's HEADROOM_LOG2: P then stays <= 2^8).
   __device__ __forceinline__ bool step(float (&s)[ATTN_S], int row0, int col0, int Sk, bool mask, float (&corr)[2],
                                        unsigned tw) {
     if (mask) {
@@ -331,8 +328,8 @@ extern "C" __global__ void TMA_PLAN_ATTN_LAUNCH_BOUNDS attn(const __grid_constan
     attn_pfrag p[ATTN_PK];
 #if ATTN_P2
     // P double-buffered: block j's softmax packs into `next` while block j - 1's P V still reads
-    // `cur`. With one buffer ptxas waits for that P V before the first pack, which it
-    // interleaves with the exponentials: the softmax would not run under the P V.
+    // `cur`, before the wait for that P V rather than after it (measured faster at head dim 256
+    // only, BENCHMARKS.md).
     attn_pfrag p2[ATTN_PK];
 #endif
     kp.wait(ks);
@@ -345,17 +342,15 @@ extern "C" __global__ void TMA_PLAN_ATTN_LAUNCH_BOUNDS attn(const __grid_constan
     ATTN_RELEASE(kp, ks);
     ++ks;
     sm.step(s, row0, 0, Sk, attn_masked(0, row0, Sk), corr, tw);  // O is 0: nothing to rescale
-#if ATTN_P2
-    // An odd count of blocks after block 0 starts at a pass's second half (its P in p2), so
-    // every pass ends with P in p.
-    const bool odd = (nb - 1) % 2 == 1;
     tma_wgmma_acc_to_a<ATTN_BN>(s, p);
+#if ATTN_P2
+    // An odd count of blocks after block 0 starts at a pass's second half, which reads p2, so
+    // every pass ends with P in p (the copy is outside the loop, before any P V reads p2).
+    const bool odd = (nb - 1) % 2 == 1;
     if (odd) {
 #pragma unroll
       for (int k = 0; k < ATTN_PK; ++k) p2[k] = p[k];
     }
-#else
-    tma_wgmma_acc_to_a<ATTN_BN>(s, p);
 #endif
     // Key block j >= 1: its QK^T and block j - 1's P V (from cur) in one turn, its softmax
     // while P V is in flight, then O rescaled once P V has landed; its P into next (ATTN_P2:
@@ -377,9 +372,16 @@ extern "C" __global__ void TMA_PLAN_ATTN_LAUNCH_BOUNDS attn(const __grid_constan
 #if ATTN_P2
       tma_wgmma_acc_to_a<ATTN_BN>(s, next);
 #endif
+#if ATTN_WAIT_LATE
+      // P V of block j - 1, waited for once the softmax is done (the sums need every
+      // exponential): else ptxas waits right after the row max, and the softmax never runs
+      // under the P V.
+      tma_wgmma_wait_group_after<0>(sm.l[0] + sm.l[1]);
+#else
       tma_wgmma_wait_group<0>();  // P V of block j - 1
-      // cur stays live until here: else ptxas may give next cur's registers, and wait for the
-      // P V before the first pack after all.
+#endif
+      // cur stays live until here: else ptxas may give next cur's registers (a P V in flight
+      // reads them).
 #pragma unroll
       for (int k = 0; k < ATTN_PK; ++k) tma_wgmma_fence_operand(cur[k]);
       ATTN_RELEASE(vp, vs);
@@ -391,10 +393,11 @@ extern "C" __global__ void TMA_PLAN_ATTN_LAUNCH_BOUNDS attn(const __grid_constan
     };
     int j = 1;
 #if ATTN_P2
-    // Two blocks a pass, the buffers trading places; an odd count enters at the second half.
-    // So the loop is the only copy of the two blocks: a wgmma under an `if` (or a copy into a
-    // buffer a wgmma reads) makes ptxas serialize every wgmma, and a loop of its own for an
-    // odd last block was a third copy (compile time +60 %).
+    // Two blocks a pass, the buffers trading places; an odd count enters at the second half
+    // (a loop with two entries: ptxas copes, no wgmma serialized). So the loop is the only
+    // copy of the two blocks: a wgmma under an `if`, or a copy into a buffer inside the loop,
+    // makes ptxas serialize every wgmma, and a loop of its own for an odd last block was a
+    // third copy of the block (2.3 s of cold compile on the GPU machine against 1.1 s).
     if (odd) goto second_half;
     while (j < nb) {
       block(j, p, p2);

@@ -82,7 +82,8 @@ impl std::fmt::Display for Shape {
 }
 
 /// One problem's inputs on host (bits) and device. Q is drawn from [-3, 3) (sharp softmax
-/// rows, so the running max matters), K and V from [-1, 1); none is 0.
+/// rows, so the running max matters), K and V from [-1, 1) (K's row j times 1 + growth j / Sk
+/// with `with_key_growth`); none is 0.
 pub struct Problem {
     pub shape: Shape,
     pub input: In,
@@ -96,11 +97,23 @@ pub struct Problem {
 
 impl Problem {
     pub fn new(gpu: &Gpu, shape: Shape, input: In, rng: &mut Rng) -> Res<Problem> {
+        Problem::with_key_growth(gpu, shape, input, rng, 0.0)
+    }
+
+    /// Key row j (of every head) scaled by 1 + growth j / Sk: later keys score higher, so a
+    /// row's running max keeps moving past its first blocks (the lazy rescale's taken path).
+    pub fn with_key_growth(
+        gpu: &Gpu,
+        shape: Shape,
+        input: In,
+        rng: &mut Rng,
+        growth: f32,
+    ) -> Res<Problem> {
         shape.check()?;
-        let mut fill = |len: usize, scale: f32| -> Vec<u16> {
+        let mut fill = |len: usize, scale: &dyn Fn(usize) -> f32| -> Vec<u16> {
             (0..len)
-                .map(|_| {
-                    let v = rng.signed_unit() * scale;
+                .map(|i| {
+                    let v = rng.signed_unit() * scale(i);
                     input.to_bits(if v == 0.0 { 1.0 / 256.0 } else { v })
                 })
                 .collect()
@@ -109,9 +122,12 @@ impl Problem {
             shape.b * shape.h * shape.sq * shape.d,
             shape.b * shape.hkv * shape.sk * shape.d,
         );
-        let q_host = fill(q_len, 3.0);
-        let k_host = fill(kv_len, 1.0);
-        let v_host = fill(kv_len, 1.0);
+        let key_row = |i: usize| (i / shape.d) % shape.sk;
+        let q_host = fill(q_len, &|_| 3.0);
+        let k_host = fill(kv_len, &|i| {
+            1.0 + growth * key_row(i) as f32 / shape.sk as f32
+        });
+        let v_host = fill(kv_len, &|_| 1.0);
         Ok(Problem {
             shape,
             input,

@@ -126,14 +126,18 @@ pub struct Config {
     /// Of every 8 exponentials of the softmax, how many tma's polynomial raises on the FMA
     /// pipe (`tma_wgmma_row_exp2_poly`) instead of MUFU: 0 to 8.
     pub poly: u32,
-    /// The running max moves only when a block's passes it by more than 2^8
-    /// (`tma_wgmma_row_max_lazy`, FlashAttention-4's lazy rescale): a warp whose rows all
-    /// stay skips rescaling O, which is most blocks after the first few.
+    /// The running max moves only when a block's passes it by more than `HEADROOM_LOG2` (8)
+    /// scaled log2 units, i.e. its weights would grow past 2^8 (`tma_wgmma_row_max_lazy`,
+    /// FlashAttention-4's lazy rescale): a warp whose rows all stay skips rescaling O, which
+    /// is most blocks after the first few.
     pub lazy: bool,
-    /// (`Kind::Overlap`) P in two register buffers, so a block's softmax packs its P while the
-    /// block before's P V still reads the other: with one, ptxas waits for that P V before the
-    /// first pack (BN / 4 registers more a thread).
+    /// (`Kind::Overlap`) P in two register buffers: a block's softmax packs its P while the
+    /// block before's P V still reads the other (BN / 4 registers more a thread).
     pub p2: bool,
+    /// (`Kind::Overlap`) The wait for the block before's P V after the softmax
+    /// (`tma_wgmma_wait_group_after` on the row sums): else ptxas hoists it above the
+    /// exponentials, right after the row max, and the softmax never runs under the P V.
+    pub wait_late: bool,
     /// Consumer warpgroups of the kinds after `Wg1`: 2 (64 query rows each), or 3 as
     /// FlashAttention-3 at head dim 64 (a third warpgroup's GEMMs under two softmaxes; 160
     /// registers a consumer).
@@ -174,6 +178,11 @@ pub const SHORT_BLOCKS: [ShortBlock; 2] = [
         nc: 2,
     },
 ];
+
+/// `Config::lazy`: how far (log2, scaled) a block's row max may pass the running one before it
+/// moves: P's weights stay <= 2^8, which bf16 and f16 round as well as weights <= 1 (relative
+/// rounding); the sums and O are f32.
+pub const HEADROOM_LOG2: f32 = 8.0;
 
 /// Query rows per consumer warpgroup: wgmma's M.
 pub const WG_ROWS: u32 = 64;
@@ -227,22 +236,21 @@ impl Config {
         // Head dim 64: three consumers (192 query rows), as FlashAttention-3: at 64 the
         // softmax of a block takes about as long as its two GEMMs, and a third warpgroup's
         // GEMMs keep the tensor cores busy under the other two's (+3-16 % over two consumers
-        // at 2k-8k, even to +7 % at 16k, H100; at 128 the third consumer's registers allow only 80-row key blocks, no
-        // faster).
+        // at 2k-8k, even to +7 % at 16k, H100; at 128 the third consumer's registers allow
+        // only 80-row key blocks, no faster).
         //
-        //
-        // The lazy rescale with P in two buffers (`lazy`, `p2`: the softmax then runs under
-        // the P V) at head dim 256: +4-6 %, causal too. At 64 and at 128 no faster than one
-        // buffer within the runs' spread (at 128 with 144-row key blocks ptxas has too few
-        // registers for two and waits for the P V first anyway; BENCHMARKS.md, "The softmax
-        // under P V").
-        let (bn, stages, nc, lazy_p2) = match (d, causal) {
-            (64, false) => (128, 3, 3, false),
-            (64, true) => (128, 2, 3, false),
-            (128, false) => (144, 2, 2, false),
-            (128, true) => (128, 2, 2, false),
+        // The softmax under the P V (`wait_late`) at head dim 128 (+1 %) and 256 (+1-3 %);
+        // at 64 it loses 3 % (three consumers already keep the tensor cores busy, and the
+        // later wait holds a consumer's turn longer). The lazy rescale with P in two buffers
+        // (`lazy`, `p2`) at 256 only: +4-6 % there, no faster at 64 and 128 (BENCHMARKS.md,
+        // "The softmax under P V").
+        let (bn, stages, nc, wait_late, lazy_p2) = match (d, causal) {
+            (64, false) => (128, 3, 3, false, false),
+            (64, true) => (128, 2, 3, false, false),
+            (128, false) => (144, 2, 2, true, false),
+            (128, true) => (128, 2, 2, true, false),
             // 80-row key blocks fit beside Q's 64 KB only by the plan's exact slack (227 KB).
-            _ => (80, 2, 2, true),
+            _ => (80, 2, 2, true, true),
         };
         Config {
             kind: Kind::Overlap,
@@ -258,6 +266,7 @@ impl Config {
             poly: 0,
             lazy: lazy_p2,
             p2: lazy_p2,
+            wait_late,
             nc,
         }
     }
@@ -268,6 +277,7 @@ impl Config {
             persistent: false,
             lazy: false,
             p2: false,
+            wait_late: false,
             ..Config::best(input, d, causal)
         };
         vec![
@@ -303,9 +313,18 @@ impl Config {
                 },
             ),
             (
-                "A6 + lazy rescale, P in two buffers: the softmax under P V",
+                "A6 + the softmax under P V (its wait after the softmax)",
                 Config {
                     persistent: true,
+                    wait_late: true,
+                    ..a4
+                },
+            ),
+            (
+                "A7 + lazy rescale, P in two buffers",
+                Config {
+                    persistent: true,
+                    wait_late: true,
                     lazy: true,
                     p2: true,
                     ..a4
@@ -337,10 +356,11 @@ impl Config {
 
     /// `ov_d128_n128_s2_p_bf16_causal` (`_p`: persistent, `_od`: O stored directly, `_r1`:
     /// one release per warpgroup, `_e2`: 2 of every 8 exponentials on the polynomial, `_lz`:
-    /// the lazy rescale, `_db`: P double-buffered, `_c3`: three consumer warpgroups).
+    /// the lazy rescale, `_db`: P double-buffered, `_wl`: P V waited for after the softmax,
+    /// `_c3`: three consumer warpgroups).
     pub fn name(&self) -> String {
         format!(
-            "{}_d{}_n{}_s{}{}{}{}{}{}{}{}_{}{}",
+            "{}_d{}_n{}_s{}{}{}{}{}{}{}{}{}_{}{}",
             self.kind.name(),
             self.d,
             self.bn,
@@ -355,6 +375,7 @@ impl Config {
             },
             if self.lazy { "_lz" } else { "" },
             if self.p2 { "_db" } else { "" },
+            if self.wait_late { "_wl" } else { "" },
             if self.consumers() == 3 { "_c3" } else { "" },
             self.input.name(),
             if self.causal { "_causal" } else { "" }
@@ -394,6 +415,10 @@ impl Config {
         if p2 {
             p.remove(4);
         }
+        let wait_late = p.get(4) == Some(&"wl");
+        if wait_late {
+            p.remove(4);
+        }
         let nc = if p.get(4) == Some(&"c3") {
             p.remove(4);
             3
@@ -425,6 +450,7 @@ impl Config {
             poly,
             lazy,
             p2,
+            wait_late,
             nc,
         })
     }
@@ -472,9 +498,9 @@ impl Plan {
         if ![2, 3].contains(&c.nc) {
             return Err(format!("{c}: {} consumer warpgroups (2 or 3)", c.nc).into());
         }
-        if c.p2 && c.kind != Kind::Overlap {
+        if (c.p2 || c.wait_late) && c.kind != Kind::Overlap {
             return Err(format!(
-                "{c}: P in two buffers (_db) is the overlap kind's (ov_): only it keeps a P V in flight under the softmax"
+                "{c}: P in two buffers (_db) and the late wait (_wl) are the overlap kind's (ov_): only it keeps a P V in flight under the softmax"
             )
             .into());
         }
@@ -549,7 +575,7 @@ impl Plan {
     pub fn source(&self) -> Res<Source> {
         let c = &self.config;
         let defines = format!(
-            "#define ATTN_D {}\n#define ATTN_BN {}\n#define ATTN_NC {}\n#define ATTN_KIND {}\n#define ATTN_CAUSAL {}\n#define ATTN_O_TMA {}\n#define ATTN_RELEASE_ONE {}\n#define ATTN_POLY {}\n#define ATTN_POLY_DEG {}\n#define ATTN_LAZY {}\n#define ATTN_P2 {}\n",
+            "#define ATTN_D {}\n#define ATTN_BN {}\n#define ATTN_NC {}\n#define ATTN_KIND {}\n#define ATTN_CAUSAL {}\n#define ATTN_O_TMA {}\n#define ATTN_RELEASE_ONE {}\n#define ATTN_POLY {}\n#define ATTN_POLY_DEG {}\n#define ATTN_LAZY {}\n#define ATTN_HEADROOM_LOG2 {:?}f\n#define ATTN_P2 {}\n#define ATTN_WAIT_LATE {}\n",
             c.d,
             c.bn,
             c.consumers(),
@@ -561,7 +587,9 @@ impl Plan {
             Ex2Poly::for_type(WgmmaType::of(c.input.dtype()).ok_or("P's type: not a wgmma type")?)
                 .degree(),
             u32::from(c.lazy),
+            HEADROOM_LOG2,
             u32::from(c.p2),
+            u32::from(c.wait_late),
         );
         let src = KernelSource::new()
             .plan(&self.kernel)

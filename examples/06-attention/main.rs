@@ -43,7 +43,7 @@ mod rng;
 use std::process::ExitCode;
 
 use gpu::{Gpu, Launch, Loaded, Outputs, Problem, Shape};
-use kernel::{Config, In, Plan, Res};
+use kernel::{Config, In, Plan, Res, HEADROOM_LOG2};
 use rng::Rng;
 use tma::runtime::Compiler;
 
@@ -123,9 +123,11 @@ fn configs(a: &Args) -> Res<Vec<Config>> {
     Ok(v)
 }
 
-/// The problems every configuration is checked on (head dim d): ragged lengths, GQA, a query
-/// length unlike the key length, one key, and one larger problem (sampled rows).
-fn problems(d: usize) -> Vec<Shape> {
+/// The problems every configuration is checked on (head dim d) and their keys' growth
+/// (`Problem::with_key_growth`): ragged lengths, GQA, a query length unlike the key length,
+/// one key, one larger problem (sampled rows), and keys that score higher along the sequence
+/// (rows keep moving their max: the lazy rescale's taken path).
+fn problems(d: usize) -> Vec<(Shape, f32)> {
     let s = |b, h, hkv, sq, sk| Shape {
         b,
         h,
@@ -135,10 +137,11 @@ fn problems(d: usize) -> Vec<Shape> {
         d,
     };
     vec![
-        s(2, 4, 2, 200, 200),
-        s(1, 2, 1, 333, 517),
-        s(1, 3, 3, 130, 1),
-        s(2, 8, 8, 2048, 2048),
+        (s(2, 4, 2, 200, 200), 0.0),
+        (s(1, 2, 1, 333, 517), 0.0),
+        (s(1, 3, 3, 130, 1), 0.0),
+        (s(2, 8, 8, 2048, 2048), 0.0),
+        (s(1, 2, 1, 1100, 1100), 8.0),
     ]
 }
 
@@ -174,13 +177,18 @@ fn run() -> Res<bool> {
     for (c, b) in configs.iter().zip(built) {
         match b {
             Ok(b) => {
-                // ptxas's resources: a spilling configuration is slow, and says so here.
+                // ptxas's resources: a spilling configuration is slow, and says so here; a
+                // pick that spills fails the run (its registers are what the pick was measured
+                // with).
                 let res = match b.compiled.resources("attn") {
-                    Ok(r) => format!(
-                        "{} registers, {} B spilled",
-                        r.registers,
-                        r.spill_stores + r.spill_loads
-                    ),
+                    Ok(r) => {
+                        let spilled = r.spill_stores + r.spill_loads;
+                        if spilled > 0 && Config::picks(c.input, c.d, c.causal).contains(c) {
+                            println!("{c}: a pick spills {spilled} B");
+                            ok = false;
+                        }
+                        format!("{} registers, {spilled} B spilled", r.registers)
+                    }
                     Err(_) => "no ptxas report".into(),
                 };
                 println!("compiled {c} in {:.2} s ({:?}): {res}", b.seconds, b.origin);
@@ -215,8 +223,8 @@ fn run() -> Res<bool> {
         let loaded = Loaded::new(&gpu, b)?;
         let shapes = problems(c.d as usize);
         let shapes = if quick { &shapes[..1] } else { &shapes[..] };
-        for &shape in shapes {
-            let p = Problem::new(&gpu, shape, c.input, &mut rng)?;
+        for &(shape, growth) in shapes {
+            let p = Problem::with_key_growth(&gpu, shape, c.input, &mut rng, growth)?;
             let mut out = Outputs::new(&gpu, &shape)?;
             out.poison(&gpu.stream)?;
             let launch = Launch::new(&gpu, &loaded, &p, &out)?;
@@ -265,6 +273,18 @@ fn run() -> Res<bool> {
                 rows.len(),
                 if bad.is_empty() { "OK" } else { "WRONG" }
             );
+            // Growing keys must take the lazy rescale's path, or the check proves nothing there.
+            if growth > 0.0 {
+                let head = HEADROOM_LOG2 as f64;
+                let moving = rows
+                    .iter()
+                    .filter(|&&(bh, r)| reference::moves_past_first_block(&p, &c, bh, r, head))
+                    .count();
+                line += &format!(" ({moving} move their max past 2^{head} after block 0)");
+                if moving == 0 {
+                    bad.push(format!("{shape}: no row moves its max past the headroom"));
+                }
+            }
             if bad.is_empty() && a.reps > 0 && !all_rows {
                 let mut t = gpu::time(&gpu, a.reps, &mut || launch.run())?;
                 let ms = gpu::median(&mut t);
@@ -289,6 +309,85 @@ fn run() -> Res<bool> {
 #[cfg(test)]
 mod tests {
     use super::kernel::{Config, In, Kind, Plan};
+    use tma::runtime::Compiler;
+
+    /// MUFU.EX2s of each overlapped block between the wait for its QK^T (`WARPGROUP.DEPBAR.LE
+    /// gsb0, 0x1`) and the wait for the P V before it (`..., 0x0`), from cuobjdump's SASS of
+    /// the configuration; None without NVRTC or cuobjdump (a failure under CI=true).
+    fn exps_under_p_v(c: Config) -> Option<Vec<usize>> {
+        let ci = std::env::var("CI").is_ok_and(|v| v == "true");
+        let compiler = match Compiler::global() {
+            Ok(compiler) => compiler,
+            Err(e) => {
+                assert!(!ci, "NVRTC: {e}");
+                println!("SKIP {c}: no NVRTC ({e})");
+                return None;
+            }
+        };
+        let src = Plan::new(c).expect("plans").source().expect("renders");
+        let built = compiler
+            .compile_source(&src, &super::kernel::options())
+            .expect("compiles");
+        let Some(tool) = std::env::var_os("PATH").and_then(|paths| {
+            std::env::split_paths(&paths)
+                .map(|d| d.join("cuobjdump"))
+                .find(|p| p.is_file())
+        }) else {
+            assert!(!ci, "cuobjdump is not on PATH");
+            println!("SKIP {c}: cuobjdump not on PATH");
+            return None;
+        };
+        let path = std::env::temp_dir().join(format!("tma-06-{}-{c}.cubin", std::process::id()));
+        std::fs::write(&path, &built.cubin).expect("writes the cubin");
+        let out = std::process::Command::new(tool)
+            .arg("-sass")
+            .arg(&path)
+            .output()
+            .expect("runs cuobjdump");
+        let _ = std::fs::remove_file(&path);
+        let sass = String::from_utf8_lossy(&out.stdout);
+        let mut blocks = Vec::new();
+        let mut open: Option<usize> = None;
+        for line in sass.lines() {
+            if line.contains("DEPBAR.LE gsb0, 0x1") {
+                open = Some(0);
+            } else if line.contains("DEPBAR.LE gsb0, 0x0") {
+                blocks.extend(open.take());
+            } else if line.contains("MUFU.EX2") {
+                if let Some(n) = open.as_mut() {
+                    *n += 1;
+                }
+            }
+        }
+        Some(blocks)
+    }
+
+    /// The late wait keeps a block's exponentials (BN / 2 a thread) under the P V before it;
+    /// with a plain wait ptxas hoists it above them (the reason `wait_late` exists: if a
+    /// ptxas stops doing so, this says so).
+    #[test]
+    fn the_late_wait_keeps_the_softmax_under_p_v() {
+        for c in [
+            Config::best(In::BF16, 128, false),
+            Config::best(In::BF16, 256, true),
+        ] {
+            assert!(c.wait_late, "{c}");
+            let Some(late) = exps_under_p_v(c) else {
+                return;
+            };
+            let half = c.bn as usize / 2;
+            assert!(
+                !late.is_empty() && late.iter().all(|&n| n >= half),
+                "{c}: {late:?}"
+            );
+            let plain = Config {
+                wait_late: false,
+                ..c
+            };
+            let early = exps_under_p_v(plain).expect("compiled above");
+            assert!(early.iter().all(|&n| n < half), "{plain}: {early:?}");
+        }
+    }
 
     #[test]
     fn names_round_trip_and_head_dim_64_takes_three_consumers() {
@@ -306,6 +405,17 @@ mod tests {
         let best = Config::best(In::BF16, 64, false);
         all.push(Config { poly: 2, ..best });
         all.push(Config { lazy: true, ..best });
+        // Every flag at once.
+        all.push(Config {
+            persistent: true,
+            o_tma: false,
+            release_one: true,
+            poly: 2,
+            lazy: true,
+            p2: true,
+            wait_late: true,
+            ..best
+        });
         all.push(Config {
             lazy: true,
             p2: true,
@@ -371,6 +481,9 @@ mod tests {
             .err()
             .expect("two P buffers refused outside ov_")
             .to_string();
-        assert!(e.contains("two buffers (_db) is the overlap kind's"), "{e}");
+        assert!(
+            e.contains("the late wait (_wl) are the overlap kind's"),
+            "{e}"
+        );
     }
 }

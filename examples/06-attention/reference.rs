@@ -102,3 +102,45 @@ pub fn check_row(
         }
     }
 }
+
+/// Whether row `row` of head `bh` moves its running max by more than `headroom_log2` (scaled,
+/// log2: its weights would grow past 2^headroom) after its first block of `bn` keys: the path
+/// `Config::lazy` rescales O on. From the exact scores (the kernel's f32 ones differ by far
+/// less than a headroom of 8).
+pub fn moves_past_first_block(
+    p: &Problem,
+    c: &Config,
+    bh: usize,
+    row: usize,
+    headroom_log2: f64,
+) -> bool {
+    let Shape {
+        h, hkv, sq, sk, d, ..
+    } = p.shape;
+    let (b, head) = (bh / h, bh % h);
+    let bh_kv = b * hkv + head / (h / hkv);
+    let t = p.input;
+    let val = |buf: &[u16], at: usize| f64::from(t.value_of(buf[at]));
+    let keys = if c.causal { (row + 1).min(sk) } else { sk };
+    let scale_log2 = std::f64::consts::LOG2_E / (d as f64).sqrt();
+    let score = |j: usize| -> f64 {
+        (0..d)
+            .map(|e| {
+                val(&p.q_host, (bh * sq + row) * d + e) * val(&p.k_host, (bh_kv * sk + j) * d + e)
+            })
+            .sum::<f64>()
+            * scale_log2
+    };
+    let bn = c.bn as usize;
+    let mut m = f64::NEG_INFINITY;
+    for (block, j0) in (0..keys).step_by(bn).enumerate() {
+        let block_max = (j0..(j0 + bn).min(keys))
+            .map(score)
+            .fold(f64::NEG_INFINITY, f64::max);
+        if block > 0 && block_max - m > headroom_log2 {
+            return true;
+        }
+        m = m.max(block_max);
+    }
+    false
+}

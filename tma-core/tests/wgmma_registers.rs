@@ -590,7 +590,7 @@ fn lazy_max_flags_exactly_the_warps_with_a_moved_row() {
 /// A headroom that is negative, infinite or NaN is a named error (and `m` untouched); -0 and 0
 /// are the same headroom; wrong sizes are refused as for the other row helpers.
 #[test]
-fn lazy_max_refuses_a_headroom_that_is_not_finite_and_not_negative() {
+fn lazy_max_refuses_a_headroom_that_is_not_finite_or_negative() {
     use tma_core::wgmma::FragmentError;
     let f = Fragment::accumulator(64, AccumulatorType::F32).unwrap();
     let regs = vec![vec![1f32; 32]; 128];
