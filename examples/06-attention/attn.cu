@@ -322,7 +322,8 @@ extern "C" __global__ void TMA_PLAN_ATTN_LAUNCH_BOUNDS attn(const __grid_constan
     ++qs;
 #else
     // Overlap: block j's QK^T and block j-1's P V are issued together (one turn), and block j's
-    // softmax runs while P V is in flight; O is rescaled once P V has landed. Block 0 (QK^T
+    // softmax runs while P V is in flight (ATTN_WAIT_LATE: else ptxas moves the wait for P V up
+    // to the row max); O is rescaled once P V has landed. Block 0 (QK^T
     // alone) and the last P V are peeled off, so every wgmma in the loop is issued on every
     // pass: a conditional one makes ptxas serialize them all (C7520, "WG.AR in divergent path").
     attn_pfrag p[ATTN_PK];

@@ -239,7 +239,7 @@ impl Config {
         // at 2k-8k, even to +7 % at 16k, H100; at 128 the third consumer's registers allow
         // only 80-row key blocks, no faster).
         //
-        // The softmax under the P V (`wait_late`) at head dim 128 (+1 %) and 256 (+1-3 %);
+        // The softmax under the P V (`wait_late`) at head dim 128 (+0.6-1 %) and 256 (+2-3 %);
         // at 64 it loses 3 % (three consumers already keep the tensor cores busy, and the
         // later wait holds a consumer's turn longer). The lazy rescale with P in two buffers
         // (`lazy`, `p2`) at 256 only: +4-6 % there, no faster at 64 and 128 (BENCHMARKS.md,
