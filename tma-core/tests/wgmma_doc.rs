@@ -236,6 +236,14 @@ fn registers_section(w: &mut String) {
             "`wgmma.mma_async` with A from registers (`{a0, a1, a2, a3}, desc-b, p, 1, 1, \
              imm-trans-b`: no imm-trans-a); an A fragment of the other 16-bit type does not compile",
         ),
+        (
+            "`tma_wgmma_wait_group_after<N>(v)`",
+            "`wgmma.wait_group N` kept after the work that computed `v` (a branch on `v` the warp \
+             takes together, never taken, ends the basic block): ptxas otherwise hoists the wait for \
+             block j - 1's `P V` above block j's exponentials, and the softmax never runs under it \
+             (example 06 gives it the row sums; its SASS test checks the exponentials sit between \
+             the waits)",
+        ),
     ] {
         writeln!(w, "- {helper}: {what}.").unwrap();
     }
