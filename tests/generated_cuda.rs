@@ -5,7 +5,7 @@
 //! failure, not a skip. `scripts/test.sh` installs them from NVIDIA's wheels.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use tma::render::{self, corpus::corpus, exercise_body, KernelSource};
@@ -16,24 +16,6 @@ use tma_test_support::skip::require_nvrtc_or_skip;
 /// Options for generated helpers (tma-runtime passes `-std=c++20`, `render::CXX_STANDARD`).
 fn options(arch: Arch) -> CompileOptions {
     CompileOptions::new(arch)
-}
-
-/// A CUDA tool on PATH, or None (after printing why) when it may be skipped.
-fn tool(test: &str, name: &str) -> Option<PathBuf> {
-    let found = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|dir| dir.join(name))
-            .find(|p| p.is_file())
-    });
-    if found.is_none() {
-        let required = std::env::var("CI").is_ok_and(|v| v == "true")
-            || std::env::var_os("TMA_REQUIRE_NVRTC").is_some();
-        let why =
-            format!("`{name}` is not on PATH (eval \"$(scripts/cuda-tools.sh)\" installs it)");
-        assert!(!required, "{test}: {why}");
-        println!("SKIP {test}: {why}");
-    }
-    found
 }
 
 /// What ptxas and the disassembler say about one compiled kernel.
@@ -94,7 +76,10 @@ fn every_corpus_tile_compiles_to_sm90a_sass_with_its_tma_instructions() {
     let Some(_) = require_nvrtc_or_skip(test) else {
         return;
     };
-    let (Some(ptxas), Some(cuobjdump)) = (tool(test, "ptxas"), tool(test, "cuobjdump")) else {
+    let (Some(ptxas), Some(cuobjdump)) = (
+        tma_test_support::skip::require_tool_or_skip(test, "ptxas"),
+        tma_test_support::skip::require_tool_or_skip(test, "cuobjdump"),
+    ) else {
         return;
     };
     let dir = std::env::temp_dir().join(format!("tma-generated-{}", std::process::id()));
@@ -169,7 +154,10 @@ fn wgmma_operand_pairs_compile_to_hgmma_without_local_memory() {
     let Some(_) = require_nvrtc_or_skip(test) else {
         return;
     };
-    let (Some(ptxas), Some(cuobjdump)) = (tool(test, "ptxas"), tool(test, "cuobjdump")) else {
+    let (Some(ptxas), Some(cuobjdump)) = (
+        tma_test_support::skip::require_tool_or_skip(test, "ptxas"),
+        tma_test_support::skip::require_tool_or_skip(test, "cuobjdump"),
+    ) else {
         return;
     };
     let dir = std::env::temp_dir().join(format!("tma-wgmma-{}", std::process::id()));
@@ -355,7 +343,10 @@ fn debug_checks_compile_to_nothing_when_off() {
     let Some(_) = require_nvrtc_or_skip(test) else {
         return;
     };
-    let (Some(ptxas), Some(cuobjdump)) = (tool(test, "ptxas"), tool(test, "cuobjdump")) else {
+    let (Some(ptxas), Some(cuobjdump)) = (
+        tma_test_support::skip::require_tool_or_skip(test, "ptxas"),
+        tma_test_support::skip::require_tool_or_skip(test, "cuobjdump"),
+    ) else {
         return;
     };
     let dir = std::env::temp_dir().join(format!("tma-debug-off-{}", std::process::id()));
@@ -448,7 +439,10 @@ fn bounded_waits_keep_the_release_sass_lean() {
     let Some(_) = require_nvrtc_or_skip(test) else {
         return;
     };
-    let (Some(ptxas), Some(cuobjdump)) = (tool(test, "ptxas"), tool(test, "cuobjdump")) else {
+    let (Some(ptxas), Some(cuobjdump)) = (
+        tma_test_support::skip::require_tool_or_skip(test, "ptxas"),
+        tma_test_support::skip::require_tool_or_skip(test, "cuobjdump"),
+    ) else {
         return;
     };
     let dir = std::env::temp_dir().join(format!("tma-bounded-{}", std::process::id()));

@@ -24,7 +24,6 @@ mod gemm;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::process::Command;
 
 use tma::pipeline::{Consumers, PipelineSpec, WarpRoles};
 use tma::plan::{KernelPlan, ValidKernelPlan};
@@ -159,43 +158,6 @@ fn code_of(src: &str) -> String {
         .join("\n")
 }
 
-/// A CUDA tool on PATH, or None (after printing why) when it may be skipped.
-fn tool(test: &str, name: &str) -> Option<PathBuf> {
-    let found = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|dir| dir.join(name))
-            .find(|p| p.is_file())
-    });
-    if found.is_none() {
-        let required = std::env::var("CI").is_ok_and(|v| v == "true")
-            || std::env::var_os("TMA_REQUIRE_NVRTC").is_some();
-        let why =
-            format!("`{name}` is not on PATH (eval \"$(scripts/cuda-tools.sh)\" installs it)");
-        assert!(!required, "{test}: {why}");
-        println!("SKIP {test}: {why}");
-    }
-    found
-}
-
-/// `cuobjdump -sass` of a CUBIN.
-fn sass(cuobjdump: &PathBuf, cubin: &[u8], tag: &str) -> String {
-    let path =
-        std::env::temp_dir().join(format!("tma-timeline-{}-{tag}.cubin", std::process::id()));
-    std::fs::write(&path, cubin).unwrap();
-    let out = Command::new(cuobjdump)
-        .arg("-sass")
-        .arg(&path)
-        .output()
-        .unwrap();
-    let _ = std::fs::remove_file(&path);
-    assert!(
-        out.status.success(),
-        "cuobjdump: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 /// SASS instructions of `sass` whose opcode starts with `op` (e.g. `STG`).
 fn count(sass: &str, op: &str) -> usize {
     sass.split(|c: char| !c.is_ascii_alphanumeric() && c != '.' && c != '_')
@@ -209,7 +171,7 @@ fn timeline_off_is_the_sass_without_it_and_on_reads_the_globaltimer() {
     if tma_test_support::skip::require_nvrtc_or_skip(test).is_none() {
         return;
     }
-    let Some(cuobjdump) = tool(test, "cuobjdump") else {
+    let Some(cuobjdump) = tma_test_support::skip::require_tool_or_skip(test, "cuobjdump") else {
         return;
     };
     let compiler = Compiler::global().unwrap();
@@ -234,8 +196,8 @@ fn timeline_off_is_the_sass_without_it_and_on_reads_the_globaltimer() {
         let without = compile(&stripped, false);
         assert!(off.cubin.starts_with(b"\x7fELF"), "{name}: no CUBIN");
         let (sass_off, sass_without) = (
-            sass(&cuobjdump, &off.cubin, "off"),
-            sass(&cuobjdump, &without.cubin, "without"),
+            tma_test_support::skip::sass(&cuobjdump, &off.cubin, "timeline-off"),
+            tma_test_support::skip::sass(&cuobjdump, &without.cubin, "timeline-without"),
         );
         if let Some((i, (a, b))) = (sass_off.lines().zip(sass_without.lines()))
             .enumerate()
@@ -255,7 +217,7 @@ fn timeline_off_is_the_sass_without_it_and_on_reads_the_globaltimer() {
             without.cubin.len()
         );
         let on = compile(full, true);
-        let sass_on = sass(&cuobjdump, &on.cubin, "on");
+        let sass_on = tma_test_support::skip::sass(&cuobjdump, &on.cubin, "timeline-on");
         let timer = |s: &str| s.matches("SR_GLOBALTIMER").count();
         println!(
             "{name}: {blocks} timeline blocks; off {} B CUBIN (= without them), on {} B; \

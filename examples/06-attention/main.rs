@@ -318,37 +318,15 @@ mod tests {
     /// gsb0, 0x1`) and the wait for the P V before it (`..., 0x0`), from cuobjdump's SASS of
     /// the configuration; None without NVRTC or cuobjdump (a failure under CI=true).
     fn exps_under_p_v(c: Config) -> Option<Vec<usize>> {
-        let ci = std::env::var("CI").is_ok_and(|v| v == "true");
-        let compiler = match Compiler::global() {
-            Ok(compiler) => compiler,
-            Err(e) => {
-                assert!(!ci, "NVRTC: {e}");
-                println!("SKIP {c}: no NVRTC ({e})");
-                return None;
-            }
-        };
+        let test = "the_late_wait_keeps_the_softmax_under_p_v";
+        tma_test_support::skip::require_nvrtc_or_skip(test)?;
+        let cuobjdump = tma_test_support::skip::require_tool_or_skip(test, "cuobjdump")?;
         let src = Plan::new(c).expect("plans").source().expect("renders");
-        let built = compiler
+        let built = Compiler::global()
+            .expect("NVRTC is there")
             .compile_source(&src, &super::kernel::options())
             .expect("compiles");
-        let Some(tool) = std::env::var_os("PATH").and_then(|paths| {
-            std::env::split_paths(&paths)
-                .map(|d| d.join("cuobjdump"))
-                .find(|p| p.is_file())
-        }) else {
-            assert!(!ci, "cuobjdump is not on PATH");
-            println!("SKIP {c}: cuobjdump not on PATH");
-            return None;
-        };
-        let path = std::env::temp_dir().join(format!("tma-06-{}-{c}.cubin", std::process::id()));
-        std::fs::write(&path, &built.cubin).expect("writes the cubin");
-        let out = std::process::Command::new(tool)
-            .arg("-sass")
-            .arg(&path)
-            .output()
-            .expect("runs cuobjdump");
-        let _ = std::fs::remove_file(&path);
-        let sass = String::from_utf8_lossy(&out.stdout);
+        let sass = tma_test_support::skip::sass(&cuobjdump, &built.cubin, &format!("06-{c}"));
         let mut blocks = Vec::new();
         let mut open: Option<usize> = None;
         for line in sass.lines() {

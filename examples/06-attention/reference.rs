@@ -24,9 +24,14 @@ pub struct RefRow {
     pub lse_tol: f64,
 }
 
-pub fn reference_row(p: &Problem, c: &Config, bh: usize, row: usize) -> RefRow {
-    let causal = c.causal;
-    let e = c.exp_rel_error();
+/// Row `row` of head `bh` (= b H + h): the exact scores `q . k_j / sqrt(d)` of the keys it
+/// sees (all, or up to the row under causal), and the element reader of its key/value head.
+fn scores(
+    p: &Problem,
+    causal: bool,
+    bh: usize,
+    row: usize,
+) -> (Vec<f64>, impl Fn(&[u16], usize, usize) -> f64 + '_) {
     let Shape {
         h, hkv, sq, sk, d, ..
     } = p.shape;
@@ -36,12 +41,21 @@ pub fn reference_row(p: &Problem, c: &Config, bh: usize, row: usize) -> RefRow {
     let q: Vec<f64> = (0..d)
         .map(|e| f64::from(t.value_of(p.q_host[(bh * sq + row) * d + e])))
         .collect();
-    let kv = |buf: &[u16], j: usize, e: usize| f64::from(t.value_of(buf[(bh_kv * sk + j) * d + e]));
+    let kv =
+        move |buf: &[u16], j: usize, e: usize| f64::from(t.value_of(buf[(bh_kv * sk + j) * d + e]));
     let keys = if causal { (row + 1).min(sk) } else { sk };
     let scale = 1.0 / (d as f64).sqrt();
-    let s: Vec<f64> = (0..keys)
+    let s = (0..keys)
         .map(|j| (0..d).map(|e| q[e] * kv(&p.k_host, j, e)).sum::<f64>() * scale)
         .collect();
+    (s, kv)
+}
+
+pub fn reference_row(p: &Problem, c: &Config, bh: usize, row: usize) -> RefRow {
+    let e = c.exp_rel_error();
+    let d = p.shape.d;
+    let t = p.input;
+    let (s, kv) = scores(p, c.causal, bh, row);
     let m = s.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     let w: Vec<f64> = s.iter().map(|x| (x - m).exp()).collect();
     let l: f64 = w.iter().sum();
@@ -114,29 +128,11 @@ pub fn moves_past_first_block(
     row: usize,
     headroom_log2: f64,
 ) -> bool {
-    let Shape {
-        h, hkv, sq, sk, d, ..
-    } = p.shape;
-    let (b, head) = (bh / h, bh % h);
-    let bh_kv = b * hkv + head / (h / hkv);
-    let t = p.input;
-    let val = |buf: &[u16], at: usize| f64::from(t.value_of(buf[at]));
-    let keys = if c.causal { (row + 1).min(sk) } else { sk };
-    let scale_log2 = std::f64::consts::LOG2_E / (d as f64).sqrt();
-    let score = |j: usize| -> f64 {
-        (0..d)
-            .map(|e| {
-                val(&p.q_host, (bh * sq + row) * d + e) * val(&p.k_host, (bh_kv * sk + j) * d + e)
-            })
-            .sum::<f64>()
-            * scale_log2
-    };
-    let bn = c.bn as usize;
+    let (s, _) = scores(p, c.causal, bh, row);
     let mut m = f64::NEG_INFINITY;
-    for (block, j0) in (0..keys).step_by(bn).enumerate() {
-        let block_max = (j0..(j0 + bn).min(keys))
-            .map(score)
-            .fold(f64::NEG_INFINITY, f64::max);
+    for (block, keys) in s.chunks(c.bn as usize).enumerate() {
+        let block_max =
+            keys.iter().fold(f64::NEG_INFINITY, |a, &x| a.max(x)) * std::f64::consts::LOG2_E;
         if block > 0 && block_max - m > headroom_log2 {
             return true;
         }

@@ -4,8 +4,9 @@
 //!   property and GPU tests;
 //! - [`nvcc`]: nvcc with the CUDA headers, for tests that build generated headers as a C++
 //!   user does;
-//! - `skip` (feature `runtime`): skip GPU and NVRTC tests visibly, or fail them when the
-//!   environment requires the hardware (`TMA_REQUIRE_GPU`, `TMA_REQUIRE_NVRTC`, `CI`);
+//! - `skip` (feature `runtime`): skip GPU, NVRTC and CUDA-tool tests visibly, or fail them
+//!   when the environment requires the hardware (`TMA_REQUIRE_GPU`, `TMA_REQUIRE_NVRTC`,
+//!   `CI`), and `cuobjdump -sass` of a CUBIN;
 //! - `jit` (feature `runtime`): a compiler caching in a test's own folder.
 //!
 //! Not published (`publish = false`): the crates name it as a path dev-dependency without a
@@ -20,4 +21,4 @@ pub mod skip;
 pub mod testgen;
 
 #[cfg(feature = "runtime")]
-pub use skip::{require_gpu_or_skip, require_nvrtc_or_skip};
+pub use skip::{require_gpu_or_skip, require_nvrtc_or_skip, require_tool_or_skip};

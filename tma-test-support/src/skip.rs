@@ -64,3 +64,41 @@ pub fn require_nvrtc_or_skip(test: &str) -> Option<NvrtcInfo> {
         }
     }
 }
+
+/// A CUDA tool on PATH (`ptxas`, `cuobjdump`: `eval "$(scripts/cuda-tools.sh)"` puts them
+/// there), or `None` after printing `SKIP <test>: <reason>`. Panics instead when
+/// `TMA_REQUIRE_NVRTC=1` or `CI=true` (CI installs them with NVRTC).
+pub fn require_tool_or_skip(test: &str, name: &str) -> Option<std::path::PathBuf> {
+    let found = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join(name))
+            .find(|p| p.is_file())
+    });
+    if found.is_none() {
+        let why =
+            format!("`{name}` is not on PATH (eval \"$(scripts/cuda-tools.sh)\" installs it)");
+        if env_true("TMA_REQUIRE_NVRTC") || env_true("CI") {
+            panic!("{test}: {why}");
+        }
+        say(&format!("SKIP {test}: {why}"));
+    }
+    found
+}
+
+/// `cuobjdump -sass` of a CUBIN (written to a temporary file named by `tag` and the process).
+pub fn sass(cuobjdump: &std::path::Path, cubin: &[u8], tag: &str) -> String {
+    let path = std::env::temp_dir().join(format!("tma-sass-{}-{tag}.cubin", std::process::id()));
+    if let Err(e) = std::fs::write(&path, cubin) {
+        panic!("writing {}: {e}", path.display());
+    }
+    let out = std::process::Command::new(cuobjdump)
+        .arg("-sass")
+        .arg(&path)
+        .output();
+    let _ = std::fs::remove_file(&path);
+    match out {
+        Ok(out) if out.status.success() => String::from_utf8_lossy(&out.stdout).into_owned(),
+        Ok(out) => panic!("cuobjdump -sass: {}", String::from_utf8_lossy(&out.stderr)),
+        Err(e) => panic!("running {}: {e}", cuobjdump.display()),
+    }
+}
