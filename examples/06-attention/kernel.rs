@@ -241,16 +241,18 @@ impl Config {
         //
         // The softmax under the P V (`wait_late`) at head dim 128 (+0.6-1 %) and 256 (+2-3 %);
         // at 64 it loses 3 % (three consumers already keep the tensor cores busy, and the
-        // later wait holds a consumer's turn longer). The lazy rescale with P in two buffers
-        // (`lazy`, `p2`) at 256 only: +4-6 % there, no faster at 64 and 128 (BENCHMARKS.md,
-        // "The softmax under P V").
-        let (bn, stages, nc, wait_late, lazy_p2) = match (d, causal) {
-            (64, false) => (128, 3, 3, false, false),
-            (64, true) => (128, 2, 3, false, false),
-            (128, false) => (144, 2, 2, true, false),
-            (128, true) => (128, 2, 2, true, false),
+        // later wait holds a consumer's turn longer). The lazy rescale (`lazy`) at 128 with the
+        // late wait: +2 % at 16k, the same at 4k (+-2 %), in seven same-call A/Bs on five
+        // machines (before the late wait it lost 3 %); with P in two buffers (`p2`) at 256:
+        // +4-6 % there, no faster at 64 and 128 (BENCHMARKS.md, "The softmax under P V" and
+        // "Where 4k loses to 16k").
+        let (bn, stages, nc, wait_late, lazy, p2) = match (d, causal) {
+            (64, false) => (128, 3, 3, false, false, false),
+            (64, true) => (128, 2, 3, false, false, false),
+            (128, false) => (144, 2, 2, true, true, false),
+            (128, true) => (128, 2, 2, true, false, false),
             // 80-row key blocks fit beside Q's 64 KB only by the plan's exact slack (227 KB).
-            _ => (80, 2, 2, true, true),
+            _ => (80, 2, 2, true, true, true),
         };
         Config {
             kind: Kind::Overlap,
@@ -264,8 +266,8 @@ impl Config {
             o_tma: d <= 128,
             release_one: false,
             poly: 0,
-            lazy: lazy_p2,
-            p2: lazy_p2,
+            lazy,
+            p2,
             wait_late,
             nc,
         }
