@@ -6,7 +6,7 @@
 //!   user does;
 //! - `skip` (feature `runtime`): skip GPU, NVRTC and CUDA-tool tests visibly, or fail them
 //!   when the environment requires the hardware (`TMA_REQUIRE_GPU`, `TMA_REQUIRE_NVRTC`,
-//!   `CI`), and `cuobjdump -sass` of a CUBIN;
+//!   `CI`), and `cuobjdump -sass` (or other cuobjdump output) of a CUBIN;
 //! - `jit` (feature `runtime`): a compiler caching in a test's own folder.
 //!
 //! Not published (`publish = false`): the crates name it as a path dev-dependency without a

@@ -87,18 +87,34 @@ pub fn require_tool_or_skip(test: &str, name: &str) -> Option<std::path::PathBuf
 
 /// `cuobjdump -sass` of a CUBIN (written to a temporary file named by `tag` and the process).
 pub fn sass(cuobjdump: &std::path::Path, cubin: &[u8], tag: &str) -> String {
+    run_cuobjdump(cuobjdump, &["-sass"], cubin, tag)
+}
+
+/// `cuobjdump <args>` of a CUBIN, for what [`sass`] does not ask: `-res-usage`, one kernel
+/// (`-fun <name>`). The CUBIN goes to a temporary file named by `tag` (unique among the
+/// process's concurrent tests) and the process; panics if cuobjdump fails.
+pub fn run_cuobjdump(
+    cuobjdump: &std::path::Path,
+    args: &[&str],
+    cubin: &[u8],
+    tag: &str,
+) -> String {
     let path = std::env::temp_dir().join(format!("tma-sass-{}-{tag}.cubin", std::process::id()));
     if let Err(e) = std::fs::write(&path, cubin) {
         panic!("writing {}: {e}", path.display());
     }
     let out = std::process::Command::new(cuobjdump)
-        .arg("-sass")
+        .args(args)
         .arg(&path)
         .output();
     let _ = std::fs::remove_file(&path);
     match out {
         Ok(out) if out.status.success() => String::from_utf8_lossy(&out.stdout).into_owned(),
-        Ok(out) => panic!("cuobjdump -sass: {}", String::from_utf8_lossy(&out.stderr)),
+        Ok(out) => panic!(
+            "cuobjdump {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        ),
         Err(e) => panic!("running {}: {e}", cuobjdump.display()),
     }
 }
