@@ -10,6 +10,10 @@
 // f32. Head h reads K/V head h / (H / Hkv) (GQA). Causal: query row r sees key rows <= r (the
 // top-left diagonal, as torch's is_causal). Rows past Sq and keys past Sk: TMA fills the
 // loads with zeros, the scores of keys past Sk are masked, the stores are clipped.
+//
+// ATTN_SPLIT (Config::split_tail): a CTA's work is a table the host plans, whose last units
+// are cut by key blocks between CTAs; attn leaves a cut unit's pieces as partials and a second
+// kernel, attn_merge, merges them into the unit's O and LSE.
 
 typedef tma_plan_attn P;
 typedef tma_pipe_q QP;
@@ -145,6 +149,9 @@ struct attn_softmax {
 // the consumer's staging (its 128B swizzle) for one TMA store (clipped at Sq), or (head dim
 // 256, whose staging does not fit beside the stages) straight to global memory, clipped; the
 // log-sum-exp (natural log) of each row by the quad's first thread.
+// TO_STAGING false: straight to global memory whatever ATTN_O_TMA (attn_merge, which has no
+// staging).
+template <bool TO_STAGING = ATTN_O_TMA>
 __device__ __forceinline__ void attn_epilogue(float (&o)[ATTN_O], attn_softmax& sm, unsigned char* staging,
                                               void* out, float* __restrict__ lse, int bh, int row0, int Sq,
                                               unsigned tw) {
@@ -164,16 +171,16 @@ __device__ __forceinline__ void attn_epilogue(float (&o)[ATTN_O], attn_softmax& 
   for (int i = 0; i < ATTN_O; i += 2) {
     const int row = (int)tma_wgmma_d_row(tw, i), col = (int)tma_wgmma_d_col(tw, i);
 #if ATTN_O_TMA
-    *reinterpret_cast<unsigned*>(staging + TO::offset({.bh = 0, .s = row, .d = col})) = attn_pack(o[i], o[i + 1]);
-#else
+    if constexpr (TO_STAGING) {
+      *reinterpret_cast<unsigned*>(staging + TO::offset({.bh = 0, .s = row, .d = col})) = attn_pack(o[i], o[i + 1]);
+      continue;
+    }
+#endif
     if (row0 + row < Sq)
       *reinterpret_cast<unsigned*>(static_cast<unsigned short*>(out) + ((size_t)bh * Sq + row0 + row) * ATTN_D + col) =
           attn_pack(o[i], o[i + 1]);
-#endif
   }
-#if ATTN_O_TMA
-  tma_async_proxy_fence();
-#endif
+  if constexpr (TO_STAGING) tma_async_proxy_fence();
 }
 
 // P (the exponentiated S, 64 x BN) as the A fragments of P V: V's element type, one per k16
@@ -198,12 +205,95 @@ __device__ __forceinline__ bool attn_masked(int j, int row0, int Sk) {
   return c0 + ATTN_BN > Sk || (ATTN_CAUSAL && c0 + ATTN_BN - 1 > row0);
 }
 
+// A CTA's work: whole units blockIdx.x, + gridDim.x, ..., or (ATTN_SPLIT) the items the host
+// planned for it (gpu.rs, split_plan): the same whole units, then its share of the last
+// `split` units' key blocks, cut in nearly equal ranges so that no CTA runs a unit more than
+// the others while most idle. A unit cut between CTAs is a piece on each; the CTA that ends a
+// unit's last piece merges the others' (attn_merge). Read from a table rather than computed
+// here: a walk computed in the kernel took the wgmma descriptors off the uniform datapath.
+struct attn_item {
+  int unit;    // the work unit
+  int jb, je;  // key blocks [jb, je); je < 0: all of the unit's
+  int piece;   // a piece of the t-th split unit: t * 2 + slot (its partial's slot); else -1
+};
+
+// The partials of the cut units' pieces: per CTA, slot (its first piece, its second) and
+// consumer, O unnormalised (f32) then each thread's m and l of its two rows, in the fragment's
+// order ([i][thread]: a warp's 32 floats together).
+constexpr int ATTN_PART = (ATTN_O + 4) * 128;
+__device__ __forceinline__ float* attn_part(float* part, int g, int slot, int c) {
+  return part + ((size_t)(g * 2 + slot) * ATTN_NC + c) * ATTN_PART;
+}
+
+#if ATTN_SPLIT
+// A piece of a cut unit at its end: its partial (O unnormalised, each thread's m and l) to its
+// slot, for attn_merge.
+__device__ __forceinline__ void attn_partial(const float (&o)[ATTN_O], const attn_softmax& sm, float* part,
+                                             int slot, int c, unsigned tw) {
+  float* mine = attn_part(part, (int)blockIdx.x, slot, c);
+#pragma unroll
+  for (int i = 0; i < ATTN_O; ++i) mine[i * 128 + tw] = o[i];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    mine[(ATTN_O + h) * 128 + tw] = sm.m[h];
+    mine[(ATTN_O + 2 + h) * 128 + tw] = sm.l[h];
+  }
+}
+
+// After attn, on the same stream: one CTA of 128 threads per cut unit and consumer merges the
+// unit's pieces (their list from the host's plan, in its order: the same bits every run) and
+// writes the unit's O and LSE as attn's epilogue would. A kernel of its own: merging inside
+// attn took its wgmma descriptors off the uniform datapath (BENCHMARKS.md).
+extern "C" __global__ void __launch_bounds__(128) attn_merge(void* out, float* __restrict__ lse,
+                                                             const float* __restrict__ part,
+                                                             const int* __restrict__ pieces, int H, int Hkv,
+                                                             int Sq, int Sk, float scale_log2, int units,
+                                                             int split) {
+  const int t = (int)blockIdx.x / ATTN_NC, c = (int)blockIdx.x % ATTN_NC;
+  const unsigned tw = threadIdx.x;
+  const attn_unit u(units - split + t, H, Hkv, Sq, Sk);
+  const int* list = pieces + t * (ATTN_MAX_PIECES + 1);
+  const int n_pieces = __ldg(list);
+  // A unit the plan left whole (one CTA's range held all of it): attn wrote it.
+  if (n_pieces == 0) return;
+  attn_softmax sm(scale_log2);
+  float o[ATTN_O];
+#pragma unroll
+  for (int i = 0; i < ATTN_O; ++i) o[i] = 0.f;
+  for (int k = 1; k <= n_pieces; ++k) {
+    const int gs = __ldg(list + k);
+    const float* other = attn_part(const_cast<float*>(part), gs >> 1, gs & 1, c);
+    float mine_f[2], other_f[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float mo = __ldg(other + (ATTN_O + h) * 128 + tw), lo = __ldg(other + (ATTN_O + 2 + h) * 128 + tw);
+      const float mx = fmaxf(sm.m[h], mo);
+      // A row with nothing seen (-inf) adds nothing, and takes no NaN from -inf - -inf.
+      mine_f[h] = sm.m[h] == ATTN_NEG_INF ? 0.f : exp2f((sm.m[h] - mx) * scale_log2);
+      other_f[h] = mo == ATTN_NEG_INF ? 0.f : exp2f((mo - mx) * scale_log2);
+      sm.m[h] = mx;
+      sm.l[h] = sm.l[h] * mine_f[h] + lo * other_f[h];
+    }
+    float oo[ATTN_O];
+#pragma unroll
+    for (int i = 0; i < ATTN_O; ++i) oo[i] = __ldg(other + i * 128 + tw);
+    tma_wgmma_row_scale<ATTN_D>(oo, other_f);
+    tma_wgmma_row_scale<ATTN_D>(o, mine_f);
+#pragma unroll
+    for (int i = 0; i < ATTN_O; ++i) o[i] += oo[i];
+  }
+  attn_epilogue<false>(o, sm, nullptr, out, lse, u.bh, u.m0 + c * 64, Sq, tw);
+}
+#endif
+
 extern "C" __global__ void TMA_PLAN_ATTN_LAUNCH_BOUNDS attn(const __grid_constant__ CUtensorMap mapQ,
                                                           const __grid_constant__ CUtensorMap mapK,
                                                           const __grid_constant__ CUtensorMap mapV,
                                                           const __grid_constant__ CUtensorMap mapO, void* out,
                                                           float* __restrict__ lse, int H, int Hkv, int Sq, int Sk,
-                                                          float scale_log2, int units) {
+                                                          float scale_log2, int units, float* __restrict__ part,
+                                                          const int4* __restrict__ items,
+                                                          const int* __restrict__ nitems, int items_stride) {
   extern __shared__ __align__(16) unsigned char attn_raw[];
   unsigned char* const base = P::base(attn_raw);
   const QP qp = P::q(base);
@@ -232,10 +322,19 @@ extern "C" __global__ void TMA_PLAN_ATTN_LAUNCH_BOUNDS attn(const __grid_constan
     R::producer_setmaxnreg();
     if (threadIdx.x == 0u) {
       attn_producer prod;
+#if ATTN_SPLIT
+      const int n_items = __ldg(nitems + blockIdx.x);
+      for (int r = 0; r < n_items; ++r) {
+        const int4 e = __ldg(items + (size_t)blockIdx.x * items_stride + r);
+        const attn_item it{e.x, e.y, e.z, e.w};
+#else
       for (int ui = (int)blockIdx.x; ui < units; ui += (int)gridDim.x) {
-        const attn_unit u(ui, H, Hkv, Sq, Sk);
+        const attn_item it{ui, 0, -1, -1};
+#endif
+        const attn_unit u(it.unit, H, Hkv, Sq, Sk);
         prod.q(qp, &mapQ, u);
-        for (int j = 0; j < u.nblocks; ++j) {
+        const int je = it.je < 0 ? u.nblocks : it.je;
+        for (int j = it.jb; j < je; ++j) {
           prod.k(kp, &mapK, u, j);
           prod.v(vp, &mapV, u, j);
         }
@@ -256,14 +355,26 @@ extern "C" __global__ void TMA_PLAN_ATTN_LAUNCH_BOUNDS attn(const __grid_constan
 #else
   unsigned char* staging = nullptr;
 #endif
+  // ATTN_SPLIT (Config::split_tail) 0: the round-robin walk; neither the host's table nor
+  // attn_merge is compiled.
+#if ATTN_SPLIT
+  const int n_items = __ldg(nitems + blockIdx.x);
+  for (int r = 0; r < n_items; ++r) {
+    const int4 e = __ldg(items + (size_t)blockIdx.x * items_stride + r);
+    const attn_item it{e.x, e.y, e.z, e.w};
+#else
   for (int ui = (int)blockIdx.x; ui < units; ui += (int)gridDim.x) {
-    const attn_unit u(ui, H, Hkv, Sq, Sk);
-    const int nb = u.nblocks;
+    const attn_item it{ui, 0, -1, -1};
+#endif
+    const attn_unit u(it.unit, H, Hkv, Sq, Sk);
+    // This item's key blocks [jb, nb) (nb: the item's end, not always the unit's).
+    const int jb = it.jb;
+    const int nb = it.je < 0 ? u.nblocks : it.je;
     const int row0 = u.m0 + c * 64;
 #if ATTN_KIND == 0
     if (tw == 0u) {
       prod.q(qp, &mapQ, u);
-      for (int j = 0; j < (int)KP::STAGES - 1 && j < nb; ++j) {
+      for (int j = jb; j < jb + (int)KP::STAGES - 1 && j < nb; ++j) {
         prod.k(kp, &mapK, u, j);
         prod.v(vp, &mapV, u, j);
       }
@@ -286,7 +397,7 @@ extern "C" __global__ void TMA_PLAN_ATTN_LAUNCH_BOUNDS attn(const __grid_constan
 #endif
 
 #if ATTN_KIND <= 2
-    for (int j = 0; j < nb; ++j) {
+    for (int j = jb; j < nb; ++j) {
 #if ATTN_KIND == 0
       const int next = j + (int)KP::STAGES - 1;
       if (tw == 0u && next < nb) {
@@ -338,16 +449,16 @@ extern "C" __global__ void TMA_PLAN_ATTN_LAUNCH_BOUNDS attn(const __grid_constan
     tma_wgmma_fence();
     attn_qk(s, q, kp.smem_k(ks), c);
     tma_wgmma_commit_group();
-    if (c != ATTN_NC - 1 || nb > 1) R::arrive_turn((c + 1) % ATTN_NC);
+    if (c != ATTN_NC - 1 || nb > jb + 1) R::arrive_turn((c + 1) % ATTN_NC);
     tma_wgmma_wait_group<0>();
     ATTN_RELEASE(kp, ks);
     ++ks;
-    sm.step(s, row0, 0, Sk, attn_masked(0, row0, Sk), corr, tw);  // O is 0: nothing to rescale
+    sm.step(s, row0, jb * ATTN_BN, Sk, attn_masked(jb, row0, Sk), corr, tw);  // O is 0: nothing to rescale
     tma_wgmma_acc_to_a<ATTN_BN>(s, p);
 #if ATTN_P2
     // An odd count of blocks after block 0 starts at a pass's second half, which reads p2, so
     // every pass ends with P in p (the copy is outside the loop, before any P V reads p2).
-    const bool odd = (nb - 1) % 2 == 1;
+    const bool odd = (nb - jb - 1) % 2 == 1;
     if (odd) {
 #pragma unroll
       for (int k = 0; k < ATTN_PK; ++k) p2[k] = p[k];
@@ -392,7 +503,7 @@ extern "C" __global__ void TMA_PLAN_ATTN_LAUNCH_BOUNDS attn(const __grid_constan
       tma_wgmma_acc_to_a<ATTN_BN>(s, next);
 #endif
     };
-    int j = 1;
+    int j = jb + 1;
 #if ATTN_P2
     // Two blocks a pass, the buffers trading places; an odd count enters at the second half
     // (a loop with two entries: ptxas copes, no wgmma serialized). So the loop is the only
@@ -423,6 +534,12 @@ extern "C" __global__ void TMA_PLAN_ATTN_LAUNCH_BOUNDS attn(const __grid_constan
     ++vs;
 #endif
 
+#if ATTN_SPLIT
+    if (it.piece >= 0) {
+      attn_partial(o, sm, part, it.piece & 1, c, tw);
+      continue;
+    }
+#endif
 #if ATTN_O_TMA
     // The staging is free once the previous unit's store has read it.
     if (tw == 0u) tma_store_async_wait<0>();

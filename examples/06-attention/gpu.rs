@@ -8,7 +8,7 @@ use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
 use tma::runtime::{Kernel, LaunchConfig, Module, TensorMap};
 
 use crate::compile::Built;
-use crate::kernel::{Config, In, Plan, Res};
+use crate::kernel::{Config, In, Plan, Res, SplitPlan};
 use crate::rng::Rng;
 
 pub struct Gpu {
@@ -174,6 +174,8 @@ impl Outputs {
 pub struct Loaded {
     pub config: Config,
     pub kernel: Kernel,
+    /// attn_merge (`Config::split_tail`).
+    merge: Option<Kernel>,
     plan: Plan,
     /// CTAs resident on the whole GPU at once (a persistent grid's size).
     resident: u32,
@@ -183,6 +185,11 @@ impl Loaded {
     pub fn new(gpu: &Gpu, built: &Built) -> Res<Arc<Loaded>> {
         let module = Module::load(&gpu.ctx, built.compiled.clone())?;
         let kernel = module.kernel("attn")?;
+        let merge = if built.plan.config.split_tail {
+            Some(module.kernel("attn_merge")?)
+        } else {
+            None
+        };
         // The plan's launch (block, dynamic shared memory: the runtime opts the kernel in) at
         // the most blocks per SM the driver gives it, on every SM.
         let cfg = kernel.plan_config(&gpu.stream, (1, 1, 1))?;
@@ -193,6 +200,7 @@ impl Loaded {
         Ok(Arc::new(Loaded {
             config: built.plan.config,
             kernel,
+            merge,
             plan: built.plan.clone(),
             resident: per_sm * gpu.sms,
         }))
@@ -209,6 +217,25 @@ pub struct Launch {
     dims: [i32; 4],
     scale_log2: f32,
     units: i32,
+    /// `Config::split_tail`: the last units cut by key blocks (0: none), and the partials and
+    /// counters of their pieces (attn.cu's attn_merge; the counters start at 0 and the kernel
+    /// leaves them so).
+    work: Option<Work>,
+    /// The work's part, items, nitems and pieces (0: none).
+    ptrs: [u64; 4],
+    stride: i32,
+    /// Cut units (`Config::split_tail`): attn_merge's grid is split x consumers.
+    split: i32,
+}
+
+/// `Config::split_tail`'s buffers: the pieces' partials (attn.cu's attn_partial, read by
+/// attn_merge) and the plan's table (`SplitPlan`).
+struct Work {
+    part: CudaSlice<f32>,
+    items: CudaSlice<i32>,
+    nitems: CudaSlice<i32>,
+    pieces: CudaSlice<i32>,
+    stride: i32,
 }
 
 impl Launch {
@@ -234,6 +261,52 @@ impl Launch {
             units as u32
         };
         let cfg = loaded.kernel.plan_config(&gpu.stream, (grid, 1, 1))?;
+        // Units past the last full round, when there is one: on a grid of 132, 2048 units are
+        // 15 rounds and 68 units, which take a 16th round on 68 CTAs while 64 idle. A
+        // split_tail kernel reads its work from the plan's table, split or not.
+        let tail = units as usize % grid as usize;
+        let split = if units as u32 > grid { tail } else { 0 };
+        let work = if c.split_tail {
+            let plan = SplitPlan::new(
+                units as usize,
+                grid as usize,
+                s.sk.div_ceil(c.bn as usize),
+                split,
+            )?;
+            let consumers = c.consumers() as usize;
+            // Per CTA, 2 slots x consumers of (D / 2 + 4) x 128 floats.
+            let part = gpu
+                .stream
+                .alloc_zeros::<f32>(grid as usize * 2 * consumers * (s.d / 2 + 4) * 128)?;
+            let flat: Vec<i32> = plan.items.iter().flatten().copied().collect();
+            let items = gpu.stream.clone_htod(&flat)?;
+            let nitems = gpu.stream.clone_htod(&plan.nitems)?;
+            let pieces = gpu.stream.clone_htod(
+                &plan
+                    .pieces
+                    .clone()
+                    .into_iter()
+                    .chain([0])
+                    .collect::<Vec<_>>(),
+            )?;
+            Some(Work {
+                part,
+                items,
+                nitems,
+                pieces,
+                stride: i(plan.stride)?,
+            })
+        } else {
+            None
+        };
+        let ptrs = work.as_ref().map_or([0; 4], |w| {
+            [
+                w.part.device_ptr(&gpu.stream).0,
+                w.items.device_ptr(&gpu.stream).0,
+                w.nitems.device_ptr(&gpu.stream).0,
+                w.pieces.device_ptr(&gpu.stream).0,
+            ]
+        });
         Ok(Launch {
             loaded: loaded.clone(),
             cfg,
@@ -243,6 +316,10 @@ impl Launch {
             dims: [i(s.h)?, i(s.hkv)?, i(s.sq)?, i(s.sk)?],
             scale_log2: (std::f64::consts::LOG2_E / (s.d as f64).sqrt()) as f32,
             units,
+            stride: work.as_ref().map_or(0, |w| w.stride),
+            split: if work.is_some() { i(split)? } else { 0 },
+            work,
+            ptrs,
         })
     }
 
@@ -256,10 +333,34 @@ impl Launch {
             l.arg(d);
         }
         l.arg(&self.scale_log2).arg(&self.units);
-        // SAFETY: (CUtensorMap x 4, void*, float*, int x 4, float, int) as attn.cu declares; the maps
-        // cover the problem's and the outputs' buffers, which outlive the launch (the caller
-        // holds them); O and LSE hold B H Sq (x D) elements of their types.
+        let [part, items, nitems, pieces] = &self.ptrs;
+        l.arg(part).arg(items).arg(nitems).arg(&self.stride);
+        // SAFETY: (CUtensorMap x 4, void*, float*, int x 4, float, int, float*, int4*, int*, int)
+        // as attn.cu declares; the maps cover the problem's and the outputs'
+        // buffers, which outlive the launch (the caller holds them); O and LSE hold B H Sq (x D)
+        // elements of their types; a split_tail kernel's buffers are the plan's and the sizes
+        // Launch::new allocated (self.work holds them); other kernels never read the null
+        // pointers.
         unsafe { l.launch() }?;
+        if self.split > 0 {
+            let merge = self
+                .loaded
+                .merge
+                .as_ref()
+                .ok_or("a split_tail configuration without attn_merge")?;
+            let grid = (self.split * self.loaded.config.consumers() as i32) as u32;
+            let cfg = LaunchConfig::new(&self.cfg.stream, (grid, 1, 1), (128, 1, 1));
+            let mut m = merge.launch_builder(&cfg);
+            m.arg(&self.out).arg(&self.lse).arg(part).arg(pieces);
+            for d in &self.dims {
+                m.arg(d);
+            }
+            m.arg(&self.scale_log2).arg(&self.units).arg(&self.split);
+            // SAFETY: (void*, float*, const float*, const int*, int x 4, float, int, int) as
+            // attn.cu's attn_merge declares; part holds every piece's partial that attn just
+            // wrote (same stream), pieces the plan's lists; O and LSE as above.
+            unsafe { m.launch() }?;
+        }
         Ok(())
     }
 }

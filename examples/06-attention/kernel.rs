@@ -117,6 +117,12 @@ pub struct Config {
     /// A grid of as many CTAs as fit the GPU at once, each walking work units (query block,
     /// batch x head), the next unit's Q loaded under this one's last blocks; else one CTA a unit.
     pub persistent: bool,
+    /// (`persistent`, not causal, `Kind::Overlap`) The units past the last full round of the
+    /// grid (units % CTAs of them) are cut by key blocks into nearly equal ranges over up to
+    /// every CTA, so that no CTA runs one unit more than the others while the rest idle: each
+    /// CTA's work is a table the host plans (`SplitPlan`), and a second kernel (`attn_merge`)
+    /// merges a cut unit's pieces (their O, max and sum) into its O and LSE.
+    pub split_tail: bool,
     /// O leaves through a staging copy per consumer and one TMA store; else each thread stores
     /// its pairs (clipped). The staging needs consumers x 64 x D x 2 bytes beside Q and the stages.
     pub o_tma: bool,
@@ -184,6 +190,10 @@ pub const SHORT_BLOCKS: [ShortBlock; 2] = [
 /// rounding); the sums and O are f32.
 pub const HEADROOM_LOG2: f32 = 8.0;
 
+/// `Config::split_tail`: the most pieces a split unit is cut into (the host's plan spreads the
+/// last units over at most 4 CTAs each, so a unit touches at most 5; attn.cu's table rows).
+pub const MAX_PIECES: usize = 8;
+
 /// Query rows per consumer warpgroup: wgmma's M.
 pub const WG_ROWS: u32 = 64;
 /// Columns of one 128B-swizzled box row of a 16-bit type.
@@ -245,7 +255,9 @@ impl Config {
         // late wait: +2 % at 16k, the same at 4k (+-2 %), in seven same-call A/Bs on five
         // machines (before the late wait it lost 3 %); with P in two buffers (`p2`) at 256:
         // +4-6 % there, no faster at 64 and 128 (BENCHMARKS.md, "The softmax under P V" and
-        // "Where 4k loses to 16k").
+        // "Where 4k loses to 16k"). The split tail (`split_tail`) at 64 not causal: +5 % at 2k
+        // and 4k, +1-3 % at 8k and 16k; at 128 and 256 a piece's start and end cost what the
+        // tail gave back (BENCHMARKS.md, "Where 4k loses to 16k").
         let (bn, stages, nc, wait_late, lazy, p2) = match (d, causal) {
             (64, false) => (128, 3, 3, false, false, false),
             (64, true) => (128, 2, 3, false, false, false),
@@ -262,6 +274,7 @@ impl Config {
             stages,
             causal,
             persistent: !causal,
+            split_tail: d == 64 && !causal,
             // At 256 the staging does not fit beside Q and the K/V stages.
             o_tma: d <= 128,
             release_one: false,
@@ -277,6 +290,7 @@ impl Config {
     pub fn ladder(input: In, d: u32, causal: bool) -> Vec<(&'static str, Config)> {
         let a4 = Config {
             persistent: false,
+            split_tail: false,
             lazy: false,
             p2: false,
             wait_late: false,
@@ -356,18 +370,20 @@ impl Config {
         WG_ROWS * self.consumers()
     }
 
-    /// `ov_d128_n128_s2_p_bf16_causal` (`_p`: persistent, `_od`: O stored directly, `_r1`:
+    /// `ov_d128_n128_s2_p_bf16_causal` (`_p`: persistent, `_st`: the last units split by key
+    /// blocks, `_od`: O stored directly, `_r1`:
     /// one release per warpgroup, `_e2`: 2 of every 8 exponentials on the polynomial, `_lz`:
     /// the lazy rescale, `_db`: P double-buffered, `_wl`: P V waited for after the softmax,
     /// `_c3`: three consumer warpgroups).
     pub fn name(&self) -> String {
         format!(
-            "{}_d{}_n{}_s{}{}{}{}{}{}{}{}{}_{}{}",
+            "{}_d{}_n{}_s{}{}{}{}{}{}{}{}{}{}_{}{}",
             self.kind.name(),
             self.d,
             self.bn,
             self.stages,
             if self.persistent { "_p" } else { "" },
+            if self.split_tail { "_st" } else { "" },
             if self.o_tma { "" } else { "_od" },
             if self.release_one { "_r1" } else { "" },
             if self.poly > 0 {
@@ -388,6 +404,10 @@ impl Config {
         let mut p: Vec<&str> = s.split('_').collect();
         let persistent = p.get(4) == Some(&"p");
         if persistent {
+            p.remove(4);
+        }
+        let split_tail = p.get(4) == Some(&"st");
+        if split_tail {
             p.remove(4);
         }
         let o_tma = p.get(4) != Some(&"od");
@@ -447,6 +467,7 @@ impl Config {
             input: In::parse(p.get(4)?)?,
             causal,
             persistent,
+            split_tail,
             o_tma,
             release_one,
             poly,
@@ -503,6 +524,12 @@ impl Plan {
         if (c.p2 || c.wait_late) && c.kind != Kind::Overlap {
             return Err(format!(
                 "{c}: P in two buffers (_db) and the late wait (_wl) are the overlap kind's (ov_): only it keeps a P V in flight under the softmax"
+            )
+            .into());
+        }
+        if c.split_tail && !(c.persistent && !c.causal && c.kind == Kind::Overlap) {
+            return Err(format!(
+                "{c}: splitting the last units by key blocks (_st) takes a persistent grid (_p), no causal mask (units of one length) and the overlap kind (ov_)"
             )
             .into());
         }
@@ -577,7 +604,7 @@ impl Plan {
     pub fn source(&self) -> Res<Source> {
         let c = &self.config;
         let defines = format!(
-            "#define ATTN_D {}\n#define ATTN_BN {}\n#define ATTN_NC {}\n#define ATTN_KIND {}\n#define ATTN_CAUSAL {}\n#define ATTN_O_TMA {}\n#define ATTN_RELEASE_ONE {}\n#define ATTN_POLY {}\n#define ATTN_POLY_DEG {}\n#define ATTN_LAZY {}\n#define ATTN_HEADROOM_LOG2 {:?}f\n#define ATTN_P2 {}\n#define ATTN_WAIT_LATE {}\n",
+            "#define ATTN_D {}\n#define ATTN_BN {}\n#define ATTN_NC {}\n#define ATTN_KIND {}\n#define ATTN_CAUSAL {}\n#define ATTN_O_TMA {}\n#define ATTN_RELEASE_ONE {}\n#define ATTN_POLY {}\n#define ATTN_POLY_DEG {}\n#define ATTN_LAZY {}\n#define ATTN_HEADROOM_LOG2 {:?}f\n#define ATTN_P2 {}\n#define ATTN_WAIT_LATE {}\n#define ATTN_SPLIT {}\n#define ATTN_MAX_PIECES {}\n",
             c.d,
             c.bn,
             c.consumers(),
@@ -592,6 +619,8 @@ impl Plan {
             HEADROOM_LOG2,
             u32::from(c.p2),
             u32::from(c.wait_late),
+            u32::from(c.split_tail),
+            MAX_PIECES,
         );
         let src = KernelSource::new()
             .plan(&self.kernel)
@@ -605,4 +634,95 @@ impl Plan {
 pub fn options() -> CompileOptions {
     CompileOptions::new(Arch::Sm90a)
         .debug_waits(std::env::var("ATTN_DEBUG").is_ok_and(|v| v == "1"))
+}
+
+/// `Config::split_tail`'s plan of every CTA's work (attn.cu reads it as a table): the whole
+/// units round-robin, then the last `split` units' key blocks cut in nearly equal ranges over
+/// at most 4 CTAs a unit (so a merge reads few partials), each range one piece a unit it
+/// touches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SplitPlan {
+    /// `[cta][r]`: (unit, first key block, end key block, piece), the piece `t * 2 + slot` for a
+    /// piece of the t-th split unit (slot 0: the CTA's first piece, 1: its second), -1 for a
+    /// whole unit; `stride` rows a CTA.
+    pub items: Vec<[i32; 4]>,
+    pub stride: usize,
+    /// Items of each CTA.
+    pub nitems: Vec<i32>,
+    /// `[t][0]`: how many pieces the t-th split unit has (0: one CTA runs it whole), then
+    /// each one's `cta * 2 + slot`; `MAX_PIECES + 1` a unit.
+    pub pieces: Vec<i32>,
+}
+
+impl SplitPlan {
+    /// `units` of `nb` key blocks each on `grid` CTAs, the last `split` of them cut.
+    pub fn new(units: usize, grid: usize, nb: usize, split: usize) -> Res<SplitPlan> {
+        let i = |v: usize| -> Res<i32> {
+            i32::try_from(v).map_err(|_| format!("split plan: {v} does not fit an int").into())
+        };
+        if grid == 0 || nb == 0 || split > units || (split > 0 && split >= grid) {
+            return Err(format!(
+                "split plan: {split} of {units} units on {grid} CTAs, {nb} key blocks a unit (split < CTAs, nb > 0)"
+            )
+            .into());
+        }
+        let whole = units - split;
+        let mut per_cta: Vec<Vec<[i32; 4]>> = (0..grid)
+            .map(|g| {
+                (g..whole)
+                    .step_by(grid)
+                    .map(|u| Ok([i(u)?, 0, -1, -1]))
+                    .collect::<Res<Vec<_>>>()
+            })
+            .collect::<Res<_>>()?;
+        let mut pieces = vec![0i32; split * (MAX_PIECES + 1)];
+        if split > 0 {
+            let tail_ctas = grid.min(split * 4);
+            let blocks = split * nb;
+            for (g, items) in per_cta.iter_mut().enumerate().take(tail_ctas) {
+                let (mut b, end) = (blocks * g / tail_ctas, blocks * (g + 1) / tail_ctas);
+                let mut slot = 0;
+                while b < end {
+                    let (t, jb) = (b / nb, b % nb);
+                    let je = nb.min(jb + end - b);
+                    let unit = i(whole + t)?;
+                    if jb == 0 && je == nb {
+                        items.push([unit, 0, -1, -1]);
+                    } else {
+                        if slot > 1 {
+                            return Err(format!("split plan: CTA {g} has a third piece").into());
+                        }
+                        items.push([unit, i(jb)?, i(je)?, i(t * 2 + slot)?]);
+                        let row = &mut pieces[t * (MAX_PIECES + 1)..(t + 1) * (MAX_PIECES + 1)];
+                        let n = row[0] as usize;
+                        if n >= MAX_PIECES {
+                            return Err(format!(
+                                "split plan: unit {t} in more than {MAX_PIECES} pieces"
+                            )
+                            .into());
+                        }
+                        row[n + 1] = i(g * 2 + slot)?;
+                        row[0] += 1;
+                    }
+                    slot += 1;
+                    b += je - jb;
+                }
+            }
+        }
+        let stride = per_cta.iter().map(Vec::len).max().unwrap_or(0).max(1);
+        let nitems = per_cta
+            .iter()
+            .map(|v| i(v.len()))
+            .collect::<Res<Vec<_>>>()?;
+        let mut items = vec![[0i32; 4]; grid * stride];
+        for (g, v) in per_cta.iter().enumerate() {
+            items[g * stride..g * stride + v.len()].copy_from_slice(v);
+        }
+        Ok(SplitPlan {
+            items,
+            stride,
+            nitems,
+            pieces,
+        })
+    }
 }
