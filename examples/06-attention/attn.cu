@@ -206,11 +206,11 @@ __device__ __forceinline__ bool attn_masked(int j, int row0, int Sk) {
 }
 
 // A CTA's work: whole units blockIdx.x, + gridDim.x, ..., or (ATTN_SPLIT) the items the host
-// planned for it (gpu.rs, split_plan): the same whole units, then its share of the last
+// planned for it (kernel.rs, SplitPlan): the same whole units, then its share of the last
 // `split` units' key blocks, cut in nearly equal ranges so that no CTA runs a unit more than
-// the others while most idle. A unit cut between CTAs is a piece on each; the CTA that ends a
-// unit's last piece merges the others' (attn_merge). Read from a table rather than computed
-// here: a walk computed in the kernel took the wgmma descriptors off the uniform datapath.
+// the others while most idle. A unit cut between CTAs is a piece on each, left as a partial;
+// attn_merge, a second kernel, merges them. Read from a table rather than computed here: a
+// walk computed in the kernel took the wgmma descriptors off the uniform datapath.
 struct attn_item {
   int unit;    // the work unit
   int jb, je;  // key blocks [jb, je); je < 0: all of the unit's

@@ -217,11 +217,9 @@ pub struct Launch {
     dims: [i32; 4],
     scale_log2: f32,
     units: i32,
-    /// `Config::split_tail`: the last units cut by key blocks (0: none), and the partials and
-    /// counters of their pieces (attn.cu's attn_merge; the counters start at 0 and the kernel
-    /// leaves them so).
+    /// `Config::split_tail`'s buffers (None: not split_tail).
     work: Option<Work>,
-    /// The work's part, items, nitems and pieces (0: none).
+    /// The work's part, items, nitems and pieces (0: not split_tail).
     ptrs: [u64; 4],
     stride: i32,
     /// Cut units (`Config::split_tail`): attn_merge's grid is split x consumers.
@@ -235,7 +233,6 @@ struct Work {
     items: CudaSlice<i32>,
     nitems: CudaSlice<i32>,
     pieces: CudaSlice<i32>,
-    stride: i32,
 }
 
 impl Launch {
@@ -266,6 +263,7 @@ impl Launch {
         // split_tail kernel reads its work from the plan's table, split or not.
         let tail = units as usize % grid as usize;
         let split = if units as u32 > grid { tail } else { 0 };
+        let mut stride = 0;
         let work = if c.split_tail {
             let plan = SplitPlan::new(
                 units as usize,
@@ -281,20 +279,17 @@ impl Launch {
             let flat: Vec<i32> = plan.items.iter().flatten().copied().collect();
             let items = gpu.stream.clone_htod(&flat)?;
             let nitems = gpu.stream.clone_htod(&plan.nitems)?;
-            let pieces = gpu.stream.clone_htod(
-                &plan
-                    .pieces
-                    .clone()
-                    .into_iter()
-                    .chain([0])
-                    .collect::<Vec<_>>(),
-            )?;
+            // One word more: with nothing split the list is empty, and an empty buffer has no
+            // address to pass (attn_merge does not run then).
+            let mut lists = plan.pieces.clone();
+            lists.push(0);
+            let pieces = gpu.stream.clone_htod(&lists)?;
+            stride = i(plan.stride)?;
             Some(Work {
                 part,
                 items,
                 nitems,
                 pieces,
-                stride: i(plan.stride)?,
             })
         } else {
             None
@@ -316,11 +311,24 @@ impl Launch {
             dims: [i(s.h)?, i(s.hkv)?, i(s.sq)?, i(s.sk)?],
             scale_log2: (std::f64::consts::LOG2_E / (s.d as f64).sqrt()) as f32,
             units,
-            stride: work.as_ref().map_or(0, |w| w.stride),
+            stride,
             split: if work.is_some() { i(split)? } else { 0 },
             work,
             ptrs,
         })
+    }
+
+    /// Every byte of the split tail's partials 0xFF (NaN), so that a merge that reads a slot
+    /// this launch did not write shows (nothing without `Config::split_tail`).
+    pub fn poison_work(&self, stream: &CudaStream) -> Res<()> {
+        if let Some(w) = &self.work {
+            let (addr, bytes) = (w.part.device_ptr(stream).0, w.part.len() * 4);
+            // SAFETY: the buffer's own address and length, on the stream it was allocated on.
+            unsafe {
+                cudarc::driver::result::memset_d8_async(addr, 0xFF, bytes, stream.cu_stream())
+            }?;
+        }
+        Ok(())
     }
 
     pub fn run(&self) -> Res<()> {

@@ -190,9 +190,13 @@ pub const SHORT_BLOCKS: [ShortBlock; 2] = [
 /// rounding); the sums and O are f32.
 pub const HEADROOM_LOG2: f32 = 8.0;
 
-/// `Config::split_tail`: the most pieces a split unit is cut into (the host's plan spreads the
-/// last units over at most 4 CTAs each, so a unit touches at most 5; attn.cu's table rows).
+/// `Config::split_tail`: CTAs a cut unit is spread over, about (`SplitPlan` uses at most this
+/// many CTAs a unit on average, so a merge reads few partials: a unit touches at most one
+/// more).
+pub const TAIL_CTAS_PER_UNIT: usize = 4;
+/// `Config::split_tail`: the most pieces a cut unit has room for (attn.cu's table rows).
 pub const MAX_PIECES: usize = 8;
+const _: () = assert!(MAX_PIECES > TAIL_CTAS_PER_UNIT);
 
 /// Query rows per consumer warpgroup: wgmma's M.
 pub const WG_ROWS: u32 = 64;
@@ -638,8 +642,8 @@ pub fn options() -> CompileOptions {
 
 /// `Config::split_tail`'s plan of every CTA's work (attn.cu reads it as a table): the whole
 /// units round-robin, then the last `split` units' key blocks cut in nearly equal ranges over
-/// at most 4 CTAs a unit (so a merge reads few partials), each range one piece a unit it
-/// touches.
+/// about `TAIL_CTAS_PER_UNIT` CTAs a unit (at most one more; so a merge reads few partials),
+/// each range one piece a unit it touches.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SplitPlan {
     /// `[cta][r]`: (unit, first key block, end key block, piece), the piece `t * 2 + slot` for a
@@ -677,7 +681,7 @@ impl SplitPlan {
             .collect::<Res<_>>()?;
         let mut pieces = vec![0i32; split * (MAX_PIECES + 1)];
         if split > 0 {
-            let tail_ctas = grid.min(split * 4);
+            let tail_ctas = grid.min(split * TAIL_CTAS_PER_UNIT);
             let blocks = split * nb;
             for (g, items) in per_cta.iter_mut().enumerate().take(tail_ctas) {
                 let (mut b, end) = (blocks * g / tail_ctas, blocks * (g + 1) / tail_ctas);
@@ -690,7 +694,10 @@ impl SplitPlan {
                         items.push([unit, 0, -1, -1]);
                     } else {
                         if slot > 1 {
-                            return Err(format!("split plan: CTA {g} has a third piece").into());
+                            return Err(format!(
+                                "split plan: CTA {g} has a third item in the tail"
+                            )
+                            .into());
                         }
                         items.push([unit, i(jb)?, i(je)?, i(t * 2 + slot)?]);
                         let row = &mut pieces[t * (MAX_PIECES + 1)..(t + 1) * (MAX_PIECES + 1)];
