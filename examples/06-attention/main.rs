@@ -14,16 +14,19 @@
 //! fragment conversion and register-A wgmma); ping-pong of the consumers through named barriers
 //! of the warp roles; QK^T of the next block issued with this block's P V, and the softmax run
 //! under that P V (its wait kept after the softmax: `tma_wgmma_wait_group_after`); at head dim
-//! 256 a lazy rescale (`tma_wgmma_row_max_lazy`) with P in two register buffers; O stored by
-//! TMA through its tile. Each configuration (kernel.rs) is one kernel plan, from which both the
-//! source's shared-memory layout and the launch come.
+//! 128 and 256 a lazy rescale (`tma_wgmma_row_max_lazy`), with P in two register buffers at
+//! 256; O stored by TMA through its tile; at head dim 64 the grid's last units cut by key
+//! blocks between CTAs (a table the host plans, pieces merged by a second kernel), so that no
+//! CTA runs a unit more than the others. Each configuration (kernel.rs) is one kernel plan,
+//! from which both the source's shared-memory layout and the launch come.
 //!
 //! Without a GPU: renders and compiles every configuration, checks each plan on the CPU model
 //! (Q, K and V loaded by the TMA model and read back through the kernel's descriptors), and
 //! says why it stops. With a GPU: every configuration on ragged, GQA and larger problems (and
-//! keys that score higher along the sequence, so rows keep moving their max), O and
-//! LSE poisoned (NaN) first, checked against an f64 reference (every row of the small problems,
-//! sampled rows of the large), then timed once (`--reps`). The comparison with cuDNN and
+//! keys that score higher along the sequence, so rows keep moving their max), launched twice,
+//! O, LSE and the cut units' partials poisoned (NaN) before the second, checked against an f64
+//! reference (every row of the small problems, sampled rows of the large), then timed once
+//! (`--reps`). The comparison with cuDNN and
 //! FlashAttention-2 is the benchmark's (`cargo bench --bench attention`, BENCHMARKS.md).
 //!
 //! Run: `cargo run --release --example 06-attention -- [--configs all|best|ladder|NAME,...]
