@@ -406,22 +406,18 @@ impl Config {
 
     pub fn parse(s: &str) -> Option<Config> {
         let mut p: Vec<&str> = s.split('_').collect();
-        let persistent = p.get(4) == Some(&"p");
-        if persistent {
-            p.remove(4);
+        // The optional pieces after `s<stages>`, in `name`'s order: each taken when present.
+        fn take(p: &mut Vec<&str>, piece: &str) -> bool {
+            let here = p.get(4) == Some(&piece);
+            if here {
+                p.remove(4);
+            }
+            here
         }
-        let split_tail = p.get(4) == Some(&"st");
-        if split_tail {
-            p.remove(4);
-        }
-        let o_tma = p.get(4) != Some(&"od");
-        if !o_tma {
-            p.remove(4);
-        }
-        let release_one = p.get(4) == Some(&"r1");
-        if release_one {
-            p.remove(4);
-        }
+        let persistent = take(&mut p, "p");
+        let split_tail = take(&mut p, "st");
+        let o_tma = !take(&mut p, "od");
+        let release_one = take(&mut p, "r1");
         let poly = match p.get(4).and_then(|e| e.strip_prefix('e')) {
             Some(n) => {
                 let n: u32 = n.parse().ok()?;
@@ -433,24 +429,10 @@ impl Config {
         if poly > 8 {
             return None;
         }
-        let lazy = p.get(4) == Some(&"lz");
-        if lazy {
-            p.remove(4);
-        }
-        let p2 = p.get(4) == Some(&"db");
-        if p2 {
-            p.remove(4);
-        }
-        let wait_late = p.get(4) == Some(&"wl");
-        if wait_late {
-            p.remove(4);
-        }
-        let nc = if p.get(4) == Some(&"c3") {
-            p.remove(4);
-            3
-        } else {
-            2
-        };
+        let lazy = take(&mut p, "lz");
+        let p2 = take(&mut p, "db");
+        let wait_late = take(&mut p, "wl");
+        let nc = if take(&mut p, "c3") { 3 } else { 2 };
         let kind = match *p.first()? {
             "wg1" => Kind::Wg1,
             "ws" => Kind::Ws,
