@@ -14,7 +14,8 @@
 //! NVRTC or a GPU: says so, exits 0. `ATTN_SEQS=512,4096`: those sequence lengths only;
 //! `ATTN_DIMS=128`: that head dim only; `ATTN_EXTRA=ov_d64_n192_s3_p_bf16,...`: those
 //! configurations too (at every sequence length of ATTN_SEQS), to try a tile or schedule
-//! against the best.
+//! against the best. `ATTN_TIMELINE=NAME` (and `ATTN_TIMELINE_OUT=file.csv`): NAME's per-role
+//! timeline at the first ATTN_SEQS length instead of the table (where its warps wait).
 
 #[allow(dead_code)]
 #[path = "../examples/05-gemm/compile.rs"]
@@ -146,9 +147,13 @@ fn run() -> Res<bool> {
          first {first_s:.2} s; render + NVRTC, no cache)",
         gpu.name, cold.config, cold_s[1], cold_s[0], cold_s[2]
     );
+    let mut rng = Rng::from_clock();
+    if let Ok(name) = std::env::var("ATTN_TIMELINE") {
+        let s = seqs.first().copied().unwrap_or(4096);
+        return timeline(&gpu, compiler, &name, s, &mut rng).map(|()| true);
+    }
     println!("| ladder step | config | B | H | S | D | causal | ms | TFLOP/s |");
     println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
-    let mut rng = Rng::from_clock();
     let mut ok = true;
     let mut json = String::from("[");
     for ((label, c, seqs), b) in runs.iter().zip(built) {
@@ -244,4 +249,61 @@ fn run() -> Res<bool> {
         std::fs::write(&path, json)?;
     }
     Ok(ok)
+}
+
+/// `ATTN_TIMELINE=NAME`: where NAME's warps wait. NAME compiled with the per-role timeline
+/// (`CompileOptions::timeline`), launched at sequence length `s` (the family's shape) after
+/// the warm-up, once more into a cleared buffer; prints the trace's sums and writes every
+/// event to ATTN_TIMELINE_OUT (CSV: block, warp, pipeline, stage, pass, kind, start and
+/// duration in ns) when that variable names a file.
+fn timeline(gpu: &Gpu, compiler: &Compiler, name: &str, s: usize, rng: &mut Rng) -> Res<()> {
+    use tma::runtime::timeline::Timeline;
+    let c = Config::parse(name).ok_or(format!("ATTN_TIMELINE: no configuration named {name}"))?;
+    let plan = Plan::new(c)?;
+    let compiled = compiler.compile_source(&plan.source()?, &kernel::options().timeline(true))?;
+    let loaded = Loaded::from_compiled(gpu, &plan, compiled)?;
+    let d = c.d as usize;
+    let shape = Shape {
+        b: 16384 / s,
+        h: 2048 / d,
+        hkv: 2048 / d,
+        sq: s,
+        sk: s,
+        d,
+    };
+    let p = Problem::new(gpu, shape, c.input, rng)?;
+    let out = Outputs::new(gpu, &shape)?;
+    let launch = Launch::new(gpu, &loaded, &p, &out)?;
+    // A pass a key block (K, V) or unit (Q) of a CTA: the most of any CTA, with room.
+    let bn = c.bn as usize;
+    let units = shape.b * shape.h * c.query_blocks(s);
+    let ctas = launch.config().grid.0 as usize;
+    let passes = (units.div_ceil(ctas) + 1) * s.div_ceil(bn) + 8;
+    let mut timeline = Timeline::attach(loaded.kernel.module(), launch.config(), passes as u32)?;
+    gpu::warm(gpu, &mut || launch.run())?;
+    gpu.stream.synchronize()?;
+    timeline.clear()?;
+    launch.run()?;
+    gpu.stream.synchronize()?;
+    let trace = timeline.read()?;
+    println!("timeline {c} at {shape}: {}", trace.stats());
+    if let Ok(path) = std::env::var("ATTN_TIMELINE_OUT") {
+        let mut csv = String::from("block,warp,pipeline,stage,pass,kind,start_ns,duration_ns\n");
+        for e in &trace.events {
+            let _ = writeln!(
+                csv,
+                "{},{},{},{},{},{},{},{}",
+                e.block,
+                e.warp,
+                trace.pipeline_name(e.pipeline),
+                e.stage,
+                e.pass,
+                e.kind.name(),
+                e.start_ns,
+                e.duration_ns
+            );
+        }
+        std::fs::write(&path, csv)?;
+    }
+    Ok(())
 }

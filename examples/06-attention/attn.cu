@@ -14,6 +14,11 @@
 // ATTN_SPLIT (Config::split_tail): a CTA's work is a table the host plans, whose last units
 // are cut by key blocks between CTAs; attn leaves a cut unit's pieces as partials and a second
 // kernel, attn_merge, merges them into the unit's O and LSE.
+//
+// ATTN_CLUSTER (Config::cluster): 2-CTA clusters; the pipelines k and v multicast each tile
+// over the pair (each CTA loads its half: the generated load and release do it), and the walk
+// gives a cluster's CTAs units 2p and 2p + 1, one head's adjacent query blocks (attn_unit
+// rounds a head's query blocks up to even), so both walk the same key blocks in step.
 
 typedef tma_plan_attn P;
 typedef tma_pipe_q QP;
@@ -58,7 +63,8 @@ typedef tma_roles_attn R;
 struct attn_unit {
   int m0, bh, bh_kv, nblocks;
   __device__ __forceinline__ attn_unit(int u, int H, int Hkv, int Sq, int Sk) {
-    const int nmb = (Sq + ATTN_BM - 1) / ATTN_BM;
+    // ATTN_CLUSTER: an even count, so the two CTAs of a cluster (units 2p, 2p + 1) share a head.
+    const int nmb = (Sq + ATTN_BM - 1) / ATTN_BM + (ATTN_CLUSTER ? ((Sq + ATTN_BM - 1) / ATTN_BM) % 2 : 0);
     const int mb = ATTN_CAUSAL ? nmb - 1 - u % nmb : u % nmb;
     m0 = mb * ATTN_BM;
     bh = u / nmb;
@@ -359,12 +365,29 @@ extern "C" __global__ void TMA_PLAN_ATTN_LAUNCH_BOUNDS attn(const __grid_constan
   // attn_merge is compiled.
 #if ATTN_SPLIT
   const int n_items = __ldg(nitems + blockIdx.x);
+  const bool any_item = n_items > 0;
+#else
+  const bool any_item = (int)blockIdx.x < units;
+#endif
+#if ATTN_KIND == 2 || ATTN_KIND == 3
+  // Ping-pong: the consumers take turns in order 0, 1, .., ATTN_NC - 1, 0, .. over all of the
+  // CTA's items, not item by item: the last consumer arrives on consumer 0's first turn once, up
+  // front, then after each of its turns but the very last (every sync has exactly one arrive).
+  // So consumer 0 starts the next unit's QK^T while the others finish this one's softmax, last
+  // P V and epilogue, rather than after them.
+  if (c == ATTN_NC - 1 && any_item) R::arrive_turn(0);
+#else
+  (void)any_item;
+#endif
+#if ATTN_SPLIT
   for (int r = 0; r < n_items; ++r) {
     const int4 e = __ldg(items + (size_t)blockIdx.x * items_stride + r);
     const attn_item it{e.x, e.y, e.z, e.w};
+    const bool last_item = r + 1 == n_items;
 #else
   for (int ui = (int)blockIdx.x; ui < units; ui += (int)gridDim.x) {
     const attn_item it{ui, 0, -1, -1};
+    const bool last_item = ui + (int)gridDim.x >= units;
 #endif
     const attn_unit u(it.unit, H, Hkv, Sq, Sk);
     // This item's key blocks [jb, nb) (nb: the item's end, not always the unit's).
@@ -390,10 +413,11 @@ extern "C" __global__ void TMA_PLAN_ATTN_LAUNCH_BOUNDS attn(const __grid_constan
     const unsigned char* q = qp.smem_q(qs);
 
 #if ATTN_KIND == 2 || ATTN_KIND == 3
-    // Ping-pong: the consumers take turns in order 0, 1, .., ATTN_NC - 1, 0, ..; consumer 0 takes
-    // the first turn of each unit (the last consumer arrives on it once up front, and keeps its
-    // last turn's arrival: every sync has exactly one arrive).
-    if (c == ATTN_NC - 1) R::arrive_turn(0);
+    // Whether this consumer hands the turn on after the item's last block: all but the last
+    // consumer on the CTA's last item (its arrive would have no sync).
+    const bool hand_on = c != ATTN_NC - 1 || !last_item;
+#else
+    (void)last_item;
 #endif
 
 #if ATTN_KIND <= 2
@@ -413,7 +437,7 @@ extern "C" __global__ void TMA_PLAN_ATTN_LAUNCH_BOUNDS attn(const __grid_constan
       attn_qk(s, q, kp.smem_k(ks), c);
       tma_wgmma_commit_group();
 #if ATTN_KIND == 2
-      if (c != ATTN_NC - 1 || j + 1 < nb) R::arrive_turn((c + 1) % ATTN_NC);
+      if (hand_on || j + 1 < nb) R::arrive_turn((c + 1) % ATTN_NC);
 #endif
       tma_wgmma_wait_group<0>();
       ATTN_RELEASE(kp, ks);
@@ -449,10 +473,13 @@ extern "C" __global__ void TMA_PLAN_ATTN_LAUNCH_BOUNDS attn(const __grid_constan
     tma_wgmma_fence();
     attn_qk(s, q, kp.smem_k(ks), c);
     tma_wgmma_commit_group();
-    if (c != ATTN_NC - 1 || nb > jb + 1) R::arrive_turn((c + 1) % ATTN_NC);
+    if (hand_on || nb > jb + 1) R::arrive_turn((c + 1) % ATTN_NC);
     tma_wgmma_wait_group<0>();
     ATTN_RELEASE(kp, ks);
     ++ks;
+    // Q goes back with the item's last QK^T done, so the next unit's Q loads under this one's
+    // last softmax and P V.
+    if (nb == jb + 1) ATTN_RELEASE(qp, qs);
     sm.step(s, row0, jb * ATTN_BN, Sk, attn_masked(jb, row0, Sk), corr, tw);  // O is 0: nothing to rescale
     tma_wgmma_acc_to_a<ATTN_BN>(s, p);
 #if ATTN_P2
@@ -476,10 +503,11 @@ extern "C" __global__ void TMA_PLAN_ATTN_LAUNCH_BOUNDS attn(const __grid_constan
       tma_wgmma_commit_group();
       attn_pv(o, cur, vp.smem_v(vs));
       tma_wgmma_commit_group();
-      if (c != ATTN_NC - 1 || j + 1 < nb) R::arrive_turn((c + 1) % ATTN_NC);
+      if (hand_on || j + 1 < nb) R::arrive_turn((c + 1) % ATTN_NC);
       tma_wgmma_wait_group<1>();  // QK^T of block j
       ATTN_RELEASE(kp, ks);
       ++ks;
+      if (j + 1 == nb) ATTN_RELEASE(qp, qs);
       const bool rescale = sm.step(s, row0, j * ATTN_BN, Sk, attn_masked(j, row0, Sk), corr, tw);
 #if ATTN_P2
       tma_wgmma_acc_to_a<ATTN_BN>(s, next);
@@ -521,10 +549,7 @@ extern "C" __global__ void TMA_PLAN_ATTN_LAUNCH_BOUNDS attn(const __grid_constan
 #else
     for (; j < nb; ++j) block(j, p, p);
 #endif
-    // Every QK^T of the unit is done: Q's stage goes back (the next unit's Q loads under the
-    // last P V).
-    ATTN_RELEASE(qp, qs);
-    ++qs;
+    ++qs;  // released after the last QK^T
     vp.wait(vs);
     tma_wgmma_fence();
     attn_pv(o, p, vp.smem_v(vs));

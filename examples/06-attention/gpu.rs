@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
-use tma::runtime::{Kernel, LaunchConfig, Module, TensorMap};
+use tma::runtime::{Compiled, Kernel, LaunchConfig, Module, TensorMap};
 
 use crate::compile::Built;
 use crate::kernel::{Config, In, Plan, Res, SplitPlan};
@@ -183,26 +183,36 @@ pub struct Loaded {
 
 impl Loaded {
     pub fn new(gpu: &Gpu, built: &Built) -> Res<Arc<Loaded>> {
-        let module = Module::load(&gpu.ctx, built.compiled.clone())?;
+        Loaded::from_compiled(gpu, &built.plan, built.compiled.clone())
+    }
+
+    /// `plan` compiled with other options than [`Built`]'s (the bench's timeline build).
+    pub fn from_compiled(gpu: &Gpu, plan: &Plan, compiled: Arc<Compiled>) -> Res<Arc<Loaded>> {
+        let module = Module::load(&gpu.ctx, compiled)?;
         let kernel = module.kernel("attn")?;
-        let merge = if built.plan.config.split_tail {
+        let merge = if plan.config.split_tail {
             Some(module.kernel("attn_merge")?)
         } else {
             None
         };
-        // The plan's launch (block, dynamic shared memory: the runtime opts the kernel in) at
-        // the most blocks per SM the driver gives it, on every SM.
-        let cfg = kernel.plan_config(&gpu.stream, (1, 1, 1))?;
-        let per_sm = kernel.max_active_blocks_per_sm(&cfg)?;
-        if per_sm == 0 {
-            return Err(format!("{}: no block fits an SM", built.plan.config).into());
+        // The plan's launch (block, cluster, dynamic shared memory: the runtime opts the kernel
+        // in) at the most blocks (clusters) the driver gives it at once.
+        let resident = if plan.config.cluster {
+            let cfg = kernel.plan_config(&gpu.stream, (2 * gpu.sms, 1, 1))?;
+            2 * kernel.max_active_clusters(&cfg)?
+        } else {
+            let cfg = kernel.plan_config(&gpu.stream, (1, 1, 1))?;
+            kernel.max_active_blocks_per_sm(&cfg)? * gpu.sms
+        };
+        if resident == 0 {
+            return Err(format!("{}: no block (cluster) fits the GPU", plan.config).into());
         }
         Ok(Arc::new(Loaded {
-            config: built.plan.config,
+            config: plan.config,
             kernel,
             merge,
-            plan: built.plan.clone(),
-            resident: per_sm * gpu.sms,
+            plan: plan.clone(),
+            resident,
         }))
     }
 }
@@ -248,8 +258,9 @@ impl Launch {
         let mk = TensorMap::new_raw_bits(&plan.k.bind(&[bhkv, s.sk as u64, d], None)?, &p.k)?;
         let mv = TensorMap::new_raw_bits(&plan.v.bind(&[bhkv, s.sk as u64, d], None)?, &p.v)?;
         let mo = TensorMap::new_raw_bits(&plan.o.bind(&[bh, s.sq as u64, d], None)?, &out.o)?;
-        // Work units: each head's query blocks.
-        let units = s.sq.div_ceil(c.bm() as usize) * s.b * s.h;
+        // Work units: each head's query blocks (an even count on 2-CTA clusters, so a grid of
+        // pairs: `resident` is even too).
+        let units = c.query_blocks(s.sq) * s.b * s.h;
         let i = |v: usize| i32::try_from(v).map_err(|_| format!("{v} does not fit an int"));
         let units = i(units)?;
         let grid = if c.persistent {
@@ -329,6 +340,11 @@ impl Launch {
             }?;
         }
         Ok(())
+    }
+
+    /// attn's launch (grid, block, shared memory): what a timeline attaches to.
+    pub fn config(&self) -> &LaunchConfig {
+        &self.cfg
     }
 
     pub fn run(&self) -> Res<()> {

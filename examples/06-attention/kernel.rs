@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use tma::pipeline::{Consumers, PipelineSpec, ValidPipeline, WarpRoles};
+use tma::pipeline::{ClusterAxis, Consumers, PipelineSpec, ValidPipeline, WarpRoles};
 use tma::plan::{KernelPlan, ValidKernelPlan};
 use tma::render::KernelSource;
 use tma::runtime::{CompileOptions, Source};
@@ -123,6 +123,12 @@ pub struct Config {
     /// CTA's work is a table the host plans (`SplitPlan`), and a second kernel (`attn_merge`)
     /// merges a cut unit's pieces (their O, max and sum) into its O and LSE.
     pub split_tail: bool,
+    /// (not causal, no `split_tail`, a producer warpgroup) Units in pairs on 2-CTA clusters:
+    /// the two CTAs run adjacent query blocks of one head in step, each loading half of every
+    /// K and V tile and multicasting it to both, so the K and V reads from L2 halve (as
+    /// FlashAttention-3 does at head dim >= 128). A head's query blocks are rounded up to an
+    /// even count: the extra block's rows lie past Sq (zeros in, its stores clipped).
+    pub cluster: bool,
     /// O leaves through a staging copy per consumer and one TMA store; else each thread stores
     /// its pairs (clipped). The staging needs consumers x 64 x D x 2 bytes beside Q and the stages.
     pub o_tma: bool,
@@ -279,6 +285,7 @@ impl Config {
             causal,
             persistent: !causal,
             split_tail: d == 64 && !causal,
+            cluster: false,
             // At 256 the staging does not fit beside Q and the K/V stages.
             o_tma: d <= 128,
             release_one: false,
@@ -295,6 +302,7 @@ impl Config {
         let a4 = Config {
             persistent: false,
             split_tail: false,
+            cluster: false,
             lazy: false,
             p2: false,
             wait_late: false,
@@ -374,20 +382,32 @@ impl Config {
         WG_ROWS * self.consumers()
     }
 
+    /// Work units of one head at `sq` query rows: its query blocks, an even count with
+    /// `cluster` (both CTAs of a pair on one head; attn.cu's attn_unit counts the same).
+    pub fn query_blocks(&self, sq: usize) -> usize {
+        let n = sq.div_ceil(self.bm() as usize);
+        if self.cluster {
+            n + n % 2
+        } else {
+            n
+        }
+    }
+
     /// `ov_d128_n128_s2_p_bf16_causal` (`_p`: persistent, `_st`: the last units split by key
-    /// blocks, `_od`: O stored directly, `_r1`:
+    /// blocks, `_x2`: units in pairs on 2-CTA clusters, `_od`: O stored directly, `_r1`:
     /// one release per warpgroup, `_e2`: 2 of every 8 exponentials on the polynomial, `_lz`:
     /// the lazy rescale, `_db`: P double-buffered, `_wl`: P V waited for after the softmax,
     /// `_c3`: three consumer warpgroups).
     pub fn name(&self) -> String {
         format!(
-            "{}_d{}_n{}_s{}{}{}{}{}{}{}{}{}{}_{}{}",
+            "{}_d{}_n{}_s{}{}{}{}{}{}{}{}{}{}{}_{}{}",
             self.kind.name(),
             self.d,
             self.bn,
             self.stages,
             if self.persistent { "_p" } else { "" },
             if self.split_tail { "_st" } else { "" },
+            if self.cluster { "_x2" } else { "" },
             if self.o_tma { "" } else { "_od" },
             if self.release_one { "_r1" } else { "" },
             if self.poly > 0 {
@@ -416,6 +436,7 @@ impl Config {
         }
         let persistent = take(&mut p, "p");
         let split_tail = take(&mut p, "st");
+        let cluster = take(&mut p, "x2");
         let o_tma = !take(&mut p, "od");
         let release_one = take(&mut p, "r1");
         let poly = match p.get(4).and_then(|e| e.strip_prefix('e')) {
@@ -454,6 +475,7 @@ impl Config {
             causal,
             persistent,
             split_tail,
+            cluster,
             o_tma,
             release_one,
             poly,
@@ -519,6 +541,12 @@ impl Plan {
             )
             .into());
         }
+        if c.cluster && (c.causal || c.split_tail || c.kind == Kind::Wg1) {
+            return Err(format!(
+                "{c}: units in pairs on 2-CTA clusters (_x2) take no causal mask (both CTAs walk the same key blocks), no split tail (_st) and a producer warpgroup (not wg1_)"
+            )
+            .into());
+        }
         let v = |s: TileSpec, what: &str| validate(&s).map_err(|e| findings(what, e));
         // Q: the CTA's query rows, A of S = Q K^T (K = head dim), loaded once per work unit.
         let q = v(bhsd("q", &c, c.bm()).wgmma(Operand::A, Major::K), "tile q")?;
@@ -533,16 +561,24 @@ impl Plan {
         } else {
             Consumers::Warpgroups(c.consumers())
         };
-        let pipe = |name: &str, stages: u32, tile: &ValidSpec| {
-            PipelineSpec::new(name, stages, consumers)
-                .tile(name, tile)
+        // `cluster`: K and V multicast along the pair's two CTAs, Q each CTA's own; every
+        // pipeline declares the launch's cluster.
+        let ctas = if c.cluster { 2 } else { 1 };
+        let pipe = |name: &str, stages: u32, tile: &ValidSpec, shared: bool| {
+            let p = PipelineSpec::new(name, stages, consumers);
+            let p = if shared && c.cluster {
+                p.multicast_tile(name, tile, ClusterAxis::X)
+            } else {
+                p.tile(name, tile)
+            };
+            p.cluster([ctas, 1, 1])
                 .validate()
                 .map_err(|e| findings(&format!("pipeline {name}"), e))
         };
         // Q once per work unit; K and V each on their own barriers, so QK^T starts before V lands.
-        let q_pipe = pipe("q", 1, &q)?;
-        let k_pipe = pipe("k", c.stages, &k)?;
-        let v_pipe = pipe("v", c.stages, &vt)?;
+        let q_pipe = pipe("q", 1, &q, false)?;
+        let k_pipe = pipe("k", c.stages, &k, true)?;
+        let v_pipe = pipe("v", c.stages, &vt, true)?;
         // K's and V's rings first, Q's last: each ring's barriers pad its region to the next
         // 1 KB, and Q's is the one whose padding no region follows (at head dim 256 with
         // 80-row key blocks the plan fits 227 KB by 16 bytes).
@@ -590,7 +626,7 @@ impl Plan {
     pub fn source(&self) -> Res<Source> {
         let c = &self.config;
         let defines = format!(
-            "#define ATTN_D {}\n#define ATTN_BN {}\n#define ATTN_NC {}\n#define ATTN_KIND {}\n#define ATTN_CAUSAL {}\n#define ATTN_O_TMA {}\n#define ATTN_RELEASE_ONE {}\n#define ATTN_POLY {}\n#define ATTN_POLY_DEG {}\n#define ATTN_LAZY {}\n#define ATTN_HEADROOM_LOG2 {:?}f\n#define ATTN_P2 {}\n#define ATTN_WAIT_LATE {}\n#define ATTN_SPLIT {}\n#define ATTN_MAX_PIECES {}\n",
+            "#define ATTN_D {}\n#define ATTN_BN {}\n#define ATTN_NC {}\n#define ATTN_KIND {}\n#define ATTN_CAUSAL {}\n#define ATTN_O_TMA {}\n#define ATTN_RELEASE_ONE {}\n#define ATTN_POLY {}\n#define ATTN_POLY_DEG {}\n#define ATTN_LAZY {}\n#define ATTN_HEADROOM_LOG2 {:?}f\n#define ATTN_P2 {}\n#define ATTN_WAIT_LATE {}\n#define ATTN_SPLIT {}\n#define ATTN_MAX_PIECES {}\n#define ATTN_CLUSTER {}\n",
             c.d,
             c.bn,
             c.consumers(),
@@ -607,6 +643,7 @@ impl Plan {
             u32::from(c.wait_late),
             u32::from(c.split_tail),
             MAX_PIECES,
+            u32::from(c.cluster),
         );
         let src = KernelSource::new()
             .plan(&self.kernel)

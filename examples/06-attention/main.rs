@@ -502,6 +502,11 @@ mod tests {
             ..best
         });
         all.push(Config {
+            split_tail: false,
+            cluster: true,
+            ..Config::best(In::BF16, 128, false)
+        });
+        all.push(Config {
             poly: 2,
             lazy: true,
             nc: 2,
@@ -530,6 +535,52 @@ mod tests {
             ..best
         };
         assert_eq!(wg1.consumers(), 1);
+    }
+
+    #[test]
+    fn cluster_pairs_take_even_heads_and_refuse_what_they_cannot_pair() {
+        let x2 = Config {
+            cluster: true,
+            ..Config::best(In::BF16, 128, false)
+        };
+        // 2000 rows are 16 query blocks of 128; 2100 are 17, rounded up to 18 for the pairs.
+        assert_eq!(x2.query_blocks(2000), 16);
+        assert_eq!(x2.query_blocks(2100), 18);
+        assert_eq!(
+            Config {
+                cluster: false,
+                ..x2
+            }
+            .query_blocks(2100),
+            17
+        );
+        let src = Plan::new(x2).expect("plans").source().expect("renders");
+        assert!(src.text().contains("#define ATTN_CLUSTER 1"), "{x2}");
+        for bad in [
+            Config { causal: true, ..x2 },
+            Config {
+                split_tail: true,
+                ..x2
+            },
+            Config {
+                kind: Kind::Wg1,
+                wait_late: false,
+                ..x2
+            },
+        ] {
+            let e = Plan::new(bad).err().expect("refused").to_string();
+            assert!(e.contains("2-CTA clusters (_x2)"), "{bad}: {e}");
+        }
+        // Head dim 64's K box is one box a call: nothing to share between two CTAs.
+        let e = Plan::new(Config {
+            cluster: true,
+            split_tail: false,
+            ..Config::best(In::BF16, 64, false)
+        })
+        .err()
+        .expect("refused")
+        .to_string();
+        assert!(e.contains("do not split evenly over the 2 CTAs"), "{e}");
     }
 
     #[test]
