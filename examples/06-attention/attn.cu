@@ -232,6 +232,12 @@ __device__ __forceinline__ float* attn_part(float* part, int g, int slot, int c)
 }
 
 #if ATTN_SPLIT
+// Item r of this CTA's row of the host's table.
+__device__ __forceinline__ attn_item attn_item_at(const int4* __restrict__ items, int items_stride, int r) {
+  const int4 e = __ldg(items + (size_t)blockIdx.x * items_stride + r);
+  return attn_item{e.x, e.y, e.z, e.w};
+}
+
 // A piece of a cut unit at its end: its partial (O unnormalised, each thread's m and l) to its
 // slot, for attn_merge.
 __device__ __forceinline__ void attn_partial(const float (&o)[ATTN_O], const attn_softmax& sm, float* part,
@@ -331,8 +337,7 @@ extern "C" __global__ void TMA_PLAN_ATTN_LAUNCH_BOUNDS attn(const __grid_constan
 #if ATTN_SPLIT
       const int n_items = __ldg(nitems + blockIdx.x);
       for (int r = 0; r < n_items; ++r) {
-        const int4 e = __ldg(items + (size_t)blockIdx.x * items_stride + r);
-        const attn_item it{e.x, e.y, e.z, e.w};
+        const attn_item it = attn_item_at(items, items_stride, r);
 #else
       for (int ui = (int)blockIdx.x; ui < units; ui += (int)gridDim.x) {
         const attn_item it{ui, 0, -1, -1};
@@ -381,8 +386,7 @@ extern "C" __global__ void TMA_PLAN_ATTN_LAUNCH_BOUNDS attn(const __grid_constan
 #endif
 #if ATTN_SPLIT
   for (int r = 0; r < n_items; ++r) {
-    const int4 e = __ldg(items + (size_t)blockIdx.x * items_stride + r);
-    const attn_item it{e.x, e.y, e.z, e.w};
+    const attn_item it = attn_item_at(items, items_stride, r);
     const bool last_item = r + 1 == n_items;
 #else
   for (int ui = (int)blockIdx.x; ui < units; ui += (int)gridDim.x) {
