@@ -69,7 +69,22 @@ fn run() -> Res<bool> {
         .and_then(|v| v.parse().ok())
         .unwrap_or(20);
     let seqs = env_list("ATTN_SEQS", &[512, 1024, 2048, 4096, 8192, 16384]);
+    // The family's batch is 16384 / S: a length outside 1..=16384 has no problem of it.
+    if let Some(&bad) = seqs.iter().find(|&&s| s == 0 || s > 16384) {
+        return Err(
+            format!("ATTN_SEQS: {bad} (the family takes 1 to 16384 tokens a sequence)").into(),
+        );
+    }
     let dims = env_list("ATTN_DIMS", &[64, 128, 256]);
+    // ATTN_TIMELINE: that configuration's timeline instead of the table (named before any
+    // compile, so a misspelt name fails at once).
+    let timeline_of = match std::env::var("ATTN_TIMELINE") {
+        Ok(name) => Some(
+            Config::parse(name.trim())
+                .ok_or(format!("ATTN_TIMELINE: no configuration named {name}"))?,
+        ),
+        Err(_) => None,
+    };
     // (label, config, sequence lengths): per (d, causal) the configuration `for_keys` picks
     // for each sequence length; the ladder at d = 128, not causal, at 4k and 16k.
     let mut runs: Vec<(String, Config, Vec<usize>)> = Vec::new();
@@ -130,6 +145,9 @@ fn run() -> Res<bool> {
     }
     let first_s = cold_s[0];
     cold_s.sort_by(f64::total_cmp);
+    if timeline_of.is_some() {
+        runs.clear();
+    }
     let plans = runs
         .iter()
         .map(|(_, c, _)| Plan::new(*c))
@@ -148,9 +166,9 @@ fn run() -> Res<bool> {
         gpu.name, cold.config, cold_s[1], cold_s[0], cold_s[2]
     );
     let mut rng = Rng::from_clock();
-    if let Ok(name) = std::env::var("ATTN_TIMELINE") {
+    if let Some(c) = timeline_of {
         let s = seqs.first().copied().unwrap_or(4096);
-        return timeline(&gpu, compiler, &name, s, &mut rng).map(|()| true);
+        return timeline(&gpu, compiler, c, s, &mut rng).map(|()| true);
     }
     println!("| ladder step | config | B | H | S | D | causal | ms | TFLOP/s |");
     println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
@@ -256,9 +274,8 @@ fn run() -> Res<bool> {
 /// the warm-up, once more into a cleared buffer; prints the trace's sums and writes every
 /// event to ATTN_TIMELINE_OUT (CSV: block, warp, pipeline, stage, pass, kind, start and
 /// duration in ns) when that variable names a file.
-fn timeline(gpu: &Gpu, compiler: &Compiler, name: &str, s: usize, rng: &mut Rng) -> Res<()> {
+fn timeline(gpu: &Gpu, compiler: &Compiler, c: Config, s: usize, rng: &mut Rng) -> Res<()> {
     use tma::runtime::timeline::Timeline;
-    let c = Config::parse(name).ok_or(format!("ATTN_TIMELINE: no configuration named {name}"))?;
     let plan = Plan::new(c)?;
     let compiled = compiler.compile_source(&plan.source()?, &kernel::options().timeline(true))?;
     let loaded = Loaded::from_compiled(gpu, &plan, compiled)?;
@@ -278,15 +295,19 @@ fn timeline(gpu: &Gpu, compiler: &Compiler, name: &str, s: usize, rng: &mut Rng)
     let bn = c.bn as usize;
     let units = shape.b * shape.h * c.query_blocks(s);
     let ctas = launch.config().grid.0 as usize;
-    let passes = (units.div_ceil(ctas) + 1) * s.div_ceil(bn) + 8;
-    let mut timeline = Timeline::attach(loaded.kernel.module(), launch.config(), passes as u32)?;
+    let passes = (units.div_ceil(ctas.max(1)) + 1) * s.div_ceil(bn) + 8;
+    let passes = u32::try_from(passes).map_err(|_| format!("{passes} timeline passes"))?;
+    let mut timeline = Timeline::attach(loaded.kernel.module(), launch.config(), passes)?;
     gpu::warm(gpu, &mut || launch.run())?;
     gpu.stream.synchronize()?;
     timeline.clear()?;
     launch.run()?;
-    gpu.stream.synchronize()?;
+    // read() waits for the launch.
     let trace = timeline.read()?;
     println!("timeline {c} at {shape}: {}", trace.stats());
+    if trace.dropped > 0 {
+        return Err(format!("timeline {c}: {} events found no slot", trace.dropped).into());
+    }
     if let Ok(path) = std::env::var("ATTN_TIMELINE_OUT") {
         let mut csv = String::from("block,warp,pipeline,stage,pass,kind,start_ns,duration_ns\n");
         for e in &trace.events {

@@ -37,6 +37,7 @@ constexpr int ATTN_S = ATTN_BN / 2;    // S's f32 accumulators per thread (64 x 
 constexpr int ATTN_O = ATTN_D / 2;     // O's (64 x D)
 constexpr int ATTN_PK = ATTN_BN / 16;  // k-slices of P V (P's A fragments)
 static_assert(TQ::M_BLOCKS == ATTN_NC, "Q's tile is one 64-row block per consumer");
+static_assert(P::CLUSTER_X == (ATTN_CLUSTER ? 2u : 1u) && P::CLUSTER_Y == 1u && P::CLUSTER_Z == 1u, "the plan's cluster");
 static_assert(TK::WGMMA_N == ATTN_BN, "K's tile is QK^T's N");
 static_assert(TV::WGMMA_N == ATTN_D, "V's tile is P V's N");
 static_assert(TQ::K_SLICES * 16 == ATTN_D && TV::K_SLICES == ATTN_PK, "the k-slices");
@@ -63,8 +64,10 @@ typedef tma_roles_attn R;
 struct attn_unit {
   int m0, bh, bh_kv, nblocks;
   __device__ __forceinline__ attn_unit(int u, int H, int Hkv, int Sq, int Sk) {
-    // ATTN_CLUSTER: an even count, so the two CTAs of a cluster (units 2p, 2p + 1) share a head.
-    const int nmb = (Sq + ATTN_BM - 1) / ATTN_BM + (ATTN_CLUSTER ? ((Sq + ATTN_BM - 1) / ATTN_BM) % 2 : 0);
+    // ATTN_CLUSTER: an even count, so the two CTAs of a cluster (units 2p, 2p + 1) share a head
+    // (Config::query_blocks, the host's count).
+    const int n = (Sq + ATTN_BM - 1) / ATTN_BM;
+    const int nmb = ATTN_CLUSTER ? n + n % 2 : n;
     const int mb = ATTN_CAUSAL ? nmb - 1 - u % nmb : u % nmb;
     m0 = mb * ATTN_BM;
     bh = u / nmb;

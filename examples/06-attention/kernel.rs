@@ -123,7 +123,8 @@ pub struct Config {
     /// CTA's work is a table the host plans (`SplitPlan`), and a second kernel (`attn_merge`)
     /// merges a cut unit's pieces (their O, max and sum) into its O and LSE.
     pub split_tail: bool,
-    /// (not causal, no `split_tail`, a producer warpgroup) Units in pairs on 2-CTA clusters:
+    /// (not causal, no `split_tail`, a producer warpgroup, head dim 128 or 256) Units in pairs
+    /// on 2-CTA clusters:
     /// the two CTAs run adjacent query blocks of one head in step, each loading half of every
     /// K and V tile and multicasting it to both, so the K and V reads from L2 halve (as
     /// FlashAttention-3 does at head dim >= 128). A head's query blocks are rounded up to an
@@ -541,9 +542,9 @@ impl Plan {
             )
             .into());
         }
-        if c.cluster && (c.causal || c.split_tail || c.kind == Kind::Wg1) {
+        if c.cluster && (c.causal || c.split_tail || c.kind == Kind::Wg1 || c.d == 64) {
             return Err(format!(
-                "{c}: units in pairs on 2-CTA clusters (_x2) take no causal mask (both CTAs walk the same key blocks), no split tail (_st) and a producer warpgroup (not wg1_)"
+                "{c}: units in pairs on 2-CTA clusters (_x2) take no causal mask (both CTAs walk the same key blocks), no split tail (_st), a producer warpgroup (not wg1_) and head dim 128 or 256 (at 64 a K tile is one box: no half for each CTA)"
             )
             .into());
         }
