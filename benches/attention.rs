@@ -14,8 +14,9 @@
 //! NVRTC or a GPU: says so, exits 0. `ATTN_SEQS=512,4096`: those sequence lengths only;
 //! `ATTN_DIMS=128`: that head dim only; `ATTN_EXTRA=ov_d64_n192_s3_p_bf16,...`: those
 //! configurations too (at every sequence length of ATTN_SEQS), to try a tile or schedule
-//! against the best. `ATTN_TIMELINE=NAME` (and `ATTN_TIMELINE_OUT=file.csv`): NAME's per-role
-//! timeline at the first ATTN_SEQS length instead of the table (where its warps wait).
+//! against the best. `ATTN_TIMELINE=NAME` (and `ATTN_TIMELINE_OUT=file.csv` or `.json`): NAME's
+//! per-role timeline at the first ATTN_SEQS length instead of the table (where its warps wait,
+//! what a unit boundary costs).
 
 #[allow(dead_code)]
 #[path = "../examples/05-gemm/compile.rs"]
@@ -271,9 +272,10 @@ fn run() -> Res<bool> {
 
 /// `ATTN_TIMELINE=NAME`: where NAME's warps wait. NAME compiled with the per-role timeline
 /// (`CompileOptions::timeline`), launched at sequence length `s` (the family's shape) after
-/// the warm-up, once more into a cleared buffer; prints the trace's sums and writes every
-/// event to ATTN_TIMELINE_OUT (CSV: block, warp, pipeline, stage, pass, kind, start and
-/// duration in ns) when that variable names a file.
+/// the warm-up, once more into a cleared buffer; prints the trace's sums and what a unit
+/// boundary costs (`boundary`), and writes ATTN_TIMELINE_OUT when that variable names a file:
+/// `*.json` the first 8 CTAs as a Chrome trace (Perfetto), else every event as CSV (block,
+/// warp, pipeline, stage, pass, kind, start and duration in ns).
 fn timeline(gpu: &Gpu, compiler: &Compiler, c: Config, s: usize, rng: &mut Rng) -> Res<()> {
     use tma::runtime::timeline::Timeline;
     let plan = Plan::new(c)?;
@@ -308,7 +310,24 @@ fn timeline(gpu: &Gpu, compiler: &Compiler, c: Config, s: usize, rng: &mut Rng) 
     if trace.dropped > 0 {
         return Err(format!("timeline {c}: {} events found no slot", trace.dropped).into());
     }
+    if let Some(b) = boundary(&trace, s.div_ceil(bn)).filter(|_| !c.causal && !c.split_tail) {
+        println!(
+            "  K released (a QK^T done), median over every consumer warp: a key block every {} ns \
+             in a unit's loop; a unit's last block to the next unit's first {} ns, to its second \
+             {} ns: a unit boundary costs {} ns ({:.2} blocks)",
+            b.block,
+            b.last_to_first,
+            b.first_to_second,
+            b.cost(),
+            b.cost() as f64 / b.block as f64
+        );
+    }
     if let Ok(path) = std::env::var("ATTN_TIMELINE_OUT") {
+        if path.ends_with(".json") {
+            // Chrome trace / Perfetto: the first 8 CTAs (every CTA is too much for a viewer).
+            std::fs::write(&path, trace.filter_blocks(|b| b < 8).chrome_json())?;
+            return Ok(());
+        }
         let mut csv = String::from("block,warp,pipeline,stage,pass,kind,start_ns,duration_ns\n");
         for e in &trace.events {
             let _ = writeln!(
@@ -327,4 +346,59 @@ fn timeline(gpu: &Gpu, compiler: &Compiler, c: Config, s: usize, rng: &mut Rng) 
         std::fs::write(&path, csv)?;
     }
     Ok(())
+}
+
+/// Where a unit boundary's time goes, from the K pipeline's releases (each the end of a QK^T)
+/// of every consumer warp that records: the medians of the intervals between consecutive
+/// releases inside a unit's loop (blocks 2 on), from a unit's last block to the next unit's
+/// first, and from that to its second (ns). Every unit has `blocks` key blocks (not causal, no
+/// split tail).
+struct Boundary {
+    block: u64,
+    last_to_first: u64,
+    first_to_second: u64,
+}
+
+impl Boundary {
+    /// What a boundary adds to the two intervals it spans, over two loop blocks.
+    fn cost(&self) -> i64 {
+        self.last_to_first as i64 + self.first_to_second as i64 - 2 * self.block as i64
+    }
+}
+
+fn boundary(trace: &tma::runtime::timeline::Trace, blocks: usize) -> Option<Boundary> {
+    use std::collections::BTreeMap;
+    use tma::runtime::timeline::TimelineKind;
+    let mut releases: BTreeMap<(u32, u32), Vec<(u32, u64)>> = BTreeMap::new();
+    for e in trace
+        .events
+        .iter()
+        .filter(|e| e.kind == TimelineKind::Release && trace.pipeline_name(e.pipeline) == "k")
+    {
+        releases
+            .entry((e.block, e.warp))
+            .or_default()
+            .push((e.pass, e.start_ns));
+    }
+    let (mut inside, mut across, mut second) = (Vec::new(), Vec::new(), Vec::new());
+    for mut r in releases.into_values() {
+        r.sort_unstable();
+        for w in r.windows(2) {
+            let (next, dt) = (w[1].0 as usize % blocks, w[1].1.saturating_sub(w[0].1));
+            match next {
+                0 => across.push(dt),
+                1 => second.push(dt),
+                _ => inside.push(dt),
+            }
+        }
+    }
+    let median = |mut v: Vec<u64>| {
+        v.sort_unstable();
+        v.get(v.len() / 2).copied()
+    };
+    Some(Boundary {
+        block: median(inside)?,
+        last_to_first: median(across)?,
+        first_to_second: median(second)?,
+    })
 }
