@@ -124,11 +124,12 @@ pub struct Config {
     /// merges a cut unit's pieces (their O, max and sum) into its O and LSE.
     pub split_tail: bool,
     /// (not causal, no `split_tail`, a producer warpgroup, head dim 128 or 256) Units in pairs
-    /// on 2-CTA clusters:
-    /// the two CTAs run adjacent query blocks of one head in step, each loading half of every
-    /// K and V tile and multicasting it to both, so the K and V reads from L2 halve (as
-    /// FlashAttention-3 does at head dim >= 128). A head's query blocks are rounded up to an
-    /// even count: the extra block's rows lie past Sq (zeros in, its stores clipped).
+    /// on 2-CTA clusters: the two CTAs run adjacent query blocks of one head in step, each
+    /// loading half of every K and V tile and multicasting it to both, so the K and V reads
+    /// from L2 halve (as FlashAttention-3 does at head dim >= 128). A head's query blocks are
+    /// rounded up to an even count: the extra block's rows lie past Sq (zeros in, its stores
+    /// clipped). On the H100 1.5 % slower than the pick at 128 (the pair waits on each other's
+    /// releases with two stages; BENCHMARKS.md): not picked.
     pub cluster: bool,
     /// O leaves through a staging copy per consumer and one TMA store; else each thread stores
     /// its pairs (clipped). The staging needs consumers x 64 x D x 2 bytes beside Q and the stages.
