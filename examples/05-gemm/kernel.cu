@@ -469,7 +469,7 @@ extern "C" __global__ void TMA_PLAN_GEMM_LAUNCH_BOUNDS gemm(const __grid_constan
     }
   } else {
     R::consumer_setmaxnreg();
-    const int c = (int)R::consumer_index();
+    const int c = (int)R::consumer_index_sync();
     const unsigned tw = threadIdx.x % 128u;
     // The consumer's first 64-row block of the tile: its share, or (ping-pong) the whole tile.
     const int mb0 = GEMM_PINGPONG ? 0 : c * GEMM_MI;

@@ -358,7 +358,7 @@ extern "C" __global__ void TMA_PLAN_ATTN_LAUNCH_BOUNDS attn(const __grid_constan
     return;
   }
   R::consumer_setmaxnreg();
-  const int c = (int)R::consumer_index();
+  const int c = (int)R::consumer_index_sync();
   const unsigned tw = threadIdx.x % 128u;
 #endif
   QP::state qs;
