@@ -180,14 +180,7 @@ fn run() -> Res<bool> {
         let loaded = Loaded::new(&gpu, &b)?;
         for &s in seqs {
             let d = c.d as usize;
-            let shape = Shape {
-                b: 16384 / s,
-                h: 2048 / d,
-                hkv: 2048 / d,
-                sq: s,
-                sk: s,
-                d,
-            };
+            let shape = family_shape(s, d);
             let p = Problem::new(&gpu, shape, c.input, &mut rng)?;
             let mut out = Outputs::new(&gpu, &shape)?;
             out.poison(&gpu.stream)?;
@@ -270,6 +263,19 @@ fn run() -> Res<bool> {
     Ok(ok)
 }
 
+/// The FlashAttention-3 paper's family at sequence length `s` and head dim `d`: B S = 16k
+/// tokens, H D = 2048 (`run` checks 1 <= s <= 16384).
+fn family_shape(s: usize, d: usize) -> Shape {
+    Shape {
+        b: 16384 / s,
+        h: 2048 / d,
+        hkv: 2048 / d,
+        sq: s,
+        sk: s,
+        d,
+    }
+}
+
 /// `ATTN_TIMELINE=NAME`: where NAME's warps wait. NAME compiled with the per-role timeline
 /// (`CompileOptions::timeline`), launched at sequence length `s` (the family's shape) after
 /// the warm-up, once more into a cleared buffer; prints the trace's sums and what a unit
@@ -281,15 +287,7 @@ fn timeline(gpu: &Gpu, compiler: &Compiler, c: Config, s: usize, rng: &mut Rng) 
     let plan = Plan::new(c)?;
     let compiled = compiler.compile_source(&plan.source()?, &kernel::options().timeline(true))?;
     let loaded = Loaded::from_compiled(gpu, &plan, compiled)?;
-    let d = c.d as usize;
-    let shape = Shape {
-        b: 16384 / s,
-        h: 2048 / d,
-        hkv: 2048 / d,
-        sq: s,
-        sk: s,
-        d,
-    };
+    let shape = family_shape(s, c.d as usize);
     let p = Problem::new(gpu, shape, c.input, rng)?;
     let out = Outputs::new(gpu, &shape)?;
     let launch = Launch::new(gpu, &loaded, &p, &out)?;

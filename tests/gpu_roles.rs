@@ -92,7 +92,8 @@ roles_store(const __grid_constant__ CUtensorMap in, const __grid_constant__ CUte
     }
     __syncwarp();
   } else {
-    const unsigned c = R::consumer_index();  // this warp's 8 rows of each stage
+    // This warp's 8 rows of each stage (consumer_index_sync: a wrong index moves the rows).
+    const unsigned c = R::consumer_index_sync();
     const unsigned lane = R::thread_in_consumer();
     for (int t = blockIdx.x; t < total; t += gridDim.x, ++s) {
       pipe.wait(s);

@@ -17,8 +17,9 @@
 //
 // ATTN_CLUSTER (Config::cluster): 2-CTA clusters; the pipelines k and v multicast each tile
 // over the pair (each CTA loads its half: the generated load and release do it), and the walk
-// gives a cluster's CTAs units 2p and 2p + 1, one head's adjacent query blocks (attn_unit
-// rounds a head's query blocks up to even), so both walk the same key blocks in step.
+// gives a cluster's CTAs units 2p and 2p + 1, one head's adjacent query blocks (the host rounds
+// a head's query blocks up to even: Config::query_blocks), so both walk the same key blocks in
+// step.
 
 typedef tma_plan_attn P;
 typedef tma_pipe_q QP;
@@ -63,11 +64,9 @@ typedef tma_roles_attn R;
 // heaviest (last) query block of each head comes first.
 struct attn_unit {
   int m0, bh, bh_kv, nblocks;
-  __device__ __forceinline__ attn_unit(int u, int H, int Hkv, int Sq, int Sk) {
-    // ATTN_CLUSTER: an even count, so the two CTAs of a cluster (units 2p, 2p + 1) share a head
-    // (Config::query_blocks, the host's count).
-    const int n = (Sq + ATTN_BM - 1) / ATTN_BM;
-    const int nmb = ATTN_CLUSTER ? n + n % 2 : n;
+  // nmb: a head's query blocks, the host's count (Config::query_blocks: with ATTN_CLUSTER a
+  // multiple of the cluster's CTAs, so the CTAs of a cluster, units 2p and 2p + 1, share a head).
+  __device__ __forceinline__ attn_unit(int u, int H, int Hkv, int nmb, int Sk) {
     const int mb = ATTN_CAUSAL ? nmb - 1 - u % nmb : u % nmb;
     m0 = mb * ATTN_BM;
     bh = u / nmb;
@@ -263,10 +262,10 @@ extern "C" __global__ void __launch_bounds__(128) attn_merge(void* out, float* _
                                                              const float* __restrict__ part,
                                                              const int* __restrict__ pieces, int H, int Hkv,
                                                              int Sq, int Sk, float scale_log2, int units,
-                                                             int split) {
+                                                             int qblocks, int split) {
   const int t = (int)blockIdx.x / ATTN_NC, c = (int)blockIdx.x % ATTN_NC;
   const unsigned tw = threadIdx.x;
-  const attn_unit u(units - split + t, H, Hkv, Sq, Sk);
+  const attn_unit u(units - split + t, H, Hkv, qblocks, Sk);
   const int* list = pieces + t * (ATTN_MAX_PIECES + 1);
   const int n_pieces = __ldg(list);
   // A unit the plan left whole (one CTA's range held all of it): attn wrote it.
@@ -306,7 +305,8 @@ extern "C" __global__ void TMA_PLAN_ATTN_LAUNCH_BOUNDS attn(const __grid_constan
                                                           const __grid_constant__ CUtensorMap mapV,
                                                           const __grid_constant__ CUtensorMap mapO, void* out,
                                                           float* __restrict__ lse, int H, int Hkv, int Sq, int Sk,
-                                                          float scale_log2, int units, float* __restrict__ part,
+                                                          float scale_log2, int units, int qblocks,
+                                                          float* __restrict__ part,
                                                           const int4* __restrict__ items,
                                                           const int* __restrict__ nitems, int items_stride) {
   extern __shared__ __align__(16) unsigned char attn_raw[];
@@ -345,7 +345,7 @@ extern "C" __global__ void TMA_PLAN_ATTN_LAUNCH_BOUNDS attn(const __grid_constan
       for (int ui = (int)blockIdx.x; ui < units; ui += (int)gridDim.x) {
         const attn_item it{ui, 0, -1, -1};
 #endif
-        const attn_unit u(it.unit, H, Hkv, Sq, Sk);
+        const attn_unit u(it.unit, H, Hkv, qblocks, Sk);
         prod.q(qp, &mapQ, u);
         const int je = it.je < 0 ? u.nblocks : it.je;
         for (int j = it.jb; j < je; ++j) {
@@ -396,7 +396,7 @@ extern "C" __global__ void TMA_PLAN_ATTN_LAUNCH_BOUNDS attn(const __grid_constan
     const attn_item it{ui, 0, -1, -1};
     const bool last_item = ui + (int)gridDim.x >= units;
 #endif
-    const attn_unit u(it.unit, H, Hkv, Sq, Sk);
+    const attn_unit u(it.unit, H, Hkv, qblocks, Sk);
     // This item's key blocks [jb, nb) (nb: the item's end, not always the unit's).
     const int jb = it.jb;
     const int nb = it.je < 0 ? u.nblocks : it.je;

@@ -197,9 +197,10 @@ impl Loaded {
         };
         // The plan's launch (block, cluster, dynamic shared memory: the runtime opts the kernel
         // in) at the most blocks (clusters) the driver gives it at once.
-        let resident = if plan.config.cluster {
-            let cfg = kernel.plan_config(&gpu.stream, (2 * gpu.sms, 1, 1))?;
-            2 * kernel.max_active_clusters(&cfg)?
+        let ctas = plan.config.cluster_ctas();
+        let resident = if ctas > 1 {
+            let cfg = kernel.plan_config(&gpu.stream, (ctas * gpu.sms, 1, 1))?;
+            ctas * kernel.max_active_clusters(&cfg)?
         } else {
             let cfg = kernel.plan_config(&gpu.stream, (1, 1, 1))?;
             kernel.max_active_blocks_per_sm(&cfg)? * gpu.sms
@@ -227,6 +228,8 @@ pub struct Launch {
     dims: [i32; 4],
     scale_log2: f32,
     units: i32,
+    /// A head's query blocks (`Config::query_blocks`): attn.cu's units of one head.
+    qblocks: i32,
     /// `Config::split_tail`'s buffers (None: not split_tail).
     work: Option<Work>,
     /// The work's part, items, nitems and pieces (0: not split_tail).
@@ -260,9 +263,9 @@ impl Launch {
         let mo = TensorMap::new_raw_bits(&plan.o.bind(&[bh, s.sq as u64, d], None)?, &out.o)?;
         // Work units: each head's query blocks (an even count on 2-CTA clusters, so a grid of
         // pairs: `resident` is even too).
-        let units = c.query_blocks(s.sq) * s.b * s.h;
+        let qblocks = c.query_blocks(s.sq);
         let i = |v: usize| i32::try_from(v).map_err(|_| format!("{v} does not fit an int"));
-        let units = i(units)?;
+        let units = i(qblocks * s.b * s.h)?;
         let grid = if c.persistent {
             (units as u32).min(loaded.resident)
         } else {
@@ -322,6 +325,7 @@ impl Launch {
             dims: [i(s.h)?, i(s.hkv)?, i(s.sq)?, i(s.sk)?],
             scale_log2: (std::f64::consts::LOG2_E / (s.d as f64).sqrt()) as f32,
             units,
+            qblocks: i(qblocks)?,
             stride,
             split: if work.is_some() { i(split)? } else { 0 },
             work,
@@ -356,10 +360,10 @@ impl Launch {
         for d in &self.dims {
             l.arg(d);
         }
-        l.arg(&self.scale_log2).arg(&self.units);
+        l.arg(&self.scale_log2).arg(&self.units).arg(&self.qblocks);
         let [part, items, nitems, pieces] = &self.ptrs;
         l.arg(part).arg(items).arg(nitems).arg(&self.stride);
-        // SAFETY: (CUtensorMap x 4, void*, float*, int x 4, float, int, float*, int4*, int*, int)
+        // SAFETY: (CUtensorMap x 4, void*, float*, int x 4, float, int, int, float*, int4*, int*, int)
         // as attn.cu declares; the maps cover the problem's and the outputs'
         // buffers, which outlive the launch (the caller holds them); O and LSE hold B H Sq (x D)
         // elements of their types; a split_tail kernel's buffers are the plan's and the sizes
@@ -379,8 +383,11 @@ impl Launch {
             for d in &self.dims {
                 m.arg(d);
             }
-            m.arg(&self.scale_log2).arg(&self.units).arg(&self.split);
-            // SAFETY: (void*, float*, const float*, const int*, int x 4, float, int, int) as
+            m.arg(&self.scale_log2)
+                .arg(&self.units)
+                .arg(&self.qblocks)
+                .arg(&self.split);
+            // SAFETY: (void*, float*, const float*, const int*, int x 4, float, int, int, int) as
             // attn.cu's attn_merge declares; part holds every piece's partial that attn just
             // wrote (same stream), pieces the plan's lists; O and LSE as above.
             unsafe { m.launch() }?;

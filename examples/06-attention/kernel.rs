@@ -384,15 +384,20 @@ impl Config {
         WG_ROWS * self.consumers()
     }
 
-    /// Work units of one head at `sq` query rows: its query blocks, an even count with
-    /// `cluster` (both CTAs of a pair on one head; attn.cu's attn_unit counts the same).
-    pub fn query_blocks(&self, sq: usize) -> usize {
-        let n = sq.div_ceil(self.bm() as usize);
+    /// CTAs of a cluster: 2 with `cluster`, else 1.
+    pub fn cluster_ctas(&self) -> u32 {
         if self.cluster {
-            n + n % 2
+            2
         } else {
-            n
+            1
         }
+    }
+
+    /// Work units of one head at `sq` query rows: its query blocks, a multiple of the cluster's
+    /// CTAs (the CTAs of a cluster on one head). The kernel takes it as an argument.
+    pub fn query_blocks(&self, sq: usize) -> usize {
+        let ctas = self.cluster_ctas() as usize;
+        sq.div_ceil(self.bm() as usize).div_ceil(ctas) * ctas
     }
 
     /// `ov_d128_n128_s2_p_bf16_causal` (`_p`: persistent, `_st`: the last units split by key
@@ -565,7 +570,7 @@ impl Plan {
         };
         // `cluster`: K and V multicast along the pair's two CTAs, Q each CTA's own; every
         // pipeline declares the launch's cluster.
-        let ctas = if c.cluster { 2 } else { 1 };
+        let ctas = c.cluster_ctas();
         let pipe = |name: &str, stages: u32, tile: &ValidSpec, shared: bool| {
             let p = PipelineSpec::new(name, stages, consumers);
             let p = if shared && c.cluster {
