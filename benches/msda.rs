@@ -25,8 +25,8 @@
 //! reference first, then timed as the whole operator (grad_value zeroed, the kernel, the f32 ->
 //! 16-bit cast where there is one), 50 launches, rows beside the forward's; ratios to
 //! `msda_bwd_atomic` of the same type and distribution. `MSDA_TABLE=bwd`: only the backward
-//! and the forward's msda_vec; `MSDA_BWD_FILTER=<text>`: only the backward configs whose label
-//! contains it (to profile one with `ncu -k regex:'^msda_bwd$' -c 1`).
+//! and the forward's msda_vec; `MSDA_BWD_FILTER=<text>[|<text>]`: only the backward configs whose
+//! label contains one of them (to profile one with `ncu -k regex:'^msda_bwd$' -c 1`).
 //!
 //! Without a GPU: compiles every kernel, prints SKIP and exits 0.
 //! Run: `eval "$(scripts/cuda-tools.sh)"; cargo bench --bench msda`

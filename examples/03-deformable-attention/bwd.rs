@@ -68,7 +68,32 @@ pub enum BwdDesign {
         packed: bool,
         agg: bool,
     },
+    /// No atomics and no sort: msda_bwd writes grad_loc and grad_attn only; msda_bwd_planes,
+    /// a block of `threads` a tile of one (batch, head, level) (a box of whole rows, at most
+    /// what `smem_kb` KB of shared memory leaves for f32 sums: [`plane_box`]), reads the level's points, keeps those with a
+    /// corner in its tile, and adds each one's weight * grad_out into the plane, a warp the
+    /// owner of each pixel (or, when a round's corners crowd into a few pixels, a private
+    /// copy a warp summed in warp order); one TMA store writes the plane in the storage type.
+    /// Every sum is in a fixed order: the same bits on every run.
+    Planes { threads: u32, smem_kb: u32 },
 }
+
+/// msda_bwd_planes' box of level `l`: rows of at most 256 columns (a box dimension's limit),
+/// as many rows (at most 256) as fit `plane_bytes` of f32 sums.
+pub fn plane_box(m: &Msda, l: usize, plane_bytes: u64) -> (u32, u32) {
+    let (h, w) = m.levels[l];
+    let row = m.channels as u64 * 4;
+    let tw = (w as u64).min(256).min(plane_bytes / row).max(1);
+    let th = (h as u64).min(256).min(plane_bytes / (tw * row)).max(1);
+    (th as u32, tw as u32)
+}
+
+/// Queries a point-pass block of the plane design (no records: the forward's 64).
+const PLANES_QPB: u32 = 64;
+/// Pixels of a warp's private copy in msda_bwd_planes (clustered rounds).
+const PRIVATE_PIXELS: u64 = 16;
+/// Points a thread of msda_bwd_planes reads a round (msda_bwd.cu's MSDA_ROUND).
+const PLANES_ROUND: u64 = 2;
 
 /// msda_bwd_tiles' block: a thread per pixel and 32 channels; 512 with 64-bit sums (32 of
 /// them take 64 registers). 1024 f32 threads spill a little but ran 1.12x faster than 512
@@ -267,6 +292,17 @@ impl BwdConfig {
             ..BwdConfig::TMA
         }
     }
+    /// The plane design: msda_bwd_planes at `threads` a block and `smem_kb` KB of shared memory.
+    pub fn planes(threads: u32, smem_kb: u32) -> BwdConfig {
+        BwdConfig {
+            design: BwdDesign::Planes { threads, smem_kb },
+            ..BwdConfig::TMA
+        }
+    }
+    /// The point pass at `minb` blocks an SM (at 32 channels; its registers capped to fit).
+    pub fn with_minb(self, minb: u32) -> BwdConfig {
+        BwdConfig { minb, ..self }
+    }
     /// The tile design with level-shaped tiles and one-step filing, msda_bwd_tiles at
     /// `block` threads (other designs unchanged).
     pub fn one_step(self, block: u32) -> BwdConfig {
@@ -308,8 +344,16 @@ impl BwdConfig {
             BwdDesign::Tiles {
                 deterministic: true,
                 ..
-            }
+            } | BwdDesign::Planes { .. }
         )
+    }
+    /// grad_value is written in the storage type (no f32 buffer).
+    pub fn writes_storage_type(&self) -> bool {
+        self.grad16()
+            || matches!(
+                self.design,
+                BwdDesign::Tiles { .. } | BwdDesign::Planes { .. }
+            )
     }
     pub fn grad16(&self) -> bool {
         matches!(self.design, BwdDesign::Tma { grad16: true, .. })
@@ -317,7 +361,9 @@ impl BwdConfig {
     pub fn kernel_name(&self) -> &'static str {
         match self.design {
             BwdDesign::Atomic => "msda_bwd_atomic",
-            BwdDesign::Tma { .. } | BwdDesign::Tiles { .. } => "msda_bwd",
+            BwdDesign::Tma { .. } | BwdDesign::Tiles { .. } | BwdDesign::Planes { .. } => {
+                "msda_bwd"
+            }
         }
     }
     pub fn label(&self) -> String {
@@ -363,6 +409,9 @@ impl BwdConfig {
                     format!(" b{}", self.minb)
                 }
             ),
+            BwdDesign::Planes { threads, smem_kb } => {
+                format!(" planes t{threads} {smem_kb}K u{}", self.unroll)
+            }
         };
         format!(
             "{}{knobs}{}",
@@ -428,12 +477,17 @@ pub fn bwd_configs(ty: Ty) -> Vec<BwdConfig> {
             .one_step(512)
             .conflict_free(true, true),
     ];
+    // The plane design (no atomics, no sort; NOTES.md, run 6): 512 threads and two blocks an
+    // SM, or 1024 and one with twice the plane (fewer tiles to read the points for).
+    v.push(BwdConfig::planes(512, 108));
+    v.push(BwdConfig::planes(512, 108).with_softmax());
+    v.push(BwdConfig::planes(1024, 216));
     if ty != Ty::F32 {
         v.push(BwdConfig::tma(128, 60 * 1024, true));
     }
-    // MSDA_BWD_FILTER=<text>: only the configs whose label contains it (for ncu).
+    // MSDA_BWD_FILTER=<text>[|<text>...]: only the configs whose label contains one of them.
     if let Ok(f) = std::env::var("MSDA_BWD_FILTER") {
-        v.retain(|c| c.label().contains(&f));
+        v.retain(|c| f.split('|').any(|w| c.label().contains(w)));
     }
     v
 }
@@ -452,6 +506,8 @@ pub struct BuiltBwd {
     pub cast: Option<ValidKernelPlan>,
     /// msda_bwd_tiles' plan and grid (the tile design).
     pub tiles: Option<(ValidKernelPlan, u32)>,
+    /// msda_bwd_planes' plan and grid (the plane design; `staged` holds its output tiles).
+    pub planes: Option<(ValidKernelPlan, u32)>,
     pub grid: u32,
 }
 
@@ -474,8 +530,7 @@ pub fn build_bwd(
     if grad16 && ty == Ty::F32 {
         return Err(format!("{}: grad16 needs 16-bit storage", config.label()).into());
     }
-    let tiles = matches!(config.design, BwdDesign::Tiles { .. });
-    let cast = ty != Ty::F32 && !grad16 && !tiles;
+    let cast = ty != Ty::F32 && !config.writes_storage_type();
     let mut options = CompileOptions::new(Arch::Sm90a)
         .debug_waits(debug)
         .line_info(true)
@@ -492,6 +547,8 @@ pub fn build_bwd(
     let mut staged = Vec::new();
     let mut prelude = String::new();
     let mut tile_shape = None;
+    let mut planes = None;
+    let mut out_tiles = Vec::new();
     let (grid, plan, qpb) = match config.design {
         BwdDesign::Atomic => {
             options = options.define("MSDA_BWD", "0").define("MSDA_STAGED", "0");
@@ -597,6 +654,23 @@ pub fn build_bwd(
                 qpb,
             )
         }
+        BwdDesign::Planes { threads, smem_kb } => {
+            let (plan, grid, tiles, text) = planes_plan(m, ty, &config, threads, smem_kb)?;
+            planes = Some((plan, grid));
+            out_tiles = tiles;
+            prelude = text;
+            options = options
+                .define("MSDA_BWD", "3")
+                .define("MSDA_STAGED", "0")
+                .define("MSDA_PACKED", "1")
+                .define("MSDA_ROUND", PLANES_ROUND.to_string());
+            let qpb = PLANES_QPB.min(1024 / tpq).max(1);
+            (
+                nb * nh * m.queries.div_ceil(qpb as usize) as u32,
+                KernelPlan::new("msda_bwd").block_threads(qpb * tpq),
+                qpb,
+            )
+        }
     };
     // `minb` is the point pass's blocks an SM at 32 channels (the seed's); a block of more
     // channels keeps its threads an SM, and so its registers a thread, in fewer blocks.
@@ -635,6 +709,13 @@ pub fn build_bwd(
     if let Some((p, _)) = &tiles {
         source = source.plan(p);
     }
+    if let Some((p, _)) = &planes {
+        source = source.plan(p);
+        for (l, spec) in &out_tiles {
+            source = source.tile_as(spec, &format!("MsdaPlaneOut{l}"));
+        }
+        staged = out_tiles;
+    }
     let source = source
         .body(&prelude)
         .body_at(
@@ -658,8 +739,95 @@ pub fn build_bwd(
         plan,
         cast,
         tiles,
+        planes,
         grid,
     })
+}
+
+/// msda_bwd_planes for one problem: its plan (the plane, the private copies or the 16-bit
+/// plane, a round's hit records), its grid, each level's output tile (a box of
+/// [`plane_box`]) and the source's prelude (msda_plane_out<l>, the maps' parameters).
+#[allow(clippy::type_complexity)]
+pub fn planes_plan(
+    m: &Msda,
+    ty: Ty,
+    config: &BwdConfig,
+    threads: u32,
+    smem_kb: u32,
+) -> Res<(ValidKernelPlan, u32, Vec<(usize, ValidSpec)>, String)> {
+    let label = config.label();
+    if threads % 32 != 0 || !(32..=1024).contains(&threads) {
+        return Err(format!(
+            "{label}: msda_bwd_planes' block is {threads} threads: whole warps, at most 1024"
+        )
+        .into());
+    }
+    if m.channels % 32 != 0 {
+        return Err(format!(
+            "{label}: D = {} channels: msda_bwd_planes needs a multiple of 32 (8 lanes a corner's row, whole float4s each)",
+            m.channels
+        )
+        .into());
+    }
+    if let Some((h, w)) = m.levels.iter().find(|&&(h, w)| h.max(w) >= (1 << 14) - 1) {
+        return Err(format!(
+            "{label}: level of {h} x {w} pixels: a hit keeps its corner in 14 bits a coordinate (below 16383)"
+        )
+        .into());
+    }
+    if m.batch * m.queries * m.heads >= 1 << 31 {
+        return Err(format!(
+            "{label}: N Q M = {} (query, head) rows: a hit keeps its row in 31 bits",
+            m.batch * m.queries * m.heads
+        )
+        .into());
+    }
+    let row = m.channels as u64 * 4;
+    // The warps' private copies and a round's records first; the plane takes the rest.
+    let privs = (threads / 32) as u64 * PRIVATE_PIXELS * row;
+    let records = threads as u64 * PLANES_ROUND;
+    let budget = (smem_kb as u64 * 1024).saturating_sub(privs + records * 16);
+    let mut tiles = Vec::new();
+    let (mut plane, mut grid) = (0u64, 0u64);
+    let mut text = String::from(
+        "\n// msda_bwd_planes' output tile a level (rendered by bwd.rs)\ntemplate <int L> struct msda_plane_out;\n",
+    );
+    for l in 0..m.levels.len() {
+        let (th, tw) = plane_box(m, l, budget);
+        let bytes = th as u64 * tw as u64 * row;
+        if bytes > budget {
+            return Err(format!(
+                "{label}: a pixel's {row} bytes of f32 sums do not fit the {budget} bytes {smem_kb} KB leave beside {privs} of private copies and {} of records",
+                records * 16
+            )
+            .into());
+        }
+        plane = plane.max(bytes);
+        let (h, w) = m.levels[l];
+        grid += (m.batch * m.heads * h.div_ceil(th as usize) * w.div_ceil(tw as usize)) as u64;
+        tiles.push((l, fast::level_box_tile(m, ty, "msda_pout", l, (th, tw))?));
+        text += &format!(
+            "template <> struct msda_plane_out<{l}> {{ typedef MsdaPlaneOut{l} type; }};\n"
+        );
+    }
+    let params: Vec<String> = (0..m.levels.len())
+        .map(|l| format!("const __grid_constant__ CUtensorMap p{l}_map"))
+        .collect();
+    let ptrs: Vec<String> = (0..m.levels.len()).map(|l| format!("&p{l}_map")).collect();
+    text += &format!("#define MSDA_PLANE_MAP_PARAMS {}\n", params.join(", "));
+    text += &format!("#define MSDA_PLANE_MAP_PTRS {}\n", ptrs.join(", "));
+    // (16-bit storage writes its plane over the f32 plane's first half)
+    let smem = plane + privs + records * 16 + 3 * 1024;
+    let blocks_per_sm = ((1024 / threads) as u64).min(227 * 1024 / smem).max(1) as u32;
+    let plan = KernelPlan::new("msda_bwd_planes")
+        .block_threads(threads)
+        .blocks_per_sm(blocks_per_sm)
+        .scratch("plane", plane, 1024)
+        .scratch("priv", privs, 16)
+        .scratch("hrec", records * 16, 16)
+        .validate()
+        .map_err(|e| format!("msda_bwd_planes: {e}"))?;
+    Ok((plan, grid as u32, tiles, text))
 }
 
 /// msda_slot<l> for each level (its accumulation tile a<k> and, with grad16, its 16-bit copy
@@ -699,6 +867,15 @@ pub struct BwdDevice {
     pub gattn: CudaSlice<f32>,
     /// The tile design's buffers, made at its first launch.
     pub scratch: Option<TilesScratch>,
+    /// The plane design's point keys and corner weights, made at its first launch.
+    pub points: Option<PlanesScratch>,
+}
+
+/// The plane design's buffers: a key a point (its corner (h0 + 1, w0 + 1) in 14 bits each, or
+/// -1 outside its level) and its 4 corners' weights, (batch, head, level) by (batch, head, level).
+pub struct PlanesScratch {
+    pub keys: CudaSlice<i32>,
+    pub weights: CudaSlice<f32>,
 }
 
 /// The tile design's buffers: the filed entries (query << 10 | pixel, weight bits), each
@@ -717,6 +894,8 @@ pub struct LoadedBwd {
     pub cast: Option<Kernel>,
     /// msda_bwd_tiles (the tile design).
     pub tiles: Option<Kernel>,
+    /// msda_bwd_planes (the plane design).
+    pub planes: Option<Kernel>,
     pub maps: Vec<TensorMap>,
 }
 
@@ -754,6 +933,7 @@ impl BwdDevice {
             gloc: stream.alloc_zeros::<f32>(2 * m.attn_len())?,
             gattn: stream.alloc_zeros::<f32>(m.attn_len())?,
             scratch: None,
+            points: None,
         })
     }
 
@@ -776,13 +956,17 @@ impl BwdDevice {
             Some(_) => Some(module.kernel("msda_bwd_tiles")?),
             None => None,
         };
+        let planes = match built.planes {
+            Some(_) => Some(module.kernel("msda_bwd_planes")?),
+            None => None,
+        };
         let starts = fwd.m.level_start();
         let row = fwd.m.heads * fwd.m.channels;
         let mut maps = Vec::new();
         for (l, valid) in &built.staged {
             let bound = valid.bound().ok_or("a level tile has static dims")?;
             let off = starts[*l] * row;
-            maps.push(match (&self.gv16, built.config.grad16()) {
+            maps.push(match (&self.gv16, built.config.writes_storage_type()) {
                 (Some(g), true) => TensorMap::new_raw_bits(&bound, &g.slice(off..))?,
                 _ => TensorMap::new(&bound, &self.gv32.slice(off..))?,
             });
@@ -792,6 +976,7 @@ impl BwdDevice {
             kernel,
             cast,
             tiles,
+            planes,
             maps,
         })
     }
@@ -813,6 +998,9 @@ impl BwdDevice {
     pub fn launch(&mut self, fwd: &FastDevice, k: &LoadedBwd) -> Res<()> {
         if let (Some(tiles), Some((_, grid))) = (&k.tiles, &k.built.tiles) {
             return self.launch_tiles(fwd, k, tiles, *grid);
+        }
+        if let (Some(planes), Some((_, grid))) = (&k.planes, &k.built.planes) {
+            return self.launch_planes(fwd, k, planes, *grid);
         }
         let b = &k.built;
         let stream = &fwd.stream;
@@ -951,6 +1139,76 @@ impl BwdDevice {
             // queries, spatial): entries and desc as msda_bwd filed them for this problem,
             // grad_out N * Q * M * D and grad_value N * S * M * D elements of the storage type;
             // the grid is tiles_grid's (a block per tile of each level of each (batch, head)).
+            unsafe { l.launch() }?;
+        }
+        Ok(())
+    }
+
+    /// The plane design: the point pass (grad_loc, grad_attn, and the softmax's weights), then
+    /// msda_bwd_planes (grad_value, every row, through the maps).
+    fn launch_planes(
+        &mut self,
+        fwd: &FastDevice,
+        k: &LoadedBwd,
+        planes: &Kernel,
+        planes_grid: u32,
+    ) -> Res<()> {
+        let b = &k.built;
+        let stream = &fwd.stream;
+        let m = &fwd.m;
+        let (queries, spatial, batch) = (m.queries as i32, m.spatial() as i32, m.batch as i32);
+        if self.points.is_none() {
+            self.points = Some(PlanesScratch {
+                keys: stream.alloc_zeros::<i32>(m.attn_len())?,
+                weights: stream.alloc_zeros::<f32>(4 * m.attn_len())?,
+            });
+        }
+        let Some(pts) = self.points.as_mut() else {
+            return Err("no point keys".into());
+        };
+        let attn = if b.config.softmax {
+            &fwd.logits
+        } else {
+            &fwd.attn
+        };
+        {
+            let cfg = k.kernel.plan_config(stream, (b.grid, 1, 1))?;
+            let mut l = k.kernel.launch_builder(&cfg);
+            match (&fwd.value, &self.grad_out) {
+                (Buf::U16(v), Buf::U16(g)) => l.arg(v).arg(&fwd.loc).arg(attn).arg(g),
+                (Buf::F32(v), Buf::F32(g)) => l.arg(v).arg(&fwd.loc).arg(attn).arg(g),
+                _ => return Err("value and grad_out differ in type".into()),
+            };
+            l.arg(&mut pts.keys)
+                .arg(&mut pts.weights)
+                .arg(&mut self.gloc)
+                .arg(&mut self.gattn)
+                .arg(ByValue(&fwd.shapes))
+                .arg(&queries)
+                .arg(&spatial);
+            // SAFETY: msda_bwd (planes)(value, loc, attn, grad_out, pkey, pw, grad_loc, grad_attn,
+            // MsdaShapes, queries, spatial): pkey holds N Q M L P i32, pw 4 N Q M L P f32 (float4
+            // a point, 16-byte aligned: a fresh allocation); the rest as in the other designs; the
+            // grid is build_bwd's.
+            unsafe { l.launch() }?;
+        }
+        {
+            let cfg = planes.plan_config(stream, (planes_grid, 1, 1))?;
+            let mut l = planes.launch_builder(&cfg);
+            l.arg(&pts.keys).arg(&pts.weights);
+            match &self.grad_out {
+                Buf::U16(g) => l.arg(g),
+                Buf::F32(g) => l.arg(g),
+            };
+            l.arg(ByValue(&fwd.shapes)).arg(&batch).arg(&queries);
+            for map in &k.maps {
+                l.arg(map);
+            }
+            // SAFETY: msda_bwd_planes(pkey, pw, grad_out, MsdaShapes, batch, queries, maps):
+            // pkey and pw as the point pass wrote them for this problem, grad_out N Q M D of the
+            // storage type; a map a level over grad_value's level
+            // rows in the storage type (self.gv16, or gv32 for f32), both in self; the grid is
+            // planes_plan's.
             unsafe { l.launch() }?;
         }
         Ok(())

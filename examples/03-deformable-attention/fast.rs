@@ -231,12 +231,24 @@ pub fn level_tile(m: &Msda, ty: Ty, l: usize) -> Res<ValidSpec> {
 /// the same view of an f32 buffer).
 pub fn level_tile_named(m: &Msda, ty: Ty, prefix: &str, l: usize) -> Res<ValidSpec> {
     let (h, w) = m.levels[l];
+    level_box_tile(m, ty, prefix, l, (h as u32, w as u32))
+}
+
+/// The same view of level `l` with a box of `rows` x `cols` pixels (one (batch, head)).
+pub fn level_box_tile(
+    m: &Msda,
+    ty: Ty,
+    prefix: &str,
+    l: usize,
+    (rows, cols): (u32, u32),
+) -> Res<ValidSpec> {
+    let (h, w) = m.levels[l];
     let (s, heads, d) = (m.spatial() as u64, m.heads as u64, m.channels as u64);
     let spec = TileSpec::new(
         format!("{prefix}{l}"),
         ty.dtype(),
         [m.batch as u64, h as u64, w as u64, heads, d],
-        [1, h as u32, w as u32, 1, d as u32],
+        [1, rows, cols, 1, d as u32],
     )
     .dim_names(["N", "H", "W", "M", "C"])
     .strides([s * heads * d, w as u64 * heads * d, heads * d, d, 1])

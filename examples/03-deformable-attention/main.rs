@@ -200,6 +200,21 @@ fn main() -> Res<()> {
                         ),
                         None => String::new(),
                     };
+                    if let Some((plan, grid)) = &b.planes {
+                        println!(
+                            "{} {}: point pass grid {} x {} threads, {}; msda_bwd_planes grid {grid} x {} threads, {} B of dynamic shared memory, {}, {} TMA stores in the PTX (a box a level)",
+                            config.label(),
+                            ty.name(),
+                            b.grid,
+                            b.plan.launch().block[0],
+                            res(config.kernel_name()),
+                            plan.launch().block[0],
+                            plan.launch().dynamic_smem_bytes,
+                            res("msda_bwd_planes"),
+                            b.compiled.ptx.matches("cp.async.bulk.tensor.5d.global.shared").count()
+                        );
+                        continue;
+                    }
                     println!(
                         "{} {}: grid {} x {} threads, {} B of dynamic shared memory, staged levels {staged:?} ({} bulk reduce-adds in the PTX){tiles}",
                         config.label(),
@@ -852,6 +867,91 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    /// The plane design's stores on the CPU model of TMA: every block's plane (a box of its
+    /// level's view at (n, ty0, tx0, head, 0), clipped at the level's end), stored for every
+    /// tile of every level, (batch, head) and storage type, writes each element of grad_value
+    /// exactly once, from the right place of the right plane; and the grid counts the tiles.
+    /// Small planes (a budget of 8 KB: 1 x 16-pixel boxes here) so that levels take several
+    /// boxes a row and the last one is clipped.
+    #[test]
+    fn plane_boxes_store_each_gradient_element_once() -> Result<(), Box<dyn std::error::Error>> {
+        use super::bwd::{self, BwdConfig};
+        use super::dist::Ty;
+        let m = Msda {
+            batch: 2,
+            queries: 1,
+            heads: 3,
+            channels: 32,
+            points: 1,
+            levels: vec![(3, 37), (5, 6), (1, 2)],
+        };
+        let (s, starts, row) = (m.spatial(), m.level_start(), m.heads * m.channels);
+        for ty in [Ty::F32, Ty::F16] {
+            let config = BwdConfig::planes(64, 8);
+            let (_, grid, tiles, _) = bwd::planes_plan(&m, ty, &config, 64, 8)?;
+            let boxes: Vec<(usize, usize)> = tiles
+                .iter()
+                .map(|(_, t)| (t.spec().boxed[1] as usize, t.spec().boxed[2] as usize))
+                .collect();
+            assert_eq!(boxes[0], (1, 16), "{ty:?}: level 0's box");
+            // Each element: which (level, n, head, tile, pixel of the box) wrote it.
+            let mut writer = vec![None; m.value_len()];
+            let mut blocks = 0;
+            for (l, (_, tile)) in tiles.iter().enumerate() {
+                let (h, w) = m.levels[l];
+                let (th, tw) = boxes[l];
+                let bound = tile.bound().ok_or("static")?;
+                for n in 0..m.batch {
+                    for head in 0..m.heads {
+                        for (ty0, tx0) in (0..h.div_ceil(th))
+                            .flat_map(|r| (0..w.div_ceil(tw)).map(move |c| (r * th, c * tw)))
+                        {
+                            blocks += 1;
+                            // The plane: element (pixel p of the box, channel c) holds p * D + c
+                            // (exact in f16 below 2048: the boxes here are 16 x 32).
+                            let src: Vec<u8> = (0..th * tw * m.channels)
+                                .flat_map(|e| to_bytes(ty, e as f32))
+                                .collect();
+                            let mut global = vec![0xffu8; m.value_len() * ty.bytes()];
+                            let off = starts[l] * row * ty.bytes();
+                            let coords = [n as i64, ty0 as i64, tx0 as i64, head as i64, 0];
+                            tma::model::store(&bound, &src, &coords, &mut global[off..])?;
+                            for i in 0..m.value_len() {
+                                if global[i * ty.bytes()..(i + 1) * ty.bytes()]
+                                    .iter()
+                                    .all(|&b| b == 0xff)
+                                {
+                                    continue;
+                                }
+                                let (nn, rest) = (i / (s * row), i % (s * row));
+                                let (r, hd, c) =
+                                    (rest / row, (rest % row) / m.channels, i % m.channels);
+                                let (y, x) = ((r - starts[l]) / w, (r - starts[l]) % w);
+                                assert!(
+                                    nn == n && hd == head && (starts[l]..starts[l] + h * w).contains(&r),
+                                    "{ty:?} level {l} box ({ty0}, {tx0}) of (n {n}, head {head}) wrote element {i}"
+                                );
+                                let p = (y - ty0) * tw + (x - tx0);
+                                assert_eq!(
+                                    from_bytes(ty, &global[i * ty.bytes()..]),
+                                    (p * m.channels + c) as f32
+                                );
+                                assert!(writer[i].is_none(), "{ty:?}: element {i} written twice");
+                                writer[i] = Some((l, n, head, ty0, tx0));
+                            }
+                        }
+                    }
+                }
+            }
+            assert_eq!(blocks, grid as usize, "{ty:?}: the grid is a block a tile");
+            assert!(
+                writer.iter().all(Option::is_some),
+                "{ty:?}: every element written"
+            );
+        }
+        Ok(())
     }
 
     fn to_bytes(ty: super::dist::Ty, x: f32) -> Vec<u8> {

@@ -31,9 +31,28 @@
 //                   storage type: no f32 buffer, no zeroing, no cast. MSDA_DETERMINISTIC: the sums
 //                   in 64-bit fixed point, scaled from a bound on any pixel's sum (exact: every
 //                   order gives the same bits).
+//   planes          (MSDA_BWD 3) no atomics at all, and no sort. msda_bwd writes grad_loc and
+//                   grad_attn, and each point's key (its corner (h0 + 1, w0 + 1), or -1 outside
+//                   the level) and its 4 corners' weights, level by level (pkey, pw).
+//                   msda_bwd_planes, a block a tile of one (batch, head, level) (a box of the
+//                   level's [N][H][W][M][D] view of grad_value: its plane of f32 sums in shared
+//                   memory), reads the level's keys in rounds of MSDA_ROUND a thread, keeps the
+//                   points with a corner in its tile (a block scan: the hits in a fixed order),
+//                   and adds
+//                   each hit's weight * grad_out row into the plane, a lane a channel: warp w owns
+//                   the w-th span of the tile's pixels and alone adds into them (no atomics),
+//                   hits in point order; when a round's corners lie in a few pixels (clustered
+//                   points: one warp would own them all), each warp adds a share of the hits into
+//                   its own copy of those pixels and the copies are summed in warp order. The
+//                   plane is written once, in the storage type, by one TMA store. Every order is
+//                   fixed: the same bits on every run.
 
 #define MSDA_TILES (MSDA_BWD == 2)
-#if MSDA_GRAD16 || MSDA_TILES
+#define MSDA_PLANES (MSDA_BWD == 3)
+// The plane design's point key keeps its corner (h0 + 1, w0 + 1) in 14 bits each (bwd.rs refuses
+// larger levels), and msda_bwd_planes adds the corners' in-tile mask above them (bits 28-31).
+constexpr int MSDA_HIT_BITS = 14;
+#if MSDA_GRAD16 || MSDA_TILES || MSDA_PLANES
 typedef msda_t gv_t;
 #else
 typedef float gv_t;
@@ -231,6 +250,37 @@ __device__ __forceinline__ void msda_red(gv_t* row, int sub, const float (&v)[MS
 #endif
 }
 
+#if MSDA_TILES || MSDA_PLANES
+// Exclusive prefix of x over the block (blockDim.x a multiple of 32, at most 1024); *total
+// receives the block's sum. Every thread calls it.
+__device__ __forceinline__ int msda_block_scan(int x, int* total) {
+  __shared__ int warp_sums[32];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  int inc = x;
+#pragma unroll
+  for (int o = 1; o < 32; o *= 2) {
+    const int y = __shfl_up_sync(0xffffffffu, inc, o);
+    if (lane >= o) inc += y;
+  }
+  if (lane == 31) warp_sums[warp] = inc;
+  __syncthreads();
+  if (warp == 0) {
+    int w = lane < warps ? warp_sums[lane] : 0;
+#pragma unroll
+    for (int o = 1; o < 32; o *= 2) {
+      const int y = __shfl_up_sync(0xffffffffu, w, o);
+      if (lane >= o) w += y;
+    }
+    warp_sums[lane] = w;  // inclusive
+  }
+  __syncthreads();
+  const int before = (warp > 0 ? warp_sums[warp - 1] : 0) + inc - x;
+  *total = warp_sums[warps - 1];
+  __syncthreads();  // warp_sums is reused by the next call
+  return before;
+}
+#endif
+
 #if MSDA_TILES
 static_assert(!MSDA_STAGED, "the tile design stages nothing");
 #ifndef MSDA_DETERMINISTIC
@@ -341,6 +391,8 @@ msda_bwd(const msda_t* __restrict__ value, const float* __restrict__ loc, const 
          const msda_t* __restrict__ grad_out,
 #if MSDA_TILES
          uint2* __restrict__ entries, uint2* __restrict__ desc, unsigned* __restrict__ stats,
+#elif MSDA_PLANES
+         int* __restrict__ pkey, float4* __restrict__ pw,
 #else
          gv_t* __restrict__ grad_value,
 #endif
@@ -372,7 +424,7 @@ msda_bwd(const msda_t* __restrict__ value, const float* __restrict__ loc, const 
   float g[MSDA_VEC];
   msda_unpack(__ldg(reinterpret_cast<const uint4*>(grad_out + nqh * MSDA_D + sub * MSDA_VEC)), g);
   // grad_out in the global reductions' channel order (msda_red_channel).
-#if !MSDA_TILES
+#if MSDA_BWD == 1
   float gr[MSDA_VEC];
 #pragma unroll
   for (int j = 0; j < MSDA_VEC; ++j) gr[j] = msda_scalar(grad_out[nqh * MSDA_D + msda_red_channel(sub, j)]);
@@ -474,15 +526,15 @@ msda_bwd(const msda_t* __restrict__ value, const float* __restrict__ loc, const 
           for (int j = 0; j < MSDA_VEC; ++j) atomicAdd(plane + (j + rot) % MSDA_VEC, scale * gs[j]);
         } else
 #endif
-#if MSDA_TILES
-        (void)scale;  // filed above
-#else
+#if MSDA_BWD == 1
         {
           float s[MSDA_VEC];
 #pragma unroll
           for (int j = 0; j < MSDA_VEC; ++j) s[j] = scale * gr[j];
           msda_red(grad_value + (off - c), sub, s);
         }
+#else
+        (void)scale;  // filed above (tiles), or summed by msda_bwd_planes
 #endif
       }
 #if MSDA_TILES && MSDA_FILE_ONE_STEP
@@ -516,6 +568,16 @@ msda_bwd(const msda_t* __restrict__ value, const float* __restrict__ loc, const 
       if (live && sub == 0) {
         ga[i] = pt.a != 0.f ? d_a : 0.f;
         gl[i] = make_float2(gx, gy);
+      }
+#endif
+#if MSDA_PLANES
+      // msda_bwd_planes' inputs: the point's key and its corners' weights (0 outside the level),
+      // (batch, head, level) by (batch, head, level).
+      if (live && sub == p % MSDA_TPQ) {
+        const long long o = ((static_cast<long long>(nh) * MSDA_L + l) * queries + q) * MSDA_P + p;
+        pkey[o] = pt.h0 < -1 ? -1 : (pt.h0 + 1) << MSDA_HIT_BITS | (pt.w0 + 1);
+        pw[o] = make_float4(pt.in[0] ? pt.a * pt.wt(0) : 0.f, pt.in[1] ? pt.a * pt.wt(1) : 0.f,
+                            pt.in[2] ? pt.a * pt.wt(2) : 0.f, pt.in[3] ? pt.a * pt.wt(3) : 0.f);
       }
 #endif
 #if MSDA_TILES
@@ -654,35 +716,6 @@ struct MsdaFixed {
     inv = __int_as_float((127 - shift) << 23);
   }
 };
-
-// Exclusive prefix of x over the block (blockDim.x a multiple of 32, at most 1024); *total
-// receives the block's sum. Every thread calls it.
-__device__ __forceinline__ int msda_block_scan(int x, int* total) {
-  __shared__ int warp_sums[32];
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-  int inc = x;
-#pragma unroll
-  for (int o = 1; o < 32; o *= 2) {
-    const int y = __shfl_up_sync(0xffffffffu, inc, o);
-    if (lane >= o) inc += y;
-  }
-  if (lane == 31) warp_sums[warp] = inc;
-  __syncthreads();
-  if (warp == 0) {
-    int w = lane < warps ? warp_sums[lane] : 0;
-#pragma unroll
-    for (int o = 1; o < 32; o *= 2) {
-      const int y = __shfl_up_sync(0xffffffffu, w, o);
-      if (lane >= o) w += y;
-    }
-    warp_sums[lane] = w;  // inclusive
-  }
-  __syncthreads();
-  const int before = (warp > 0 ? warp_sums[warp - 1] : 0) + inc - x;
-  *total = warp_sums[warps - 1];
-  __syncthreads();  // warp_sums is reused by the next call
-  return before;
-}
 
 template <bool EXACT>
 struct MsdaAcc {
@@ -897,6 +930,303 @@ msda_bwd_tiles(const uint2* __restrict__ entries, const uint2* __restrict__ desc
   msda_tiles_body<false>(entries, desc, grad_out, grad_value, sh, queries, spatial, fx);
 }
 #endif  // MSDA_TILES
+
+#if MSDA_PLANES
+// ---------------------------------------------------------------------------------------------
+// msda_bwd_planes: grad_value by owned planes (see the top of the file). Rendered by bwd.rs
+// before this file: msda_plane_out<l>::type, level l's output tile (the level's [N][H][W][M][D]
+// view of grad_value in msda_t, box [1][TH][TW][1][D]: one block's plane), and the launch's maps,
+// one a level (MSDA_PLANE_MAP_PARAMS, MSDA_PLANE_MAP_PTRS). The block's shared memory is its
+// kernel plan's scratch regions: `plane` (f32 sums, [TH][TW][D]; at the end the same plane in
+// msda_t, in place), `priv` (the warps' private copies) and a round's hits (`hrec`).
+static_assert(!MSDA_STAGED && MSDA_PACKED, "the plane design's point pass stages nothing and holds its gradients");
+typedef tma_plan_msda_bwd_planes MsdaPlanesPlan;
+#ifndef MSDA_ROUND
+#define MSDA_ROUND 2  // points a thread reads a round
+#endif
+constexpr int MSDA_PT = MsdaPlanesPlan::BLOCK_THREADS;
+constexpr int MSDA_PW = MSDA_PT / 32;
+constexpr int MSDA_CPL = MSDA_D / 8;  // channels a lane: lane = corner * 8 + part, a corner's row in 8 parts
+static_assert(MSDA_D % 32 == 0, "D is a multiple of 32: a lane adds whole float4s of a corner's row");
+static_assert(MSDA_CPL * sizeof(msda_t) % 16 == 0 || MSDA_CPL * sizeof(msda_t) == 8,
+              "a lane loads 8 or a multiple of 16 bytes of grad_out");
+static_assert(MSDA_PT % 32 == 0 && MSDA_PT <= 1024, "whole warps, at most 1024 threads");
+static_assert(MsdaPlanesPlan::BYTES_hrec >= MSDA_PT * MSDA_ROUND * 16, "a hit record a point of a round");
+// Pixels of one warp's private copy.
+constexpr int MSDA_PRIV_PX = MsdaPlanesPlan::BYTES_priv / (MSDA_PW * MSDA_D * 4);
+constexpr int MSDA_NONE_LO = 0x7fffffff, MSDA_NONE_HI = -0x7fffffff - 1;  // an empty range's bounds
+// A hit's owners: corner k's warp in bits 6k .. 6k + 5 (MSDA_NO_OWNER: not in the tile).
+constexpr unsigned MSDA_NO_OWNER = 63u, MSDA_OWNER_ONES = 0x041041u, MSDA_OWNER_HIGHS = 0x820820u;
+
+// Every level's box is one block's plane (f32 sums; the msda_t copy written over its first half).
+template <int L>
+constexpr bool msda_planes_fit() {
+  if constexpr (L == MSDA_L) {
+    return true;
+  } else {
+    typedef typename msda_plane_out<L>::type T;
+    return T::EXTENT_N == 1 && T::EXTENT_M == 1 && T::EXTENT_C == MSDA_D &&
+           T::EXTENT_H * T::EXTENT_W * MSDA_D * 4 <= MsdaPlanesPlan::BYTES_plane &&
+           T::TX_BYTES == T::EXTENT_H * T::EXTENT_W * MSDA_D * sizeof(msda_t) && msda_planes_fit<L + 1>();
+  }
+}
+static_assert(msda_planes_fit<0>(), "every level's box fits the plan's plane");
+
+// Level l's box (th rows, tw columns).
+__device__ __forceinline__ void msda_plane_box(int l, int& th, int& tw) {
+  msda_for<0, MSDA_L>([&](auto lc) {
+    constexpr int L = decltype(lc)::value;
+    if (l == L) {
+      th = msda_plane_out<L>::type::EXTENT_H;
+      tw = msda_plane_out<L>::type::EXTENT_W;
+    }
+  });
+}
+
+// A hit, as phase 1 records it: its point (of the (batch, head, level)'s Q P), its corner 0's
+// pixel in the tile (p00: corner k is p00 + (k >> 1) * tw + (k & 1)), its corners' owners, and
+// its key (in-tile corners << 28 | (h0 + 1) << 14 | (w0 + 1)).
+// What lane `lane` adds for one hit: its corner's weight (from the point pass's pw), its
+// MSDA_CPL channels of the query's grad_out row (part lane % 8), and the hit's record.
+struct MsdaHit {
+  int4 rec;
+  float w;
+  float g[MSDA_CPL];
+};
+__device__ __forceinline__ MsdaHit msda_hit(const int4* hrec, int j, const float4* __restrict__ wts,
+                                            const msda_t* __restrict__ go, int lane) {
+  MsdaHit h;
+  h.rec = hrec[j];
+  h.w = __ldg(reinterpret_cast<const float*>(wts + h.rec.x) + lane / 8);
+  const msda_t* row = go + (h.rec.x / MSDA_P) * (MSDA_M * MSDA_D) + (lane % 8) * MSDA_CPL;
+  if constexpr (MSDA_CPL * sizeof(msda_t) % 16 == 0) {
+#pragma unroll
+    for (int v = 0; v < MSDA_CPL / MSDA_VEC; ++v) {
+      float f[MSDA_VEC];
+      msda_unpack(__ldg(reinterpret_cast<const uint4*>(row) + v), f);
+#pragma unroll
+      for (int e = 0; e < MSDA_VEC; ++e) h.g[v * MSDA_VEC + e] = f[e];
+    }
+  } else {  // 8 bytes: 4 16-bit channels
+    const uint2 u = __ldg(reinterpret_cast<const uint2*>(row));
+    float f[MSDA_VEC];
+    msda_unpack(make_uint4(u.x, u.y, 0u, 0u), f);
+#pragma unroll
+    for (int e = 0; e < MSDA_CPL; ++e) h.g[e] = f[e];
+  }
+  return h;
+}
+// The lane's part of row `row` of `plane` += w * g, when `take`.
+__device__ __forceinline__ void msda_hit_add(float* plane, int row, const MsdaHit& h, int lane, bool take) {
+  if (!take) return;
+  float4* dst = reinterpret_cast<float4*>(plane + row * MSDA_D + (lane % 8) * MSDA_CPL);
+#pragma unroll
+  for (int v = 0; v < MSDA_CPL / 4; ++v) {
+    float4 a = dst[v];
+    a.x = fmaf(h.w, h.g[4 * v], a.x);
+    a.y = fmaf(h.w, h.g[4 * v + 1], a.y);
+    a.z = fmaf(h.w, h.g[4 * v + 2], a.z);
+    a.w = fmaf(h.w, h.g[4 * v + 3], a.w);
+    dst[v] = a;
+  }
+}
+
+// Grid: for each level from the last (the densest first: they are the longest blocks), N * M *
+// its tiles (ceil(H / TH) * ceil(W / TW)). pkey / pw: the point pass's keys and weights.
+extern "C" __global__ void TMA_PLAN_MSDA_BWD_PLANES_LAUNCH_BOUNDS
+msda_bwd_planes(const int* __restrict__ pkey, const float4* __restrict__ pw, const msda_t* __restrict__ grad_out,
+                const __grid_constant__ MsdaShapes sh, int batch, int queries, MSDA_PLANE_MAP_PARAMS) {
+  extern __shared__ unsigned char msda_raw[];
+  unsigned char* base = MsdaPlanesPlan::base(msda_raw);
+  float* plane = reinterpret_cast<float*>(MsdaPlanesPlan::plane(base));
+  float* priv = reinterpret_cast<float*>(MsdaPlanesPlan::priv(base));
+  int4* hrec = reinterpret_cast<int4*>(MsdaPlanesPlan::hrec(base));
+  __shared__ int bbox[4];  // the round's corners in the tile: least and greatest row, column
+
+  // This block's level, (batch, head) and tile.
+  int b = blockIdx.x, l = MSDA_L - 1, th = 1, tw = 1, ntx = 1, nty = 1;
+  for (;; --l) {
+    msda_plane_box(l, th, tw);
+    nty = (sh.h(l) + th - 1) / th;
+    ntx = (sh.w(l) + tw - 1) / tw;
+    const int blocks = batch * MSDA_M * nty * ntx;
+    if (b < blocks || l == 0) break;
+    b -= blocks;
+  }
+  const int nh = b / (nty * ntx), tile = b % (nty * ntx);
+  const int n = nh / MSDA_M, head = nh % MSDA_M;
+  const int H = sh.h(l), W = sh.w(l);
+  const int ty0 = tile / ntx * th, tx0 = tile % ntx * tw;
+  const int ty1 = min(ty0 + th, H), tx1 = min(tx0 + tw, W);
+  const int t = threadIdx.x, lane = t % 32, warp = t / 32;
+#if defined(TMA_DEBUG)
+  if (n >= batch || ty0 >= H || tx0 >= W || th * tw * MSDA_D * 4 > static_cast<int>(MsdaPlanesPlan::BYTES_plane)) {
+    if (t == 0)
+      printf("msda_bwd_planes: block %d has tile (%d, %d) of %d x %d in level %d of [%d][%d] (batch %d of %d), %d bytes "
+             "of plane for %u\n",
+             blockIdx.x, ty0, tx0, th, tw, l, H, W, n, batch, th * tw * MSDA_D * 4, MsdaPlanesPlan::BYTES_plane);
+    __trap();
+  }
+#endif
+  const int pixels = th * tw;
+  for (int i = t; i < pixels * MSDA_D; i += MSDA_PT) plane[i] = 0.f;
+  for (int i = t; i < static_cast<int>(MsdaPlanesPlan::BYTES_priv / 4); i += MSDA_PT) priv[i] = 0.f;
+  if (t < 4) bbox[t] = t % 2 == 0 ? MSDA_NONE_LO : MSDA_NONE_HI;
+  // The tile's owners: a grid of gy x gx cells of pixels (gx a power of two up to the warps,
+  // at most tw), warp cy * gx + cx owning cell (cy, cx); cy(y) = (y - ty0) * my >> 16 (and cx)
+  // maps the rows (columns) onto [0, gy) monotonically. A hit's corners mostly share a cell.
+  int gx = 1;
+  while (gx * 2 <= MSDA_PW && gx * 2 <= tw) gx *= 2;
+  const int gy = MSDA_PW / gx;
+  const int my = (gy << 16) / th, mx = (gx << 16) / tw;
+  const int k = lane / 8;                           // this lane's corner
+  const int koff = (k >> 1) * tw + (k & 1);         // its pixel from p00
+  const int points = queries * MSDA_P;
+  const long long first = static_cast<long long>(nh * MSDA_L + l) * points;
+  const int* keys = pkey + first;
+  const float4* wts = pw + first;
+  const msda_t* go = grad_out + (static_cast<long long>(n) * queries * MSDA_M + head) * MSDA_D;
+  const unsigned my_owner = static_cast<unsigned>(warp) * MSDA_OWNER_ONES;
+  for (int r0 = 0; r0 < points; r0 += MSDA_PT * MSDA_ROUND) {
+    // 1. This thread's points of the round (r0 + j * PT + t): a hit when one of its corners
+    // inside the level lies in the tile; the hits recorded in a fixed order (a block scan).
+    int key[MSDA_ROUND];
+#pragma unroll
+    for (int j = 0; j < MSDA_ROUND; ++j) {
+      const int i = r0 + j * MSDA_PT + t;
+      key[j] = i < points ? __ldg(keys + i) : -1;
+    }
+    unsigned hits = 0u, owners[MSDA_ROUND];
+    int p00[MSDA_ROUND];
+    int ya = MSDA_NONE_LO, yb = MSDA_NONE_HI, xa = MSDA_NONE_LO, xb = MSDA_NONE_HI;
+#pragma unroll
+    for (int j = 0; j < MSDA_ROUND; ++j) {
+      const int y = ((key[j] >> MSDA_HIT_BITS) & ((1 << MSDA_HIT_BITS) - 1)) - 1;
+      const int x = (key[j] & ((1 << MSDA_HIT_BITS) - 1)) - 1;
+      const bool r0in = y >= ty0 && y < ty1, r1in = y + 1 >= ty0 && y + 1 < ty1;
+      const bool c0in = x >= tx0 && x < tx1, c1in = x + 1 >= tx0 && x + 1 < tx1;
+      const unsigned m = key[j] < 0 ? 0u
+                                    : (r0in && c0in ? 1u : 0u) | (r0in && c1in ? 2u : 0u) | (r1in && c0in ? 4u : 0u) |
+                                          (r1in && c1in ? 8u : 0u);
+      const int cy0 = (y - ty0) * my >> 16, cy1 = (y + 1 - ty0) * my >> 16;
+      const int cx0 = (x - tx0) * mx >> 16, cx1 = (x + 1 - tx0) * mx >> 16;
+      owners[j] = (m & 1u ? static_cast<unsigned>(cy0 * gx + cx0) : MSDA_NO_OWNER) |
+                  (m & 2u ? static_cast<unsigned>(cy0 * gx + cx1) : MSDA_NO_OWNER) << 6 |
+                  (m & 4u ? static_cast<unsigned>(cy1 * gx + cx0) : MSDA_NO_OWNER) << 12 |
+                  (m & 8u ? static_cast<unsigned>(cy1 * gx + cx1) : MSDA_NO_OWNER) << 18;
+      p00[j] = (y - ty0) * tw + (x - tx0);
+      if (m) {
+        hits |= 1u << j;
+        key[j] |= static_cast<int>(m << 28);
+        ya = min(ya, r0in ? y : y + 1), yb = max(yb, r1in ? y + 1 : y);
+        xa = min(xa, c0in ? x : x + 1), xb = max(xb, c1in ? x + 1 : x);
+      }
+    }
+    int total;
+    const int before = msda_block_scan(__popc(hits), &total);
+    if (total == 0) continue;  // (block-uniform; the next round's scan orders the reuse)
+    ya = __reduce_min_sync(0xffffffffu, ya), yb = __reduce_max_sync(0xffffffffu, yb);
+    xa = __reduce_min_sync(0xffffffffu, xa), xb = __reduce_max_sync(0xffffffffu, xb);
+    if (lane == 0 && ya <= yb) {
+      atomicMin(bbox, ya), atomicMax(bbox + 1, yb), atomicMin(bbox + 2, xa), atomicMax(bbox + 3, xb);
+    }
+    {
+      int pos = before;
+#pragma unroll
+      for (int j = 0; j < MSDA_ROUND; ++j)
+        if (hits >> j & 1u) {
+          hrec[pos++] = make_int4(r0 + j * MSDA_PT + t, p00[j], static_cast<int>(owners[j]), key[j]);
+        }
+    }
+    __syncthreads();
+    const int by0 = bbox[0], bh = bbox[1] - by0 + 1, bx0 = bbox[2], bw = bbox[3] - bx0 + 1;
+    if (bh * bw <= MSDA_PRIV_PX && total >= 2 * MSDA_PW) {
+      // 2a. Few pixels (clustered points): warp w adds hits [e0, e1) into its own copy of the
+      // box of those pixels; then the copies are summed in warp order (and zeroed again).
+      float* mine = priv + warp * (bh * bw) * MSDA_D;
+      const int per = (total + MSDA_PW - 1) / MSDA_PW, e0 = warp * per, e1 = min(e0 + per, total);
+      const int box0 = (by0 - ty0) * tw + (bx0 - tx0);  // the box's first pixel in the tile
+      const auto add = [&](const MsdaHit& h) {
+        const int p = h.rec.y + koff - box0;  // (y - by0) * tw + (x - bx0): the box's rows are tw apart
+        msda_hit_add(mine, p / tw * bw + p % tw, h, lane, (static_cast<unsigned>(h.rec.w) >> (28 + k) & 1u) != 0u);
+      };
+      for (int e = e0; e < e1; e += 2) {  // two hits' loads, then their adds
+        const MsdaHit h0 = msda_hit(hrec, e, wts, go, lane);
+        const MsdaHit h1 = msda_hit(hrec, min(e + 1, e1 - 1), wts, go, lane);
+        add(h0);
+        if (e + 1 < e1) add(h1);
+      }
+      __syncthreads();
+      for (int x = t; x < bh * bw * MSDA_D; x += MSDA_PT) {
+        float s = 0.f;
+#pragma unroll 4
+        for (int w = 0; w < MSDA_PW; ++w) {
+          s += priv[w * (bh * bw) * MSDA_D + x];
+          priv[w * (bh * bw) * MSDA_D + x] = 0.f;
+        }
+        const int a = x / MSDA_D, c = x % MSDA_D;
+        plane[((by0 - ty0 + a / bw) * tw + (bx0 - tx0 + a % bw)) * MSDA_D + c] += s;
+      }
+    } else {
+      // 2b. Warp w adds the corners it owns of every hit, in the list's order (a window of 32
+      // hits at a time; two hits' loads, then their adds).
+      for (int h0 = 0; h0 < total; h0 += 32) {
+        bool own = false;
+        if (h0 + lane < total) {
+          const unsigned x = static_cast<unsigned>(hrec[h0 + lane].z) ^ my_owner;  // a zero field: this warp's
+          own = ((x - MSDA_OWNER_ONES) & ~x & MSDA_OWNER_HIGHS) != 0u;
+        }
+        const auto add = [&](const MsdaHit& h) {
+          msda_hit_add(plane, h.rec.y + koff, h, lane,
+                       (static_cast<unsigned>(h.rec.z) >> (6 * k) & MSDA_NO_OWNER) == static_cast<unsigned>(warp));
+        };
+        unsigned todo = __ballot_sync(0xffffffffu, own);
+        while (todo) {
+          const int j0 = h0 + __ffs(todo) - 1;
+          todo &= todo - 1u;
+          const int j1 = todo ? h0 + __ffs(todo) - 1 : j0;
+          todo &= todo - 1u;  // (0 stays 0)
+          const MsdaHit a = msda_hit(hrec, j0, wts, go, lane);
+          const MsdaHit b = msda_hit(hrec, j1, wts, go, lane);
+          add(a);
+          if (j1 != j0) add(b);
+        }
+      }
+    }
+    __syncthreads();  // the records and bbox are the next round's
+    if (t < 4) bbox[t] = t % 2 == 0 ? MSDA_NONE_LO : MSDA_NONE_HI;
+  }
+  // 3. The plane in the storage type (16-bit: over its own first half, a chunk of 8 elements a
+  // thread at a time, every read of a chunk before any write), stored by one TMA box (the part
+  // outside the level is clipped).
+  __syncthreads();
+#if MSDA_DTYPE != 2
+  for (int v0 = 0; v0 < pixels * MSDA_D / 8; v0 += MSDA_PT) {
+    const int v = v0 + t;
+    uint4 packed = make_uint4(0u, 0u, 0u, 0u);
+    if (v < pixels * MSDA_D / 8) {
+      const float4 x = reinterpret_cast<const float4*>(plane)[2 * v];
+      const float4 y = reinterpret_cast<const float4*>(plane)[2 * v + 1];
+      const float f[MSDA_VEC] = {x.x, x.y, x.z, x.w, y.x, y.y, y.z, y.w};
+      packed = msda_pack(f);
+    }
+    __syncthreads();
+    if (v < pixels * MSDA_D / 8) reinterpret_cast<uint4*>(plane)[v] = packed;
+  }
+#endif
+  tma_async_proxy_fence();
+  __syncthreads();
+  if (t == 0) {
+    const CUtensorMap* maps[MSDA_L] = {MSDA_PLANE_MAP_PTRS};
+    msda_for<0, MSDA_L>([&](auto lc) {
+      constexpr int L = decltype(lc)::value;
+      if (l == L) msda_plane_out<L>::type::store(maps[L], plane, {.N = n, .H = ty0, .W = tx0, .M = head, .C = 0});
+    });
+    tma_store_commit_group();
+    tma_store_async_wait<0>();
+  }
+}
+#endif  // MSDA_PLANES
 #endif
 
 #if MSDA_CAST
