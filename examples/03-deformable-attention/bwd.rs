@@ -1,7 +1,7 @@
 //! The backward kernels of msda_bwd.cu for any sizes: their configuration, kernel plans (the
-//! staged levels' f32 gradient planes as a tile set, reduced into grad_value by TMA), the
-//! rendered source, the gradient buffers, the launches and the checks against the f64
-//! reference. Shared by the example and the benchmark.
+//! staged levels' f32 gradient planes as a tile set, reduced into grad_value by TMA; the plane
+//! design's boxes of a level, stored by TMA), the rendered source, the gradient buffers, the
+//! launches and the checks against the f64 reference. Shared by the example and the benchmark.
 
 use std::sync::Arc;
 
@@ -299,10 +299,6 @@ impl BwdConfig {
             ..BwdConfig::TMA
         }
     }
-    /// The point pass at `minb` blocks an SM (at 32 channels; its registers capped to fit).
-    pub fn with_minb(self, minb: u32) -> BwdConfig {
-        BwdConfig { minb, ..self }
-    }
     /// The tile design with level-shaped tiles and one-step filing, msda_bwd_tiles at
     /// `block` threads (other designs unchanged).
     pub fn one_step(self, block: u32) -> BwdConfig {
@@ -477,8 +473,10 @@ pub fn bwd_configs(ty: Ty) -> Vec<BwdConfig> {
             .one_step(512)
             .conflict_free(true, true),
     ];
-    // The plane design (no atomics, no sort; NOTES.md, run 6): 512 threads and two blocks an
-    // SM, or 1024 and one with twice the plane (fewer tiles to read the points for).
+    // The plane design (no atomics, no sort, deterministic; NOTES.md, run 6): 512 threads and
+    // two blocks an SM, or 1024 and one with twice the plane (fewer boxes read each key).
+    // Measured (H100, f16 seed, BENCHMARKS.md run 6): `t512` 475 us uniform, 484 clustered;
+    // `t1024` 500 / 399 (the tile design's fastest, `packed t512`, 415 / 485 in that call).
     v.push(BwdConfig::planes(512, 108));
     v.push(BwdConfig::planes(512, 108).with_softmax());
     v.push(BwdConfig::planes(1024, 216));

@@ -25,8 +25,11 @@
 //!
 //! The backward (`msda_bwd.cu`, `bwd.rs`): grad_value, grad_loc and grad_attn (or the logits'
 //! gradient) for every size, type and distribution (`clustered` too), against an f64 reference
-//! (`reference.rs`, itself checked by finite differences); `MSDA_BWD_ONLY=1` runs only it,
-//! `MSDA_SIZES` / `MSDA_TYPES` / `MSDA_DISTS` (comma-separated names) a part of it.
+//! (`reference.rs`, itself checked by finite differences), the deterministic builds (the tile
+//! design's fixed-point sums, the plane design) run three times and compared bit for bit;
+//! `MSDA_BWD_ONLY=1` runs only it, `MSDA_SIZES` / `MSDA_TYPES` / `MSDA_DISTS`
+//! (comma-separated names) a part of it, `MSDA_BWD_FILTER=a|b` the configs whose label
+//! contains a or b.
 //!
 //! Without a GPU it validates the tiles, renders every kernel for every size and type and
 //! compiles it with NVRTC, then says so and exits 0.
