@@ -1075,10 +1075,10 @@ msda_bwd_planes(const int* __restrict__ pkey, const float4* __restrict__ pw, con
   // The tile's owners: a grid of gy x gx cells of pixels (gx a power of two up to the warps,
   // at most tw), warp cy * gx + cx owning cell (cy, cx); cy(y) = (y - ty0) * my >> 16 (and cx)
   // maps the rows (columns) onto [0, gy) monotonically. A hit's corners mostly share a cell.
-  int gx = 1;
-  while (gx * 2 <= MSDA_PW && gx * 2 <= tw) gx *= 2;
-  const int gy = MSDA_PW / gx;
-  const int my = (gy << 16) / th, mx = (gx << 16) / tw;
+  unsigned gx = 1;
+  while (gx * 2 <= MSDA_PW && gx * 2 <= static_cast<unsigned>(tw)) gx *= 2;
+  const unsigned gy = MSDA_PW / gx;
+  const unsigned my = (gy << 16) / th, mx = (gx << 16) / tw;
   const int k = lane / 8;                           // this lane's corner
   const int koff = (k >> 1) * tw + (k & 1);         // its pixel from p00
   const int points = queries * MSDA_P;
@@ -1108,12 +1108,11 @@ msda_bwd_planes(const int* __restrict__ pkey, const float4* __restrict__ pw, con
       const unsigned m = key[j] < 0 ? 0u
                                     : (r0in && c0in ? 1u : 0u) | (r0in && c1in ? 2u : 0u) | (r1in && c0in ? 4u : 0u) |
                                           (r1in && c1in ? 8u : 0u);
-      const int cy0 = (y - ty0) * my >> 16, cy1 = (y + 1 - ty0) * my >> 16;
-      const int cx0 = (x - tx0) * mx >> 16, cx1 = (x + 1 - tx0) * mx >> 16;
-      owners[j] = (m & 1u ? static_cast<unsigned>(cy0 * gx + cx0) : MSDA_NO_OWNER) |
-                  (m & 2u ? static_cast<unsigned>(cy0 * gx + cx1) : MSDA_NO_OWNER) << 6 |
-                  (m & 4u ? static_cast<unsigned>(cy1 * gx + cx0) : MSDA_NO_OWNER) << 12 |
-                  (m & 8u ? static_cast<unsigned>(cy1 * gx + cx1) : MSDA_NO_OWNER) << 18;
+      // (unsigned: a corner outside the tile gives a meaningless cell, never used, not an overflow)
+      const unsigned cy0 = static_cast<unsigned>(y - ty0) * my >> 16, cy1 = static_cast<unsigned>(y + 1 - ty0) * my >> 16;
+      const unsigned cx0 = static_cast<unsigned>(x - tx0) * mx >> 16, cx1 = static_cast<unsigned>(x + 1 - tx0) * mx >> 16;
+      owners[j] = (m & 1u ? cy0 * gx + cx0 : MSDA_NO_OWNER) | (m & 2u ? cy0 * gx + cx1 : MSDA_NO_OWNER) << 6 |
+                  (m & 4u ? cy1 * gx + cx0 : MSDA_NO_OWNER) << 12 | (m & 8u ? cy1 * gx + cx1 : MSDA_NO_OWNER) << 18;
       p00[j] = (y - ty0) * tw + (x - tx0);
       if (m) {
         hits |= 1u << j;
