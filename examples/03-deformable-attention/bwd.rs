@@ -773,10 +773,14 @@ pub fn planes_plan(
         )
         .into());
     }
-    if m.batch * m.queries * m.heads >= 1 << 31 {
+    // msda_bwd_planes counts a level's points (Q P, and the round past the last) and a query's
+    // grad_out row offset (Q M D) in 32-bit ints.
+    let points = m.queries * m.points + threads as usize * PLANES_ROUND as usize;
+    let rows = m.queries * m.heads * m.channels;
+    if points >= 1 << 31 || rows >= 1 << 31 {
         return Err(format!(
-            "{label}: N Q M = {} (query, head) rows: a hit keeps its row in 31 bits",
-            m.batch * m.queries * m.heads
+            "{label}: Q P = {} points a level and Q M D = {rows} grad_out elements a batch: msda_bwd_planes counts both in 31 bits",
+            m.queries * m.points
         )
         .into());
     }

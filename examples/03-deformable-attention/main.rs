@@ -957,6 +957,54 @@ mod tests {
         Ok(())
     }
 
+    /// The plane design refuses what it cannot count or encode, naming the rule: channels
+    /// not a multiple of 32, a level side past 14 bits, a level's points past 31 bits.
+    #[test]
+    fn plane_design_refuses_what_it_cannot_hold() {
+        use super::bwd::{self, BwdConfig};
+        use super::dist::Ty;
+        let ok = Msda {
+            batch: 1,
+            queries: 10,
+            heads: 2,
+            channels: 32,
+            points: 2,
+            levels: vec![(4, 5)],
+        };
+        let config = BwdConfig::planes(512, 108);
+        assert!(bwd::planes_plan(&ok, Ty::F16, &config, 512, 108).is_ok());
+        let cases = [
+            (
+                Msda {
+                    channels: 48,
+                    ..ok.clone()
+                },
+                "multiple of 32",
+            ),
+            (
+                Msda {
+                    levels: vec![(4, 16383)],
+                    ..ok.clone()
+                },
+                "14 bits",
+            ),
+            (
+                Msda {
+                    queries: 1 << 29,
+                    points: 4,
+                    ..ok.clone()
+                },
+                "31 bits",
+            ),
+        ];
+        for (m, rule) in cases {
+            match bwd::planes_plan(&m, Ty::F16, &config, 512, 108) {
+                Err(e) => assert!(e.to_string().contains(rule), "{e}"),
+                Ok(_) => panic!("accepted {m:?} ({rule})"),
+            }
+        }
+    }
+
     fn to_bytes(ty: super::dist::Ty, x: f32) -> Vec<u8> {
         match ty {
             super::dist::Ty::F32 => x.to_le_bytes().to_vec(),

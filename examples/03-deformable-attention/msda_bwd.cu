@@ -38,14 +38,14 @@
 //                   level's [N][H][W][M][D] view of grad_value: its plane of f32 sums in shared
 //                   memory), reads the level's keys in rounds of MSDA_ROUND a thread, keeps the
 //                   points with a corner in its tile (a block scan: the hits in a fixed order),
-//                   and adds
-//                   each hit's weight * grad_out row into the plane, a lane a channel: warp w owns
-//                   the w-th span of the tile's pixels and alone adds into them (no atomics),
-//                   hits in point order; when a round's corners lie in a few pixels (clustered
-//                   points: one warp would own them all), each warp adds a share of the hits into
-//                   its own copy of those pixels and the copies are summed in warp order. The
-//                   plane is written once, in the storage type, by one TMA store. Every order is
-//                   fixed: the same bits on every run.
+//                   and adds each hit's weight * grad_out row into the plane (fmaf), 8 lanes a
+//                   corner's row: each pixel has one owning warp (a grid of cells), which alone
+//                   adds into it (no atomics), hits in the list's order; when a round's corners
+//                   lie in a few pixels (clustered points: one warp would own them all), each
+//                   warp adds a share of the hits into its own copy of those pixels and the
+//                   copies are summed in warp order. The plane is written once, in the storage
+//                   type, by one TMA store. Every order is fixed: the same bits on every run of
+//                   a build (a build of another block or budget groups the terms otherwise).
 
 #define MSDA_TILES (MSDA_BWD == 2)
 #define MSDA_PLANES (MSDA_BWD == 3)
@@ -1153,7 +1153,9 @@ msda_bwd_planes(const int* __restrict__ pkey, const float4* __restrict__ pw, con
         const MsdaHit h0 = msda_hit(hrec, e, wts, go, lane);
         const MsdaHit h1 = msda_hit(hrec, min(e + 1, e1 - 1), wts, go, lane);
         add(h0);
+        __syncwarp();  // (a lane's add of h1 may read a pixel another lane wrote for h0)
         if (e + 1 < e1) add(h1);
+        __syncwarp();
       }
       __syncthreads();
       for (int x = t; x < bh * bw * MSDA_D; x += MSDA_PT) {
@@ -1188,7 +1190,9 @@ msda_bwd_planes(const int* __restrict__ pkey, const float4* __restrict__ pw, con
           const MsdaHit a = msda_hit(hrec, j0, wts, go, lane);
           const MsdaHit b = msda_hit(hrec, j1, wts, go, lane);
           add(a);
+          __syncwarp();  // (a lane's add of b may read a pixel another lane wrote for a)
           if (j1 != j0) add(b);
+          __syncwarp();
         }
       }
     }
