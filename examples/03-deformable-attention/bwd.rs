@@ -653,10 +653,10 @@ pub fn build_bwd(
             )
         }
         BwdDesign::Planes { threads, smem_kb } => {
-            let (plan, grid, tiles, text) = planes_plan(m, ty, &config, threads, smem_kb)?;
-            planes = Some((plan, grid));
-            out_tiles = tiles;
-            prelude = text;
+            let build = planes_plan(m, ty, &config, threads, smem_kb)?;
+            planes = Some((build.plan, build.grid));
+            out_tiles = build.tiles;
+            prelude = build.prelude;
             options = options
                 .define("MSDA_BWD", "3")
                 .define("MSDA_STAGED", "0")
@@ -742,17 +742,28 @@ pub fn build_bwd(
     })
 }
 
-/// msda_bwd_planes for one problem: its plan (the plane, the private copies or the 16-bit
-/// plane, a round's hit records), its grid, each level's output tile (a box of
-/// [`plane_box`]) and the source's prelude (msda_plane_out<l>, the maps' parameters).
-#[allow(clippy::type_complexity)]
+/// msda_bwd_planes for one problem (see [`planes_plan`]).
+pub struct PlanesBuild {
+    /// The block and its shared memory: the plane, the warps' private copies, a round's hit
+    /// records.
+    pub plan: ValidKernelPlan,
+    /// A block a box of each level of each (batch, head).
+    pub grid: u32,
+    /// Each level's output tile (a box of [`plane_box`] of the level's view), by level.
+    pub tiles: Vec<(usize, ValidSpec)>,
+    /// The source's prelude: msda_plane_out<l> and the maps' parameters.
+    pub prelude: String,
+}
+
+/// msda_bwd_planes for one problem at `threads` a block and `smem_kb` KB of shared memory, or
+/// the rule the problem breaks.
 pub fn planes_plan(
     m: &Msda,
     ty: Ty,
     config: &BwdConfig,
     threads: u32,
     smem_kb: u32,
-) -> Res<(ValidKernelPlan, u32, Vec<(usize, ValidSpec)>, String)> {
+) -> Res<PlanesBuild> {
     let label = config.label();
     if threads % 32 != 0 || !(32..=1024).contains(&threads) {
         return Err(format!(
@@ -829,7 +840,12 @@ pub fn planes_plan(
         .scratch("hrec", records * 16, 16)
         .validate()
         .map_err(|e| format!("msda_bwd_planes: {e}"))?;
-    Ok((plan, grid as u32, tiles, text))
+    Ok(PlanesBuild {
+        plan,
+        grid: grid as u32,
+        tiles,
+        prelude: text,
+    })
 }
 
 /// msda_slot<l> for each level (its accumulation tile a<k> and, with grad16, its 16-bit copy

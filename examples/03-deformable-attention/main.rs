@@ -893,7 +893,7 @@ mod tests {
         let (s, starts, row) = (m.spatial(), m.level_start(), m.heads * m.channels);
         for ty in [Ty::F32, Ty::F16] {
             let config = BwdConfig::planes(64, 8);
-            let (_, grid, tiles, _) = bwd::planes_plan(&m, ty, &config, 64, 8)?;
+            let bwd::PlanesBuild { grid, tiles, .. } = bwd::planes_plan(&m, ty, &config, 64, 8)?;
             let boxes: Vec<(usize, usize)> = tiles
                 .iter()
                 .map(|(_, t)| (t.spec().boxed[1] as usize, t.spec().boxed[2] as usize))
