@@ -250,7 +250,7 @@ __device__ __forceinline__ void msda_red(gv_t* row, int sub, const float (&v)[MS
 #endif
 }
 
-#if MSDA_TILES || MSDA_PLANES
+#if MSDA_TILES
 // Exclusive prefix of x over the block (blockDim.x a multiple of 32, at most 1024); *total
 // receives the block's sum. Every thread calls it.
 __device__ __forceinline__ int msda_block_scan(int x, int* total) {
@@ -1031,6 +1031,30 @@ __device__ __forceinline__ void msda_hit_add(float* plane, int row, const MsdaHi
   }
 }
 
+// Exclusive prefix of x over the block and the block's sum (*total), with one barrier: the warps'
+// sums go to `sums` (32 ints; alternate two arrays between calls, so that a call's writes cannot
+// race the previous call's reads) and each warp scans them itself. Every thread calls it.
+__device__ __forceinline__ int msda_round_scan(int x, int* total, int* sums) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  int inc = x;
+#pragma unroll
+  for (int o = 1; o < 32; o *= 2) {
+    const int y = __shfl_up_sync(0xffffffffu, inc, o);
+    if (lane >= o) inc += y;
+  }
+  if (lane == 31) sums[warp] = inc;
+  __syncthreads();
+  int w = lane < warps ? sums[lane] : 0;
+#pragma unroll
+  for (int o = 1; o < 32; o *= 2) {
+    const int y = __shfl_up_sync(0xffffffffu, w, o);
+    if (lane >= o) w += y;
+  }
+  const int before = warp > 0 ? __shfl_sync(0xffffffffu, w, warp - 1) : 0;
+  *total = __shfl_sync(0xffffffffu, w, 31);
+  return before + inc - x;
+}
+
 // Grid: for each level from the last (the densest first: they are the longest blocks), N * M *
 // its tiles (ceil(H / TH) * ceil(W / TW)). pkey / pw: the point pass's keys and weights.
 extern "C" __global__ void TMA_PLAN_MSDA_BWD_PLANES_LAUNCH_BOUNDS
@@ -1041,7 +1065,9 @@ msda_bwd_planes(const int* __restrict__ pkey, const float4* __restrict__ pw, con
   float* plane = reinterpret_cast<float*>(MsdaPlanesPlan::plane(base));
   float* priv = reinterpret_cast<float*>(MsdaPlanesPlan::priv(base));
   int4* hrec = reinterpret_cast<int4*>(MsdaPlanesPlan::hrec(base));
-  __shared__ int bbox[4];  // the round's corners in the tile: least and greatest row, column
+  // A round's corners in the tile (least and greatest row, column) and its warps' hit counts,
+  // two of each: round r uses [r % 2] (see msda_round_scan).
+  __shared__ int bbox[2][4], sums[2][32];
 
   // This block's level, (batch, head) and tile.
   int b = blockIdx.x, l = MSDA_L - 1, th = 1, tw = 1, ntx = 1, nty = 1;
@@ -1071,7 +1097,7 @@ msda_bwd_planes(const int* __restrict__ pkey, const float4* __restrict__ pw, con
   const int pixels = th * tw;
   for (int i = t; i < pixels * MSDA_D; i += MSDA_PT) plane[i] = 0.f;
   for (int i = t; i < static_cast<int>(MsdaPlanesPlan::BYTES_priv / 4); i += MSDA_PT) priv[i] = 0.f;
-  if (t < 4) bbox[t] = t % 2 == 0 ? MSDA_NONE_LO : MSDA_NONE_HI;
+  if (t < 8) bbox[t / 4][t % 4] = t % 2 == 0 ? MSDA_NONE_LO : MSDA_NONE_HI;
   // The tile's owners: a grid of gy x gx cells of pixels (gx a power of two up to the warps,
   // at most tw), warp cy * gx + cx owning cell (cy, cx); cy(y) = (y - ty0) * my >> 16 (and cx)
   // maps the rows (columns) onto [0, gy) monotonically. A hit's corners mostly share a cell.
@@ -1087,7 +1113,8 @@ msda_bwd_planes(const int* __restrict__ pkey, const float4* __restrict__ pw, con
   const float4* wts = pw + first;
   const msda_t* go = grad_out + (static_cast<long long>(n) * queries * MSDA_M + head) * MSDA_D;
   const unsigned my_owner = static_cast<unsigned>(warp) * MSDA_OWNER_ONES;
-  for (int r0 = 0; r0 < points; r0 += MSDA_PT * MSDA_ROUND) {
+  for (int r0 = 0, parity = 0; r0 < points; r0 += MSDA_PT * MSDA_ROUND, parity ^= 1) {
+    int* box = bbox[parity];
     // 1. This thread's points of the round (r0 + j * PT + t): a hit when one of its corners
     // inside the level lies in the tile; the hits recorded in a fixed order (a block scan).
     int key[MSDA_ROUND];
@@ -1122,12 +1149,15 @@ msda_bwd_planes(const int* __restrict__ pkey, const float4* __restrict__ pw, con
       }
     }
     int total;
-    const int before = msda_block_scan(__popc(hits), &total);
-    if (total == 0) continue;  // (block-uniform; the next round's scan orders the reuse)
+    // (The scan's barrier: every thread is done with the previous round, its records and its
+    // bbox; the round before that's bbox is reset for the next round.)
+    const int before = msda_round_scan(__popc(hits), &total, sums[parity]);
+    if (t < 4) bbox[parity ^ 1][t] = t % 2 == 0 ? MSDA_NONE_LO : MSDA_NONE_HI;
+    if (total == 0) continue;  // (block-uniform)
     ya = __reduce_min_sync(0xffffffffu, ya), yb = __reduce_max_sync(0xffffffffu, yb);
     xa = __reduce_min_sync(0xffffffffu, xa), xb = __reduce_max_sync(0xffffffffu, xb);
     if (lane == 0 && ya <= yb) {
-      atomicMin(bbox, ya), atomicMax(bbox + 1, yb), atomicMin(bbox + 2, xa), atomicMax(bbox + 3, xb);
+      atomicMin(box, ya), atomicMax(box + 1, yb), atomicMin(box + 2, xa), atomicMax(box + 3, xb);
     }
     {
       int pos = before;
@@ -1138,7 +1168,7 @@ msda_bwd_planes(const int* __restrict__ pkey, const float4* __restrict__ pw, con
         }
     }
     __syncthreads();
-    const int by0 = bbox[0], bh = bbox[1] - by0 + 1, bx0 = bbox[2], bw = bbox[3] - bx0 + 1;
+    const int by0 = box[0], bh = box[1] - by0 + 1, bx0 = box[2], bw = box[3] - bx0 + 1;
     if (bh * bw <= MSDA_PRIV_PX && total >= 2 * MSDA_PW) {
       // 2a. Few pixels (clustered points): warp w adds hits [e0, e1) into its own copy of the
       // box of those pixels; then the copies are summed in warp order (and zeroed again).
@@ -1196,8 +1226,6 @@ msda_bwd_planes(const int* __restrict__ pkey, const float4* __restrict__ pw, con
         }
       }
     }
-    __syncthreads();  // the records and bbox are the next round's
-    if (t < 4) bbox[t] = t % 2 == 0 ? MSDA_NONE_LO : MSDA_NONE_HI;
   }
   // 3. The plane in the storage type (16-bit: over its own first half, a chunk of 8 elements a
   // thread at a time, every read of a chunk before any write), stored by one TMA box (the part
