@@ -9,7 +9,7 @@ use cudarc::driver::{CudaContext, CudaSlice};
 use tma::plan::{KernelPlan, ValidKernelPlan};
 use tma::render::KernelSource;
 use tma::runtime::TensorMap;
-use tma::runtime::{ByValue, CompileOptions, Compiled, Compiler, Kernel, Module, Source};
+use tma::runtime::{ByValue, CompileOptions, Compiled, Compiler, Kernel, Launch, Module, Source};
 use tma::{Arch, ValidSpec};
 
 use crate::dist::Ty;
@@ -497,7 +497,8 @@ pub struct BuiltBwd {
     pub options: CompileOptions,
     pub compiled: Arc<Compiled>,
     /// The staged levels and the tile each one's reduce-add goes through (f32, or the
-    /// forward's level tile in the storage type with `grad16`).
+    /// forward's level tile in the storage type with `grad16`); in the plane design, every
+    /// level and its output box's tile (the maps are made from these).
     pub staged: Vec<(usize, ValidSpec)>,
     pub plan: ValidKernelPlan,
     /// The f32 -> 16-bit cast's plan (16-bit storage through the f32 buffer).
@@ -602,13 +603,7 @@ pub fn build_bwd(
             packed,
             agg,
         } => {
-            if threads % 32 != 0 || !(32..=1024).contains(&threads) {
-                return Err(format!(
-                    "{}: msda_bwd_tiles' block is {threads} threads: whole warps, at most 1024",
-                    config.label()
-                )
-                .into());
-            }
+            check_block(&config.label(), "msda_bwd_tiles", threads)?;
             let shape = TileShape::new(m, deterministic, split, threads);
             if let Some(l) =
                 (0..m.levels.len()).find(|&l| threads % (shape.tpp * shape.split[l]) != 0)
@@ -742,6 +737,35 @@ pub fn build_bwd(
     })
 }
 
+/// A second kernel's block of `threads`: whole warps (its arrays are sized by warps), at most
+/// 1024.
+fn check_block(label: &str, kernel: &str, threads: u32) -> Res<()> {
+    if threads % 32 != 0 || !(32..=1024).contains(&threads) {
+        return Err(format!(
+            "{label}: {kernel}'s block is {threads} threads: whole warps, at most 1024"
+        )
+        .into());
+    }
+    Ok(())
+}
+
+/// The point pass's first arguments, the same in every design: value, loc, the weights (attn,
+/// or the logits with the fused softmax) and grad_out.
+fn point_inputs<'a>(
+    l: &mut Launch<'a>,
+    fwd: &'a FastDevice,
+    grad_out: &'a Buf,
+    softmax: bool,
+) -> Res<()> {
+    let attn = if softmax { &fwd.logits } else { &fwd.attn };
+    match (&fwd.value, grad_out) {
+        (Buf::U16(v), Buf::U16(g)) => l.arg(v).arg(&fwd.loc).arg(attn).arg(g),
+        (Buf::F32(v), Buf::F32(g)) => l.arg(v).arg(&fwd.loc).arg(attn).arg(g),
+        _ => return Err("value and grad_out differ in type".into()),
+    };
+    Ok(())
+}
+
 /// msda_bwd_planes for one problem (see [`planes_plan`]).
 pub struct PlanesBuild {
     /// The block and its shared memory: the plane, the warps' private copies, a round's hit
@@ -765,12 +789,7 @@ pub fn planes_plan(
     smem_kb: u32,
 ) -> Res<PlanesBuild> {
     let label = config.label();
-    if threads % 32 != 0 || !(32..=1024).contains(&threads) {
-        return Err(format!(
-            "{label}: msda_bwd_planes' block is {threads} threads: whole warps, at most 1024"
-        )
-        .into());
-    }
+    check_block(&label, "msda_bwd_planes", threads)?;
     if m.channels % 32 != 0 {
         return Err(format!(
             "{label}: D = {} channels: msda_bwd_planes needs a multiple of 32 (8 lanes a corner's row, whole float4s each)",
@@ -1033,18 +1052,9 @@ impl BwdDevice {
             fwd.m.spatial() as i32,
             fwd.m.batch as i32,
         );
-        let attn = if b.config.softmax {
-            &fwd.logits
-        } else {
-            &fwd.attn
-        };
         {
             let mut l = k.kernel.launch_builder(&cfg);
-            match (&fwd.value, &self.grad_out) {
-                (Buf::U16(v), Buf::U16(g)) => l.arg(v).arg(&fwd.loc).arg(attn).arg(g),
-                (Buf::F32(v), Buf::F32(g)) => l.arg(v).arg(&fwd.loc).arg(attn).arg(g),
-                _ => return Err("value and grad_out differ in type".into()),
-            };
+            point_inputs(&mut l, fwd, &self.grad_out, b.config.softmax)?;
             match (&mut self.gv16, grad16) {
                 (Some(g), true) => l.arg(g),
                 _ => l.arg(&mut self.gv32),
@@ -1113,19 +1123,10 @@ impl BwdDevice {
         };
         let (queries, spatial) = (m.queries as i32, m.spatial() as i32);
         stream.memset_zeros(&mut sc.stats)?;
-        let attn = if b.config.softmax {
-            &fwd.logits
-        } else {
-            &fwd.attn
-        };
         {
             let cfg = k.kernel.plan_config(stream, (b.grid, 1, 1))?;
             let mut l = k.kernel.launch_builder(&cfg);
-            match (&fwd.value, &self.grad_out) {
-                (Buf::U16(v), Buf::U16(g)) => l.arg(v).arg(&fwd.loc).arg(attn).arg(g),
-                (Buf::F32(v), Buf::F32(g)) => l.arg(v).arg(&fwd.loc).arg(attn).arg(g),
-                _ => return Err("value and grad_out differ in type".into()),
-            };
+            point_inputs(&mut l, fwd, &self.grad_out, b.config.softmax)?;
             l.arg(&mut sc.entries)
                 .arg(&mut sc.desc)
                 .arg(&mut sc.stats)
@@ -1184,19 +1185,10 @@ impl BwdDevice {
         let Some(pts) = self.points.as_mut() else {
             return Err("no point keys".into());
         };
-        let attn = if b.config.softmax {
-            &fwd.logits
-        } else {
-            &fwd.attn
-        };
         {
             let cfg = k.kernel.plan_config(stream, (b.grid, 1, 1))?;
             let mut l = k.kernel.launch_builder(&cfg);
-            match (&fwd.value, &self.grad_out) {
-                (Buf::U16(v), Buf::U16(g)) => l.arg(v).arg(&fwd.loc).arg(attn).arg(g),
-                (Buf::F32(v), Buf::F32(g)) => l.arg(v).arg(&fwd.loc).arg(attn).arg(g),
-                _ => return Err("value and grad_out differ in type".into()),
-            };
+            point_inputs(&mut l, fwd, &self.grad_out, b.config.softmax)?;
             l.arg(&mut pts.keys)
                 .arg(&mut pts.weights)
                 .arg(&mut self.gloc)

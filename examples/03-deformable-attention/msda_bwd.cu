@@ -250,11 +250,11 @@ __device__ __forceinline__ void msda_red(gv_t* row, int sub, const float (&v)[MS
 #endif
 }
 
-#if MSDA_TILES
-// Exclusive prefix of x over the block (blockDim.x a multiple of 32, at most 1024); *total
-// receives the block's sum. Every thread calls it.
-__device__ __forceinline__ int msda_block_scan(int x, int* total) {
-  __shared__ int warp_sums[32];
+#if MSDA_TILES || MSDA_PLANES
+// Exclusive prefix of x over the block and the block's sum (*total), with one barrier: the warps'
+// sums go to `sums` (32 ints; alternate two arrays between calls, so that a call's writes cannot
+// race the previous call's reads) and each warp scans them itself. Every thread calls it.
+__device__ __forceinline__ int msda_round_scan(int x, int* total, int* sums) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
   int inc = x;
 #pragma unroll
@@ -262,20 +262,24 @@ __device__ __forceinline__ int msda_block_scan(int x, int* total) {
     const int y = __shfl_up_sync(0xffffffffu, inc, o);
     if (lane >= o) inc += y;
   }
-  if (lane == 31) warp_sums[warp] = inc;
+  if (lane == 31) sums[warp] = inc;
   __syncthreads();
-  if (warp == 0) {
-    int w = lane < warps ? warp_sums[lane] : 0;
+  int w = lane < warps ? sums[lane] : 0;
 #pragma unroll
-    for (int o = 1; o < 32; o *= 2) {
-      const int y = __shfl_up_sync(0xffffffffu, w, o);
-      if (lane >= o) w += y;
-    }
-    warp_sums[lane] = w;  // inclusive
+  for (int o = 1; o < 32; o *= 2) {
+    const int y = __shfl_up_sync(0xffffffffu, w, o);
+    if (lane >= o) w += y;
   }
-  __syncthreads();
-  const int before = (warp > 0 ? warp_sums[warp - 1] : 0) + inc - x;
-  *total = warp_sums[warps - 1];
+  const int before = warp > 0 ? __shfl_sync(0xffffffffu, w, warp - 1) : 0;
+  *total = __shfl_sync(0xffffffffu, w, 31);
+  return before + inc - x;
+}
+
+// msda_round_scan with its own warps' sums, and a barrier before it returns so that the next
+// call may reuse them (blockDim.x a multiple of 32, at most 1024).
+__device__ __forceinline__ int msda_block_scan(int x, int* total) {
+  __shared__ int warp_sums[32];
+  const int before = msda_round_scan(x, total, warp_sums);
   __syncthreads();  // warp_sums is reused by the next call
   return before;
 }
@@ -1029,30 +1033,6 @@ __device__ __forceinline__ void msda_hit_add(float* plane, int row, const MsdaHi
     a.w = fmaf(h.w, h.g[4 * v + 3], a.w);
     dst[v] = a;
   }
-}
-
-// Exclusive prefix of x over the block and the block's sum (*total), with one barrier: the warps'
-// sums go to `sums` (32 ints; alternate two arrays between calls, so that a call's writes cannot
-// race the previous call's reads) and each warp scans them itself. Every thread calls it.
-__device__ __forceinline__ int msda_round_scan(int x, int* total, int* sums) {
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-  int inc = x;
-#pragma unroll
-  for (int o = 1; o < 32; o *= 2) {
-    const int y = __shfl_up_sync(0xffffffffu, inc, o);
-    if (lane >= o) inc += y;
-  }
-  if (lane == 31) sums[warp] = inc;
-  __syncthreads();
-  int w = lane < warps ? sums[lane] : 0;
-#pragma unroll
-  for (int o = 1; o < 32; o *= 2) {
-    const int y = __shfl_up_sync(0xffffffffu, w, o);
-    if (lane >= o) w += y;
-  }
-  const int before = warp > 0 ? __shfl_sync(0xffffffffu, w, warp - 1) : 0;
-  *total = __shfl_sync(0xffffffffu, w, 31);
-  return before + inc - x;
 }
 
 // Grid: for each level from the last (the densest first: they are the longest blocks), N * M *
