@@ -290,7 +290,11 @@ impl Config {
             cluster: false,
             // At 256 the staging does not fit beside Q and the K/V stages.
             o_tma: d <= 128,
-            release_one: false,
+            // One release a consumer warpgroup (after its wgmma.wait_group) rather than one a
+            // warp, at head dim 128 not causal: +0.3 % at 4k and +1.1 % at 16k over four
+            // same-call rounds on the H100; the same or slower at 64, 256 and causal 128
+            // (BENCHMARKS.md, "One release a warpgroup").
+            release_one: d == 128 && !causal,
             poly: 0,
             lazy,
             p2,
@@ -305,6 +309,7 @@ impl Config {
             persistent: false,
             split_tail: false,
             cluster: false,
+            release_one: false,
             lazy: false,
             p2: false,
             wait_late: false,
