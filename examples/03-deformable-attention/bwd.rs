@@ -74,8 +74,14 @@ pub enum BwdDesign {
     /// corner in its tile, and adds each one's weight * grad_out into the plane, a warp the
     /// owner of each pixel (or, when a round's corners crowd into a few pixels, a private
     /// copy a warp summed in warp order); one TMA store writes the plane in the storage type.
-    /// Every sum is in a fixed order: the same bits on every run.
-    Planes { threads: u32, smem_kb: u32 },
+    /// Every sum is in a fixed order: the same bits on every run. `rows`: msda_bwd_rows
+    /// first sorts each level's points by row (stably, so the order stays fixed), and a box
+    /// reads the points of its rows only instead of every point of its level.
+    Planes {
+        threads: u32,
+        smem_kb: u32,
+        rows: bool,
+    },
 }
 
 /// msda_bwd_planes' box of level `l`: rows of at most 256 columns (a box dimension's limit),
@@ -94,6 +100,16 @@ const PLANES_QPB: u32 = 64;
 const PRIVATE_PIXELS: u64 = 16;
 /// Points a thread of msda_bwd_planes reads a round (msda_bwd.cu's MSDA_ROUND).
 const PLANES_ROUND: u64 = 2;
+/// msda_bwd_rows' block (32 warps, each sorting a 32nd of a level's points).
+const ROWS_THREADS: u32 = 1024;
+/// A level's rows in at most this many bins (msda_bwd_rows; rendered as MSDA_ROW_BINS).
+const ROW_BINS: usize = 256;
+/// Hits whose loads a warp of msda_bwd_planes issues before it adds them (MSDA_AHEAD). Measured
+/// (H100, f16 seed, BENCHMARKS.md run 7): by row, 4 against 2 took `t512 108K` from 498 to
+/// 445 us uniform and 449 to 406 clustered (8 spills and lost); without the sort a box's
+/// rounds hold few hits a warp and 4 lost (477 -> 506 uniform).
+const PLANES_AHEAD: u32 = 2;
+const PLANES_AHEAD_BY_ROW: u32 = 4;
 
 /// msda_bwd_tiles' block: a thread per pixel and 32 channels; 512 with 64-bit sums (32 of
 /// them take 64 registers). 1024 f32 threads spill a little but ran 1.12x faster than 512
@@ -295,7 +311,23 @@ impl BwdConfig {
     /// The plane design: msda_bwd_planes at `threads` a block and `smem_kb` KB of shared memory.
     pub fn planes(threads: u32, smem_kb: u32) -> BwdConfig {
         BwdConfig {
-            design: BwdDesign::Planes { threads, smem_kb },
+            design: BwdDesign::Planes {
+                threads,
+                smem_kb,
+                rows: false,
+            },
+            ..BwdConfig::TMA
+        }
+    }
+    /// The plane design with the points sorted by row first (msda_bwd_rows): a box reads its
+    /// rows' points only.
+    pub fn planes_by_row(threads: u32, smem_kb: u32) -> BwdConfig {
+        BwdConfig {
+            design: BwdDesign::Planes {
+                threads,
+                smem_kb,
+                rows: true,
+            },
             ..BwdConfig::TMA
         }
     }
@@ -405,9 +437,15 @@ impl BwdConfig {
                     format!(" b{}", self.minb)
                 }
             ),
-            BwdDesign::Planes { threads, smem_kb } => {
-                format!(" planes t{threads} {smem_kb}K u{}", self.unroll)
-            }
+            BwdDesign::Planes {
+                threads,
+                smem_kb,
+                rows,
+            } => format!(
+                " planes t{threads} {smem_kb}K{} u{}",
+                if rows { " rows" } else { "" },
+                self.unroll
+            ),
         };
         format!(
             "{}{knobs}{}",
@@ -473,13 +511,16 @@ pub fn bwd_configs(ty: Ty) -> Vec<BwdConfig> {
             .one_step(512)
             .conflict_free(true, true),
     ];
-    // The plane design (no atomics, no sort, deterministic; NOTES.md, run 6): 512 threads and
-    // two blocks an SM, or 1024 and one with twice the plane (fewer boxes read each key).
-    // Measured (H100, f16 seed, BENCHMARKS.md run 6): `t512` 475 us uniform, 484 clustered;
-    // `t1024` 500 / 399 (the tile design's fastest, `packed t512`, 415 / 485 in that call).
+    // The plane design (no floating-point atomics, deterministic; NOTES.md, runs 6 and 7):
+    // 512 threads and two blocks an SM, or 1024 and one with twice the plane; the points
+    // sorted by row first (msda_bwd_rows), or (run 6's build, kept to compare) every box
+    // reading every point of its level. Measured (H100, f16 seed, BENCHMARKS.md run 7, one
+    // call): by row `t512` 445 us uniform, 406 clustered, `t1024` 538 / 369; run 6's `t512`
+    // 477 / 515 (the tile design's fastest, `packed t512`, 424 / 485).
     v.push(BwdConfig::planes(512, 108));
-    v.push(BwdConfig::planes(512, 108).with_softmax());
-    v.push(BwdConfig::planes(1024, 216));
+    v.push(BwdConfig::planes_by_row(512, 108));
+    v.push(BwdConfig::planes_by_row(512, 108).with_softmax());
+    v.push(BwdConfig::planes_by_row(1024, 216));
     if ty != Ty::F32 {
         v.push(BwdConfig::tma(128, 60 * 1024, true));
     }
@@ -507,6 +548,8 @@ pub struct BuiltBwd {
     pub tiles: Option<(ValidKernelPlan, u32)>,
     /// msda_bwd_planes' plan and grid (the plane design; `staged` holds its output tiles).
     pub planes: Option<(ValidKernelPlan, u32)>,
+    /// msda_bwd_rows' plan (the plane design by rows: a block per (batch, head, level)).
+    pub rows: Option<ValidKernelPlan>,
     pub grid: u32,
 }
 
@@ -547,6 +590,7 @@ pub fn build_bwd(
     let mut prelude = String::new();
     let mut tile_shape = None;
     let mut planes = None;
+    let mut rows = None;
     let mut out_tiles = Vec::new();
     let (grid, plan, qpb) = match config.design {
         BwdDesign::Atomic => {
@@ -647,16 +691,39 @@ pub fn build_bwd(
                 qpb,
             )
         }
-        BwdDesign::Planes { threads, smem_kb } => {
+        BwdDesign::Planes {
+            threads,
+            smem_kb,
+            rows: by_row,
+        } => {
             let build = planes_plan(m, ty, &config, threads, smem_kb)?;
             planes = Some((build.plan, build.grid));
+            if by_row {
+                rows = Some(
+                    KernelPlan::new("msda_bwd_rows")
+                        .block_threads(ROWS_THREADS)
+                        .validate()
+                        .map_err(|e| format!("msda_bwd_rows: {e}"))?,
+                );
+            }
             out_tiles = build.tiles;
             prelude = build.prelude;
             options = options
                 .define("MSDA_BWD", "3")
                 .define("MSDA_STAGED", "0")
                 .define("MSDA_PACKED", "1")
-                .define("MSDA_ROUND", PLANES_ROUND.to_string());
+                .define("MSDA_ROUND", PLANES_ROUND.to_string())
+                .define("MSDA_PLANE_ROWS", u32::from(by_row).to_string())
+                .define("MSDA_ROW_BINS", ROW_BINS.to_string())
+                .define(
+                    "MSDA_AHEAD",
+                    if by_row {
+                        PLANES_AHEAD_BY_ROW
+                    } else {
+                        PLANES_AHEAD
+                    }
+                    .to_string(),
+                );
             let qpb = PLANES_QPB.min(1024 / tpq).max(1);
             (
                 nb * nh * m.queries.div_ceil(qpb as usize) as u32,
@@ -702,6 +769,9 @@ pub fn build_bwd(
     if let Some((p, _)) = &tiles {
         source = source.plan(p);
     }
+    if let Some(p) = &rows {
+        source = source.plan(p);
+    }
     if let Some((p, _)) = &planes {
         source = source.plan(p);
         for (l, spec) in &out_tiles {
@@ -733,6 +803,7 @@ pub fn build_bwd(
         cast,
         tiles,
         planes,
+        rows,
         grid,
     })
 }
@@ -913,6 +984,9 @@ pub struct BwdDevice {
 pub struct PlanesScratch {
     pub keys: CudaSlice<i32>,
     pub weights: CudaSlice<f32>,
+    /// (by rows) msda_bwd_rows' (key, point) pairs a point, sorted by row, and each
+    /// (batch, head, level)'s ROW_BINS + 1 bin starts.
+    pub sorted: Option<(CudaSlice<i32>, CudaSlice<i32>)>,
 }
 
 /// The tile design's buffers: the filed entries (query << 10 | pixel, weight bits), each
@@ -933,6 +1007,8 @@ pub struct LoadedBwd {
     pub tiles: Option<Kernel>,
     /// msda_bwd_planes (the plane design).
     pub planes: Option<Kernel>,
+    /// msda_bwd_rows (the plane design by rows).
+    pub rows: Option<Kernel>,
     pub maps: Vec<TensorMap>,
 }
 
@@ -997,6 +1073,10 @@ impl BwdDevice {
             Some(_) => Some(module.kernel("msda_bwd_planes")?),
             None => None,
         };
+        let rows = match built.rows {
+            Some(_) => Some(module.kernel("msda_bwd_rows")?),
+            None => None,
+        };
         let starts = fwd.m.level_start();
         let row = fwd.m.heads * fwd.m.channels;
         let mut maps = Vec::new();
@@ -1014,6 +1094,7 @@ impl BwdDevice {
             cast,
             tiles,
             planes,
+            rows,
             maps,
         })
     }
@@ -1180,11 +1261,19 @@ impl BwdDevice {
             self.points = Some(PlanesScratch {
                 keys: stream.alloc_zeros::<i32>(m.attn_len())?,
                 weights: stream.alloc_zeros::<f32>(4 * m.attn_len())?,
+                sorted: None,
             });
         }
         let Some(pts) = self.points.as_mut() else {
             return Err("no point keys".into());
         };
+        let units = m.batch * m.heads * m.levels.len();
+        if k.rows.is_some() && pts.sorted.is_none() {
+            pts.sorted = Some((
+                stream.alloc_zeros::<i32>(2 * m.attn_len())?,
+                stream.alloc_zeros::<i32>(units * (ROW_BINS + 1))?,
+            ));
+        }
         {
             let cfg = k.kernel.plan_config(stream, (b.grid, 1, 1))?;
             let mut l = k.kernel.launch_builder(&cfg);
@@ -1202,6 +1291,20 @@ impl BwdDevice {
             // grid is build_bwd's.
             unsafe { l.launch() }?;
         }
+        if let (Some(rows), Some((sorted, bins))) = (&k.rows, pts.sorted.as_mut()) {
+            let cfg = rows.plan_config(stream, (units as u32, 1, 1))?;
+            let mut l = rows.launch_builder(&cfg);
+            l.arg(&pts.keys)
+                .arg(sorted)
+                .arg(bins)
+                .arg(ByValue(&fwd.shapes))
+                .arg(&queries);
+            // SAFETY: msda_bwd_rows(pkey, sorted, bins, MsdaShapes, queries): pkey as the point
+            // pass wrote it (N M L Q P keys), sorted 2 N M L Q P i32 (an int2 a point, 8-byte
+            // aligned: a fresh allocation), bins N M L (ROW_BINS + 1); a block per (batch, head,
+            // level).
+            unsafe { l.launch() }?;
+        }
         {
             let cfg = planes.plan_config(stream, (planes_grid, 1, 1))?;
             let mut l = planes.launch_builder(&cfg);
@@ -1210,12 +1313,18 @@ impl BwdDevice {
                 Buf::U16(g) => l.arg(g),
                 Buf::F32(g) => l.arg(g),
             };
+            // Without rows the kernel reads neither: the keys stand in for both pointers.
+            match &pts.sorted {
+                Some((sorted, bins)) => l.arg(sorted).arg(bins),
+                None => l.arg(&pts.keys).arg(&pts.keys),
+            };
             l.arg(ByValue(&fwd.shapes)).arg(&batch).arg(&queries);
             for map in &k.maps {
                 l.arg(map);
             }
-            // SAFETY: msda_bwd_planes(pkey, pw, grad_out, MsdaShapes, batch, queries, maps):
-            // pkey and pw as the point pass wrote them for this problem, grad_out N Q M D of the
+            // SAFETY: msda_bwd_planes(pkey, pw, grad_out, sorted, bins, MsdaShapes, batch,
+            // queries, maps): pkey and pw as the point pass wrote them for this problem (sorted
+            // and bins as msda_bwd_rows wrote them, when the build reads them), grad_out N Q M D of the
             // storage type; a map a level over grad_value's level
             // rows in the storage type (self.gv16, or gv32 for f32), both in self; the grid is
             // planes_plan's.

@@ -46,6 +46,8 @@
 //                   copies are summed in warp order. The plane is written once, in the storage
 //                   type, by one TMA store. Every order is fixed: the same bits on every run of
 //                   a build (a build of another block or budget groups the terms otherwise).
+//                   MSDA_PLANE_ROWS: msda_bwd_rows first sorts each (batch, head, level)'s points
+//                   by row (stably), and a box reads the points of its rows only.
 
 #define MSDA_TILES (MSDA_BWD == 2)
 #define MSDA_PLANES (MSDA_BWD == 3)
@@ -936,6 +938,122 @@ msda_bwd_tiles(const uint2* __restrict__ entries, const uint2* __restrict__ desc
 #endif  // MSDA_TILES
 
 #if MSDA_PLANES
+#ifndef MSDA_PLANE_ROWS
+#define MSDA_PLANE_ROWS 0
+#endif
+// MSDA_PLANE_ROWS: msda_bwd_rows sorts each (batch, head, level)'s points by their key's row
+// r = h0 + 1 (in [0, H]), so that a box of msda_bwd_planes reads the points of its rows only,
+// not every point of its level (a level of H rows in boxes of TH reads them H / TH times).
+// A bin holds the rows r with r >> shift equal (shift the least with (H >> shift) < MSDA_ROW_BINS).
+#ifndef MSDA_ROW_BINS
+#error "MSDA_ROW_BINS: bwd.rs renders it (ROW_BINS)"
+#endif
+__device__ __forceinline__ int msda_row_shift(int H) {
+  int s = 0;
+  while ((H >> s) >= MSDA_ROW_BINS) ++s;
+  return s;
+}
+// A key's bin (its row r = h0 + 1, bits 14..27), or -1 for a point outside the level.
+__device__ __forceinline__ int msda_row_bin(int key, int shift) {
+  return key < 0 ? -1 : ((key >> MSDA_HIT_BITS) & ((1 << MSDA_HIT_BITS) - 1)) >> shift;
+}
+
+#if MSDA_PLANE_ROWS
+// A block per (batch, head, level) (nh * L + l), MSDA_ROWS_THREADS threads: the level's points
+// inside it, as (key, point) pairs, sorted by bin and stably (point order within a bin):
+// sorted[(nh * L + l) * Q P + k]; bins[(nh * L + l) * (MSDA_ROW_BINS + 1) + b] the first k of
+// bin b, and bins[.. + (H >> shift) + 1] the count. A counting sort in which each warp takes a
+// contiguous range of the points: it counts its range's bins (cnt[bin][warp], its own column),
+// one block scan over (bin, warp) gives each warp its place in each bin, and the warp walks its
+// range again, 32 points a step, each one's place its warp's next in its bin + the same bin's
+// points in its step before it (__match_any_sync). Two barriers in all.
+constexpr int MSDA_ROWS_THREADS = tma_plan_msda_bwd_rows::BLOCK_THREADS;
+constexpr int MSDA_ROWS_WARPS = MSDA_ROWS_THREADS / 32;
+constexpr int MSDA_ROWS_AHEAD = 8;  // steps of keys a warp loads at once
+constexpr int MSDA_ROWS_CELLS = MSDA_ROWS_WARPS * MSDA_ROW_BINS / MSDA_ROWS_THREADS;  // (bin, warp) cells a thread scans
+static_assert(MSDA_ROWS_THREADS % 32 == 0 && MSDA_ROWS_WARPS * MSDA_ROW_BINS % MSDA_ROWS_THREADS == 0 &&
+                  MSDA_ROWS_WARPS % MSDA_ROWS_CELLS == 0,
+              "whole warps; a thread's cells are one bin's");
+extern "C" __global__ void TMA_PLAN_MSDA_BWD_ROWS_LAUNCH_BOUNDS msda_bwd_rows(const int* __restrict__ pkey,
+                                                                           int2* __restrict__ sorted,
+                                                                           int* __restrict__ bins,
+                                                                           const __grid_constant__ MsdaShapes sh,
+                                                                           int queries) {
+  // (a row of cnt one int longer than the warps: a step's distinct bins on distinct banks)
+  __shared__ int cnt[MSDA_ROW_BINS][MSDA_ROWS_WARPS + 1], sums[32];
+  const int t = threadIdx.x, lane = t % 32, warp = t / 32;
+  const int l = static_cast<int>(blockIdx.x) % MSDA_L;
+  const int shift = msda_row_shift(sh.h(l)), nbins = (sh.h(l) >> shift) + 1;
+  const int points = queries * MSDA_P;
+  const long long first = static_cast<long long>(blockIdx.x) * points;
+  const int* keys = pkey + first;
+  int2* out = sorted + first;
+  int* off = bins + static_cast<long long>(blockIdx.x) * (MSDA_ROW_BINS + 1);
+  for (int i = t; i < MSDA_ROW_BINS * (MSDA_ROWS_WARPS + 1); i += MSDA_ROWS_THREADS) (&cnt[0][0])[i] = 0;
+  // This warp's range of the points, whole steps of 32.
+  const int per = (points + MSDA_ROWS_WARPS * 32 - 1) / (MSDA_ROWS_WARPS * 32) * 32;
+  const int p0 = min(warp * per, points), p1 = min(p0 + per, points);
+  const unsigned below = (1u << lane) - 1u;
+  __syncthreads();
+  // (MSDA_ROWS_AHEAD steps' keys loaded at once, then counted a step at a time)
+  for (int s0 = p0; s0 < p1; s0 += MSDA_ROWS_AHEAD * 32) {
+    int kb[MSDA_ROWS_AHEAD];
+#pragma unroll
+    for (int k = 0; k < MSDA_ROWS_AHEAD; ++k) {
+      const int i = s0 + k * 32 + lane;
+      kb[k] = i < p1 ? __ldg(keys + i) : -1;
+    }
+    // (a count does not depend on the order of its adds: integer atomics, native in shared memory)
+#pragma unroll
+    for (int k = 0; k < MSDA_ROWS_AHEAD; ++k) {
+      const int b = msda_row_bin(kb[k], shift);
+      if (b >= 0) atomicAdd(&cnt[b][warp], 1);
+    }
+  }
+  __syncthreads();
+  // Each thread's MSDA_ROWS_CELLS cells, (bin, warp) in order: their exclusive prefix.
+  const int cb = t * MSDA_ROWS_CELLS / MSDA_ROWS_WARPS, cw = t * MSDA_ROWS_CELLS % MSDA_ROWS_WARPS;
+  int mine = 0;
+#pragma unroll
+  for (int k = 0; k < MSDA_ROWS_CELLS; ++k) mine += cnt[cb][cw + k];
+  int total;
+  int at = msda_round_scan(mine, &total, sums);
+  if (cw == 0 && cb < nbins) off[cb] = at;
+  if (t == 0) off[nbins] = total;
+#pragma unroll
+  for (int k = 0; k < MSDA_ROWS_CELLS; ++k) {
+    const int c = cnt[cb][cw + k];
+    cnt[cb][cw + k] = at;
+    at += c;
+  }
+  __syncthreads();
+  for (int s0 = p0; s0 < p1; s0 += MSDA_ROWS_AHEAD * 32) {
+    int kb[MSDA_ROWS_AHEAD];
+#pragma unroll
+    for (int k = 0; k < MSDA_ROWS_AHEAD; ++k) {
+      const int i = s0 + k * 32 + lane;
+      kb[k] = i < p1 ? __ldg(keys + i) : -1;
+    }
+    // The steps' groups first (independent), then their places a step at a time.
+    int bs[MSDA_ROWS_AHEAD];
+    unsigned peers[MSDA_ROWS_AHEAD];
+#pragma unroll
+    for (int k = 0; k < MSDA_ROWS_AHEAD; ++k) {
+      bs[k] = msda_row_bin(kb[k], shift);
+      peers[k] = __match_any_sync(0xffffffffu, bs[k]);
+    }
+#pragma unroll
+    for (int k = 0; k < MSDA_ROWS_AHEAD; ++k) {
+      const int b = bs[k];
+      if (b >= 0) out[cnt[b][warp] + __popc(peers[k] & below)] = make_int2(kb[k], s0 + k * 32 + lane);
+      __syncwarp();
+      if (b >= 0 && lane == __ffs(peers[k]) - 1) cnt[b][warp] += __popc(peers[k]);
+      __syncwarp();
+    }
+  }
+}
+#endif
+
 // ---------------------------------------------------------------------------------------------
 // msda_bwd_planes: grad_value by owned planes (see the top of the file). Rendered by bwd.rs
 // before this file: msda_plane_out<l>::type, level l's output tile (the level's [N][H][W][M][D]
@@ -947,6 +1065,9 @@ static_assert(!MSDA_STAGED && MSDA_PACKED, "the plane design's point pass stages
 typedef tma_plan_msda_bwd_planes MsdaPlanesPlan;
 #ifndef MSDA_ROUND
 #define MSDA_ROUND 2  // points a thread reads a round
+#endif
+#ifndef MSDA_AHEAD
+#error "MSDA_AHEAD: bwd.rs renders it (PLANES_AHEAD): hits whose loads a warp issues before adding them"
 #endif
 constexpr int MSDA_PT = MsdaPlanesPlan::BLOCK_THREADS;
 constexpr int MSDA_PW = MSDA_PT / 32;
@@ -1039,7 +1160,8 @@ __device__ __forceinline__ void msda_hit_add(float* plane, int row, const MsdaHi
 // its tiles (ceil(H / TH) * ceil(W / TW)). pkey / pw: the point pass's keys and weights.
 extern "C" __global__ void TMA_PLAN_MSDA_BWD_PLANES_LAUNCH_BOUNDS
 msda_bwd_planes(const int* __restrict__ pkey, const float4* __restrict__ pw, const msda_t* __restrict__ grad_out,
-                const __grid_constant__ MsdaShapes sh, int batch, int queries, MSDA_PLANE_MAP_PARAMS) {
+                const int2* __restrict__ sorted, const int* __restrict__ bins, const __grid_constant__ MsdaShapes sh,
+                int batch, int queries, MSDA_PLANE_MAP_PARAMS) {
   extern __shared__ unsigned char msda_raw[];
   unsigned char* base = MsdaPlanesPlan::base(msda_raw);
   float* plane = reinterpret_cast<float*>(MsdaPlanesPlan::plane(base));
@@ -1089,19 +1211,45 @@ msda_bwd_planes(const int* __restrict__ pkey, const float4* __restrict__ pw, con
   const int koff = (k >> 1) * tw + (k & 1);         // its pixel from p00
   const int points = queries * MSDA_P;
   const long long first = static_cast<long long>(nh * MSDA_L + l) * points;
-  const int* keys = pkey + first;
   const float4* wts = pw + first;
+#if MSDA_PLANE_ROWS
+  // The points of rows r in [ty0, ty1] (corner rows r - 1 and r meet the tile): bins
+  // [ty0 >> shift, ty1 >> shift] of msda_bwd_rows' (key, point) pairs (a coarse bin may hold
+  // a few more rows, which the tile test drops).
+  (void)pkey;
+  const int2* pairs = sorted + first;
+  const int* off = bins + static_cast<long long>(nh * MSDA_L + l) * (MSDA_ROW_BINS + 1);
+  const int shift = msda_row_shift(H);
+  const int lo = __ldg(off + (ty0 >> shift)), hi = __ldg(off + (min(ty1, H) >> shift) + 1);
+#if defined(TMA_DEBUG)
+  if (lo < 0 || hi < lo || hi > points) {
+    if (t == 0)
+      printf("msda_bwd_planes: block %d (level %d, rows %d..%d) has sorted points [%d, %d) of %d\n", blockIdx.x, l,
+             ty0, ty1, lo, hi, points);
+    __trap();
+  }
+#endif
+#else
+  (void)sorted, (void)bins;
+  const int* keys = pkey + first;
+  const int lo = 0, hi = points;
+#endif
   const msda_t* go = grad_out + (static_cast<long long>(n) * queries * MSDA_M + head) * MSDA_D;
   const unsigned my_owner = static_cast<unsigned>(warp) * MSDA_OWNER_ONES;
-  for (int r0 = 0, parity = 0; r0 < points; r0 += MSDA_PT * MSDA_ROUND, parity ^= 1) {
+  for (int r0 = lo, parity = 0; r0 < hi; r0 += MSDA_PT * MSDA_ROUND, parity ^= 1) {
     int* box = bbox[parity];
     // 1. This thread's points of the round (r0 + j * PT + t): a hit when one of its corners
     // inside the level lies in the tile; the hits recorded in a fixed order (a block scan).
-    int key[MSDA_ROUND];
+    int key[MSDA_ROUND], point[MSDA_ROUND];
 #pragma unroll
     for (int j = 0; j < MSDA_ROUND; ++j) {
       const int i = r0 + j * MSDA_PT + t;
-      key[j] = i < points ? __ldg(keys + i) : -1;
+#if MSDA_PLANE_ROWS
+      const int2 e = i < hi ? __ldg(pairs + i) : make_int2(-1, 0);
+      key[j] = e.x, point[j] = e.y;
+#else
+      key[j] = i < hi ? __ldg(keys + i) : -1, point[j] = i;
+#endif
     }
     unsigned hits = 0u, owners[MSDA_ROUND];
     int p00[MSDA_ROUND];
@@ -1144,7 +1292,7 @@ msda_bwd_planes(const int* __restrict__ pkey, const float4* __restrict__ pw, con
 #pragma unroll
       for (int j = 0; j < MSDA_ROUND; ++j)
         if (hits >> j & 1u) {
-          hrec[pos++] = make_int4(r0 + j * MSDA_PT + t, p00[j], static_cast<int>(owners[j]), key[j]);
+          hrec[pos++] = make_int4(point[j], p00[j], static_cast<int>(owners[j]), key[j]);
         }
     }
     __syncthreads();
@@ -1193,16 +1341,22 @@ msda_bwd_planes(const int* __restrict__ pkey, const float4* __restrict__ pw, con
         };
         unsigned todo = __ballot_sync(0xffffffffu, own);
         while (todo) {
-          const int j0 = h0 + __ffs(todo) - 1;
-          todo &= todo - 1u;
-          const int j1 = todo ? h0 + __ffs(todo) - 1 : j0;
-          todo &= todo - 1u;  // (0 stays 0)
-          const MsdaHit a = msda_hit(hrec, j0, wts, go, lane);
-          const MsdaHit b = msda_hit(hrec, j1, wts, go, lane);
-          add(a);
-          __syncwarp();  // (a lane's add of b may read a pixel another lane wrote for a)
-          if (j1 != j0) add(b);
-          __syncwarp();
+          // MSDA_AHEAD hits' loads at once (the last ones repeat the first when fewer are
+          // left), then their adds in order.
+          int js[MSDA_AHEAD];
+#pragma unroll
+          for (int q = 0; q < MSDA_AHEAD; ++q) {
+            js[q] = todo ? h0 + __ffs(todo) - 1 : -1;
+            todo &= todo - 1u;  // (0 stays 0)
+          }
+          MsdaHit hs[MSDA_AHEAD];
+#pragma unroll
+          for (int q = 0; q < MSDA_AHEAD; ++q) hs[q] = msda_hit(hrec, js[q] >= 0 ? js[q] : js[0], wts, go, lane);
+#pragma unroll
+          for (int q = 0; q < MSDA_AHEAD; ++q) {
+            if (js[q] >= 0) add(hs[q]);
+            __syncwarp();  // (a lane's add of the next hit may read a pixel another lane wrote)
+          }
         }
       }
     }
