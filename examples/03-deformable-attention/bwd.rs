@@ -717,7 +717,9 @@ pub fn build_bwd(
                 .define("MSDA_ROW_BINS", ROW_BINS.to_string())
                 .define(
                     "MSDA_AHEAD",
-                    if by_row {
+                    // (a hit holds 5 + D / 8 registers a lane: four of them fit the 64 of two
+                    // blocks an SM at 32 channels, not at 64)
+                    if by_row && m.channels <= 32 {
                         PLANES_AHEAD_BY_ROW
                     } else {
                         PLANES_AHEAD
@@ -875,8 +877,9 @@ pub fn planes_plan(
         .into());
     }
     // msda_bwd_planes counts a level's points (Q P, and the round past the last) and a query's
-    // grad_out row offset (Q M D) in 32-bit ints.
-    let points = m.queries * m.points + threads as usize * PLANES_ROUND as usize;
+    // grad_out row offset (Q M D) in 32-bit ints; msda_bwd_rows up to a block's steps past them.
+    let points = m.queries * m.points
+        + (threads as usize * PLANES_ROUND as usize).max(2 * ROWS_THREADS as usize);
     let rows = m.queries * m.heads * m.channels;
     if points >= 1 << 31 || rows >= 1 << 31 {
         return Err(format!(

@@ -31,7 +31,8 @@
 //                   storage type: no f32 buffer, no zeroing, no cast. MSDA_DETERMINISTIC: the sums
 //                   in 64-bit fixed point, scaled from a bound on any pixel's sum (exact: every
 //                   order gives the same bits).
-//   planes          (MSDA_BWD 3) no atomics at all, and no sort. msda_bwd writes grad_loc and
+//   planes          (MSDA_BWD 3) no floating-point atomics, and (but with MSDA_PLANE_ROWS, below)
+//                   no sort. msda_bwd writes grad_loc and
 //                   grad_attn, and each point's key (its corner (h0 + 1, w0 + 1), or -1 outside
 //                   the level) and its 4 corners' weights, level by level (pkey, pw).
 //                   msda_bwd_planes, a block a tile of one (batch, head, level) (a box of the
@@ -47,7 +48,8 @@
 //                   type, by one TMA store. Every order is fixed: the same bits on every run of
 //                   a build (a build of another block or budget groups the terms otherwise).
 //                   MSDA_PLANE_ROWS: msda_bwd_rows first sorts each (batch, head, level)'s points
-//                   by row (stably), and a box reads the points of its rows only.
+//                   by row (stably: its counts from shared-memory integer atomics, every place
+//                   in point order), and a box reads the points of its rows only.
 
 #define MSDA_TILES (MSDA_BWD == 2)
 #define MSDA_PLANES (MSDA_BWD == 3)
