@@ -80,31 +80,15 @@ pub enum BwdDesign {
     Planes {
         threads: u32,
         smem_kb: u32,
-        order: PlaneOrder,
+        rows: bool,
     },
 }
 
-/// How the plane design finds a box's points.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PlaneOrder {
-    /// Every box reads every point of its level (run 6).
-    Level,
-    /// msda_bwd_rows sorts each level's points by row first; a box reads its rows' (run 7).
-    Rows,
-    /// msda_bwd_pixels sorts them by pixel (a least-significant-digit radix sort of stable
-    /// counting passes, [`pixel_passes`]), msda_bwd_starts indexes each pixel's run (a CSR),
-    /// and msda_bwd_gather sums each pixel's terms in registers, 8 lanes a pixel: no plane of
-    /// f32 sums, no owners, no rounds; the box's shared memory is its output in the storage
-    /// type.
-    Pixels,
-}
-
 /// msda_bwd_planes' box of level `l`: rows of at most 256 columns (a box dimension's limit),
-/// as many rows (at most 256) as fit `plane_bytes` of `elem_bytes` elements (f32 sums, or
-/// msda_bwd_gather's output in the storage type).
-pub fn plane_box(m: &Msda, l: usize, plane_bytes: u64, elem_bytes: u64) -> (u32, u32) {
+/// as many rows (at most 256) as fit `plane_bytes` of f32 sums.
+pub fn plane_box(m: &Msda, l: usize, plane_bytes: u64) -> (u32, u32) {
     let (h, w) = m.levels[l];
-    let row = m.channels as u64 * elem_bytes;
+    let row = m.channels as u64 * 4;
     let tw = (w as u64).min(256).min(plane_bytes / row).max(1);
     let th = (h as u64).min(256).min(plane_bytes / (tw * row)).max(1);
     (th as u32, tw as u32)
@@ -116,11 +100,8 @@ const PLANES_QPB: u32 = 64;
 const PRIVATE_PIXELS: u64 = 16;
 /// Points a thread of msda_bwd_planes reads a round (msda_bwd.cu's MSDA_ROUND).
 const PLANES_ROUND: u64 = 2;
-/// msda_bwd_rows' block (32 warps, each sorting a 32nd of a level's points), and
-/// msda_bwd_pixels'.
+/// msda_bwd_rows' block (32 warps, each sorting a 32nd of a level's points).
 const ROWS_THREADS: u32 = 1024;
-/// msda_bwd_starts' block (a thread a pixel key).
-const STARTS_THREADS: u32 = 256;
 /// A level's rows in at most this many bins (msda_bwd_rows; rendered as MSDA_ROW_BINS).
 const ROW_BINS: usize = 256;
 /// Hits whose loads a warp of msda_bwd_planes issues before it adds them (MSDA_AHEAD). Measured
@@ -333,7 +314,7 @@ impl BwdConfig {
             design: BwdDesign::Planes {
                 threads,
                 smem_kb,
-                order: PlaneOrder::Level,
+                rows: false,
             },
             ..BwdConfig::TMA
         }
@@ -345,20 +326,7 @@ impl BwdConfig {
             design: BwdDesign::Planes {
                 threads,
                 smem_kb,
-                order: PlaneOrder::Rows,
-            },
-            ..BwdConfig::TMA
-        }
-    }
-    /// The plane design with the points sorted by pixel (msda_bwd_pixels) and each pixel's
-    /// terms gathered in registers (msda_bwd_gather) at `threads` a block, its box's output
-    /// in at most `smem_kb` KB.
-    pub fn planes_by_pixel(threads: u32, smem_kb: u32) -> BwdConfig {
-        BwdConfig {
-            design: BwdDesign::Planes {
-                threads,
-                smem_kb,
-                order: PlaneOrder::Pixels,
+                rows: true,
             },
             ..BwdConfig::TMA
         }
@@ -472,14 +440,10 @@ impl BwdConfig {
             BwdDesign::Planes {
                 threads,
                 smem_kb,
-                order,
+                rows,
             } => format!(
                 " planes t{threads} {smem_kb}K{} u{}",
-                match order {
-                    PlaneOrder::Level => "",
-                    PlaneOrder::Rows => " rows",
-                    PlaneOrder::Pixels => " pixels",
-                },
+                if rows { " rows" } else { "" },
                 self.unroll
             ),
         };
@@ -557,11 +521,6 @@ pub fn bwd_configs(ty: Ty) -> Vec<BwdConfig> {
     v.push(BwdConfig::planes_by_row(512, 108));
     v.push(BwdConfig::planes_by_row(512, 108).with_softmax());
     v.push(BwdConfig::planes_by_row(1024, 216));
-    // Sorted by pixel and gathered in registers (no f32 plane: the box's shared memory is its
-    // output in the storage type).
-    v.push(BwdConfig::planes_by_pixel(512, 32));
-    v.push(BwdConfig::planes_by_pixel(512, 32).with_softmax());
-    v.push(BwdConfig::planes_by_pixel(256, 16));
     if ty != Ty::F32 {
         v.push(BwdConfig::tma(128, 60 * 1024, true));
     }
@@ -591,8 +550,6 @@ pub struct BuiltBwd {
     pub planes: Option<(ValidKernelPlan, u32)>,
     /// msda_bwd_rows' plan (the plane design by rows: a block per (batch, head, level)).
     pub rows: Option<ValidKernelPlan>,
-    /// msda_bwd_pixels' and msda_bwd_starts' plans (the plane design by pixels).
-    pub pixels: Option<(ValidKernelPlan, ValidKernelPlan)>,
     pub grid: u32,
 }
 
@@ -634,7 +591,6 @@ pub fn build_bwd(
     let mut tile_shape = None;
     let mut planes = None;
     let mut rows = None;
-    let mut pixels = None;
     let mut out_tiles = Vec::new();
     let (grid, plan, qpb) = match config.design {
         BwdDesign::Atomic => {
@@ -738,25 +694,17 @@ pub fn build_bwd(
         BwdDesign::Planes {
             threads,
             smem_kb,
-            order,
+            rows: by_row,
         } => {
             let build = planes_plan(m, ty, &config, threads, smem_kb)?;
             planes = Some((build.plan, build.grid));
-            let plan_of = |name: &str, threads: u32| {
-                KernelPlan::new(name)
-                    .block_threads(threads)
-                    .validate()
-                    .map_err(|e| format!("{name}: {e}"))
-            };
-            let by_row = order == PlaneOrder::Rows;
             if by_row {
-                rows = Some(plan_of("msda_bwd_rows", ROWS_THREADS)?);
-            }
-            if order == PlaneOrder::Pixels {
-                pixels = Some((
-                    plan_of("msda_bwd_pixels", ROWS_THREADS)?,
-                    plan_of("msda_bwd_starts", STARTS_THREADS)?,
-                ));
+                rows = Some(
+                    KernelPlan::new("msda_bwd_rows")
+                        .block_threads(ROWS_THREADS)
+                        .validate()
+                        .map_err(|e| format!("msda_bwd_rows: {e}"))?,
+                );
             }
             out_tiles = build.tiles;
             prelude = build.prelude;
@@ -766,10 +714,6 @@ pub fn build_bwd(
                 .define("MSDA_PACKED", "1")
                 .define("MSDA_ROUND", PLANES_ROUND.to_string())
                 .define("MSDA_PLANE_ROWS", u32::from(by_row).to_string())
-                .define(
-                    "MSDA_PLANE_PIXELS",
-                    u32::from(order == PlaneOrder::Pixels).to_string(),
-                )
                 .define("MSDA_ROW_BINS", ROW_BINS.to_string())
                 .define(
                     "MSDA_AHEAD",
@@ -830,9 +774,6 @@ pub fn build_bwd(
     if let Some(p) = &rows {
         source = source.plan(p);
     }
-    if let Some((sort, starts)) = &pixels {
-        source = source.plan(sort).plan(starts);
-    }
     if let Some((p, _)) = &planes {
         source = source.plan(p);
         for (l, spec) in &out_tiles {
@@ -865,7 +806,6 @@ pub fn build_bwd(
         tiles,
         planes,
         rows,
-        pixels,
         grid,
     })
 }
@@ -912,8 +852,8 @@ pub struct PlanesBuild {
     pub prelude: String,
 }
 
-/// msda_bwd_planes (msda_bwd_gather when `config` sorts by pixel) for one problem at `threads`
-/// a block and `smem_kb` KB of shared memory, or the rule the problem breaks.
+/// msda_bwd_planes for one problem at `threads` a block and `smem_kb` KB of shared memory, or
+/// the rule the problem breaks.
 pub fn planes_plan(
     m: &Msda,
     ty: Ty,
@@ -922,22 +862,10 @@ pub fn planes_plan(
     smem_kb: u32,
 ) -> Res<PlanesBuild> {
     let label = config.label();
-    let gather = matches!(
-        config.design,
-        BwdDesign::Planes {
-            order: PlaneOrder::Pixels,
-            ..
-        }
-    );
-    let kernel = if gather {
-        "msda_bwd_gather"
-    } else {
-        "msda_bwd_planes"
-    };
-    check_block(&label, kernel, threads)?;
+    check_block(&label, "msda_bwd_planes", threads)?;
     if m.channels % 32 != 0 {
         return Err(format!(
-            "{label}: D = {} channels: {kernel} needs a multiple of 32 (8 lanes a row, whole float4s each)",
+            "{label}: D = {} channels: msda_bwd_planes needs a multiple of 32 (8 lanes a corner's row, whole float4s each)",
             m.channels
         )
         .into());
@@ -960,31 +888,10 @@ pub fn planes_plan(
         )
         .into());
     }
-    if gather {
-        // msda_bwd_pixels' keys (H + 1) (W + 1) and the starts of all (batch, head, level)s,
-        // and msda_bwd_starts' grid (a block row a (batch, head, level)).
-        let starts: usize = m.levels.iter().map(|&(h, w)| (h + 1) * (w + 1) + 1).sum();
-        let units = m.batch * m.heads * m.levels.len();
-        if (m.batch * m.heads * starts) as u64 >= 1 << 31 || units > 65535 {
-            return Err(format!(
-                "{label}: {units} (batch, head, level)s of {starts} pixel keys: msda_bwd_starts counts them in 31 bits and takes a grid row each (at most 65535)"
-            )
-            .into());
-        }
-    }
-    // f32 sums (the storage type's copy written over their first half), or msda_bwd_gather's
-    // output in the storage type: the block's only shared memory.
-    let elem = if gather { ty.bytes() as u64 } else { 4 };
-    let row = m.channels as u64 * elem;
+    let row = m.channels as u64 * 4;
     // The warps' private copies and a round's records first; the plane takes the rest.
-    let (privs, records) = if gather {
-        (0, 0)
-    } else {
-        (
-            (threads / 32) as u64 * PRIVATE_PIXELS * row,
-            threads as u64 * PLANES_ROUND,
-        )
-    };
+    let privs = (threads / 32) as u64 * PRIVATE_PIXELS * row;
+    let records = threads as u64 * PLANES_ROUND;
     let budget = (smem_kb as u64 * 1024).saturating_sub(privs + records * 16);
     let mut tiles = Vec::new();
     let (mut plane, mut grid) = (0u64, 0u64);
@@ -992,11 +899,11 @@ pub fn planes_plan(
         "\n// msda_bwd_planes' output tile a level (rendered by bwd.rs)\ntemplate <int L> struct msda_plane_out;\n",
     );
     for l in 0..m.levels.len() {
-        let (th, tw) = plane_box(m, l, budget, elem);
+        let (th, tw) = plane_box(m, l, budget);
         let bytes = th as u64 * tw as u64 * row;
         if bytes > budget {
             return Err(format!(
-                "{label}: a pixel's {row} bytes of its plane do not fit the {budget} bytes {smem_kb} KB leave beside {privs} of private copies and {} of records",
+                "{label}: a pixel's {row} bytes of f32 sums do not fit the {budget} bytes {smem_kb} KB leave beside {privs} of private copies and {} of records",
                 records * 16
             )
             .into());
@@ -1018,16 +925,14 @@ pub fn planes_plan(
     // (16-bit storage writes its plane over the f32 plane's first half)
     let smem = plane + privs + records * 16 + 3 * 1024;
     let blocks_per_sm = ((1024 / threads) as u64).min(227 * 1024 / smem).max(1) as u32;
-    let mut plan = KernelPlan::new(kernel)
+    let plan = KernelPlan::new("msda_bwd_planes")
         .block_threads(threads)
         .blocks_per_sm(blocks_per_sm)
-        .scratch("plane", plane, 1024);
-    if !gather {
-        plan = plan
-            .scratch("priv", privs, 16)
-            .scratch("hrec", records * 16, 16);
-    }
-    let plan = plan.validate().map_err(|e| format!("{kernel}: {e}"))?;
+        .scratch("plane", plane, 1024)
+        .scratch("priv", privs, 16)
+        .scratch("hrec", records * 16, 16)
+        .validate()
+        .map_err(|e| format!("msda_bwd_planes: {e}"))?;
     Ok(PlanesBuild {
         plan,
         grid: grid as u32,
@@ -1085,33 +990,6 @@ pub struct PlanesScratch {
     /// (by rows) msda_bwd_rows' (key, point) pairs a point, sorted by row, and each
     /// (batch, head, level)'s ROW_BINS + 1 bin starts.
     pub sorted: Option<(CudaSlice<i32>, CudaSlice<i32>)>,
-    /// (by pixels) msda_bwd_pixels' and msda_bwd_starts' outputs.
-    pub pixels: Option<PixelScratch>,
-}
-
-/// The plane design's buffers by pixel: the radix passes' (pixel key, point) pairs (two, a
-/// pass reading one and writing the other), each (batch, head, level)'s points inside it, the
-/// sorted order's corner weights and queries, and the pixels' starts (msda_bwd.cu's
-/// msda_starts_base).
-pub struct PixelScratch {
-    pub pairs: [CudaSlice<i32>; 2],
-    pub counts: CudaSlice<i32>,
-    pub weights: CudaSlice<f32>,
-    pub queries: CudaSlice<i32>,
-    pub starts: CudaSlice<i32>,
-}
-
-/// msda_bwd_pixels' passes for `m`: enough 8-bit digits (ROW_BINS bins) for its largest
-/// pixel key, (H + 1) (W + 1) - 1.
-pub fn pixel_passes(m: &Msda) -> u32 {
-    let top = m
-        .levels
-        .iter()
-        .map(|&(h, w)| (h + 1) * (w + 1) - 1)
-        .max()
-        .unwrap_or(0);
-    let bits = usize::BITS - top.leading_zeros();
-    bits.div_ceil(ROW_BINS.trailing_zeros()).max(1)
 }
 
 /// The tile design's buffers: the filed entries (query << 10 | pixel, weight bits), each
@@ -1134,8 +1012,6 @@ pub struct LoadedBwd {
     pub planes: Option<Kernel>,
     /// msda_bwd_rows (the plane design by rows).
     pub rows: Option<Kernel>,
-    /// msda_bwd_pixels and msda_bwd_starts (the plane design by pixels).
-    pub pixels: Option<(Kernel, Kernel)>,
     pub maps: Vec<TensorMap>,
 }
 
@@ -1196,15 +1072,8 @@ impl BwdDevice {
             Some(_) => Some(module.kernel("msda_bwd_tiles")?),
             None => None,
         };
-        let planes = match &built.planes {
-            Some((p, _)) => Some(module.kernel(p.name())?),
-            None => None,
-        };
-        let pixels = match built.pixels {
-            Some(_) => Some((
-                module.kernel("msda_bwd_pixels")?,
-                module.kernel("msda_bwd_starts")?,
-            )),
+        let planes = match built.planes {
+            Some(_) => Some(module.kernel("msda_bwd_planes")?),
             None => None,
         };
         let rows = match built.rows {
@@ -1229,7 +1098,6 @@ impl BwdDevice {
             tiles,
             planes,
             rows,
-            pixels,
             maps,
         })
     }
@@ -1397,26 +1265,12 @@ impl BwdDevice {
                 keys: stream.alloc_zeros::<i32>(m.attn_len())?,
                 weights: stream.alloc_zeros::<f32>(4 * m.attn_len())?,
                 sorted: None,
-                pixels: None,
             });
         }
         let Some(pts) = self.points.as_mut() else {
             return Err("no point keys".into());
         };
         let units = m.batch * m.heads * m.levels.len();
-        if k.pixels.is_some() && pts.pixels.is_none() {
-            let starts: usize = m.levels.iter().map(|&(h, w)| (h + 1) * (w + 1) + 1).sum();
-            pts.pixels = Some(PixelScratch {
-                pairs: [
-                    stream.alloc_zeros::<i32>(2 * m.attn_len())?,
-                    stream.alloc_zeros::<i32>(2 * m.attn_len())?,
-                ],
-                counts: stream.alloc_zeros::<i32>(units)?,
-                weights: stream.alloc_zeros::<f32>(4 * m.attn_len())?,
-                queries: stream.alloc_zeros::<i32>(m.attn_len())?,
-                starts: stream.alloc_zeros::<i32>(m.batch * m.heads * starts)?,
-            });
-        }
         if k.rows.is_some() && pts.sorted.is_none() {
             pts.sorted = Some((
                 stream.alloc_zeros::<i32>(2 * m.attn_len())?,
@@ -1454,16 +1308,6 @@ impl BwdDevice {
             // level).
             unsafe { l.launch() }?;
         }
-        if let (Some((sort, starts)), Some(px)) = (&k.pixels, pts.pixels.as_mut()) {
-            return Self::launch_by_pixel(
-                fwd,
-                k,
-                (sort, starts, planes),
-                planes_grid,
-                (&pts.keys, &pts.weights, px),
-                &self.grad_out,
-            );
-        }
         {
             let cfg = planes.plan_config(stream, (planes_grid, 1, 1))?;
             let mut l = planes.launch_builder(&cfg);
@@ -1489,97 +1333,6 @@ impl BwdDevice {
             // planes_plan's.
             unsafe { l.launch() }?;
         }
-        Ok(())
-    }
-
-    /// The plane design by pixels after the point pass: msda_bwd_pixels' passes (pairs[0]
-    /// first, then alternating), msda_bwd_starts on the last pass's pairs, msda_bwd_gather.
-    fn launch_by_pixel(
-        fwd: &FastDevice,
-        k: &LoadedBwd,
-        (sort, starts, gather): (&Kernel, &Kernel, &Kernel),
-        gather_grid: u32,
-        (keys, weights, px): (&CudaSlice<i32>, &CudaSlice<f32>, &mut PixelScratch),
-        grad_out: &Buf,
-    ) -> Res<()> {
-        let stream = &fwd.stream;
-        let m = &fwd.m;
-        let (queries, batch) = (m.queries as i32, m.batch as i32);
-        let units = (m.batch * m.heads * m.levels.len()) as u32;
-        let passes = pixel_passes(m);
-        let digit = ROW_BINS.trailing_zeros();
-        let [a, b] = &mut px.pairs;
-        for pass in 0..passes {
-            let (src, dst) = if pass % 2 == 0 {
-                (&*b, &mut *a)
-            } else {
-                (&*a, &mut *b)
-            };
-            let (shift, last) = ((pass * digit) as i32, i32::from(pass + 1 == passes));
-            let cfg = sort.plan_config(stream, (units, 1, 1))?;
-            let mut l = sort.launch_builder(&cfg);
-            l.arg(keys);
-            // The first pass reads the point pass's keys: its src is null.
-            if pass == 0 {
-                l.arg(&0u64);
-            } else {
-                l.arg(src);
-            }
-            l.arg(dst)
-                .arg(&mut px.counts)
-                .arg(weights)
-                .arg(&mut px.weights)
-                .arg(&mut px.queries)
-                .arg(ByValue(&fwd.shapes))
-                .arg(&queries)
-                .arg(&shift)
-                .arg(&last);
-            // SAFETY: msda_bwd_pixels(pkey, src, dst, counts, pw, sw, sq, MsdaShapes, queries,
-            // shift, last): pkey and pw as the point pass wrote them (N M L Q P keys, float4
-            // weights), src null or the previous pass's pairs (int2 a point, 8-byte aligned: a
-            // fresh allocation of 2 N M L Q P i32, as dst), counts N M L, sw 4 N M L Q P f32, sq
-            // N M L Q P i32; a block per (batch, head, level).
-            unsafe { l.launch() }?;
-        }
-        let sorted = if passes % 2 == 1 { &*a } else { &*b };
-        let top = m
-            .levels
-            .iter()
-            .map(|&(h, w)| (h + 1) * (w + 1) + 1)
-            .max()
-            .unwrap_or(1);
-        {
-            let cfg = starts.plan_config(
-                stream,
-                (top.div_ceil(STARTS_THREADS as usize) as u32, units, 1),
-            )?;
-            let mut l = starts.launch_builder(&cfg);
-            l.arg(sorted)
-                .arg(&px.counts)
-                .arg(&mut px.starts)
-                .arg(ByValue(&fwd.shapes))
-                .arg(&queries);
-            // SAFETY: msda_bwd_starts(sorted, counts, starts, MsdaShapes, queries): the last
-            // pass's pairs and counts, starts N M (sum over levels of (H + 1) (W + 1) + 1) i32;
-            // grid (the largest level's starts / its block, N M L).
-            unsafe { l.launch() }?;
-        }
-        let cfg = gather.plan_config(stream, (gather_grid, 1, 1))?;
-        let mut l = gather.launch_builder(&cfg);
-        l.arg(&px.weights).arg(&px.queries).arg(&px.starts);
-        match grad_out {
-            Buf::U16(g) => l.arg(g),
-            Buf::F32(g) => l.arg(g),
-        };
-        l.arg(ByValue(&fwd.shapes)).arg(&batch).arg(&queries);
-        for map in &k.maps {
-            l.arg(map);
-        }
-        // SAFETY: msda_bwd_gather(sw, sq, starts, grad_out, MsdaShapes, batch, queries, maps):
-        // the last pass's weights and queries, msda_bwd_starts' starts, grad_out N Q M D of the
-        // storage type; a map a level over grad_value's level rows in the storage type; the
-        // grid is planes_plan's.
-        unsafe { l.launch() }?;
         Ok(())
     }
 

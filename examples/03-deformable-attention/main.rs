@@ -204,21 +204,16 @@ fn main() -> Res<()> {
                         None => String::new(),
                     };
                     if let Some((plan, grid)) = &b.planes {
-                        let sort = match &b.pixels {
-                            Some(_) => format!("; msda_bwd_pixels {}", res("msda_bwd_pixels")),
-                            None => String::new(),
-                        };
                         println!(
-                            "{} {}: point pass grid {} x {} threads, {}{sort}; {} grid {grid} x {} threads, {} B of dynamic shared memory, {}, {} TMA stores in the PTX (a box a level)",
+                            "{} {}: point pass grid {} x {} threads, {}; msda_bwd_planes grid {grid} x {} threads, {} B of dynamic shared memory, {}, {} TMA stores in the PTX (a box a level)",
                             config.label(),
                             ty.name(),
                             b.grid,
                             b.plan.launch().block[0],
                             res(config.kernel_name()),
-                            plan.name(),
                             plan.launch().block[0],
                             plan.launch().dynamic_smem_bytes,
-                            res(plan.name()),
+                            res("msda_bwd_planes"),
                             b.compiled.ptx.matches("cp.async.bulk.tensor.5d.global.shared").count()
                         );
                         continue;

@@ -943,9 +943,6 @@ msda_bwd_tiles(const uint2* __restrict__ entries, const uint2* __restrict__ desc
 #ifndef MSDA_PLANE_ROWS
 #define MSDA_PLANE_ROWS 0
 #endif
-#ifndef MSDA_PLANE_PIXELS
-#define MSDA_PLANE_PIXELS 0
-#endif
 // MSDA_PLANE_ROWS: msda_bwd_rows sorts each (batch, head, level)'s points by their key's row
 // r = h0 + 1 (in [0, H]), so that a box of msda_bwd_planes reads the points of its rows only,
 // not every point of its level (a level of H rows in boxes of TH reads them H / TH times).
@@ -963,51 +960,55 @@ __device__ __forceinline__ int msda_row_bin(int key, int shift) {
   return key < 0 ? -1 : ((key >> MSDA_HIT_BITS) & ((1 << MSDA_HIT_BITS) - 1)) >> shift;
 }
 
-#if MSDA_PLANE_ROWS || MSDA_PLANE_PIXELS
-// A stable counting sort of one block (MSDA_ROWS_THREADS threads) over items [0, n): load(i)
-// gives item i as a (key, point) pair, bin_of(item) its bin in [0, MSDA_ROW_BINS) (-1: dropped),
-// and store(k, item) puts it at place k of the sorted order (bins in order, items in their order
-// within a bin); returns the items kept. `off` (when not null) gets each bin's first place for
-// bins [0, nbins) and the count at [nbins]. Each warp takes a contiguous range of the items: it
-// counts its range's bins (cnt[bin][warp], its own column), one block scan over (bin, warp)
-// gives each warp its place in each bin, and the warp walks its range again, 32 items a step,
-// each one's place its warp's next in its bin + the same bin's items in its step before it
-// (__match_any_sync). Two barriers in all (three with the caller's reuse).
-#if MSDA_PLANE_PIXELS
-constexpr int MSDA_ROWS_THREADS = tma_plan_msda_bwd_pixels::BLOCK_THREADS;
-#else
+#if MSDA_PLANE_ROWS
+// A block per (batch, head, level) (nh * L + l), MSDA_ROWS_THREADS threads: the level's points
+// inside it, as (key, point) pairs, sorted by bin and stably (point order within a bin):
+// sorted[(nh * L + l) * Q P + k]; bins[(nh * L + l) * (MSDA_ROW_BINS + 1) + b] the first k of
+// bin b, and bins[.. + (H >> shift) + 1] the count. A counting sort in which each warp takes a
+// contiguous range of the points: it counts its range's bins (cnt[bin][warp], its own column),
+// one block scan over (bin, warp) gives each warp its place in each bin, and the warp walks its
+// range again, 32 points a step, each one's place its warp's next in its bin + the same bin's
+// points in its step before it (__match_any_sync). Two barriers in all.
 constexpr int MSDA_ROWS_THREADS = tma_plan_msda_bwd_rows::BLOCK_THREADS;
-#endif
 constexpr int MSDA_ROWS_WARPS = MSDA_ROWS_THREADS / 32;
 constexpr int MSDA_ROWS_AHEAD = 8;  // steps of keys a warp loads at once
 constexpr int MSDA_ROWS_CELLS = MSDA_ROWS_WARPS * MSDA_ROW_BINS / MSDA_ROWS_THREADS;  // (bin, warp) cells a thread scans
 static_assert(MSDA_ROWS_THREADS % 32 == 0 && MSDA_ROWS_WARPS * MSDA_ROW_BINS % MSDA_ROWS_THREADS == 0 &&
                   MSDA_ROWS_WARPS % MSDA_ROWS_CELLS == 0,
               "whole warps; a thread's cells are one bin's");
-template <class Load, class BinOf, class Store>
-__device__ __forceinline__ int msda_sort_block(int n, int nbins, const Load& load, const BinOf& bin_of,
-                                               const Store& store, int* off) {
+extern "C" __global__ void TMA_PLAN_MSDA_BWD_ROWS_LAUNCH_BOUNDS msda_bwd_rows(const int* __restrict__ pkey,
+                                                                           int2* __restrict__ sorted,
+                                                                           int* __restrict__ bins,
+                                                                           const __grid_constant__ MsdaShapes sh,
+                                                                           int queries) {
   // (a row of cnt one int longer than the warps: a step's distinct bins on distinct banks)
   __shared__ int cnt[MSDA_ROW_BINS][MSDA_ROWS_WARPS + 1], sums[32];
   const int t = threadIdx.x, lane = t % 32, warp = t / 32;
+  const int l = static_cast<int>(blockIdx.x) % MSDA_L;
+  const int shift = msda_row_shift(sh.h(l)), nbins = (sh.h(l) >> shift) + 1;
+  const int points = queries * MSDA_P;
+  const long long first = static_cast<long long>(blockIdx.x) * points;
+  const int* keys = pkey + first;
+  int2* out = sorted + first;
+  int* off = bins + static_cast<long long>(blockIdx.x) * (MSDA_ROW_BINS + 1);
   for (int i = t; i < MSDA_ROW_BINS * (MSDA_ROWS_WARPS + 1); i += MSDA_ROWS_THREADS) (&cnt[0][0])[i] = 0;
-  // This warp's range of the items, whole steps of 32.
-  const int per = (n + MSDA_ROWS_WARPS * 32 - 1) / (MSDA_ROWS_WARPS * 32) * 32;
-  const int p0 = min(warp * per, n), p1 = min(p0 + per, n);
+  // This warp's range of the points, whole steps of 32.
+  const int per = (points + MSDA_ROWS_WARPS * 32 - 1) / (MSDA_ROWS_WARPS * 32) * 32;
+  const int p0 = min(warp * per, points), p1 = min(p0 + per, points);
   const unsigned below = (1u << lane) - 1u;
   __syncthreads();
-  // (MSDA_ROWS_AHEAD steps' items loaded at once, then counted a step at a time)
+  // (MSDA_ROWS_AHEAD steps' keys loaded at once, then counted a step at a time)
   for (int s0 = p0; s0 < p1; s0 += MSDA_ROWS_AHEAD * 32) {
-    int2 kb[MSDA_ROWS_AHEAD];
+    int kb[MSDA_ROWS_AHEAD];
 #pragma unroll
     for (int k = 0; k < MSDA_ROWS_AHEAD; ++k) {
       const int i = s0 + k * 32 + lane;
-      kb[k] = i < p1 ? load(i) : make_int2(-1, -1);
+      kb[k] = i < p1 ? __ldg(keys + i) : -1;
     }
     // (a count does not depend on the order of its adds: integer atomics, native in shared memory)
 #pragma unroll
     for (int k = 0; k < MSDA_ROWS_AHEAD; ++k) {
-      const int b = bin_of(kb[k]);
+      const int b = msda_row_bin(kb[k], shift);
       if (b >= 0) atomicAdd(&cnt[b][warp], 1);
     }
   }
@@ -1019,10 +1020,8 @@ __device__ __forceinline__ int msda_sort_block(int n, int nbins, const Load& loa
   for (int k = 0; k < MSDA_ROWS_CELLS; ++k) mine += cnt[cb][cw + k];
   int total;
   int at = msda_round_scan(mine, &total, sums);
-  if (off != nullptr) {
-    if (cw == 0 && cb < nbins) off[cb] = at;
-    if (t == 0) off[nbins] = total;
-  }
+  if (cw == 0 && cb < nbins) off[cb] = at;
+  if (t == 0) off[nbins] = total;
 #pragma unroll
   for (int k = 0; k < MSDA_ROWS_CELLS; ++k) {
     const int c = cnt[cb][cw + k];
@@ -1031,127 +1030,29 @@ __device__ __forceinline__ int msda_sort_block(int n, int nbins, const Load& loa
   }
   __syncthreads();
   for (int s0 = p0; s0 < p1; s0 += MSDA_ROWS_AHEAD * 32) {
-    int2 kb[MSDA_ROWS_AHEAD];
+    int kb[MSDA_ROWS_AHEAD];
 #pragma unroll
     for (int k = 0; k < MSDA_ROWS_AHEAD; ++k) {
       const int i = s0 + k * 32 + lane;
-      kb[k] = i < p1 ? load(i) : make_int2(-1, -1);
+      kb[k] = i < p1 ? __ldg(keys + i) : -1;
     }
     // The steps' groups first (independent), then their places a step at a time.
     int bs[MSDA_ROWS_AHEAD];
     unsigned peers[MSDA_ROWS_AHEAD];
 #pragma unroll
     for (int k = 0; k < MSDA_ROWS_AHEAD; ++k) {
-      bs[k] = bin_of(kb[k]);
+      bs[k] = msda_row_bin(kb[k], shift);
       peers[k] = __match_any_sync(0xffffffffu, bs[k]);
     }
 #pragma unroll
     for (int k = 0; k < MSDA_ROWS_AHEAD; ++k) {
       const int b = bs[k];
-      if (b >= 0) store(cnt[b][warp] + __popc(peers[k] & below), kb[k]);
+      if (b >= 0) out[cnt[b][warp] + __popc(peers[k] & below)] = make_int2(kb[k], s0 + k * 32 + lane);
       __syncwarp();
       if (b >= 0 && lane == __ffs(peers[k]) - 1) cnt[b][warp] += __popc(peers[k]);
       __syncwarp();
     }
   }
-  return total;
-}
-#endif
-
-#if MSDA_PLANE_ROWS
-// A block per (batch, head, level) (nh * L + l): the level's points inside it, as (key, point)
-// pairs, sorted by bin and stably (point order within a bin): sorted[(nh * L + l) * Q P + k];
-// bins[(nh * L + l) * (MSDA_ROW_BINS + 1) + b] the first k of bin b, and bins[.. + (H >> shift)
-// + 1] the count.
-extern "C" __global__ void TMA_PLAN_MSDA_BWD_ROWS_LAUNCH_BOUNDS msda_bwd_rows(const int* __restrict__ pkey,
-                                                                           int2* __restrict__ sorted,
-                                                                           int* __restrict__ bins,
-                                                                           const __grid_constant__ MsdaShapes sh,
-                                                                           int queries) {
-  const int l = static_cast<int>(blockIdx.x) % MSDA_L;
-  const int shift = msda_row_shift(sh.h(l)), nbins = (sh.h(l) >> shift) + 1;
-  const int points = queries * MSDA_P;
-  const long long first = static_cast<long long>(blockIdx.x) * points;
-  const int* keys = pkey + first;
-  int2* out = sorted + first;
-  msda_sort_block(
-      points, nbins, [&](int i) { return make_int2(__ldg(keys + i), i); },
-      [&](int2 e) { return msda_row_bin(e.x, shift); }, [&](int k, int2 e) { out[k] = e; },
-      bins + static_cast<long long>(blockIdx.x) * (MSDA_ROW_BINS + 1));
-}
-#endif
-
-#if MSDA_PLANE_PIXELS
-// MSDA_PLANE_PIXELS: each (batch, head, level)'s points sorted by their key's pixel, so that
-// msda_bwd_gather sums each pixel's terms from two contiguous runs (a CSR). A key's pixel is
-// linear: r * (W + 1) + c for its corner (r, c) = (h0 + 1, w0 + 1) in [0, H] x [0, W]; corner k
-// of the points of pixel key (r, c) lies on pixel (r - 1 + (k >> 1), c - 1 + (k & 1)).
-// (W + 1): msda_bwd_gather's and msda_bwd_starts' stride of a key row.
-__device__ __forceinline__ int msda_pixel_key(int key, int W) {
-  return key < 0 ? -1 : ((key >> MSDA_HIT_BITS) & ((1 << MSDA_HIT_BITS) - 1)) * (W + 1) + (key & ((1 << MSDA_HIT_BITS) - 1));
-}
-// Where (batch, head, level) unit's starts begin: units of (batch, head) one after another, each
-// its levels' (H + 1) (W + 1) + 1 starts in order.
-__device__ __forceinline__ long long msda_starts_base(int unit, const MsdaShapes& sh) {
-  const int nh = unit / MSDA_L, l = unit % MSDA_L;
-  long long per = 0, before = 0;
-  for (int k = 0; k < MSDA_L; ++k) {
-    const int len = (sh.h(k) + 1) * (sh.w(k) + 1) + 1;
-    per += len;
-    if (k < l) before += len;
-  }
-  return nh * per + before;
-}
-
-// One pass of a least-significant-digit radix sort by pixel key, a block per (batch, head, level):
-// bins (key >> shift) % MSDA_ROW_BINS, stably, from the point pass's keys (src null: the first
-// pass; the points outside their level dropped, the kept count written to counts[unit]) or the
-// previous pass's (key, point) pairs into dst. The last pass (last != 0) also writes each place's
-// corner weights (sw, from pw) and query (sq): what msda_bwd_gather reads, in its order.
-extern "C" __global__ void TMA_PLAN_MSDA_BWD_PIXELS_LAUNCH_BOUNDS msda_bwd_pixels(
-    const int* __restrict__ pkey, const int2* __restrict__ src, int2* __restrict__ dst, int* __restrict__ counts,
-    const float4* __restrict__ pw, float4* __restrict__ sw, int* __restrict__ sq, const __grid_constant__ MsdaShapes sh,
-    int queries, int shift, int last) {
-  const int unit = static_cast<int>(blockIdx.x), W = sh.w(unit % MSDA_L);
-  const int points = queries * MSDA_P;
-  const long long first = static_cast<long long>(unit) * points;
-  const bool initial = src == nullptr;
-  const int n = initial ? points : __ldg(counts + unit);
-  const int kept = msda_sort_block(
-      n, MSDA_ROW_BINS,
-      [&](int i) {
-        return initial ? make_int2(msda_pixel_key(__ldg(pkey + first + i), W), i) : __ldg(src + first + i);
-      },
-      [&](int2 e) { return e.x < 0 ? -1 : (e.x >> shift) % MSDA_ROW_BINS; },
-      [&](int k, int2 e) {
-        dst[first + k] = e;
-        if (last) {
-          sw[first + k] = __ldg(pw + first + e.y);
-          sq[first + k] = e.y / MSDA_P;
-        }
-      },
-      nullptr);
-  if (initial && threadIdx.x == 0) counts[unit] = kept;
-}
-
-// starts[msda_starts_base(unit) + p] = the first place of pixel key p in the unit's sorted keys
-// (p in [0, (H + 1) (W + 1)]: the last is the count): a thread a key, by binary search. Grid
-// (ceil(largest level's starts / 256), units).
-extern "C" __global__ void TMA_PLAN_MSDA_BWD_STARTS_LAUNCH_BOUNDS msda_bwd_starts(const int2* __restrict__ sorted,
-                                                                               const int* __restrict__ counts,
-                                                                               int* __restrict__ starts,
-                                                                               const __grid_constant__ MsdaShapes sh,
-                                                                               int queries) {
-  const int unit = static_cast<int>(blockIdx.y), l = unit % MSDA_L;
-  const int p = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
-  if (p > (sh.h(l) + 1) * (sh.w(l) + 1)) return;
-  const int2* keys = sorted + static_cast<long long>(unit) * queries * MSDA_P;
-  int lo = 0, hi = __ldg(counts + unit);
-  while (lo < hi) {
-    const int mid = (lo + hi) / 2;
-    if (__ldg(&keys[mid].x) < p) lo = mid + 1; else hi = mid;
-  }
-  starts[msda_starts_base(unit, sh) + p] = lo;
 }
 #endif
 
@@ -1163,34 +1064,26 @@ extern "C" __global__ void TMA_PLAN_MSDA_BWD_STARTS_LAUNCH_BOUNDS msda_bwd_start
 // kernel plan's scratch regions: `plane` (f32 sums, [TH][TW][D]; at the end the same plane in
 // msda_t, in place), `priv` (the warps' private copies) and a round's hits (`hrec`).
 static_assert(!MSDA_STAGED && MSDA_PACKED, "the plane design's point pass stages nothing and holds its gradients");
-#if MSDA_PLANE_PIXELS
-typedef tma_plan_msda_bwd_gather MsdaPlanesPlan;
-constexpr int MSDA_PLANE_ELEM = sizeof(msda_t);  // msda_bwd_gather's plane: the box in msda_t
-#else
 typedef tma_plan_msda_bwd_planes MsdaPlanesPlan;
-constexpr int MSDA_PLANE_ELEM = 4;  // f32 sums (the msda_t copy written over their first half)
-#endif
-constexpr int MSDA_PT = MsdaPlanesPlan::BLOCK_THREADS;
-constexpr int MSDA_PW = MSDA_PT / 32;
-constexpr int MSDA_CPL = MSDA_D / 8;  // channels a lane: a row in 8 parts (lane % 8), a corner or a pixel a group of 8
-static_assert(MSDA_D % 32 == 0, "D is a multiple of 32: a lane adds whole float4s of a corner's row");
-static_assert(MSDA_CPL * sizeof(msda_t) % 16 == 0 || MSDA_CPL * sizeof(msda_t) == 8,
-              "a lane loads 8 or a multiple of 16 bytes of grad_out");
-static_assert(MSDA_PT % 32 == 0 && MSDA_PT <= 1024, "whole warps, at most 1024 threads");
-#if !MSDA_PLANE_PIXELS
 #ifndef MSDA_ROUND
 #define MSDA_ROUND 2  // points a thread reads a round
 #endif
 #ifndef MSDA_AHEAD
 #error "MSDA_AHEAD: bwd.rs renders it (PLANES_AHEAD): hits whose loads a warp issues before adding them"
 #endif
+constexpr int MSDA_PT = MsdaPlanesPlan::BLOCK_THREADS;
+constexpr int MSDA_PW = MSDA_PT / 32;
+constexpr int MSDA_CPL = MSDA_D / 8;  // channels a lane: lane = corner * 8 + part, a corner's row in 8 parts
+static_assert(MSDA_D % 32 == 0, "D is a multiple of 32: a lane adds whole float4s of a corner's row");
+static_assert(MSDA_CPL * sizeof(msda_t) % 16 == 0 || MSDA_CPL * sizeof(msda_t) == 8,
+              "a lane loads 8 or a multiple of 16 bytes of grad_out");
+static_assert(MSDA_PT % 32 == 0 && MSDA_PT <= 1024, "whole warps, at most 1024 threads");
 static_assert(MsdaPlanesPlan::BYTES_hrec >= MSDA_PT * MSDA_ROUND * 16, "a hit record a point of a round");
 // Pixels of one warp's private copy.
 constexpr int MSDA_PRIV_PX = MsdaPlanesPlan::BYTES_priv / (MSDA_PW * MSDA_D * 4);
 constexpr int MSDA_NONE_LO = 0x7fffffff, MSDA_NONE_HI = -0x7fffffff - 1;  // an empty range's bounds
 // A hit's owners: corner k's warp in bits 6k .. 6k + 5 (MSDA_NO_OWNER: not in the tile).
 constexpr unsigned MSDA_NO_OWNER = 63u, MSDA_OWNER_ONES = 0x041041u, MSDA_OWNER_HIGHS = 0x820820u;
-#endif
 
 // Every level's box is one block's plane (f32 sums; the msda_t copy written over its first half).
 template <int L>
@@ -1200,7 +1093,7 @@ constexpr bool msda_planes_fit() {
   } else {
     typedef typename msda_plane_out<L>::type T;
     return T::EXTENT_N == 1 && T::EXTENT_M == 1 && T::EXTENT_C == MSDA_D &&
-           T::EXTENT_H * T::EXTENT_W * MSDA_D * MSDA_PLANE_ELEM <= MsdaPlanesPlan::BYTES_plane &&
+           T::EXTENT_H * T::EXTENT_W * MSDA_D * 4 <= MsdaPlanesPlan::BYTES_plane &&
            T::TX_BYTES == T::EXTENT_H * T::EXTENT_W * MSDA_D * sizeof(msda_t) && msda_planes_fit<L + 1>();
   }
 }
@@ -1217,62 +1110,6 @@ __device__ __forceinline__ void msda_plane_box(int l, int& th, int& tw) {
   });
 }
 
-// Block blockIdx.x's box: level l's (th x tw pixels from (ty0, tx0)) of (batch, head) nh. The
-// grid: for each level from the last (the densest first: they are the longest blocks), N * M *
-// its boxes (ceil(H / TH) * ceil(W / TW)).
-__device__ __forceinline__ void msda_plane_block(const MsdaShapes& sh, int batch, int& l, int& nh, int& th, int& tw,
-                                                 int& ty0, int& tx0) {
-  int b = blockIdx.x, ntx = 1, nty = 1;
-  for (l = MSDA_L - 1;; --l) {
-    msda_plane_box(l, th, tw);
-    nty = (sh.h(l) + th - 1) / th;
-    ntx = (sh.w(l) + tw - 1) / tw;
-    const int blocks = batch * MSDA_M * nty * ntx;
-    if (b < blocks || l == 0) break;
-    b -= blocks;
-  }
-  nh = b / (nty * ntx);
-  const int tile = b % (nty * ntx);
-  ty0 = tile / ntx * th, tx0 = tile % ntx * tw;
-}
-
-// Part `part` (MSDA_CPL channels) of query q's grad_out row (go: the (batch, head)'s row 0), as f32.
-__device__ __forceinline__ void msda_go_part(const msda_t* __restrict__ go, int q, int part, float (&g)[MSDA_CPL]) {
-  const msda_t* row = go + q * (MSDA_M * MSDA_D) + part * MSDA_CPL;
-  if constexpr (MSDA_CPL * sizeof(msda_t) % 16 == 0) {
-#pragma unroll
-    for (int v = 0; v < MSDA_CPL / MSDA_VEC; ++v) {
-      float f[MSDA_VEC];
-      msda_unpack(__ldg(reinterpret_cast<const uint4*>(row) + v), f);
-#pragma unroll
-      for (int e = 0; e < MSDA_VEC; ++e) g[v * MSDA_VEC + e] = f[e];
-    }
-  } else {  // 8 bytes: 4 16-bit channels
-    const uint2 u = __ldg(reinterpret_cast<const uint2*>(row));
-    float f[MSDA_VEC];
-    msda_unpack(make_uint4(u.x, u.y, 0u, 0u), f);
-#pragma unroll
-    for (int e = 0; e < MSDA_CPL; ++e) g[e] = f[e];
-  }
-}
-
-// Level l's box of `plane` (msda_t, [TH][TW][D]) written by one TMA store at (n, ty0, tx0, head)
-// (the part outside the level clipped), by thread 0 once the block's writes are fenced.
-__device__ __forceinline__ void msda_plane_store(const CUtensorMap* const* maps, int l, const unsigned char* plane,
-                                                 int n, int ty0, int tx0, int head) {
-  tma_async_proxy_fence();
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    msda_for<0, MSDA_L>([&](auto lc) {
-      constexpr int L = decltype(lc)::value;
-      if (l == L) msda_plane_out<L>::type::store(maps[L], plane, {.N = n, .H = ty0, .W = tx0, .M = head, .C = 0});
-    });
-    tma_store_commit_group();
-    tma_store_async_wait<0>();
-  }
-}
-
-#if !MSDA_PLANE_PIXELS
 // A hit, as phase 1 records it: its point (of the (batch, head, level)'s Q P), its corner 0's
 // pixel in the tile (p00: corner k is p00 + (k >> 1) * tw + (k & 1)), its corners' owners, and
 // its key (in-tile corners << 28 | (h0 + 1) << 14 | (w0 + 1)).
@@ -1288,7 +1125,22 @@ __device__ __forceinline__ MsdaHit msda_hit(const int4* hrec, int j, const float
   MsdaHit h;
   h.rec = hrec[j];
   h.w = __ldg(reinterpret_cast<const float*>(wts + h.rec.x) + lane / 8);
-  msda_go_part(go, h.rec.x / MSDA_P, lane % 8, h.g);
+  const msda_t* row = go + (h.rec.x / MSDA_P) * (MSDA_M * MSDA_D) + (lane % 8) * MSDA_CPL;
+  if constexpr (MSDA_CPL * sizeof(msda_t) % 16 == 0) {
+#pragma unroll
+    for (int v = 0; v < MSDA_CPL / MSDA_VEC; ++v) {
+      float f[MSDA_VEC];
+      msda_unpack(__ldg(reinterpret_cast<const uint4*>(row) + v), f);
+#pragma unroll
+      for (int e = 0; e < MSDA_VEC; ++e) h.g[v * MSDA_VEC + e] = f[e];
+    }
+  } else {  // 8 bytes: 4 16-bit channels
+    const uint2 u = __ldg(reinterpret_cast<const uint2*>(row));
+    float f[MSDA_VEC];
+    msda_unpack(make_uint4(u.x, u.y, 0u, 0u), f);
+#pragma unroll
+    for (int e = 0; e < MSDA_CPL; ++e) h.g[e] = f[e];
+  }
   return h;
 }
 // The lane's part of row `row` of `plane` += w * g, when `take`.
@@ -1306,7 +1158,8 @@ __device__ __forceinline__ void msda_hit_add(float* plane, int row, const MsdaHi
   }
 }
 
-// A block a box (msda_plane_block). pkey / pw: the point pass's keys and weights.
+// Grid: for each level from the last (the densest first: they are the longest blocks), N * M *
+// its tiles (ceil(H / TH) * ceil(W / TW)). pkey / pw: the point pass's keys and weights.
 extern "C" __global__ void TMA_PLAN_MSDA_BWD_PLANES_LAUNCH_BOUNDS
 msda_bwd_planes(const int* __restrict__ pkey, const float4* __restrict__ pw, const msda_t* __restrict__ grad_out,
                 const int2* __restrict__ sorted, const int* __restrict__ bins, const __grid_constant__ MsdaShapes sh,
@@ -1321,10 +1174,19 @@ msda_bwd_planes(const int* __restrict__ pkey, const float4* __restrict__ pw, con
   __shared__ int bbox[2][4], sums[2][32];
 
   // This block's level, (batch, head) and tile.
-  int l, nh, th, tw, ty0, tx0;
-  msda_plane_block(sh, batch, l, nh, th, tw, ty0, tx0);
+  int b = blockIdx.x, l = MSDA_L - 1, th = 1, tw = 1, ntx = 1, nty = 1;
+  for (;; --l) {
+    msda_plane_box(l, th, tw);
+    nty = (sh.h(l) + th - 1) / th;
+    ntx = (sh.w(l) + tw - 1) / tw;
+    const int blocks = batch * MSDA_M * nty * ntx;
+    if (b < blocks || l == 0) break;
+    b -= blocks;
+  }
+  const int nh = b / (nty * ntx), tile = b % (nty * ntx);
   const int n = nh / MSDA_M, head = nh % MSDA_M;
   const int H = sh.h(l), W = sh.w(l);
+  const int ty0 = tile / ntx * th, tx0 = tile % ntx * tw;
   const int ty1 = min(ty0 + th, H), tx1 = min(tx0 + tw, W);
   const int t = threadIdx.x, lane = t % 32, warp = t / 32;
 #if defined(TMA_DEBUG)
@@ -1519,159 +1381,18 @@ msda_bwd_planes(const int* __restrict__ pkey, const float4* __restrict__ pw, con
     if (v < pixels * MSDA_D / 8) reinterpret_cast<uint4*>(plane)[v] = packed;
   }
 #endif
-  const CUtensorMap* maps[MSDA_L] = {MSDA_PLANE_MAP_PTRS};
-  msda_plane_store(maps, l, reinterpret_cast<const unsigned char*>(plane), n, ty0, tx0, head);
-}
-#endif  // !MSDA_PLANE_PIXELS
-
-#if MSDA_PLANE_PIXELS
-// ---------------------------------------------------------------------------------------------
-// msda_bwd_gather: grad_value by pixels. A block a box (msda_plane_block; its `plane` the box in
-// msda_t), a warp four of its pixels at a time: 8 lanes a pixel, MSDA_CPL channels a lane, each
-// pixel's sum in registers over its two runs of msda_bwd_pixels' order (a CSR: `starts`): pixel
-// keys (y, x), (y, x + 1) (corners 3 and 2 of their points) and (y + 1, x), (y + 1, x + 1)
-// (corners 1 and 0), in that order. When one of a warp's four has more than MSDA_GATHER_HEAVY
-// terms (clustered points), the warp sums them one at a time instead, its 4 groups taking every
-// 4th term and their sums added (g0 + g1) + (g2 + g3). No atomics, and every order is the data's:
-// the same bits on every run.
-constexpr int MSDA_GATHER_HEAVY = 32;
-constexpr int MSDA_GATHER_AHEAD = 4;  // terms whose loads a group issues at once
-
-// A pixel's runs: places [b0, b2) of keys (y, x) and (y, x + 1) (split at b1), then [a0, a2) of
-// keys (y + 1, x) and (y + 1, x + 1) (split at a1).
-struct MsdaRuns {
-  int b0, b1, b2, a0, a1, a2;
-  __device__ __forceinline__ int count() const { return (b2 - b0) + (a2 - a0); }
-  // Term i's place and its corner.
-  __device__ __forceinline__ int place(int i, int& k) const {
-    const int nb = b2 - b0;
-    if (i < nb) {
-      k = b0 + i < b1 ? 3 : 2;
-      return b0 + i;
-    }
-    k = a0 + (i - nb) < a1 ? 1 : 0;
-    return a0 + (i - nb);
-  }
-  __device__ __forceinline__ MsdaRuns from_lane(int src) const {
-    MsdaRuns r;
-    r.b0 = __shfl_sync(0xffffffffu, b0, src), r.b1 = __shfl_sync(0xffffffffu, b1, src);
-    r.b2 = __shfl_sync(0xffffffffu, b2, src), r.a0 = __shfl_sync(0xffffffffu, a0, src);
-    r.a1 = __shfl_sync(0xffffffffu, a1, src), r.a2 = __shfl_sync(0xffffffffu, a2, src);
-    return r;
-  }
-};
-
-// acc += the terms i0, i0 + step, ... of runs r (this lane's part of each query's grad_out row
-// times the term's corner weight), MSDA_GATHER_AHEAD terms' loads at once, in order.
-__device__ __forceinline__ void msda_gather_terms(float (&acc)[MSDA_CPL], const MsdaRuns& r, int i0, int step,
-                                                  const float4* __restrict__ sw, const int* __restrict__ sq,
-                                                  const msda_t* __restrict__ go, int part) {
-  const int count = r.count();
-  for (int i = i0; i < count; i += step * MSDA_GATHER_AHEAD) {
-    float w[MSDA_GATHER_AHEAD], g[MSDA_GATHER_AHEAD][MSDA_CPL];
-#pragma unroll
-    for (int j = 0; j < MSDA_GATHER_AHEAD; ++j) {
-      const int ij = i + j * step;
-      w[j] = 0.f;
-#pragma unroll
-      for (int c = 0; c < MSDA_CPL; ++c) g[j][c] = 0.f;
-      if (ij < count) {
-        int k;
-        const int e = r.place(ij, k);
-        w[j] = __ldg(reinterpret_cast<const float*>(sw + e) + k);
-        msda_go_part(go, __ldg(sq + e), part, g[j]);
-      }
-    }
-#pragma unroll
-    for (int j = 0; j < MSDA_GATHER_AHEAD; ++j)
-#pragma unroll
-      for (int c = 0; c < MSDA_CPL; ++c) acc[c] = fmaf(w[j], g[j][c], acc[c]);
+  tma_async_proxy_fence();
+  __syncthreads();
+  if (t == 0) {
+    const CUtensorMap* maps[MSDA_L] = {MSDA_PLANE_MAP_PTRS};
+    msda_for<0, MSDA_L>([&](auto lc) {
+      constexpr int L = decltype(lc)::value;
+      if (l == L) msda_plane_out<L>::type::store(maps[L], plane, {.N = n, .H = ty0, .W = tx0, .M = head, .C = 0});
+    });
+    tma_store_commit_group();
+    tma_store_async_wait<0>();
   }
 }
-
-// sw / sq: msda_bwd_pixels' last pass (each place's corner weights and query); starts:
-// msda_bwd_starts'.
-extern "C" __global__ void TMA_PLAN_MSDA_BWD_GATHER_LAUNCH_BOUNDS
-msda_bwd_gather(const float4* __restrict__ sw, const int* __restrict__ sq, const int* __restrict__ starts,
-                const msda_t* __restrict__ grad_out, const __grid_constant__ MsdaShapes sh, int batch, int queries,
-                MSDA_PLANE_MAP_PARAMS) {
-  extern __shared__ unsigned char msda_raw[];
-  unsigned char* plane = MsdaPlanesPlan::plane(MsdaPlanesPlan::base(msda_raw));
-  int l, nh, th, tw, ty0, tx0;
-  msda_plane_block(sh, batch, l, nh, th, tw, ty0, tx0);
-  const int n = nh / MSDA_M, head = nh % MSDA_M;
-  const int H = sh.h(l), W = sh.w(l);
-  const int t = threadIdx.x, lane = t % 32, warp = t / 32, grp = lane / 8, part = lane % 8;
-  const int unit = nh * MSDA_L + l;
-  const long long first = static_cast<long long>(unit) * queries * MSDA_P;
-  const float4* uw = sw + first;
-  const int* uq = sq + first;
-  const int* su = starts + msda_starts_base(unit, sh);
-  const msda_t* go = grad_out + (static_cast<long long>(n) * queries * MSDA_M + head) * MSDA_D;
-  const int pixels = th * tw;
-  for (int p0 = warp * 4; p0 < pixels; p0 += MSDA_PW * 4) {  // (warp-uniform)
-    const int pi = p0 + grp, y = ty0 + pi / tw, x = tx0 + pi % tw;
-    MsdaRuns r{0, 0, 0, 0, 0, 0};
-    if (pi < pixels && y < H && x < W) {
-      const int b = y * (W + 1) + x, a = b + W + 1;
-      r = MsdaRuns{__ldg(su + b), __ldg(su + b + 1), __ldg(su + b + 2), __ldg(su + a), __ldg(su + a + 1), __ldg(su + a + 2)};
-#if defined(TMA_DEBUG)
-      const int kept = __ldg(su + (H + 1) * (W + 1));
-      if (!(0 <= r.b0 && r.b0 <= r.b1 && r.b1 <= r.b2 && r.b2 <= r.a0 && r.a0 <= r.a1 && r.a1 <= r.a2 && r.a2 <= kept &&
-            kept <= queries * MSDA_P)) {
-        printf("msda_bwd_gather: pixel (%d, %d) of level %d has runs [%d %d %d) [%d %d %d) of %d places\n", y, x, l,
-               r.b0, r.b1, r.b2, r.a0, r.a1, r.a2, kept);
-        __trap();
-      }
-#endif
-    }
-    float acc[MSDA_CPL];
-#pragma unroll
-    for (int c = 0; c < MSDA_CPL; ++c) acc[c] = 0.f;
-    if (__any_sync(0xffffffffu, r.count() > MSDA_GATHER_HEAVY)) {
-      // One pixel at a time, the 4 groups taking every 4th term, their sums (g0 + g1) + (g2 + g3).
-#pragma unroll 1
-      for (int g = 0; g < 4; ++g) {
-        float s[MSDA_CPL];
-#pragma unroll
-        for (int c = 0; c < MSDA_CPL; ++c) s[c] = 0.f;
-        msda_gather_terms(s, r.from_lane(g * 8), grp, 4, uw, uq, go, part);
-#pragma unroll
-        for (int c = 0; c < MSDA_CPL; ++c) {
-          s[c] += __shfl_xor_sync(0xffffffffu, s[c], 8);
-          s[c] += __shfl_xor_sync(0xffffffffu, s[c], 16);
-          if (grp == g) acc[c] = s[c];
-        }
-      }
-    } else {
-      msda_gather_terms(acc, r, 0, 1, uw, uq, go, part);
-    }
-    if (pi < pixels) {
-      msda_t* dst = reinterpret_cast<msda_t*>(plane) + pi * MSDA_D + part * MSDA_CPL;
-#if MSDA_DTYPE == 2
-#pragma unroll
-      for (int v = 0; v < MSDA_CPL / 4; ++v)
-        reinterpret_cast<float4*>(dst)[v] = make_float4(acc[4 * v], acc[4 * v + 1], acc[4 * v + 2], acc[4 * v + 3]);
-#else
-#pragma unroll
-      for (int v = 0; v < (MSDA_CPL + MSDA_VEC - 1) / MSDA_VEC; ++v) {
-        float f[MSDA_VEC];
-#pragma unroll
-        for (int e = 0; e < MSDA_VEC; ++e) f[e] = v * MSDA_VEC + e < MSDA_CPL ? acc[v * MSDA_VEC + e] : 0.f;
-        const uint4 u = msda_pack(f);
-        if constexpr (MSDA_CPL >= MSDA_VEC) {
-          reinterpret_cast<uint4*>(dst)[v] = u;
-        } else {  // 4 channels: 8 bytes
-          *reinterpret_cast<uint2*>(dst) = make_uint2(u.x, u.y);
-        }
-      }
-#endif
-    }
-  }
-  const CUtensorMap* maps[MSDA_L] = {MSDA_PLANE_MAP_PTRS};
-  msda_plane_store(maps, l, plane, n, ty0, tx0, head);
-}
-#endif  // MSDA_PLANE_PIXELS
 #endif  // MSDA_PLANES
 #endif
 
