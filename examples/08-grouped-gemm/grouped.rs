@@ -59,10 +59,10 @@ impl Routing {
     }
 }
 
-/// The configurations tried: the large tile (alone and in 2-CTA clusters) and 128 x 128 ones,
-/// each warp-specialized and persistent, with the TMA-store epilogue through per-consumer maps
-/// updated on the device, and with the direct epilogue (stores clipped by the kernel) to
-/// measure the update's cost.
+/// The configurations tried: the large tile (alone and in 2-CTA clusters), 128 x 128 ones and
+/// ping-pong consumers of 128 x 128, 64 x 256 and 128 x 192 tiles, each persistent, with the
+/// TMA-store epilogue through per-consumer maps updated on the device, and with the direct
+/// epilogue (stores clipped by the kernel) to measure the update's cost.
 pub fn configs(input: In) -> Vec<Config> {
     let ws = |bn, stages, epi| Config {
         kind: Kind::WS2,
@@ -88,6 +88,21 @@ pub fn configs(input: In) -> Vec<Config> {
         ws(128, 6, Epi::Direct),
         pp(128, 128, 5),
         pp(64, 256, 4),
+        // A consumer's 128 x 192 tile (192 accumulators a thread, the most that fit its 232
+        // registers: 128 x 256 needs 256): ping-pong's epilogue under the other's mainloop with
+        // less operand traffic a product than 128 x 128. N = 768 is 4 tiles; D's stores are
+        // 3 chunks of 64 columns. Measured (H100, 128 experts x 65536 rows, BENCHMARKS.md): the
+        // fastest of the configurations on all four shapes.
+        ping_pong(128, ws(192, 4, Epi::Tma { nb: 3 })),
+        // 256 x 192 tiles, the consumers 128 rows each (192 accumulators a thread): 0.0091
+        // operand elements a product against 128 x 256's 0.0117, three stages (four do not fit).
+        // Measured (H100, 8 experts x 65536 rows): the fastest there (0.99x and 1.04x the cuBLAS
+        // loop); 256 x 128, alone or in 2-CTA clusters, and ping-pong 128 x 192 in 2-CTA
+        // clusters were slower on every shape and are not kept.
+        Config {
+            bm: 256,
+            ..ws(192, 3, Epi::Tma { nb: 3 })
+        },
     ]
 }
 

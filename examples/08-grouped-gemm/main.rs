@@ -119,10 +119,14 @@ fn run() -> Res<bool> {
         compile::compile_all(compiler, forward.into_iter().chain(wgrad_plans).collect())
             .into_iter()
             .collect::<Result<_, _>>()?;
+    // ptxas's report too: a release build that spills is refused here, with or without a GPU.
     for b in &built {
         println!(
-            "compiled {} ({:.2} s, {:?})",
-            b.plan.config, b.seconds, b.origin
+            "compiled {} ({:.2} s, {:?}): {}",
+            b.plan.config,
+            b.seconds,
+            b.origin,
+            b.registers("gemm", kernel::debug_build())?
         );
     }
     let built_wgrad = built.split_off(nf);

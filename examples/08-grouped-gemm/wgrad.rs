@@ -46,6 +46,7 @@ pub fn configs(input: In) -> Vec<Config> {
         ws(256, 4, Epi::Tma { nb: 2 }, Out::F32),
         pp(128, 128, 5),
         pp(64, 256, 4),
+        grouped::ping_pong(128, ws(192, 4, Epi::Tma { nb: 3 }, o)),
     ]
 }
 
