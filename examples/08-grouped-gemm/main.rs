@@ -8,9 +8,9 @@
 //! rows), B is one [G * N][K] map, and D's stores go through each consumer's own copy of D's
 //! map whose rows dim is moved to the current group's end on the device (tma's map update:
 //! drain, replace, release, acquire; docs/MAP_UPDATE.md), so a tile that runs past its group
-//! is clipped there. The consumers share each tile (`ws_`, BM = 128: 64 rows each) or own
-//! whole tiles in turn (`pp_`, ping-pong: one consumer's epilogue under the other's mainloop,
-//! for short K and small groups).
+//! is clipped there. The consumers share each tile (`ws_`, BM = 128 or 256: 64 or 128 rows
+//! each) or own whole tiles in turn (`pp_`, ping-pong: one consumer's epilogue under the
+//! other's mainloop, for short K and small groups).
 //!
 //! Without a GPU: renders and NVRTC-compiles every configuration and says why it stops. With
 //! one: every configuration on uniform and skewed routing (empty groups included) for 8, 128
