@@ -37,11 +37,9 @@ impl Built {
             }
             return Err(format!("{}: spills ({r})", self.plan.config).into());
         }
-        // ptxas's performance warnings (C7520: every wgmma serialized) would cost half the speed.
-        let losses: Vec<&str> = (self.compiled.log.lines())
-            .filter(|l| l.contains("Performance Loss"))
-            .map(str::trim)
-            .collect();
+        // ptxas's performance advisories (C7515, C7520: every wgmma serialized) would cost
+        // half the speed.
+        let losses: Vec<&str> = self.compiled.performance_losses().collect();
         if !losses.is_empty() && !debug {
             return Err(format!("{}: {}", self.plan.config, losses.join("; ")).into());
         }

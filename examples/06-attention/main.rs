@@ -211,14 +211,10 @@ fn run() -> Res<bool> {
                     Err(_) => "no ptxas report".into(),
                 };
                 println!("compiled {c} in {:.2} s ({:?}): {res}", b.seconds, b.origin);
-                // ptxas's performance warnings (C7520: wgmma serialized) would cost half the speed.
-                for w in b
-                    .compiled
-                    .log
-                    .lines()
-                    .filter(|l| l.contains("Performance Loss"))
-                {
-                    println!("  ptxas: {}", w.trim());
+                // ptxas's performance advisories (C7520: wgmma serialized) would cost half the
+                // speed.
+                for w in b.compiled.performance_losses() {
+                    println!("  ptxas: {w}");
                 }
                 ready.push(b);
             }

@@ -218,14 +218,16 @@ fn run_wgrad(gpu: &Gpu, built: &[Built], quick: bool, rng: &mut Rng) -> Res<bool
     let input = In::BF16;
     let mut ok = true;
     // (groups, tokens, N, K): short groups (one or two k-blocks), long ones (~2500 tokens: the
-    // ring goes round many times a group), 128
-    // groups, N past the tile (320: a consumer's rows past N skipped) with K past the tile,
+    // ring goes round many times a group), 128 groups, N past the tile (320: a consumer's rows
+    // past N skipped, at 64 rows a consumer; 384: at 128 rows a consumer, the 256-row tiles'
+    // second consumer) with K past the tile (200: not whole 128-, 192- or 256-column tiles),
     // N not whole 64-row chunks (328: the direct epilogue only), no token at all.
-    let cases: [(usize, usize, usize, usize); 6] = [
+    let cases: [(usize, usize, usize, usize); 7] = [
         (8, 3000, 512, 384),
         (8, 20000, 512, 384),
         (128, 9000, 768, 512),
         (8, 2500, 320, 200),
+        (8, 2500, 384, 200),
         (8, 2000, 328, 200),
         (16, 0, 256, 128),
     ];

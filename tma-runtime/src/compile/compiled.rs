@@ -74,6 +74,15 @@ impl Compiled {
                     .collect(),
             })
     }
+    /// ptxas's performance advisories in [`Compiled::log`] (`Potential Performance Loss`, such
+    /// as C7515 and C7520: every wgmma of the kernel serialized), one line each. A kernel built
+    /// around overlapped wgmmas runs at about half speed with one: refuse or report it.
+    pub fn performance_losses(&self) -> impl Iterator<Item = &str> {
+        self.log
+            .lines()
+            .filter(|l| l.contains("Performance Loss"))
+            .map(str::trim)
+    }
     /// Tile `id` of the source's description.
     pub fn tile(&self, id: u32) -> Option<&TileFacts> {
         self.facts.as_deref()?.tile(id)

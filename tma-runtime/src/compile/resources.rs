@@ -106,11 +106,22 @@ fn item(items: &str, what: &str) -> Option<u64> {
 }
 
 /// Whether `line` belongs to ptxas's verbose report (and is kept out of a compile's log).
+/// ptxas prints its numbered advisories as `info` lines too (`ptxas info : (C7515) Potential
+/// Performance Loss: wgmma.mma_async instructions are serialized ...`): those stay in the log.
 pub(super) fn is_report_line(line: &str) -> bool {
-    line.trim_start()
-        .strip_prefix("ptxas")
-        .map(str::trim_start)
-        .is_some_and(|r| r.starts_with("info") || r.starts_with('.'))
+    let Some(r) = line.trim_start().strip_prefix("ptxas").map(str::trim_start) else {
+        return false;
+    };
+    if r.starts_with('.') {
+        return true;
+    }
+    r.strip_prefix("info").is_some_and(|rest| {
+        !rest
+            .trim_start()
+            .trim_start_matches(':')
+            .trim_start()
+            .starts_with("(C")
+    })
 }
 
 /// Every entry function ptxas's verbose report in `log` describes, in report order. Lines of
@@ -181,6 +192,30 @@ pub(super) fn split_log(raw: &str) -> (String, Vec<KernelResources>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// ptxas's numbered advisories are `info` lines (NVRTC 13.0, a wgmma under a branch, with
+    /// and without `-v`): they stay in the log; the report's lines do not.
+    #[test]
+    fn performance_advisories_stay_in_the_log() {
+        let raw = "\
+ptxas info    : (C7519) warpgroup.arrive is injected in around line 77 by compiler to allow use of registers in GMMA in function 'k'
+ptxas info    : (C7515) Potential Performance Loss: wgmma.mma_async instructions are serialized due to non wgmma instructions defining accumulator registers of a wgmma between start and end of the pipeline stage in the function 'k'
+ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function 'k' for 'sm_90a'
+ptxas info    : Function properties for k
+ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 42 registers, used 0 barriers
+ptxas info    : Compile time = 8.150 ms
+";
+        let (log, res) = split_log(raw);
+        let kept: Vec<&str> = log.lines().collect();
+        assert_eq!(kept.len(), 2, "{log}");
+        assert!(
+            kept[0].contains("(C7519)") && kept[1].contains("(C7515) Potential Performance Loss")
+        );
+        assert_eq!(res.len(), 1);
+        assert_eq!((res[0].kernel.as_str(), res[0].registers), ("k", 42));
+    }
 
     /// NVRTC 13.0's log of `tma-runtime/tests/nvrtc.rs`'s resource kernels (`-Xptxas -v`).
     const NVRTC_LOG: &str = "\
