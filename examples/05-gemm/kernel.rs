@@ -586,6 +586,15 @@ impl Plan {
         let d = match (c.kind, c.epi) {
             (Kind::Ws { .. } | Kind::PingPong, Epi::Tma { nb }) => {
                 let cols = (128 / c.out.bytes()) as u32;
+                // Each store moves `nb` whole chunks of 128-byte rows of one 64-row block.
+                if nb == 0 || c.bn % cols != 0 || (c.bn / cols) % nb != 0 {
+                    return Err(format!(
+                        "{c}: the TMA-store epilogue's nb = {nb} chunks a store must divide BN = {} into whole chunks of {cols} columns (128 bytes of {})",
+                        c.bn,
+                        c.out.dtype().name()
+                    )
+                    .into());
+                }
                 Some(
                     validate(
                         &runtime2(TileSpec::new("d", c.out.dtype(), [1, 1], [64, cols]))

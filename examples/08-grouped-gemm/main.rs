@@ -362,6 +362,21 @@ mod tests {
                 "{e}"
             );
         }
+        // A TMA-store epilogue whose chunks a store do not divide BN's 64-column chunks (192
+        // columns are 3 of them: 2 a store leaves one over), named on the host rather than by
+        // the kernel's static_assert at compile time.
+        let uneven = Config {
+            bn: 192,
+            epi: Epi::Tma { nb: 2 },
+            ..base
+        };
+        let e = Plan::grouped(uneven).err().expect("refused").to_string();
+        assert!(e.contains("nb = 2") && e.contains("BN = 192"), "{e}");
+        assert!(Plan::grouped(Config {
+            epi: Epi::Tma { nb: 3 },
+            ..uneven
+        })
+        .is_ok());
         // The dense GEMM's plans say no grouped schedule.
         let dense = Plan::new(Config::L5).expect("L5");
         assert!(!dense.grouped);
