@@ -119,7 +119,8 @@ fn run() -> Res<bool> {
         compile::compile_all(compiler, forward.into_iter().chain(wgrad_plans).collect())
             .into_iter()
             .collect::<Result<_, _>>()?;
-    // ptxas's report too: a release build that spills is refused here, with or without a GPU.
+    // ptxas's report too: a release build that spills or serializes its wgmmas is refused
+    // here, with or without a GPU (compile::Built::registers).
     for b in &built {
         println!(
             "compiled {} ({:.2} s, {:?}): {}",

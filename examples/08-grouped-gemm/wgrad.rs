@@ -48,8 +48,8 @@ pub fn configs(input: In) -> Vec<Config> {
         pp(128, 128, 5),
         pp(64, 256, 4),
         grouped::ping_pong(128, ws(192, 4, Epi::Tma { nb: 3 }, o)),
-        // 256 x 192 tiles (grouped.rs says why): measured (H100, 8 experts) the fastest on 3 of
-        // the 4 shapes, 1.01-1.05x the cuBLAS loop there.
+        // 256 x 192 tiles (grouped.rs says why): measured (H100, 8 experts) the fastest or tied
+        // on 3 of the 4 shapes, 1.01-1.05x the cuBLAS loop there.
         Config {
             bm: 256,
             ..ws(192, 3, Epi::Tma { nb: 3 }, o)
