@@ -11,9 +11,11 @@
 // top-left diagonal, as torch's is_causal). Rows past Sq and keys past Sk: TMA fills the
 // loads with zeros, the scores of keys past Sk are masked, the stores are clipped.
 //
-// ATTN_SPLIT (Config::split_tail): a CTA's work is a table the host plans, whose last units
-// are cut by key blocks between CTAs; attn leaves a cut unit's pieces as partials and a second
-// kernel, attn_merge, merges them into the unit's O and LSE.
+// ATTN_TABLE (Config::walks_table): a CTA's work is a table the host plans (kernel.rs,
+// WorkPlan): a causal persistent grid's whole units balanced by their key blocks, or with
+// ATTN_SPLIT (Config::split_tail) the round-robin units whose last ones are cut by key blocks
+// between CTAs; attn leaves a cut unit's pieces as partials and a second kernel, attn_merge,
+// merges them into the unit's O and LSE.
 //
 // ATTN_CLUSTER (Config::cluster): 2-CTA clusters; the pipelines k and v multicast each tile
 // over the pair (each CTA loads its half: the generated load and release do it), and the walk
@@ -213,12 +215,13 @@ __device__ __forceinline__ bool attn_masked(int j, int row0, int Sk) {
   return c0 + ATTN_BN > Sk || (ATTN_CAUSAL && c0 + ATTN_BN - 1 > row0);
 }
 
-// A CTA's work: whole units blockIdx.x, + gridDim.x, ..., or (ATTN_SPLIT) the items the host
-// planned for it (kernel.rs, SplitPlan): the same whole units, then its share of the last
-// `split` units' key blocks, cut in nearly equal ranges so that no CTA runs a unit more than
-// the others while most idle. A unit cut between CTAs is a piece on each, left as a partial;
-// attn_merge, a second kernel, merges them. Read from a table rather than computed here: a
-// walk computed in the kernel took the wgmma descriptors off the uniform datapath.
+// A CTA's work: whole units blockIdx.x, + gridDim.x, ..., or (ATTN_TABLE) the items the host
+// planned for it (kernel.rs, WorkPlan): whole units balanced by their key blocks (causal), or
+// (ATTN_SPLIT) the round-robin units, then its share of the last `split` units' key blocks, cut
+// in nearly equal ranges so that no CTA runs a unit more than the others while most idle. A
+// unit cut between CTAs is a piece on each, left as a partial; attn_merge, a second kernel,
+// merges them. Read from a table rather than computed here: a walk computed in the kernel took
+// the wgmma descriptors off the uniform datapath.
 struct attn_item {
   int unit;    // the work unit
   int jb, je;  // key blocks [jb, je); je < 0: all of the unit's
@@ -233,12 +236,20 @@ __device__ __forceinline__ float* attn_part(float* part, int g, int slot, int c)
   return part + ((size_t)(g * 2 + slot) * ATTN_NC + c) * ATTN_PART;
 }
 
-#if ATTN_SPLIT
-// Item r of this CTA's row of the host's table.
+#if ATTN_TABLE
+// Item r of this CTA's row of the host's table; without ATTN_SPLIT every item is a whole unit
+// (its key blocks known here at compile time, as the round-robin walk's).
 __device__ __forceinline__ attn_item attn_item_at(const int4* __restrict__ items, int items_stride, int r) {
+#if ATTN_SPLIT
   const int4 e = __ldg(items + (size_t)blockIdx.x * items_stride + r);
   return attn_item{e.x, e.y, e.z, e.w};
+#else
+  return attn_item{__ldg(reinterpret_cast<const int*>(items + (size_t)blockIdx.x * items_stride + r)), 0, -1, -1};
+#endif
 }
+#endif
+
+#if ATTN_SPLIT
 
 // A piece of a cut unit at its end: its partial (O unnormalised, each thread's m and l) to its
 // slot, for attn_merge.
@@ -337,7 +348,7 @@ extern "C" __global__ void TMA_PLAN_ATTN_LAUNCH_BOUNDS attn(const __grid_constan
     R::producer_setmaxnreg();
     if (threadIdx.x == 0u) {
       attn_producer prod;
-#if ATTN_SPLIT
+#if ATTN_TABLE
       const int n_items = __ldg(nitems + blockIdx.x);
       for (int r = 0; r < n_items; ++r) {
         const attn_item it = attn_item_at(items, items_stride, r);
@@ -369,9 +380,9 @@ extern "C" __global__ void TMA_PLAN_ATTN_LAUNCH_BOUNDS attn(const __grid_constan
 #else
   unsigned char* staging = nullptr;
 #endif
-  // ATTN_SPLIT (Config::split_tail) 0: the round-robin walk; neither the host's table nor
-  // attn_merge is compiled.
-#if ATTN_SPLIT
+  // ATTN_TABLE 0: the round-robin walk; the host's table is not read (nor, without
+  // ATTN_SPLIT, is attn_merge compiled).
+#if ATTN_TABLE
   const int n_items = __ldg(nitems + blockIdx.x);
   const bool any_item = n_items > 0;
 #else
@@ -387,7 +398,7 @@ extern "C" __global__ void TMA_PLAN_ATTN_LAUNCH_BOUNDS attn(const __grid_constan
 #else
   (void)any_item;
 #endif
-#if ATTN_SPLIT
+#if ATTN_TABLE
   for (int r = 0; r < n_items; ++r) {
     const attn_item it = attn_item_at(items, items_stride, r);
     const bool last_item = r + 1 == n_items;

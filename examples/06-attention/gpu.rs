@@ -8,7 +8,7 @@ use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
 use tma::runtime::{Compiled, Kernel, LaunchConfig, Module, TensorMap};
 
 use crate::compile::Built;
-use crate::kernel::{Config, In, Plan, Res, SplitPlan};
+use crate::kernel::{Config, In, Plan, Res, WorkPlan};
 use crate::rng::Rng;
 
 pub struct Gpu {
@@ -230,17 +230,18 @@ pub struct Launch {
     units: i32,
     /// A head's query blocks (`Config::query_blocks`): attn.cu's units of one head.
     qblocks: i32,
-    /// `Config::split_tail`'s buffers (None: not split_tail).
+    /// The table's buffers (None: a round-robin walk, `Config::walks_table` false).
     work: Option<Work>,
-    /// The work's part, items, nitems and pieces (0: not split_tail).
+    /// The work's part, items, nitems and pieces (0: no table).
     ptrs: [u64; 4],
     stride: i32,
     /// Cut units (`Config::split_tail`): attn_merge's grid is split x consumers.
     split: i32,
 }
 
-/// `Config::split_tail`'s buffers: the pieces' partials (attn.cu's attn_partial, read by
-/// attn_merge) and the plan's table (`SplitPlan`).
+/// A table walk's buffers (`Config::walks_table`): the split tail's pieces' partials (attn.cu's
+/// attn_partial, read by attn_merge; one unused float otherwise) and the plan's table
+/// (`WorkPlan`).
 struct Work {
     part: CudaSlice<f32>,
     items: CudaSlice<i32>,
@@ -274,22 +275,33 @@ impl Launch {
         let cfg = loaded.kernel.plan_config(&gpu.stream, (grid, 1, 1))?;
         // Units past the last full round, when there is one: on a grid of 132, 2048 units are
         // 15 rounds and 68 units, which take a 16th round on 68 CTAs while 64 idle. A
-        // split_tail kernel reads its work from the plan's table, split or not.
+        // split_tail kernel reads its work from the plan's table, split or not; so does a causal
+        // persistent grid, balanced by the units' key blocks.
         let tail = units as usize % grid as usize;
         let split = if units as u32 > grid { tail } else { 0 };
         let mut stride = 0;
-        let work = if c.split_tail {
-            let plan = SplitPlan::new(
-                units as usize,
-                grid as usize,
-                s.sk.div_ceil(c.bn as usize),
-                split,
-            )?;
+        let work = if c.walks_table() {
+            let plan = if c.split_tail {
+                WorkPlan::split_tail(
+                    units as usize,
+                    grid as usize,
+                    s.sk.div_ceil(c.bn as usize),
+                    split,
+                )?
+            } else {
+                let blocks: Vec<usize> = (0..units as usize)
+                    .map(|u| c.unit_blocks(u, qblocks, s.sk))
+                    .collect();
+                WorkPlan::balanced(&blocks, grid as usize)?
+            };
             let consumers = c.consumers() as usize;
-            // Per CTA, 2 slots x consumers of (D / 2 + 4) x 128 floats.
-            let part = gpu
-                .stream
-                .alloc_zeros::<f32>(grid as usize * 2 * consumers * (s.d / 2 + 4) * 128)?;
+            // Per CTA, 2 slots x consumers of (D / 2 + 4) x 128 floats (one float: no pieces).
+            let part_floats = if c.split_tail {
+                grid as usize * 2 * consumers * (s.d / 2 + 4) * 128
+            } else {
+                1
+            };
+            let part = gpu.stream.alloc_zeros::<f32>(part_floats)?;
             let flat: Vec<i32> = plan.items.iter().flatten().copied().collect();
             let items = gpu.stream.clone_htod(&flat)?;
             let nitems = gpu.stream.clone_htod(&plan.nitems)?;
@@ -327,7 +339,7 @@ impl Launch {
             units,
             qblocks: i(qblocks)?,
             stride,
-            split: if work.is_some() { i(split)? } else { 0 },
+            split: if c.split_tail { i(split)? } else { 0 },
             work,
             ptrs,
         })
@@ -366,7 +378,7 @@ impl Launch {
         // SAFETY: (CUtensorMap x 4, void*, float*, int x 4, float, int, int, float*, int4*, int*, int)
         // as attn.cu declares; the maps cover the problem's and the outputs'
         // buffers, which outlive the launch (the caller holds them); O and LSE hold B H Sq (x D)
-        // elements of their types; a split_tail kernel's buffers are the plan's and the sizes
+        // elements of their types; a table walk's buffers are the plan's and the sizes
         // Launch::new allocated (self.work holds them); other kernels never read the null
         // pointers.
         unsafe { l.launch() }?;

@@ -116,11 +116,13 @@ pub struct Config {
     pub causal: bool,
     /// A grid of as many CTAs as fit the GPU at once, each walking work units (query block,
     /// batch x head), the next unit's Q loaded under this one's last blocks; else one CTA a unit.
+    /// Causal units differ in key blocks, so a causal grid walks a table the host balances
+    /// (`WorkPlan::balanced`) rather than round-robin.
     pub persistent: bool,
     /// (`persistent`, not causal, `Kind::Overlap`) The units past the last full round of the
     /// grid (units % CTAs of them) are cut by key blocks into nearly equal ranges over up to
     /// every CTA, so that no CTA runs one unit more than the others while the rest idle: each
-    /// CTA's work is a table the host plans (`SplitPlan`), and a second kernel (`attn_merge`)
+    /// CTA's work is a table the host plans (`WorkPlan::split_tail`), and a second kernel (`attn_merge`)
     /// merges a cut unit's pieces (their O, max and sum) into its O and LSE.
     pub split_tail: bool,
     /// (not causal, no `split_tail`, a producer warpgroup, head dim 128 or 256) Units in pairs
@@ -198,7 +200,7 @@ pub const SHORT_BLOCKS: [ShortBlock; 2] = [
 /// rounding); the sums and O are f32.
 pub const HEADROOM_LOG2: f32 = 8.0;
 
-/// `Config::split_tail`: CTAs a cut unit is spread over, about (`SplitPlan` uses at most this
+/// `Config::split_tail`: CTAs a cut unit is spread over, about (`WorkPlan::split_tail` uses at most this
 /// many CTAs a unit on average, so a merge reads few partials: a unit touches at most one
 /// more).
 pub const TAIL_CTAS_PER_UNIT: usize = 4;
@@ -250,10 +252,12 @@ impl Config {
     }
 
     /// The configuration for long sequences (4k keys and up) for one head dim and type: the
-    /// fastest measured on the H100 (BENCHMARKS.md). Causal work units differ in length, so a
-    /// persistent grid's static walk lets its CTAs drift apart over more heads than L2 holds
-    /// (457 against 679 TFLOP/s at 16k, head dim 128): causal launches one CTA a unit and lets
-    /// the hardware hand them out in order.
+    /// fastest measured on the H100 (BENCHMARKS.md). Every pick is a persistent grid: a
+    /// unit's Q and first K and V load under the unit before. Causal units differ in key
+    /// blocks, and the round-robin walk gave a CTA the same query block of every head (132
+    /// CTAs, 4 query blocks a head: 124 key blocks on some CTAs against 31), so causal walks the
+    /// host's balanced table (`WorkPlan::balanced`): +39 % at 512 keys, +20 % at 1k, +4-8 % at
+    /// 4k, +1 % at 16k over one CTA a unit (head dim 64; 128: +20, +13, +3, +1 %).
     pub fn best(input: In, d: u32, causal: bool) -> Config {
         // Head dim 64: three consumers (192 query rows), as FlashAttention-3: at 64 the
         // softmax of a block takes about as long as its two GEMMs, and a third warpgroup's
@@ -285,7 +289,7 @@ impl Config {
             bn,
             stages,
             causal,
-            persistent: !causal,
+            persistent: true,
             split_tail: d == 64 && !causal,
             cluster: false,
             // At 256 the staging does not fit beside Q and the K/V stages.
@@ -396,6 +400,29 @@ impl Config {
         } else {
             1
         }
+    }
+
+    /// Whether attn walks a table the host plans (`WorkPlan`) rather than round-robin: the split
+    /// tail's, or a causal persistent grid's balanced walk.
+    pub fn walks_table(&self) -> bool {
+        self.split_tail || (self.persistent && self.causal)
+    }
+
+    /// Key blocks of work unit `u` (attn.cu's `attn_unit`): under causal each head's last
+    /// query block comes first and sees the keys up to its last row.
+    pub fn unit_blocks(&self, u: usize, qblocks: usize, sk: usize) -> usize {
+        let mb = if self.causal {
+            qblocks - 1 - u % qblocks
+        } else {
+            u % qblocks
+        };
+        let bm = self.bm() as usize;
+        let last = if self.causal {
+            sk.min((mb + 1) * bm)
+        } else {
+            sk
+        };
+        last.div_ceil(self.bn as usize)
     }
 
     /// Work units of one head at `sq` query rows: its query blocks, a multiple of the cluster's
@@ -638,7 +665,7 @@ impl Plan {
     pub fn source(&self) -> Res<Source> {
         let c = &self.config;
         let defines = format!(
-            "#define ATTN_D {}\n#define ATTN_BN {}\n#define ATTN_NC {}\n#define ATTN_KIND {}\n#define ATTN_CAUSAL {}\n#define ATTN_O_TMA {}\n#define ATTN_RELEASE_ONE {}\n#define ATTN_POLY {}\n#define ATTN_POLY_DEG {}\n#define ATTN_LAZY {}\n#define ATTN_HEADROOM_LOG2 {:?}f\n#define ATTN_P2 {}\n#define ATTN_WAIT_LATE {}\n#define ATTN_SPLIT {}\n#define ATTN_MAX_PIECES {}\n#define ATTN_CLUSTER {}\n",
+            "#define ATTN_D {}\n#define ATTN_BN {}\n#define ATTN_NC {}\n#define ATTN_KIND {}\n#define ATTN_CAUSAL {}\n#define ATTN_O_TMA {}\n#define ATTN_RELEASE_ONE {}\n#define ATTN_POLY {}\n#define ATTN_POLY_DEG {}\n#define ATTN_LAZY {}\n#define ATTN_HEADROOM_LOG2 {:?}f\n#define ATTN_P2 {}\n#define ATTN_WAIT_LATE {}\n#define ATTN_SPLIT {}\n#define ATTN_TABLE {}\n#define ATTN_MAX_PIECES {}\n#define ATTN_CLUSTER {}\n",
             c.d,
             c.bn,
             c.consumers(),
@@ -654,6 +681,7 @@ impl Plan {
             u32::from(c.p2),
             u32::from(c.wait_late),
             u32::from(c.split_tail),
+            u32::from(c.walks_table()),
             MAX_PIECES,
             u32::from(c.cluster),
         );
@@ -671,12 +699,13 @@ pub fn options() -> CompileOptions {
         .debug_waits(std::env::var("ATTN_DEBUG").is_ok_and(|v| v == "1"))
 }
 
-/// `Config::split_tail`'s plan of every CTA's work (attn.cu reads it as a table): the whole
-/// units round-robin, then the last `split` units' key blocks cut in nearly equal ranges over
-/// about `TAIL_CTAS_PER_UNIT` CTAs a unit (at most one more; so a merge reads few partials),
-/// each range one piece a unit it touches.
+/// A persistent grid's table of every CTA's work, planned on the host (attn.cu reads it:
+/// `Config::walks_table`): for `Config::split_tail`, the whole units round-robin, then the last
+/// `split` units' key blocks cut in nearly equal ranges over about `TAIL_CTAS_PER_UNIT` CTAs a
+/// unit (at most one more; so a merge reads few partials), each range one piece a unit it
+/// touches; for a causal grid, whole units balanced by their key blocks (`WorkPlan::balanced`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SplitPlan {
+pub struct WorkPlan {
     /// `[cta][r]`: (unit, first key block, end key block, piece), the piece `t * 2 + slot` for a
     /// piece of the t-th split unit (slot 0: the CTA's first piece, 1: its second), -1 for a
     /// whole unit; `stride` rows a CTA.
@@ -689,9 +718,14 @@ pub struct SplitPlan {
     pub pieces: Vec<i32>,
 }
 
-impl SplitPlan {
+/// `WorkPlan::balanced`: what a unit's start and end cost, in key blocks (its Q, its first
+/// QK^T and last P V with nothing to overlap, its epilogue): 0.86 of a block measured at head
+/// dim 128 (BENCHMARKS.md, "Where a unit's boundary goes").
+pub const UNIT_BOUNDARY_BLOCKS: usize = 1;
+
+impl WorkPlan {
     /// `units` of `nb` key blocks each on `grid` CTAs, the last `split` of them cut.
-    pub fn new(units: usize, grid: usize, nb: usize, split: usize) -> Res<SplitPlan> {
+    pub fn split_tail(units: usize, grid: usize, nb: usize, split: usize) -> Res<WorkPlan> {
         let i = |v: usize| -> Res<i32> {
             i32::try_from(v).map_err(|_| format!("split plan: {v} does not fit an int").into())
         };
@@ -747,16 +781,51 @@ impl SplitPlan {
                 }
             }
         }
+        WorkPlan::from_lists(per_cta, pieces)
+    }
+
+    /// Whole units, `blocks[u]` key blocks each, on `grid` CTAs so that every CTA ends at
+    /// about the same time: the units in order (a head's query blocks together, so the CTAs
+    /// running at once share a few heads' K and V in L2), each to the CTA with the least work
+    /// so far (key blocks plus `UNIT_BOUNDARY_BLOCKS` a unit), the lowest index on a tie. The
+    /// round-robin walk gives a causal CTA the same query block of every head whenever the grid
+    /// is a multiple of a head's query blocks (132 CTAs, 4 blocks a head: 124 key blocks on a
+    /// quarter of the CTAs against 31 on another); this is the hardware's own dispatch of a
+    /// grid of one CTA a unit, planned ahead.
+    pub fn balanced(blocks: &[usize], grid: usize) -> Res<WorkPlan> {
+        if grid == 0 {
+            return Err("work plan: a grid of 0 CTAs".into());
+        }
+        let i = |v: usize| -> Res<i32> {
+            i32::try_from(v).map_err(|_| format!("work plan: {v} does not fit an int").into())
+        };
+        let mut per_cta: Vec<Vec<[i32; 4]>> = vec![Vec::new(); grid];
+        let mut least = std::collections::BinaryHeap::new();
+        for g in 0..grid {
+            least.push(std::cmp::Reverse((0usize, g)));
+        }
+        for (u, &nb) in blocks.iter().enumerate() {
+            let std::cmp::Reverse((load, g)) = least.pop().ok_or("work plan: no CTA")?;
+            per_cta[g].push([i(u)?, 0, -1, -1]);
+            least.push(std::cmp::Reverse((load + nb + UNIT_BOUNDARY_BLOCKS, g)));
+        }
+        WorkPlan::from_lists(per_cta, Vec::new())
+    }
+
+    /// Each CTA's list of items as one table of `stride` rows a CTA.
+    fn from_lists(per_cta: Vec<Vec<[i32; 4]>>, pieces: Vec<i32>) -> Res<WorkPlan> {
         let stride = per_cta.iter().map(Vec::len).max().unwrap_or(0).max(1);
         let nitems = per_cta
             .iter()
-            .map(|v| i(v.len()))
+            .map(|v| {
+                i32::try_from(v.len()).map_err(|_| format!("work plan: {} items", v.len()).into())
+            })
             .collect::<Res<Vec<_>>>()?;
-        let mut items = vec![[0i32; 4]; grid * stride];
+        let mut items = vec![[0i32; 4]; per_cta.len() * stride];
         for (g, v) in per_cta.iter().enumerate() {
             items[g * stride..g * stride + v.len()].copy_from_slice(v);
         }
-        Ok(SplitPlan {
+        Ok(WorkPlan {
             items,
             stride,
             nitems,

@@ -392,7 +392,7 @@ mod tests {
     /// range's blocks over the whole units' rounds.
     #[test]
     fn split_plans_cover_every_block_once_and_balance_the_tail() {
-        use super::kernel::{SplitPlan, MAX_PIECES, TAIL_CTAS_PER_UNIT};
+        use super::kernel::{WorkPlan, MAX_PIECES, TAIL_CTAS_PER_UNIT};
         for (units, grid, nb) in [
             (2048, 132, 29),
             (2048, 132, 114),
@@ -404,7 +404,7 @@ mod tests {
             (1400, 132, 33),
         ] {
             let split = if units > grid { units % grid } else { 0 };
-            let plan = SplitPlan::new(units, grid, nb, split).expect("a plan");
+            let plan = WorkPlan::split_tail(units, grid, nb, split).expect("a plan");
             let mut seen = vec![0u32; units * nb];
             let mut load = vec![0usize; grid];
             let mut listed = Vec::new();
@@ -467,9 +467,88 @@ mod tests {
             );
         }
         // A plan with no split is the round-robin walk; a split of as many units as CTAs is refused.
-        let plain = SplitPlan::new(100, 132, 8, 0).expect("a plan");
+        let plain = WorkPlan::split_tail(100, 132, 8, 0).expect("a plan");
         assert_eq!(plain.nitems.iter().sum::<i32>(), 100);
-        assert!(SplitPlan::new(300, 132, 8, 132).is_err());
+        assert!(WorkPlan::split_tail(300, 132, 8, 132).is_err());
+    }
+
+    /// A causal persistent grid's balanced walk runs every unit once, each CTA's units in
+    /// order (the CTAs running at once share a few heads), and leaves no CTA more than one
+    /// unit's work past the mean; the round-robin walk it replaces gave a quarter of the CTAs
+    /// the last query block of every head.
+    #[test]
+    fn balanced_walks_run_every_unit_once_and_end_together() {
+        use super::kernel::{WorkPlan, UNIT_BOUNDARY_BLOCKS};
+        let grid = 132;
+        for (name, sq) in [
+            ("ov_d64_n128_s3_p_bf16_causal", 512),
+            ("ov_d64_n128_s3_p_bf16_causal", 1024),
+            ("ov_d64_n128_s2_p_c3_bf16_causal", 2048),
+            ("ov_d128_n128_s2_p_wl_bf16_causal", 16384),
+            ("ov_d256_n80_s2_p_od_lz_db_wl_bf16_causal", 4096),
+            ("ov_d128_n128_s2_p_wl_bf16_causal", 200),
+        ] {
+            let c = Config::parse(name).expect("a name");
+            let heads = (16384 / sq).max(1) * 16;
+            let qb = c.query_blocks(sq);
+            let blocks: Vec<usize> = (0..qb * heads).map(|u| c.unit_blocks(u, qb, sq)).collect();
+            let cost = |b: usize| b + UNIT_BOUNDARY_BLOCKS;
+            let grid = grid.min(blocks.len());
+            let plan = WorkPlan::balanced(&blocks, grid).expect("a plan");
+            let mut seen = vec![0u32; blocks.len()];
+            let mut load = vec![0usize; grid];
+            for (g, l) in load.iter_mut().enumerate() {
+                let row = &plan.items[g * plan.stride..g * plan.stride + plan.nitems[g] as usize];
+                assert!(
+                    row.windows(2).all(|w| w[0][0] < w[1][0]),
+                    "{name} {sq}: CTA {g} out of order"
+                );
+                for &[u, jb, je, piece] in row {
+                    assert_eq!((jb, je, piece), (0, -1, -1), "{name} {sq}: a whole unit");
+                    seen[u as usize] += 1;
+                    *l += cost(blocks[u as usize]);
+                }
+            }
+            assert!(
+                seen.iter().all(|&n| n == 1),
+                "{name} {sq}: a unit run twice or never"
+            );
+            let total: usize = load.iter().sum();
+            let most = blocks.iter().map(|&b| cost(b)).max().unwrap_or(0);
+            let hi = load.iter().max().copied().unwrap_or(0);
+            assert!(
+                hi <= total.div_ceil(grid) + most,
+                "{name} {sq}: {hi} against a mean of {}",
+                total / grid
+            );
+            // The round-robin walk's busiest CTA, for the record of what this replaces.
+            let rr = (0..grid)
+                .map(|g| {
+                    (g..blocks.len())
+                        .step_by(grid)
+                        .map(|u| cost(blocks[u]))
+                        .sum::<usize>()
+                })
+                .max()
+                .unwrap_or(0);
+            assert!(hi <= rr, "{name} {sq}: {hi} against round-robin's {rr}");
+        }
+        // 4 query blocks a head on 132 CTAs: round-robin gives CTA 0 31 units of 4 blocks.
+        let c = Config::parse("ov_d64_n128_s3_p_bf16_causal").expect("a name");
+        let blocks: Vec<usize> = (0..4096).map(|u| c.unit_blocks(u, 4, 512)).collect();
+        assert_eq!(&blocks[..5], &[4, 3, 2, 1, 4]);
+        let plan = WorkPlan::balanced(&blocks, grid).expect("a plan");
+        let most = (0..grid)
+            .map(|g| {
+                plan.items[g * plan.stride..g * plan.stride + plan.nitems[g] as usize]
+                    .iter()
+                    .map(|it| blocks[it[0] as usize])
+                    .sum::<usize>()
+            })
+            .max()
+            .unwrap_or(0);
+        assert!(most <= 82, "the busiest CTA runs {most} key blocks (the mean is 77.6, a unit at most 4; round-robin 124)");
+        assert!(WorkPlan::balanced(&blocks, 0).is_err());
     }
 
     #[test]
