@@ -44,6 +44,13 @@ static_assert(P::CLUSTER_X == (ATTN_CLUSTER ? 2u : 1u) && P::CLUSTER_Y == 1u && 
 static_assert(TK::WGMMA_N == ATTN_BN, "K's tile is QK^T's N");
 static_assert(TV::WGMMA_N == ATTN_D, "V's tile is P V's N");
 static_assert(TQ::K_SLICES * 16 == ATTN_D && TV::K_SLICES == ATTN_PK, "the k-slices");
+#if ATTN_O_IN_Q
+// O staged in Q's stage (kernel.rs, OStore::InQ): the source declares TO (no staging region);
+// consumer c's 64 rows of each of Q's boxes hold its O, box for box.
+static_assert(TO::BOXES == TQ::BOXES && (TO::BOXES == 1u || TO::SMEM_STRIDE_BYTES == TQ::SMEM_STRIDE_BYTES), "O's boxes lie as Q's");
+static_assert(TO::BOX_s == 64 && TQ::BOX_s == ATTN_BM && TO::BOX_d == TQ::BOX_d, "a consumer's rows of Q's box are O's box");
+static_assert((64u * TQ::BOX_BYTES / ATTN_BM) % TO::SMEM_ALIGN == 0u, "a consumer's rows keep O's swizzle alignment");
+#endif
 
 #if ATTN_KIND >= 1
 typedef tma_roles_attn R;
@@ -161,7 +168,7 @@ struct attn_softmax {
 // log-sum-exp (natural log) of each row by the quad's first thread.
 // TO_STAGING false: straight to global memory whatever ATTN_O_TMA (attn_merge, which has no
 // staging).
-template <bool TO_STAGING = ATTN_O_TMA>
+template <bool TO_STAGING = ATTN_O_TMA || ATTN_O_IN_Q>
 __device__ __forceinline__ void attn_epilogue(float (&o)[ATTN_O], attn_softmax& sm, unsigned char* staging,
                                               void* out, float* __restrict__ lse, int bh, int row0, int Sq,
                                               unsigned tw) {
@@ -180,7 +187,7 @@ __device__ __forceinline__ void attn_epilogue(float (&o)[ATTN_O], attn_softmax& 
 #pragma unroll
   for (int i = 0; i < ATTN_O; i += 2) {
     const int row = (int)tma_wgmma_d_row(tw, i), col = (int)tma_wgmma_d_col(tw, i);
-#if ATTN_O_TMA
+#if ATTN_O_TMA || ATTN_O_IN_Q
     if constexpr (TO_STAGING) {
       *reinterpret_cast<unsigned*>(staging + TO::offset({.bh = 0, .s = row, .d = col})) = attn_pack(o[i], o[i + 1]);
       continue;
@@ -378,7 +385,7 @@ extern "C" __global__ void TMA_PLAN_ATTN_LAUNCH_BOUNDS attn(const __grid_constan
 #if ATTN_O_TMA
   unsigned char* staging = P::o(base, (unsigned)c);
 #else
-  unsigned char* staging = nullptr;
+  unsigned char* staging = nullptr;  // ATTN_O_IN_Q: set per unit, in Q's stage
 #endif
   // ATTN_TABLE 0: the round-robin walk; the host's table is not read (nor, without
   // ATTN_SPLIT, is attn_merge compiled).
@@ -496,8 +503,10 @@ extern "C" __global__ void TMA_PLAN_ATTN_LAUNCH_BOUNDS attn(const __grid_constan
     ATTN_RELEASE(kp, ks);
     ++ks;
     // Q goes back with the item's last QK^T done, so the next unit's Q loads under this one's
-    // last softmax and P V.
+    // last softmax and P V (ATTN_O_IN_Q: after the epilogue's store has read O from it).
+#if !ATTN_O_IN_Q
     if (nb == jb + 1) ATTN_RELEASE(qp, qs);
+#endif
     sm.step(s, row0, jb * ATTN_BN, Sk, attn_masked(jb, row0, Sk), corr, tw);  // O is 0: nothing to rescale
     tma_wgmma_acc_to_a<ATTN_BN>(s, p);
 #if ATTN_P2
@@ -525,7 +534,9 @@ extern "C" __global__ void TMA_PLAN_ATTN_LAUNCH_BOUNDS attn(const __grid_constan
       tma_wgmma_wait_group<1>();  // QK^T of block j
       ATTN_RELEASE(kp, ks);
       ++ks;
+#if !ATTN_O_IN_Q
       if (j + 1 == nb) ATTN_RELEASE(qp, qs);
+#endif
       const bool rescale = sm.step(s, row0, j * ATTN_BN, Sk, attn_masked(j, row0, Sk), corr, tw);
 #if ATTN_P2
       tma_wgmma_acc_to_a<ATTN_BN>(s, next);
@@ -567,7 +578,9 @@ extern "C" __global__ void TMA_PLAN_ATTN_LAUNCH_BOUNDS attn(const __grid_constan
 #else
     for (; j < nb; ++j) block(j, p, p);
 #endif
+#if !ATTN_O_IN_Q
     ++qs;  // released after the last QK^T
+#endif
     vp.wait(vs);
     tma_wgmma_fence();
     attn_pv(o, p, vp.smem_v(vs));
@@ -592,8 +605,13 @@ extern "C" __global__ void TMA_PLAN_ATTN_LAUNCH_BOUNDS attn(const __grid_constan
     R::sync_epi((unsigned)c);
 #endif
 #endif
+#if ATTN_O_IN_Q
+    // This consumer's rows of Q's stage: its last QK^T has read them (waited for), and the
+    // other consumers' QK^Ts read only their own rows.
+    staging = const_cast<unsigned char*>(q) + (unsigned)c * (64u * TQ::BOX_BYTES / ATTN_BM);
+#endif
     attn_epilogue(o, sm, staging, out, lse, u.bh, row0, Sq, tw);
-#if ATTN_O_TMA
+#if ATTN_O_TMA || ATTN_O_IN_Q
 #if ATTN_KIND == 0
     __syncthreads();
 #else
@@ -602,10 +620,19 @@ extern "C" __global__ void TMA_PLAN_ATTN_LAUNCH_BOUNDS attn(const __grid_constan
     if (tw == 0u) {
       TO::store(&mapO, staging, {.bh = u.bh, .s = row0, .d = 0});
       tma_store_commit_group();
+#if ATTN_O_IN_Q
+      // Q's stage goes back once the store has read O from it: one release a consumer (Q's
+      // pipeline counts a thread each), and the next unit's Q loads into it.
+      tma_store_async_wait<0>();
+      qp.release(qs);
+#endif
     }
+#if ATTN_O_IN_Q
+    ++qs;
+#endif
 #endif
   }
-#if ATTN_O_TMA
+#if ATTN_O_TMA || ATTN_O_IN_Q
   if (tw == 0u) tma_store_async_wait_complete<0>();
 #else
   (void)mapO;

@@ -133,9 +133,8 @@ pub struct Config {
     /// clipped). On the H100 1.5 % slower than the pick at 128 (the pair waits on each other's
     /// releases with two stages; BENCHMARKS.md): not picked.
     pub cluster: bool,
-    /// O leaves through a staging copy per consumer and one TMA store; else each thread stores
-    /// its pairs (clipped). The staging needs consumers x 64 x D x 2 bytes beside Q and the stages.
-    pub o_tma: bool,
+    /// How O leaves the consumers: `OStore`.
+    pub o: OStore,
     /// Stages released by one thread per consumer warpgroup (after wgmma.wait_group) instead
     /// of one arrival per warp.
     pub release_one: bool,
@@ -158,6 +157,23 @@ pub struct Config {
     /// FlashAttention-3 at head dim 64 (a third warpgroup's GEMMs under two softmaxes; 160
     /// registers a consumer).
     pub nc: u32,
+}
+
+/// How a consumer's O (64 x D) reaches global memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum OStore {
+    /// Through a staging copy per consumer beside Q and the stages (consumers x 64 x D x 2
+    /// bytes) and one TMA store.
+    Staging,
+    /// (`Kind::Overlap`, no `split_tail`) Through the consumer's own rows of Q's stage, which
+    /// its last QK^T has finished reading, and one TMA store; Q goes back to the producer once
+    /// that store has read it (not after the last QK^T), so the next unit's Q loads later.
+    /// For head dim 256, where no staging fits beside Q and the stages: each thread storing
+    /// its 64 pairs to global memory (`Direct`) cost 8.6 us a unit boundary on the H100
+    /// (3.7 key blocks; BENCHMARKS.md).
+    InQ,
+    /// Each thread stores its pairs to global memory (clipped).
+    Direct,
 }
 
 /// A key block that beats `Config::best`'s up to `max_keys` keys (rows checked in order).
@@ -292,8 +308,14 @@ impl Config {
             persistent: true,
             split_tail: d == 64 && !causal,
             cluster: false,
-            // At 256 the staging does not fit beside Q and the K/V stages.
-            o_tma: d <= 128,
+            // At 256 no staging fits beside Q and the K/V stages: O is staged in Q's rows
+            // (+15 % at 512 keys, +2-8 % from 1k to 16k over each thread storing its pairs,
+            // H100, one call; at 64 and 128 the later Q load costs more than it saves: -3 to
+            // -23 %, BENCHMARKS.md).
+            o: match d {
+                ..=128 => OStore::Staging,
+                _ => OStore::InQ,
+            },
             // One release a consumer warpgroup (after its wgmma.wait_group) rather than one a
             // warp, at head dim 128 not causal: +0.3 % at 4k and +1.1 % at 16k over four
             // same-call rounds on the H100; the same or slower at 64, 256 and causal 128
@@ -319,6 +341,14 @@ impl Config {
             wait_late: false,
             ..Config::best(input, d, causal)
         };
+        // O staged in Q's rows is the overlap kind's: the steps before it store O directly.
+        let before = Config {
+            o: match a4.o {
+                OStore::InQ => OStore::Direct,
+                o => o,
+            },
+            ..a4
+        };
         vec![
             (
                 "A1 one warpgroup",
@@ -326,21 +356,21 @@ impl Config {
                     kind: Kind::Wg1,
                     // One consumer whatever `best` has: named without `_c3`.
                     nc: 2,
-                    ..a4
+                    ..before
                 },
             ),
             (
                 "A2 + producer warpgroup, consumers, setmaxnreg",
                 Config {
                     kind: Kind::Ws,
-                    ..a4
+                    ..before
                 },
             ),
             (
                 "A3 + ping-pong consumers",
                 Config {
                     kind: Kind::PingPong,
-                    ..a4
+                    ..before
                 },
             ),
             ("A4 + QK^T of the next block under the softmax", a4),
@@ -447,7 +477,11 @@ impl Config {
             if self.persistent { "_p" } else { "" },
             if self.split_tail { "_st" } else { "" },
             if self.cluster { "_x2" } else { "" },
-            if self.o_tma { "" } else { "_od" },
+            match self.o {
+                OStore::Staging => "",
+                OStore::InQ => "_oq",
+                OStore::Direct => "_od",
+            },
             if self.release_one { "_r1" } else { "" },
             if self.poly > 0 {
                 format!("_e{}", self.poly)
@@ -476,7 +510,13 @@ impl Config {
         let persistent = take(&mut p, "p");
         let split_tail = take(&mut p, "st");
         let cluster = take(&mut p, "x2");
-        let o_tma = !take(&mut p, "od");
+        let o = if take(&mut p, "od") {
+            OStore::Direct
+        } else if take(&mut p, "oq") {
+            OStore::InQ
+        } else {
+            OStore::Staging
+        };
         let release_one = take(&mut p, "r1");
         let poly = match p.get(4).and_then(|e| e.strip_prefix('e')) {
             Some(n) => {
@@ -515,7 +555,7 @@ impl Config {
             persistent,
             split_tail,
             cluster,
-            o_tma,
+            o,
             release_one,
             poly,
             lazy,
@@ -586,6 +626,12 @@ impl Plan {
             )
             .into());
         }
+        if c.o == OStore::InQ && (c.kind != Kind::Overlap || c.split_tail) {
+            return Err(format!(
+                "{c}: O staged in Q's rows (_oq) takes the overlap kind (ov_) and no split tail (_st): Q goes back after the unit's epilogue, which a piece of a split unit does not run"
+            )
+            .into());
+        }
         let v = |s: TileSpec, what: &str| validate(&s).map_err(|e| findings(what, e));
         // Q: the CTA's query rows, A of S = Q K^T (K = head dim), loaded once per work unit.
         let q = v(bhsd("q", &c, c.bm()).wgmma(Operand::A, Major::K), "tile q")?;
@@ -593,8 +639,16 @@ impl Plan {
         let k = v(bhsd("k", &c, c.bn).wgmma(Operand::B, Major::K), "tile k")?;
         // V: BN value rows, B of O = P V: N = head dim (contiguous: MN-major), K = BN.
         let vt = v(bhsd("v", &c, c.bn).wgmma(Operand::B, Major::MN), "tile v")?;
-        // O: one consumer's 64 rows, stored from its staging by TMA (clipped at the sequence end).
-        let o = v(bhsd("o", &c, WG_ROWS), "tile o")?;
+        // O: one consumer's 64 rows, stored from its staging by TMA (clipped at the sequence end);
+        // staged in Q's rows (`OStore::InQ`), its boxes lie as far apart as Q's (Q's box holds
+        // every consumer's rows: a consumer's 64 rows of each box are its staging).
+        let o_tile = bhsd("o", &c, WG_ROWS);
+        let o_tile = if c.o == OStore::InQ {
+            o_tile.smem_stride(u64::from(c.bm() * SPAN))
+        } else {
+            o_tile
+        };
+        let o = v(o_tile, "tile o")?;
         let consumers = if c.release_one {
             Consumers::Threads(c.consumers())
         } else {
@@ -615,7 +669,16 @@ impl Plan {
                 .map_err(|e| findings(&format!("pipeline {name}"), e))
         };
         // Q once per work unit; K and V each on their own barriers, so QK^T starts before V lands.
-        let q_pipe = pipe("q", 1, &q, false)?;
+        let q_pipe = if c.o == OStore::InQ {
+            // Released by each consumer's first thread once its O store has read Q's rows.
+            PipelineSpec::new("q", 1, Consumers::Threads(c.consumers()))
+                .tile("q", &q)
+                .cluster([ctas, 1, 1])
+                .validate()
+                .map_err(|e| findings("pipeline q", e))?
+        } else {
+            pipe("q", 1, &q, false)?
+        };
         let k_pipe = pipe("k", c.stages, &k, true)?;
         let v_pipe = pipe("v", c.stages, &vt, true)?;
         // K's and V's rings first, Q's last: each ring's barriers pad its region to the next
@@ -644,7 +707,7 @@ impl Plan {
                 .map_err(|e| findings("warp roles", e))?,
             ),
         };
-        if c.o_tma {
+        if c.o == OStore::Staging {
             kernel = kernel.staging("o", &o, c.consumers());
         }
         let kernel = kernel.validate().map_err(|e| findings(&c.name(), e))?;
@@ -665,13 +728,14 @@ impl Plan {
     pub fn source(&self) -> Res<Source> {
         let c = &self.config;
         let defines = format!(
-            "#define ATTN_D {}\n#define ATTN_BN {}\n#define ATTN_NC {}\n#define ATTN_KIND {}\n#define ATTN_CAUSAL {}\n#define ATTN_O_TMA {}\n#define ATTN_RELEASE_ONE {}\n#define ATTN_POLY {}\n#define ATTN_POLY_DEG {}\n#define ATTN_LAZY {}\n#define ATTN_HEADROOM_LOG2 {:?}f\n#define ATTN_P2 {}\n#define ATTN_WAIT_LATE {}\n#define ATTN_SPLIT {}\n#define ATTN_TABLE {}\n#define ATTN_MAX_PIECES {}\n#define ATTN_CLUSTER {}\n",
+            "#define ATTN_D {}\n#define ATTN_BN {}\n#define ATTN_NC {}\n#define ATTN_KIND {}\n#define ATTN_CAUSAL {}\n#define ATTN_O_TMA {}\n#define ATTN_O_IN_Q {}\n#define ATTN_RELEASE_ONE {}\n#define ATTN_POLY {}\n#define ATTN_POLY_DEG {}\n#define ATTN_LAZY {}\n#define ATTN_HEADROOM_LOG2 {:?}f\n#define ATTN_P2 {}\n#define ATTN_WAIT_LATE {}\n#define ATTN_SPLIT {}\n#define ATTN_TABLE {}\n#define ATTN_MAX_PIECES {}\n#define ATTN_CLUSTER {}\n",
             c.d,
             c.bn,
             c.consumers(),
             c.kind.code(),
             u32::from(c.causal),
-            u32::from(c.o_tma),
+            u32::from(c.o == OStore::Staging),
+            u32::from(c.o == OStore::InQ),
             u32::from(c.release_one),
             c.poly,
             Ex2Poly::for_type(WgmmaType::of(c.input.dtype()).ok_or("P's type: not a wgmma type")?)
@@ -685,8 +749,14 @@ impl Plan {
             MAX_PIECES,
             u32::from(c.cluster),
         );
-        let src = KernelSource::new()
-            .plan(&self.kernel)
+        let src = KernelSource::new().plan(&self.kernel);
+        // O staged in Q's rows: the O tile's helpers without a staging region (`TO`).
+        let src = if c.o == OStore::InQ {
+            src.tile_as(&self.o, "TO")
+        } else {
+            src
+        };
+        let src = src
             .body(&defines)
             .body_at("examples/06-attention/attn.cu", 1, ATTN_CU);
         Source::kernel(&src).map_err(|e| findings("render", e))

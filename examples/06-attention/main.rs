@@ -328,7 +328,7 @@ fn run() -> Res<bool> {
 /// what the kernel cannot run (`cargo test --example 06-attention`, no GPU).
 #[cfg(test)]
 mod tests {
-    use super::kernel::{Config, In, Kind, Plan};
+    use super::kernel::{Config, In, Kind, OStore, Plan};
     use tma::runtime::Compiler;
 
     /// MUFU.EX2s of each overlapped block between the wait for its QK^T (`WARPGROUP.DEPBAR.LE
@@ -570,7 +570,7 @@ mod tests {
         // Every flag at once.
         all.push(Config {
             persistent: true,
-            o_tma: false,
+            o: OStore::Direct,
             release_one: true,
             poly: 2,
             lazy: true,
@@ -600,10 +600,33 @@ mod tests {
             nc: 2,
             ..best
         });
+        all.push(Config {
+            o: OStore::InQ,
+            ..Config::best(In::BF16, 128, true)
+        });
         for c in all {
             assert_eq!(Config::parse(&c.name()), Some(c), "{}", c.name());
         }
         assert_eq!(Config::parse("ov_d64_n128_s3_p_e9_bf16"), None);
+        // Head dim 256 stages O in Q's rows; O staged in Q takes the overlap kind and no split
+        // tail (a piece of a split unit runs no epilogue, so Q would never go back).
+        assert_eq!(Config::best(In::BF16, 256, false).o, OStore::InQ);
+        let oq = Config {
+            o: OStore::InQ,
+            ..best
+        };
+        assert!(oq.split_tail && Plan::new(oq).is_err());
+        assert!(Plan::new(Config {
+            kind: Kind::PingPong,
+            split_tail: false,
+            ..oq
+        })
+        .is_err());
+        assert!(Plan::new(Config {
+            split_tail: false,
+            ..oq
+        })
+        .is_ok());
         for causal in [false, true] {
             let c = Config::for_keys(In::BF16, 64, causal, 4096);
             assert_eq!((c.nc, c.bm(), c.bn), (3, 192, 128), "{c}");
