@@ -44,6 +44,11 @@ static_assert(P::CLUSTER_X == (ATTN_CLUSTER ? 2u : 1u) && P::CLUSTER_Y == 1u && 
 static_assert(TK::WGMMA_N == ATTN_BN, "K's tile is QK^T's N");
 static_assert(TV::WGMMA_N == ATTN_D, "V's tile is P V's N");
 static_assert(TQ::K_SLICES * 16 == ATTN_D && TV::K_SLICES == ATTN_PK, "the k-slices");
+// What the host's plan refuses (kernel.rs, Plan::new), refused here too: O staged in Q's rows
+// releases Q once a unit, after the overlap kind's epilogue (a split unit's piece runs none);
+// the split tail's pieces come from the host's table.
+static_assert(!ATTN_O_IN_Q || (ATTN_KIND == 3 && !ATTN_SPLIT), "O in Q's rows: the overlap kind, no split tail");
+static_assert(!ATTN_SPLIT || ATTN_TABLE, "the split tail walks the host's table");
 #if ATTN_O_IN_Q
 // O staged in Q's stage (kernel.rs, OStore::InQ): the source declares TO (no staging region);
 // consumer c's 64 rows of each of Q's boxes hold its O, box for box.
@@ -163,11 +168,11 @@ struct attn_softmax {
 };
 
 // The epilogue of one consumer: O / l in the storage type, written where O's tile puts it in
-// the consumer's staging (its 128B swizzle) for one TMA store (clipped at Sq), or (head dim
-// 256, whose staging does not fit beside the stages) straight to global memory, clipped; the
+// the consumer's staging (its 128B swizzle; ATTN_O_IN_Q: its rows of Q's stage) for one TMA
+// store (clipped at Sq), or (OStore::Direct) straight to global memory, clipped; the
 // log-sum-exp (natural log) of each row by the quad's first thread.
-// TO_STAGING false: straight to global memory whatever ATTN_O_TMA (attn_merge, which has no
-// staging).
+// TO_STAGING false: straight to global memory whatever ATTN_O_TMA and ATTN_O_IN_Q (attn_merge,
+// which has no staging).
 template <bool TO_STAGING = ATTN_O_TMA || ATTN_O_IN_Q>
 __device__ __forceinline__ void attn_epilogue(float (&o)[ATTN_O], attn_softmax& sm, unsigned char* staging,
                                               void* out, float* __restrict__ lse, int bh, int row0, int Sq,
@@ -341,8 +346,9 @@ extern "C" __global__ void TMA_PLAN_ATTN_LAUNCH_BOUNDS attn(const __grid_constan
   qp.init();
   kp.init();
   vp.init();
-  // Units blockIdx.x, + gridDim.x, ...: one each when the grid is every unit, several in a
-  // persistent grid (Q of the next unit then loads while this one's last blocks run).
+  // Units blockIdx.x, + gridDim.x, ... (or the host's table: ATTN_TABLE): one each when the
+  // grid is every unit, several in a persistent grid (Q of the next unit then loads while this
+  // one's last blocks run; ATTN_O_IN_Q: once its epilogue's stores have read Q's stage).
 
 #if ATTN_KIND == 0
   // One warpgroup: thread 0 loads Q and keeps K and V STAGES - 1 blocks ahead; all 128 threads
@@ -618,13 +624,13 @@ extern "C" __global__ void TMA_PLAN_ATTN_LAUNCH_BOUNDS attn(const __grid_constan
     R::sync_epi((unsigned)c);
 #endif
     if (tw == 0u) {
-      TO::store(&mapO, staging, {.bh = u.bh, .s = row0, .d = 0});
-      tma_store_commit_group();
 #if ATTN_O_IN_Q
       // Q's stage goes back once the store has read O from it: one release a consumer (Q's
       // pipeline counts a thread each), and the next unit's Q loads into it.
-      tma_store_async_wait<0>();
-      qp.release(qs);
+      qp.release_after_store(qs, TO::store_committed(&mapO, staging, {.bh = u.bh, .s = row0, .d = 0}));
+#else
+      TO::store(&mapO, staging, {.bh = u.bh, .s = row0, .d = 0});
+      tma_store_commit_group();
 #endif
     }
 #if ATTN_O_IN_Q

@@ -115,15 +115,16 @@ pub struct Config {
     pub stages: u32,
     pub causal: bool,
     /// A grid of as many CTAs as fit the GPU at once, each walking work units (query block,
-    /// batch x head), the next unit's Q loaded under this one's last blocks; else one CTA a unit.
-    /// Causal units differ in key blocks, so a causal grid walks a table the host balances
-    /// (`WorkPlan::balanced`) rather than round-robin.
+    /// batch x head), the next unit's Q loaded under this one's last blocks (`OStore::InQ`:
+    /// once its epilogue has stored O from Q's stage); else one CTA a unit. Causal units differ
+    /// in key blocks, so a causal grid walks a table the host balances (`WorkPlan::balanced`)
+    /// rather than round-robin.
     pub persistent: bool,
     /// (`persistent`, not causal, `Kind::Overlap`) The units past the last full round of the
     /// grid (units % CTAs of them) are cut by key blocks into nearly equal ranges over up to
     /// every CTA, so that no CTA runs one unit more than the others while the rest idle: each
-    /// CTA's work is a table the host plans (`WorkPlan::split_tail`), and a second kernel (`attn_merge`)
-    /// merges a cut unit's pieces (their O, max and sum) into its O and LSE.
+    /// CTA's work is a table the host plans (`WorkPlan::split_tail`), and a second kernel
+    /// (`attn_merge`) merges a cut unit's pieces (their O, max and sum) into its O and LSE.
     pub split_tail: bool,
     /// (not causal, no `split_tail`, a producer warpgroup, head dim 128 or 256) Units in pairs
     /// on 2-CTA clusters: the two CTAs run adjacent query blocks of one head in step, each
@@ -216,9 +217,9 @@ pub const SHORT_BLOCKS: [ShortBlock; 2] = [
 /// rounding); the sums and O are f32.
 pub const HEADROOM_LOG2: f32 = 8.0;
 
-/// `Config::split_tail`: CTAs a cut unit is spread over, about (`WorkPlan::split_tail` uses at most this
-/// many CTAs a unit on average, so a merge reads few partials: a unit touches at most one
-/// more).
+/// `Config::split_tail`: CTAs a cut unit is spread over, about (`WorkPlan::split_tail` uses at
+/// most this many CTAs a unit on average, so a merge reads few partials: a unit touches at most
+/// one more).
 pub const TAIL_CTAS_PER_UNIT: usize = 4;
 /// `Config::split_tail`: the most pieces a cut unit has room for (attn.cu's table rows).
 pub const MAX_PIECES: usize = 8;
@@ -269,7 +270,8 @@ impl Config {
 
     /// The configuration for long sequences (4k keys and up) for one head dim and type: the
     /// fastest measured on the H100 (BENCHMARKS.md). Every pick is a persistent grid: a
-    /// unit's Q and first K and V load under the unit before. Causal units differ in key
+    /// unit's first K and V (and, but with `OStore::InQ`, its Q) load under the unit before,
+    /// and the consumers' turns run on across units. Causal units differ in key
     /// blocks, and the round-robin walk gave a CTA the same query block of every head (132
     /// CTAs, 4 query blocks a head: 124 key blocks on some CTAs against 31), so causal walks the
     /// host's balanced table (`WorkPlan::balanced`): +39 % at 512 keys, +20 % at 1k, +4-8 % at
@@ -331,6 +333,9 @@ impl Config {
 
     /// The ladder of features at one head dim (each step one more).
     pub fn ladder(input: In, d: u32, causal: bool) -> Vec<(&'static str, Config)> {
+        let best = Config::best(input, d, causal);
+        // O staged in Q's rows (head dim 256's pick) is the ladder's last step: the steps
+        // before it store O directly.
         let a4 = Config {
             persistent: false,
             split_tail: false,
@@ -339,38 +344,41 @@ impl Config {
             lazy: false,
             p2: false,
             wait_late: false,
-            ..Config::best(input, d, causal)
-        };
-        // O staged in Q's rows is the overlap kind's: the steps before it store O directly.
-        let before = Config {
-            o: match a4.o {
+            o: match best.o {
                 OStore::InQ => OStore::Direct,
                 o => o,
             },
+            ..best
+        };
+        let a7 = Config {
+            persistent: true,
+            wait_late: true,
+            lazy: true,
+            p2: true,
             ..a4
         };
-        vec![
+        let mut steps = vec![
             (
                 "A1 one warpgroup",
                 Config {
                     kind: Kind::Wg1,
                     // One consumer whatever `best` has: named without `_c3`.
                     nc: 2,
-                    ..before
+                    ..a4
                 },
             ),
             (
                 "A2 + producer warpgroup, consumers, setmaxnreg",
                 Config {
                     kind: Kind::Ws,
-                    ..before
+                    ..a4
                 },
             ),
             (
                 "A3 + ping-pong consumers",
                 Config {
                     kind: Kind::PingPong,
-                    ..before
+                    ..a4
                 },
             ),
             ("A4 + QK^T of the next block under the softmax", a4),
@@ -389,17 +397,15 @@ impl Config {
                     ..a4
                 },
             ),
-            (
-                "A7 + lazy rescale, P in two buffers",
-                Config {
-                    persistent: true,
-                    wait_late: true,
-                    lazy: true,
-                    p2: true,
-                    ..a4
-                },
-            ),
-        ]
+            ("A7 + lazy rescale, P in two buffers", a7),
+        ];
+        if best.o == OStore::InQ {
+            steps.push((
+                "A8 + O staged in Q's rows, one TMA store",
+                Config { o: best.o, ..a7 },
+            ));
+        }
+        steps
     }
 
     /// The relative error the kernel's exponentials may add to a weight beyond `ex2.approx`'s
@@ -439,7 +445,9 @@ impl Config {
     }
 
     /// Key blocks of work unit `u` (attn.cu's `attn_unit`): under causal each head's last
-    /// query block comes first and sees the keys up to its last row.
+    /// query block comes first and sees the keys up to its last row. Only the balanced walk's
+    /// weights come from it: a count off from the kernel's would cost speed, not correctness
+    /// (the kernel counts its own blocks).
     pub fn unit_blocks(&self, u: usize, qblocks: usize, sk: usize) -> usize {
         let mb = if self.causal {
             qblocks - 1 - u % qblocks
@@ -657,7 +665,7 @@ impl Plan {
         // `cluster`: K and V multicast along the pair's two CTAs, Q each CTA's own; every
         // pipeline declares the launch's cluster.
         let ctas = c.cluster_ctas();
-        let pipe = |name: &str, stages: u32, tile: &ValidSpec, shared: bool| {
+        let pipe = |name: &str, stages: u32, tile: &ValidSpec, shared: bool, consumers| {
             let p = PipelineSpec::new(name, stages, consumers);
             let p = if shared && c.cluster {
                 p.multicast_tile(name, tile, ClusterAxis::X)
@@ -669,18 +677,16 @@ impl Plan {
                 .map_err(|e| findings(&format!("pipeline {name}"), e))
         };
         // Q once per work unit; K and V each on their own barriers, so QK^T starts before V lands.
-        let q_pipe = if c.o == OStore::InQ {
-            // Released by each consumer's first thread once its O store has read Q's rows.
-            PipelineSpec::new("q", 1, Consumers::Threads(c.consumers()))
-                .tile("q", &q)
-                .cluster([ctas, 1, 1])
-                .validate()
-                .map_err(|e| findings("pipeline q", e))?
+        // `OStore::InQ`: Q is released by each consumer's first thread once its O store has
+        // read Q's rows.
+        let q_consumers = if c.o == OStore::InQ {
+            Consumers::Threads(c.consumers())
         } else {
-            pipe("q", 1, &q, false)?
+            consumers
         };
-        let k_pipe = pipe("k", c.stages, &k, true)?;
-        let v_pipe = pipe("v", c.stages, &vt, true)?;
+        let q_pipe = pipe("q", 1, &q, false, q_consumers)?;
+        let k_pipe = pipe("k", c.stages, &k, true, consumers)?;
+        let v_pipe = pipe("v", c.stages, &vt, true, consumers)?;
         // K's and V's rings first, Q's last: each ring's barriers pad its region to the next
         // 1 KB, and Q's is the one whose padding no region follows (at head dim 256 with
         // 80-row key blocks the plan fits 227 KB by 16 bytes).

@@ -480,18 +480,20 @@ mod tests {
     fn balanced_walks_run_every_unit_once_and_end_together() {
         use super::kernel::{WorkPlan, UNIT_BOUNDARY_BLOCKS};
         let grid = 132;
-        for (name, sq) in [
-            ("ov_d64_n128_s3_p_bf16_causal", 512),
-            ("ov_d64_n128_s3_p_bf16_causal", 1024),
-            ("ov_d64_n128_s2_p_c3_bf16_causal", 2048),
-            ("ov_d128_n128_s2_p_wl_bf16_causal", 16384),
-            ("ov_d256_n80_s2_p_od_lz_db_wl_bf16_causal", 4096),
-            ("ov_d128_n128_s2_p_wl_bf16_causal", 200),
+        for (name, sq, sk) in [
+            ("ov_d64_n128_s3_p_bf16_causal", 512, 512),
+            ("ov_d64_n128_s3_p_bf16_causal", 1024, 1024),
+            ("ov_d64_n128_s2_p_c3_bf16_causal", 2048, 2048),
+            ("ov_d64_n128_s2_p_c3_bf16_causal", 2048, 2000),
+            ("ov_d128_n128_s2_p_wl_bf16_causal", 16384, 16384),
+            ("ov_d256_n80_s2_p_oq_lz_db_wl_bf16_causal", 4096, 4096),
+            ("ov_d128_n128_s2_p_wl_bf16_causal", 200, 200),
+            ("ov_d128_n128_s2_p_wl_bf16_causal", 333, 517),
         ] {
             let c = Config::parse(name).expect("a name");
             let heads = (16384 / sq).max(1) * 16;
             let qb = c.query_blocks(sq);
-            let blocks: Vec<usize> = (0..qb * heads).map(|u| c.unit_blocks(u, qb, sq)).collect();
+            let blocks: Vec<usize> = (0..qb * heads).map(|u| c.unit_blocks(u, qb, sk)).collect();
             let cost = |b: usize| b + UNIT_BOUNDARY_BLOCKS;
             let grid = grid.min(blocks.len());
             let plan = WorkPlan::balanced(&blocks, grid).expect("a plan");
@@ -537,6 +539,22 @@ mod tests {
         let c = Config::parse("ov_d64_n128_s3_p_bf16_causal").expect("a name");
         let blocks: Vec<usize> = (0..4096).map(|u| c.unit_blocks(u, 4, 512)).collect();
         assert_eq!(&blocks[..5], &[4, 3, 2, 1, 4]);
+        // Keys short of a block's last row, and more keys than query rows (attn_unit's count:
+        // the keys up to the block's last row, at most Sk, in whole key blocks).
+        let c3 = Config::parse("ov_d64_n128_s2_p_c3_bf16_causal").expect("a name");
+        assert_eq!(
+            (0..11)
+                .map(|u| c3.unit_blocks(u, 11, 2000))
+                .collect::<Vec<_>>(),
+            [16, 15, 14, 12, 11, 9, 8, 6, 5, 3, 2]
+        );
+        let c2 = Config::parse("ov_d128_n128_s2_p_wl_bf16_causal").expect("a name");
+        assert_eq!(
+            (0..3)
+                .map(|u| c2.unit_blocks(u, 3, 517))
+                .collect::<Vec<_>>(),
+            [3, 2, 1]
+        );
         let plan = WorkPlan::balanced(&blocks, grid).expect("a plan");
         let most = (0..grid)
             .map(|g| {
@@ -615,18 +633,46 @@ mod tests {
             o: OStore::InQ,
             ..best
         };
-        assert!(oq.split_tail && Plan::new(oq).is_err());
-        assert!(Plan::new(Config {
-            kind: Kind::PingPong,
-            split_tail: false,
-            ..oq
-        })
-        .is_err());
+        let refused = |c: Config| match Plan::new(c) {
+            Ok(_) => panic!("{c}: planned"),
+            Err(e) => assert!(e.to_string().contains("(_oq)"), "{c}: {e}"),
+        };
+        assert!(oq.split_tail);
+        refused(oq);
+        for kind in [Kind::Wg1, Kind::Ws, Kind::PingPong] {
+            refused(Config {
+                kind,
+                split_tail: false,
+                p2: false,
+                wait_late: false,
+                ..oq
+            });
+        }
         assert!(Plan::new(Config {
             split_tail: false,
             ..oq
         })
         .is_ok());
+        // The picks' sources say how O leaves and how a CTA walks its units.
+        let defines = |c: Config| {
+            let src = Plan::new(c).expect("plans").source().expect("renders");
+            let text = src.text().to_string();
+            ["ATTN_O_TMA", "ATTN_O_IN_Q", "ATTN_TABLE", "ATTN_SPLIT"]
+                .map(|m| text.contains(&format!("#define {m} 1\n")))
+        };
+        assert_eq!(
+            defines(Config::best(In::BF16, 256, false)),
+            [false, true, false, false]
+        );
+        assert_eq!(
+            defines(Config::best(In::BF16, 128, true)),
+            [true, false, true, false]
+        );
+        assert_eq!(defines(best), [true, false, true, true]);
+        assert_eq!(
+            defines(Config::best(In::BF16, 128, false)),
+            [true, false, false, false]
+        );
         for causal in [false, true] {
             let c = Config::for_keys(In::BF16, 64, causal, 4096);
             assert_eq!((c.nc, c.bm(), c.bn), (3, 192, 128), "{c}");
