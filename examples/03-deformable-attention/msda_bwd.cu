@@ -976,6 +976,16 @@ constexpr int MSDA_ROWS_CELLS = MSDA_ROWS_WARPS * MSDA_ROW_BINS / MSDA_ROWS_THRE
 static_assert(MSDA_ROWS_THREADS % 32 == 0 && MSDA_ROWS_WARPS * MSDA_ROW_BINS % MSDA_ROWS_THREADS == 0 &&
                   MSDA_ROWS_WARPS % MSDA_ROWS_CELLS == 0,
               "whole warps; a thread's cells are one bin's");
+// A warp's MSDA_ROWS_AHEAD steps of 32 keys from s0 (lane's key of step k in kb[k]; -1 past
+// p1): both of msda_bwd_rows' passes read the keys so.
+__device__ __forceinline__ void msda_rows_keys(const int* __restrict__ keys, int s0, int p1, int lane,
+                                               int (&kb)[MSDA_ROWS_AHEAD]) {
+#pragma unroll
+  for (int k = 0; k < MSDA_ROWS_AHEAD; ++k) {
+    const int i = s0 + k * 32 + lane;
+    kb[k] = i < p1 ? __ldg(keys + i) : -1;
+  }
+}
 extern "C" __global__ void TMA_PLAN_MSDA_BWD_ROWS_LAUNCH_BOUNDS msda_bwd_rows(const int* __restrict__ pkey,
                                                                            int2* __restrict__ sorted,
                                                                            int* __restrict__ bins,
@@ -1000,11 +1010,7 @@ extern "C" __global__ void TMA_PLAN_MSDA_BWD_ROWS_LAUNCH_BOUNDS msda_bwd_rows(co
   // (MSDA_ROWS_AHEAD steps' keys loaded at once, then counted a step at a time)
   for (int s0 = p0; s0 < p1; s0 += MSDA_ROWS_AHEAD * 32) {
     int kb[MSDA_ROWS_AHEAD];
-#pragma unroll
-    for (int k = 0; k < MSDA_ROWS_AHEAD; ++k) {
-      const int i = s0 + k * 32 + lane;
-      kb[k] = i < p1 ? __ldg(keys + i) : -1;
-    }
+    msda_rows_keys(keys, s0, p1, lane, kb);
     // (a count does not depend on the order of its adds: integer atomics, native in shared memory)
 #pragma unroll
     for (int k = 0; k < MSDA_ROWS_AHEAD; ++k) {
@@ -1031,11 +1037,7 @@ extern "C" __global__ void TMA_PLAN_MSDA_BWD_ROWS_LAUNCH_BOUNDS msda_bwd_rows(co
   __syncthreads();
   for (int s0 = p0; s0 < p1; s0 += MSDA_ROWS_AHEAD * 32) {
     int kb[MSDA_ROWS_AHEAD];
-#pragma unroll
-    for (int k = 0; k < MSDA_ROWS_AHEAD; ++k) {
-      const int i = s0 + k * 32 + lane;
-      kb[k] = i < p1 ? __ldg(keys + i) : -1;
-    }
+    msda_rows_keys(keys, s0, p1, lane, kb);
     // The steps' groups first (independent), then their places a step at a time.
     int bs[MSDA_ROWS_AHEAD];
     unsigned peers[MSDA_ROWS_AHEAD];
