@@ -170,13 +170,21 @@ static_assert(GEMM_WS && GEMM_PERSIST && !GEMM_GROUPED && !GEMM_CONV && GEMM_CN 
 // k-loop is ragged: ceil(tokens[g] / BK) blocks, the last one zero-filled past the group's end
 // by its per-group maps (see the producer); a group's tokens (its first one is the maps'
 // business: gemm_wgrad_maps) only set its k-blocks.
+//
+// The walk: tiles numbered by their group's rank in `order` (the groups by k-blocks, most
+// first: gemm_wgrad_maps sorts them), and dealt to the CTAs (clusters) in a snake, round j
+// left to right when j is even and right to left when odd. A tile's work is its group's
+// k-blocks, so under skewed routing the round-robin walk in group order gave half the CTAs the
+// even groups and half the odd ones, the largest group's tiles all to one half (1.23-1.26x the
+// mean on the busiest CTA at 128 groups x 65536 Zipf-routed tokens, by the tiles' k-blocks;
+// sorted and dealt in a snake, 1.12-1.14x).
 struct gemm_wgrad_groups {
-  const int* __restrict__ tokens;
+  const int* __restrict__ order;  // the groups by rank, then their tokens (gemm_wgrad_maps)
   int G, num_cm, num_n, per_group, raster;
   unsigned rank;
-  __device__ __forceinline__ gemm_wgrad_groups(const int* __restrict__ group_tokens, int groups, int N, int K,
+  __device__ __forceinline__ gemm_wgrad_groups(const int* __restrict__ group_order, int groups, int N, int K,
                                                int raster_rows, unsigned cta_rank)
-      : tokens(group_tokens),
+      : order(group_order),
         G(groups),
         num_cm(((N + GEMM_BM - 1) / GEMM_BM + GEMM_CM - 1) / GEMM_CM),
         num_n((K + GEMM_BN - 1) / GEMM_BN),
@@ -185,17 +193,24 @@ struct gemm_wgrad_groups {
         rank(cta_rank) {}
   __device__ __forceinline__ int total() const { return G * per_group; }
   __device__ __forceinline__ bool has(int t) const { return t < total(); }
+  // The j-th cluster tile of cluster `cid` of `ncl` (total() or more: none).
+  __device__ __forceinline__ int walk(int j, int cid, int ncl) const {
+    return j * ncl + ((j & 1) != 0 ? ncl - 1 - cid : cid);
+  }
+  // The group of cluster tile t (below total()).
+  __device__ __forceinline__ int group_of(int t) const { return __ldg(order + t / per_group); }
   // The k-blocks of cluster tile t (below total()): its group's tokens in BK blocks, 0 for an
-  // empty group (the producer loads no stage for it).
+  // empty group (the producer loads no stage for it). Read from the tokens in rank order (one
+  // load, not the group's then its tokens: a consumer waits for it before its mainloop).
   __device__ __forceinline__ int k_blocks(int t) const {
-    return (max(__ldg(tokens + t / per_group), 0) + GEMM_BK - 1) / GEMM_BK;
+    return (max(__ldg(order + G + t / per_group), 0) + GEMM_BK - 1) / GEMM_BK;
   }
   // Cluster tile t (below total()): its group, this CTA's first row (of N) and column (of K)
   // of dW_g.
   __device__ __forceinline__ void tile(int t, int& group, int& m0, int& n0) const {
     int cm, cn;
-    group = t / per_group;
-    gemm_raster(t - group * per_group, num_cm, num_n, raster, cm, cn);
+    group = group_of(t);
+    gemm_raster(t % per_group, num_cm, num_n, raster, cm, cn);
     m0 = (cm * GEMM_CM + (GEMM_CM > 1 ? (int)rank : 0)) * GEMM_BM;
     n0 = cn * GEMM_BN;
   }
@@ -209,7 +224,10 @@ struct gemm_wgrad_groups {
 // update (replace, then fence.proxy.tensormap::generic.release.gpu); `gemm` acquires a pair
 // before its first load through it (see its producer). Nothing loads through these maps while
 // they are written: the previous `gemm` on the stream has completed (stream order), so the
-// drain names no barrier.
+// drain names no barrier. It also writes the walk's order of the groups (gemm_wgrad_groups)
+// after the maps, at ab_maps + 2G: G ints, group g at its rank by k-blocks, most first, the
+// lower index first on a tie (a permutation: every group has one rank), then G ints, each
+// rank's token count.
 extern "C" __global__ void TMA_PLAN_GEMM_WGRAD_MAPS_LAUNCH_BOUNDS gemm_wgrad_maps(
     const __grid_constant__ CUtensorMap mapA, const __grid_constant__ CUtensorMap mapB,
     const int* __restrict__ group_tokens, int groups, int N, int K, const void* dY, const void* X,
@@ -217,6 +235,15 @@ extern "C" __global__ void TMA_PLAN_GEMM_WGRAD_MAPS_LAUNCH_BOUNDS gemm_wgrad_map
   const int g = (int)(blockIdx.x * blockDim.x + threadIdx.x);
   if (g >= groups) return;
   const int ntok = max(__ldg(group_tokens + g), 0);
+  const int kb = (ntok + GEMM_BK - 1) / GEMM_BK;
+  int rank = 0;
+  for (int h = 0; h < groups; ++h) {
+    const int kh = (max(__ldg(group_tokens + h), 0) + GEMM_BK - 1) / GEMM_BK;
+    rank += kh > kb || (kh == kb && h < g);
+  }
+  int* const order = reinterpret_cast<int*>(ab_maps + 2 * (size_t)groups);
+  order[rank] = g;
+  order[groups + rank] = ntok;
   if (ntok == 0) return;
   int tok0 = 0;  // the groups before g (the host checks the tokens' sum is below 2^31)
   for (int i = 0; i < g; ++i) tok0 += max(__ldg(group_tokens + i), 0);
@@ -380,7 +407,11 @@ extern "C" __global__ void TMA_PLAN_GEMM_LAUNCH_BOUNDS gemm(const __grid_constan
   const int total = 0x7fffffff;  // the walk ends past the last group
 #elif GEMM_WGRAD
   (void)M;
-  gemm_wgrad_groups sched(group_tokens, groups, N, K, group, GEMM_CL > 1 ? tma_cluster_ctarank() : 0u);
+  // The walk's order of the groups and their tokens in it, after the maps (gemm_wgrad_maps
+  // writes them all from group_tokens, which this kernel reads through them only).
+  (void)group_tokens;
+  gemm_wgrad_groups sched(reinterpret_cast<const int*>(ab_maps + 2 * (size_t)groups), groups, N, K, group,
+                          GEMM_CL > 1 ? tma_cluster_ctarank() : 0u);
   const int total = sched.total();
 #else
   const gemm_sched sched(M, N, group, GEMM_CL > 1 ? tma_cluster_ctarank() : 0u);
@@ -407,7 +438,8 @@ extern "C" __global__ void TMA_PLAN_GEMM_LAUNCH_BOUNDS gemm(const __grid_constan
       // pair (usually another group's: CTAs step through tiles a grid apart) is acquired and
       // prefetched into the descriptor cache after this tile's first load.
       int acquired = -1;
-      for (int t = cid; t < total; t += ncl) {
+      for (int j = 0, t = sched.walk(0, cid, ncl); t < total; t = sched.walk(++j, cid, ncl)) {
+        const int t_next = sched.walk(j + 1, cid, ncl);
         int g, m0, n0;
         sched.tile(t, g, m0, n0);
         // An empty group loads nothing (it has no maps): its consumers store zeros.
@@ -421,9 +453,9 @@ extern "C" __global__ void TMA_PLAN_GEMM_LAUNCH_BOUNDS gemm(const __grid_constan
         for (int kb = 0; kb < nkg; ++kb, ++s) {
           pipe.acquire(s);
           pipe.load(s, ma, {.k = kb * GEMM_BK, .m = m0}, ma + 1, {.k = kb * GEMM_BK, .n = n0});
-          if (kb == 0 && t + ncl < total) {
-            const int gn = (t + ncl) / sched.per_group;
-            if (gn != g && __ldg(group_tokens + gn) > 0) {
+          if (kb == 0 && t_next < total) {
+            const int gn = sched.group_of(t_next);
+            if (gn != g && sched.k_blocks(t_next) > 0) {
               const CUtensorMap* const mn = ab_maps + 2 * (size_t)gn;
               TA::acquire(mn);
               TB::acquire(mn + 1);
@@ -484,20 +516,32 @@ extern "C" __global__ void TMA_PLAN_GEMM_LAUNCH_BOUNDS gemm(const __grid_constan
     int my_group = -1;
 #endif
 #if GEMM_PINGPONG
-    // Ping-pong: consumer c takes tiles c, c + 2, .. of the CTA's walk (t = cid + j ncl), the
-    // producer loads every tile's stages in walk order: c's state starts past tile 0's stages
-    // when c = 1 and skips the other consumer's tile after each of its own. Consumer c's
-    // mainloop of walk tile j > 0 waits for its turn (`turn`, c's barrier), which the other
-    // consumer gives once it has issued tile j - 1's mainloop (and only when a tile j follows:
-    // each sync has one arrive). The stages of walk tile u: its group's k-blocks for the weight
-    // gradient (0 past the last tile: nothing follows), nk otherwise.
+    // Ping-pong: consumer c takes tiles c, c + 2, .. of the CTA's walk (t = cid + j ncl, or the
+    // weight gradient's snake), the producer loads every tile's stages in walk order: c's state
+    // starts past tile 0's stages when c = 1 and skips the other consumer's tile after each of
+    // its own. Consumer c's mainloop of walk tile j > 0 waits for its turn (`turn`, c's
+    // barrier), which the other consumer gives once it has issued tile j - 1's mainloop (and
+    // only when a tile j follows: each sync has one arrive). The stages of walk tile u: its
+    // group's k-blocks for the weight gradient (0 past the last tile: nothing follows), nk
+    // otherwise.
 #if GEMM_WGRAD
     auto stages_of = [&](int u) { return u < total ? (unsigned)sched.k_blocks(u) : 0u; };
 #else
     auto stages_of = [&](int) { return (unsigned)nk; };
 #endif
+#if GEMM_WGRAD
+    // The walk's tile after walk tile j (t): the weight gradient's snake (gemm_wgrad_groups::
+    // walk), else a grid (of clusters) further.
+    auto after = [&](int j, int) { return sched.walk(j + 1, cid, ncl); };
+    if (c == 1) s.advance(stages_of(sched.walk(0, cid, ncl)));
+    for (int j = c, t = sched.walk(c, cid, ncl); t < total; j += 2, t = sched.walk(j, cid, ncl)) {
+#else
+    auto after = [&](int, int t) { return t + ncl; };
     if (c == 1) s.advance(stages_of(cid));
     for (int t = cid + c * ncl, j = c; t < total; t += 2 * ncl, j += 2) {
+#endif
+#elif GEMM_WGRAD
+    for (int j = 0, t = sched.walk(0, cid, ncl); t < total; t = sched.walk(++j, cid, ncl)) {
 #else
     for (int t = cid; t < total; t += ncl) {
 #endif
@@ -516,7 +560,7 @@ extern "C" __global__ void TMA_PLAN_GEMM_LAUNCH_BOUNDS gemm(const __grid_constan
 #if GEMM_PINGPONG
       // Whether a walk tile follows this one (the other consumer's, which waits for this one's
       // turn): asked before this tile's wait, so the walk is not on the turn's path.
-      const bool next = sched.has(t + ncl);
+      const bool next = sched.has(after(j, t));
       if (j > 0) R::sync_turn((unsigned)c);
 #endif
       for (int kb = 0; kb < nk; ++kb) {
@@ -577,7 +621,7 @@ extern "C" __global__ void TMA_PLAN_GEMM_LAUNCH_BOUNDS gemm(const __grid_constan
       gemm_store_direct(acc, D, M, N, row0, n0, tw);
 #endif
 #if GEMM_PINGPONG
-      s.advance(stages_of(t + ncl));  // the other consumer's next tile
+      s.advance(stages_of(after(j, t)));  // the other consumer's next tile
 #endif
     }
 #if GEMM_EPI_TMA

@@ -272,8 +272,9 @@ impl Loaded {
 
 /// A launch over one problem: the template maps of A (dY over all tokens), B (X over all
 /// tokens) and D (dW as [G * N][K]), and the workspace of per-group maps (2 x G maps of 128
-/// bytes; cudarc's allocations are 256-byte aligned) that `gemm_wgrad_maps` writes before each
-/// `gemm` on the same stream.
+/// bytes; cudarc's allocations are 256-byte aligned) and of the walk's order of the groups (G
+/// ints by k-blocks, most first, then their G token counts) that `gemm_wgrad_maps` writes before each `gemm` on the same
+/// stream.
 pub struct Launch {
     loaded: Arc<Loaded>,
     cfg: LaunchConfig,
@@ -332,7 +333,9 @@ impl Launch {
                 1,
             ),
         )?;
-        let workspace = gpu.stream.alloc_zeros::<u8>(128 * 2 * p.groups)?;
+        // 2 x G maps of 128 bytes, then the walk's order of the groups and their tokens in that
+        // order (2 x G ints).
+        let workspace = gpu.stream.alloc_zeros::<u8>((128 * 2 + 8) * p.groups)?;
         let s = &gpu.stream;
         Ok(Launch {
             loaded: loaded.clone(),
@@ -376,13 +379,13 @@ impl Launch {
         // const void* dY, const void* X, CUtensorMap* ab_maps) as kernel.cu declares: tokens
         // holds G ints summing to at most dY's and X's rows (Problem::new), so each group's
         // base and tokens lie inside dY ([T][N]) and X ([T][K]); ab_maps 2 x G maps of 128
-        // bytes (the workspace), 256-byte aligned.
+        // bytes (the workspace), 256-byte aligned, then 2 x G ints (the groups' order, their tokens).
         unsafe { l.launch() }?;
         // SAFETY: gemm compiled with GEMM_WGRAD (Plan::wgrad); the maps cover the problem's dY
         // ([T][N]), X ([T][K]) and dW ([G * N][K]) buffers, which the caller holds past the
         // launch; the counts are G token counts summing to T; the workspace holds the maps of
-        // every non-empty group, written by the prologue before it on this stream (the GEMM
-        // reads no empty group's).
+        // every non-empty group and the groups' order (a permutation of 0..G), written by the
+        // prologue before it on this stream (the GEMM reads no empty group's maps).
         unsafe { a.launch(gpu, &self.loaded.kernel, &self.cfg) }
     }
 }
