@@ -166,7 +166,8 @@ static_assert(GEMM_WS && GEMM_PERSIST && !GEMM_GROUPED && !GEMM_CONV && GEMM_CN 
 // tokens (rows tok0.. of dY [T][N] and X [T][K], after the groups before it; zero allowed),
 // dW_g[N][K] = dY_g^T X_g, i.e. D[M = N][N' = K] with the tokens as the contraction. A is dY,
 // B is X, both MN-major (tile dims [k][m] and [k][n], k the tokens). Every group has the same
-// tiles, ceil(ceil(N / BM) / CM) x ceil(K / BN) cluster tiles, numbered group after group; the
+// tiles, ceil(ceil(N / BM) / CM) x ceil(K / BN) cluster tiles, numbered group after group in
+// the groups' rank order (the walk, below); the
 // k-loop is ragged: ceil(tokens[g] / BK) blocks, the last one zero-filled past the group's end
 // by its per-group maps (see the producer); a group's tokens (its first one is the maps'
 // business: gemm_wgrad_maps) only set its k-blocks.
@@ -434,9 +435,9 @@ extern "C" __global__ void TMA_PLAN_GEMM_LAUNCH_BOUNDS gemm(const __grid_constan
       // and this thread acquires it (fence.proxy.tensormap::generic.acquire.gpu: the generic
       // writes and TMA's tensormap-proxy reads are otherwise unordered; the CUDA programming
       // guide acquires a map written before the launch the same way) before its first load
-      // through it: cheap (no replace, no drain), so it is done at every group change. The next tile's
-      // pair (usually another group's: CTAs step through tiles a grid apart) is acquired and
-      // prefetched into the descriptor cache after this tile's first load.
+      // through it: cheap (no replace, no drain), so it is done at every group change. The next
+      // tile's pair (usually another group's: the snake steps 1 to 2 grids - 1 tiles) is acquired
+      // and prefetched into the descriptor cache after this tile's first load.
       int acquired = -1;
       for (int j = 0, t = sched.walk(0, cid, ncl); t < total; t = sched.walk(++j, cid, ncl)) {
         const int t_next = sched.walk(j + 1, cid, ncl);

@@ -222,8 +222,10 @@ fn run_wgrad(gpu: &Gpu, built: &[Built], quick: bool, rng: &mut Rng) -> Res<bool
     // ring goes round many times a group), 128 groups, N past the tile (320: a consumer's rows
     // past N skipped, at 64 rows a consumer; 384: at 128 rows a consumer, the 256-row tiles'
     // second consumer) with K past the tile (200: not whole 128-, 192- or 256-column tiles),
-    // N not whole 64-row chunks (328: the direct epilogue only), no token at all.
-    let cases: [(usize, usize, usize, usize); 7] = [
+    // N not whole 64-row chunks (328: the direct epilogue only), no token at all; 200 groups
+    // (the prologue, which also ranks the groups for the walk, in two blocks; ties and empty
+    // groups among them) and one group.
+    let cases: [(usize, usize, usize, usize); 9] = [
         (8, 3000, 512, 384),
         (8, 20000, 512, 384),
         (128, 9000, 768, 512),
@@ -231,6 +233,8 @@ fn run_wgrad(gpu: &Gpu, built: &[Built], quick: bool, rng: &mut Rng) -> Res<bool
         (8, 2500, 384, 200),
         (8, 2000, 328, 200),
         (16, 0, 256, 128),
+        (200, 6000, 256, 384),
+        (1, 700, 256, 384),
     ];
     for &(groups, tokens, n, k) in cases.iter().take(if quick { 1 } else { cases.len() }) {
         for routing in [Routing::Uniform, Routing::Skewed] {

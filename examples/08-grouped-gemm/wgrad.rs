@@ -273,8 +273,8 @@ impl Loaded {
 /// A launch over one problem: the template maps of A (dY over all tokens), B (X over all
 /// tokens) and D (dW as [G * N][K]), and the workspace of per-group maps (2 x G maps of 128
 /// bytes; cudarc's allocations are 256-byte aligned) and of the walk's order of the groups (G
-/// ints by k-blocks, most first, then their G token counts) that `gemm_wgrad_maps` writes before each `gemm` on the same
-/// stream.
+/// ints by k-blocks, most first, then their G token counts) that `gemm_wgrad_maps` writes
+/// before each `gemm` on the same stream.
 pub struct Launch {
     loaded: Arc<Loaded>,
     cfg: LaunchConfig,
@@ -293,10 +293,11 @@ impl Launch {
         let tiles = p.n.div_ceil(c.bm as usize).div_ceil(c.cm as usize)
             * p.k.div_ceil(c.bn as usize)
             * p.groups;
-        // dW's [G * N] rows, the tile count and the tokens are i32 in the kernel.
+        // dW's [G * N] rows, the tile count and the tokens are i32 in the kernel; its walk
+        // looks up to two grids past the last tile.
         if p.groups == 0
             || p.groups * p.n > i32::MAX as usize
-            || tiles > i32::MAX as usize
+            || tiles + 2 * loaded.grid as usize > i32::MAX as usize
             || p.total_tokens() > i32::MAX as usize
             || p.k > i32::MAX as usize
         {
@@ -354,14 +355,15 @@ impl Launch {
         })
     }
 
-    /// The prologue (group g's maps into pair g of the workspace), then the GEMM, on one
-    /// stream: the GEMM loads through maps the prologue finished writing.
     /// The raster's tile-rows of this launch's groups (tuning; [`grouped::RASTER_ROWS`]
     /// otherwise).
     pub fn set_raster(&mut self, rows: i32) {
         self.args.raster = rows.max(1);
     }
 
+    /// The prologue (group g's maps into pair g of the workspace, the groups' order after
+    /// them), then the GEMM, on one stream: the GEMM loads through maps the prologue finished
+    /// writing.
     pub fn run(&mut self, gpu: &Gpu) -> Res<()> {
         let a = &self.args;
         let ws = a.workspace.device_ptr(&gpu.stream).0;
@@ -379,7 +381,8 @@ impl Launch {
         // const void* dY, const void* X, CUtensorMap* ab_maps) as kernel.cu declares: tokens
         // holds G ints summing to at most dY's and X's rows (Problem::new), so each group's
         // base and tokens lie inside dY ([T][N]) and X ([T][K]); ab_maps 2 x G maps of 128
-        // bytes (the workspace), 256-byte aligned, then 2 x G ints (the groups' order, their tokens).
+        // bytes (the workspace), 256-byte aligned, then 2 x G ints (the groups' order, their
+        // tokens).
         unsafe { l.launch() }?;
         // SAFETY: gemm compiled with GEMM_WGRAD (Plan::wgrad); the maps cover the problem's dY
         // ([T][N]), X ([T][K]) and dW ([G * N][K]) buffers, which the caller holds past the
