@@ -15,10 +15,12 @@
 //! of the warp roles; QK^T of the next block issued with this block's P V, and the softmax run
 //! under that P V (its wait kept after the softmax: `tma_wgmma_wait_group_after`); at head dim
 //! 128 and 256 a lazy rescale (`tma_wgmma_row_max_lazy`), with P in two register buffers at
-//! 256; O stored by TMA through its tile; at head dim 64 the grid's last units cut by key
-//! blocks between CTAs (a table the host plans, pieces merged by a second kernel), so that no
-//! CTA runs a unit more than the others. Each configuration (kernel.rs) is one kernel plan,
-//! from which both the source's shared-memory layout and the launch come.
+//! 256; O stored by TMA through its tile (at head dim 256 staged in the consumer's own rows of
+//! Q's stage); persistent grids, a causal one walking a table the host balances by the units'
+//! key blocks; at head dim 64 the grid's last units cut by key blocks between CTAs (a table the
+//! host plans, pieces merged by a second kernel), so that no CTA runs a unit more than the
+//! others. Each configuration (kernel.rs) is one kernel plan, from which both the source's
+//! shared-memory layout and the launch come.
 //!
 //! Without a GPU: renders and compiles every configuration, checks each plan on the CPU model
 //! (Q, K and V loaded by the TMA model and read back through the kernel's descriptors), and
@@ -565,7 +567,10 @@ mod tests {
             })
             .max()
             .unwrap_or(0);
-        assert!(most <= 82, "the busiest CTA runs {most} key blocks (the mean is 77.6, a unit at most 4; round-robin 124)");
+        assert!(
+            most <= 82,
+            "busiest CTA: {most} key blocks (mean 77.6, a unit <= 4; round-robin 124)"
+        );
         assert!(WorkPlan::balanced(&blocks, 0).is_err());
     }
 
