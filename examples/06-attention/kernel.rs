@@ -799,12 +799,15 @@ pub struct WorkPlan {
 /// dim 128 (BENCHMARKS.md, "Where a unit's boundary goes").
 pub const UNIT_BOUNDARY_BLOCKS: usize = 1;
 
+/// A count or index of a `WorkPlan` as the kernel's int, or an error naming it.
+fn plan_int(v: usize) -> Res<i32> {
+    i32::try_from(v).map_err(|_| format!("work plan: {v} does not fit an int").into())
+}
+
 impl WorkPlan {
     /// `units` of `nb` key blocks each on `grid` CTAs, the last `split` of them cut.
     pub fn split_tail(units: usize, grid: usize, nb: usize, split: usize) -> Res<WorkPlan> {
-        let i = |v: usize| -> Res<i32> {
-            i32::try_from(v).map_err(|_| format!("split plan: {v} does not fit an int").into())
-        };
+        let i = plan_int;
         if grid == 0 || nb == 0 || split > units || (split > 0 && split >= grid) {
             return Err(format!(
                 "split plan: {split} of {units} units on {grid} CTAs, {nb} key blocks a unit (split < CTAs, nb > 0)"
@@ -872,9 +875,7 @@ impl WorkPlan {
         if grid == 0 {
             return Err("work plan: a grid of 0 CTAs".into());
         }
-        let i = |v: usize| -> Res<i32> {
-            i32::try_from(v).map_err(|_| format!("work plan: {v} does not fit an int").into())
-        };
+        let i = plan_int;
         let mut per_cta: Vec<Vec<[i32; 4]>> = vec![Vec::new(); grid];
         let mut least = std::collections::BinaryHeap::new();
         for g in 0..grid {
@@ -893,9 +894,7 @@ impl WorkPlan {
         let stride = per_cta.iter().map(Vec::len).max().unwrap_or(0).max(1);
         let nitems = per_cta
             .iter()
-            .map(|v| {
-                i32::try_from(v.len()).map_err(|_| format!("work plan: {} items", v.len()).into())
-            })
+            .map(|v| plan_int(v.len()))
             .collect::<Res<Vec<_>>>()?;
         let mut items = vec![[0i32; 4]; per_cta.len() * stride];
         for (g, v) in per_cta.iter().enumerate() {
