@@ -167,18 +167,18 @@ static_assert(GEMM_WS && GEMM_PERSIST && !GEMM_GROUPED && !GEMM_CONV && GEMM_CN 
 // dW_g[N][K] = dY_g^T X_g, i.e. D[M = N][N' = K] with the tokens as the contraction. A is dY,
 // B is X, both MN-major (tile dims [k][m] and [k][n], k the tokens). Every group has the same
 // tiles, ceil(ceil(N / BM) / CM) x ceil(K / BN) cluster tiles, numbered group after group in
-// the groups' rank order (the walk, below); the
-// k-loop is ragged: ceil(tokens[g] / BK) blocks, the last one zero-filled past the group's end
+// the groups' rank order (the claims, below); the k-loop is ragged: ceil(tokens[g] / BK) blocks, the last one zero-filled past the group's end
 // by its per-group maps (see the producer); a group's tokens (its first one is the maps'
 // business: gemm_wgrad_maps) only set its k-blocks.
 //
-// The walk: tiles numbered by their group's rank in `order` (the groups by k-blocks, most
-// first: gemm_wgrad_maps sorts them), and dealt to the CTAs (clusters) in a snake, round j
-// left to right when j is even and right to left when odd. A tile's work is its group's
-// k-blocks, so under skewed routing the round-robin walk in group order gave half the CTAs the
-// even groups and half the odd ones, the largest group's tiles all to one half (1.23-1.26x the
-// mean on the busiest CTA at 128 groups x 65536 Zipf-routed tokens, by the tiles' k-blocks;
-// sorted and dealt in a snake, 1.12-1.14x).
+// The claims: tiles numbered by their group's rank in `order` (the groups by k-blocks, most
+// first: gemm_wgrad_maps sorts them), each CTA's producer claiming its next tile from a global
+// counter when it starts loading the one before (list scheduling, longest first) and handing
+// it to its consumers through the plan's work queue `tiles`. A tile's work is its group's
+// k-blocks: under skewed routing a walk fixed in advance left the busiest CTA 1.23-1.26x the
+// mean (round-robin in group order, 128 groups x 65536 Zipf-routed tokens, by the tiles'
+// k-blocks) or 1.12-1.14x (ranked and dealt in a snake); claimed, a CTA takes more tiles when
+// its tiles are short.
 struct gemm_wgrad_groups {
   const int* __restrict__ order;  // the groups by rank, then their tokens (gemm_wgrad_maps)
   int G, num_cm, num_n, per_group, raster;
@@ -194,10 +194,6 @@ struct gemm_wgrad_groups {
         rank(cta_rank) {}
   __device__ __forceinline__ int total() const { return G * per_group; }
   __device__ __forceinline__ bool has(int t) const { return t < total(); }
-  // The j-th cluster tile of cluster `cid` of `ncl` (total() or more: none).
-  __device__ __forceinline__ int walk(int j, int cid, int ncl) const {
-    return j * ncl + ((j & 1) != 0 ? ncl - 1 - cid : cid);
-  }
   // The group of cluster tile t (below total()).
   __device__ __forceinline__ int group_of(int t) const { return __ldg(order + t / per_group); }
   // The k-blocks of cluster tile t (below total()): its group's tokens in BK blocks, 0 for an
@@ -217,6 +213,38 @@ struct gemm_wgrad_groups {
   }
 };
 
+// One thread's view of the tiles' order (the producer thread's, or each consumer thread's).
+// Without a cluster the producer claims each tile at run time (`claim`: a global counter,
+// reset by gemm_wgrad_maps) and hands it on (`publish`: the plan's work queue `tiles`), and
+// every consumer takes every one in order (`take`: pop). A cluster's CTAs multicast X to each
+// other, so they must take the same cluster tiles: they walk a fixed order instead (the ranked
+// tiles dealt to the clusters in a snake, round j left to right when j is even and right to
+// left when odd), each thread computing it (`publish` does nothing).
+struct gemm_wgrad_order {
+#if GEMM_CL == 1
+  typedef P::queue_tiles Queue;
+  Queue queue;
+  Queue::state s;
+  int* counter;
+  __device__ __forceinline__ gemm_wgrad_order(const Queue& q, int* claims, int, int) : queue(q), counter(claims) {}
+  __device__ __forceinline__ int claim() { return Queue::claim(counter); }
+  __device__ __forceinline__ void publish(int t) { queue.push(s, t); }
+  __device__ __forceinline__ int take() { return queue.pop(s); }
+#else
+  int j = 0, cid, ncl;
+  template <class Q>
+  __device__ __forceinline__ gemm_wgrad_order(const Q&, int*, int cluster, int clusters) : cid(cluster), ncl(clusters) {}
+  __device__ __forceinline__ int claim() { return walk(); }
+  __device__ __forceinline__ void publish(int) {}
+  __device__ __forceinline__ int take() { return walk(); }
+  __device__ __forceinline__ int walk() {
+    const int t = j * ncl + ((j & 1) != 0 ? ncl - 1 - cid : cid);
+    ++j;
+    return t;
+  }
+#endif
+};
+
 // The per-group maps of A (dY) and B (X), built once per launch by this kernel (its own plan:
 // one thread a group, no shared memory), launched before `gemm` on the same stream: pair g at
 // ab_maps + 2g (A, then B), the templates' fields but the base (group g's first token) and the
@@ -225,10 +253,11 @@ struct gemm_wgrad_groups {
 // update (replace, then fence.proxy.tensormap::generic.release.gpu); `gemm` acquires a pair
 // before its first load through it (see its producer). Nothing loads through these maps while
 // they are written: the previous `gemm` on the stream has completed (stream order), so the
-// drain names no barrier. It also writes the walk's order of the groups (gemm_wgrad_groups)
+// drain names no barrier. It also writes the claims' order of the groups (gemm_wgrad_groups)
 // after the maps, at ab_maps + 2G: G ints, group g at its rank by k-blocks, most first, the
 // lower index first on a tie (a permutation: every group has one rank), then G ints, each
-// rank's token count.
+// rank's token count, then the claims' counter (one int), set to 0: the previous `gemm` on
+// the stream has completed, and this one's claims start after this kernel (stream order).
 extern "C" __global__ void TMA_PLAN_GEMM_WGRAD_MAPS_LAUNCH_BOUNDS gemm_wgrad_maps(
     const __grid_constant__ CUtensorMap mapA, const __grid_constant__ CUtensorMap mapB,
     const int* __restrict__ group_tokens, int groups, int N, int K, const void* dY, const void* X,
@@ -245,6 +274,7 @@ extern "C" __global__ void TMA_PLAN_GEMM_WGRAD_MAPS_LAUNCH_BOUNDS gemm_wgrad_map
   int* const order = reinterpret_cast<int*>(ab_maps + 2 * (size_t)groups);
   order[rank] = g;
   order[groups + rank] = ntok;
+  if (g == 0) order[2 * groups] = 0;  // the claims' counter
   if (ntok == 0) return;
   int tok0 = 0;  // the groups before g (the host checks the tokens' sum is below 2^31)
   for (int i = 0; i < g; ++i) tok0 += max(__ldg(group_tokens + i), 0);
@@ -384,7 +414,7 @@ extern "C" __global__ void TMA_PLAN_GEMM_LAUNCH_BOUNDS gemm(const __grid_constan
 #if GEMM_WGRAD
                                                             ,
                                                             const int* __restrict__ group_tokens, int groups,
-                                                            const CUtensorMap* __restrict__ ab_maps
+                                                            CUtensorMap* __restrict__ ab_maps
 #endif
 #if GEMM_CONV
                                                             ,
@@ -414,6 +444,16 @@ extern "C" __global__ void TMA_PLAN_GEMM_LAUNCH_BOUNDS gemm(const __grid_constan
   gemm_wgrad_groups sched(reinterpret_cast<const int*>(ab_maps + 2 * (size_t)groups), groups, N, K, group,
                           GEMM_CL > 1 ? tma_cluster_ctarank() : 0u);
   const int total = sched.total();
+  // The tiles' order (gemm_wgrad_order): claimed through the work queue, or (a cluster) walked.
+  // Either way one tile of each CTA's sequence is total or more, its last.
+#if GEMM_CL == 1
+  const P::queue_tiles queue = P::tiles(base);
+  queue.init();
+#else
+  const int queue = 0;  // no queue: the walk
+#endif
+  int* const claims = reinterpret_cast<int*>(ab_maps + 2 * (size_t)groups) + 2 * groups;
+  gemm_wgrad_order order(queue, claims, (int)blockIdx.x / GEMM_CL, (int)gridDim.x / GEMM_CL);
 #else
   const gemm_sched sched(M, N, group, GEMM_CL > 1 ? tma_cluster_ctarank() : 0u);
   const int total = sched.total;
@@ -436,11 +476,17 @@ extern "C" __global__ void TMA_PLAN_GEMM_LAUNCH_BOUNDS gemm(const __grid_constan
       // writes and TMA's tensormap-proxy reads are otherwise unordered; the CUDA programming
       // guide acquires a map written before the launch the same way) before its first load
       // through it: cheap (no replace, no drain), so it is done at every group change. The next
-      // tile's pair (usually another group's: the snake steps 1 to 2 grids - 1 tiles) is acquired
-      // and prefetched into the descriptor cache after this tile's first load.
+      // tile's pair (often another group's: the grid's claims run through a group's tiles in
+      // one or two rounds) is acquired and prefetched into the descriptor cache after this
+      // tile's first load.
       int acquired = -1;
-      for (int j = 0, t = sched.walk(0, cid, ncl); t < total; t = sched.walk(++j, cid, ncl)) {
-        const int t_next = sched.walk(j + 1, cid, ncl);
+      int t = order.claim();
+      order.publish(t);
+      while (t < total) {
+        // The next tile, claimed as this one's loads start; published after its first load (the
+        // claim's round trip under it), or at once for an empty group's tile (no load).
+        const int t_next = order.claim();
+        bool pushed = false;
         int g, m0, n0;
         sched.tile(t, g, m0, n0);
         // An empty group loads nothing (it has no maps): its consumers store zeros.
@@ -454,6 +500,10 @@ extern "C" __global__ void TMA_PLAN_GEMM_LAUNCH_BOUNDS gemm(const __grid_constan
         for (int kb = 0; kb < nkg; ++kb, ++s) {
           pipe.acquire(s);
           pipe.load(s, ma, {.k = kb * GEMM_BK, .m = m0}, ma + 1, {.k = kb * GEMM_BK, .n = n0});
+          if (kb == 0) {
+            order.publish(t_next);
+            pushed = true;
+          }
           if (kb == 0 && t_next < total) {
             const int gn = sched.group_of(t_next);
             if (gn != g && sched.k_blocks(t_next) > 0) {
@@ -466,6 +516,8 @@ extern "C" __global__ void TMA_PLAN_GEMM_LAUNCH_BOUNDS gemm(const __grid_constan
             }
           }
         }
+        if (!pushed) order.publish(t_next);
+        t = t_next;
       }
 #else
       for (int t = cid; t < total; t += ncl) {
@@ -518,31 +570,28 @@ extern "C" __global__ void TMA_PLAN_GEMM_LAUNCH_BOUNDS gemm(const __grid_constan
 #endif
 #if GEMM_PINGPONG
     // Ping-pong: consumer c takes tiles c, c + 2, .. of the CTA's walk (t = cid + j ncl, or the
-    // weight gradient's snake), the producer loads every tile's stages in walk order: c's state
-    // starts past tile 0's stages when c = 1 and skips the other consumer's tile after each of
-    // its own. Consumer c's mainloop of walk tile j > 0 waits for its turn (`turn`, c's
-    // barrier), which the other consumer gives once it has issued tile j - 1's mainloop (and
-    // only when a tile j follows: each sync has one arrive). The stages of walk tile u: its
-    // group's k-blocks for the weight gradient (0 past the last tile: nothing follows), nk
-    // otherwise.
+    // weight gradient's claims, every one popped by both consumers in order), the producer
+    // loads every tile's stages in walk order: c's state starts past tile 0's stages when c = 1
+    // and skips the other consumer's tile after each of its own. Consumer c's mainloop of walk
+    // tile j > 0 waits for its turn (`turn`, c's barrier), which the other consumer gives once
+    // it has issued tile j - 1's mainloop (and only when a tile j follows: each sync has one
+    // arrive). The stages of walk tile u: its group's k-blocks for the weight gradient (0 past
+    // the last tile: nothing follows), nk otherwise.
 #if GEMM_WGRAD
     auto stages_of = [&](int u) { return u < total ? (unsigned)sched.k_blocks(u) : 0u; };
+    int t = order.take();
+    if (c == 1) {
+      s.advance(stages_of(t));
+      if (t < total) t = order.take();
+    }
+    for (int j = c; t < total; j += 2) {
 #else
     auto stages_of = [&](int) { return (unsigned)nk; };
-#endif
-#if GEMM_WGRAD
-    // The walk's tile after walk tile j (t): the weight gradient's snake (gemm_wgrad_groups::
-    // walk), else a grid (of clusters) further.
-    auto after = [&](int j, int) { return sched.walk(j + 1, cid, ncl); };
-    if (c == 1) s.advance(stages_of(sched.walk(0, cid, ncl)));
-    for (int j = c, t = sched.walk(c, cid, ncl); t < total; j += 2, t = sched.walk(j, cid, ncl)) {
-#else
-    auto after = [&](int, int t) { return t + ncl; };
     if (c == 1) s.advance(stages_of(cid));
     for (int t = cid + c * ncl, j = c; t < total; t += 2 * ncl, j += 2) {
 #endif
 #elif GEMM_WGRAD
-    for (int j = 0, t = sched.walk(0, cid, ncl); t < total; t = sched.walk(++j, cid, ncl)) {
+    for (int t = order.take(); t < total; t = order.take()) {
 #else
     for (int t = cid; t < total; t += ncl) {
 #endif
@@ -559,9 +608,15 @@ extern "C" __global__ void TMA_PLAN_GEMM_LAUNCH_BOUNDS gemm(const __grid_constan
 #endif
       Pipe::state prev;
 #if GEMM_PINGPONG
-      // Whether a walk tile follows this one (the other consumer's, which waits for this one's
-      // turn): asked before this tile's wait, so the walk is not on the turn's path.
-      const bool next = sched.has(after(j, t));
+      // The walk's tile after this one (the other consumer's, which waits for this one's turn),
+      // and whether there is one: asked before this tile's wait, so the walk (or the pop) is
+      // not on the turn's path.
+#if GEMM_WGRAD
+      const int t_after = order.take();
+#else
+      const int t_after = t + ncl;
+#endif
+      const bool next = sched.has(t_after);
       if (j > 0) R::sync_turn((unsigned)c);
 #endif
       for (int kb = 0; kb < nk; ++kb) {
@@ -622,7 +677,11 @@ extern "C" __global__ void TMA_PLAN_GEMM_LAUNCH_BOUNDS gemm(const __grid_constan
       gemm_store_direct(acc, D, M, N, row0, n0, tw);
 #endif
 #if GEMM_PINGPONG
-      s.advance(stages_of(after(j, t)));  // the other consumer's next tile
+      s.advance(stages_of(t_after));  // the other consumer's next tile
+#if GEMM_WGRAD
+      if (t_after >= total) break;  // the last item: both consumers have popped it
+      t = order.take();
+#endif
 #endif
     }
 #if GEMM_EPI_TMA

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use tma::pipeline::{ClusterAxis, Consumers, PipelineSpec, ValidPipeline, WarpRoles};
+use tma::pipeline::{ClusterAxis, Consumers, PipelineSpec, ValidPipeline, WarpRoles, WorkQueue};
 use tma::plan::{KernelPlan, ValidKernelPlan};
 use tma::render::KernelSource;
 use tma::runtime::{CompileOptions, Source};
@@ -414,6 +414,11 @@ pub struct Plan {
 /// Threads of a block of the weight gradient's prologue `gemm_wgrad_maps` (one a group).
 pub const WGRAD_MAPS_THREADS: u32 = 128;
 
+/// Slots of the weight gradient's work queue: the producer claims a tile ahead of the one it
+/// loads, and a ping-pong consumer reads the other's next tile before its own mainloop, so a
+/// few slots keep the producer from ever waiting on them.
+pub const WGRAD_QUEUE_SLOTS: u32 = 4;
+
 fn runtime2(spec: TileSpec) -> TileSpec {
     spec.global_extents([Extent::Runtime, Extent::Runtime])
 }
@@ -659,6 +664,15 @@ impl Plan {
         };
         if let Some(d) = &d {
             kernel = kernel.staging("d", d, c.consumers());
+        }
+        // The weight gradient claims its tiles at run time (kernel.cu, `gemm_wgrad_order`): the
+        // producer thread pushes each claimed tile's index to every consumer warpgroup. (A
+        // cluster's CTAs walk a fixed order instead: they must take the same tiles.)
+        if wgrad && c.cluster() == 1 {
+            let queue = WorkQueue::new(WGRAD_QUEUE_SLOTS, Consumers::Warpgroups(c.consumers()))
+                .validate()
+                .map_err(|e| findings("work queue", e))?;
+            kernel = kernel.work_queue("tiles", &queue);
         }
         let kernel = kernel.validate().map_err(|e| findings(&c.name(), e))?;
         let maps = if wgrad {

@@ -25,7 +25,10 @@
 //! prologue kernel (`gemm_wgrad_maps`, one thread a group) builds on the device before each
 //! launch and the producer only acquires (docs/MAP_UPDATE.md says why), so each group's
 //! k-loop stops at its own last token (TMA zero-fills the rest of the last block); an empty
-//! group loads nothing and stores zeros. Checked after the forward: dW poisoned (NaN), every
+//! group loads nothing and stores zeros. The prologue also ranks the groups by tokens, and
+//! each CTA's producer claims its next tile at run time (a global counter, longest groups
+//! first) and hands it to its consumers through the plan's work queue
+//! (`tma::pipeline::WorkQueue`), so a CTA of short tiles takes more of them. Checked after the forward: dW poisoned (NaN), every
 //! element against a loop of cuBLAS GEMMs (memset zeros for empty groups), empty groups exactly
 //! zero, exact f64 samples (every group's corners among them) under example 05's proven bound,
 //! and where an element disagrees with cuBLAS, its exact sum under that bound;
@@ -223,7 +226,7 @@ fn run_wgrad(gpu: &Gpu, built: &[Built], quick: bool, rng: &mut Rng) -> Res<bool
     // past N skipped, at 64 rows a consumer; 384: at 128 rows a consumer, the 256-row tiles'
     // second consumer) with K past the tile (200: not whole 128-, 192- or 256-column tiles),
     // N not whole 64-row chunks (328: the direct epilogue only), no token at all; 200 groups
-    // (the prologue, which also ranks the groups for the walk, in two blocks; ties and empty
+    // (the prologue, which also ranks the groups for the claims, in two blocks; ties and empty
     // groups among them) and one group.
     let cases: [(usize, usize, usize, usize); 9] = [
         (8, 3000, 512, 384),

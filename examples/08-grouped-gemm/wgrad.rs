@@ -272,9 +272,9 @@ impl Loaded {
 
 /// A launch over one problem: the template maps of A (dY over all tokens), B (X over all
 /// tokens) and D (dW as [G * N][K]), and the workspace of per-group maps (2 x G maps of 128
-/// bytes; cudarc's allocations are 256-byte aligned) and of the walk's order of the groups (G
-/// ints by k-blocks, most first, then their G token counts) that `gemm_wgrad_maps` writes
-/// before each `gemm` on the same stream.
+/// bytes; cudarc's allocations are 256-byte aligned), of the claims' order of the groups (G
+/// ints by k-blocks, most first, then their G token counts) and of the claims' counter (one
+/// int) that `gemm_wgrad_maps` writes before each `gemm` on the same stream.
 pub struct Launch {
     loaded: Arc<Loaded>,
     cfg: LaunchConfig,
@@ -293,11 +293,11 @@ impl Launch {
         let tiles = p.n.div_ceil(c.bm as usize).div_ceil(c.cm as usize)
             * p.k.div_ceil(c.bn as usize)
             * p.groups;
-        // dW's [G * N] rows, the tile count and the tokens are i32 in the kernel; its walk
-        // looks up to two grids past the last tile.
+        // dW's [G * N] rows, the tile count and the tokens are i32 in the kernel; its claims
+        // run one grid past the last tile (each CTA's last claim comes back past it).
         if p.groups == 0
             || p.groups * p.n > i32::MAX as usize
-            || tiles + 2 * loaded.grid as usize > i32::MAX as usize
+            || tiles + loaded.grid as usize > i32::MAX as usize
             || p.total_tokens() > i32::MAX as usize
             || p.k > i32::MAX as usize
         {
@@ -334,9 +334,9 @@ impl Launch {
                 1,
             ),
         )?;
-        // 2 x G maps of 128 bytes, then the walk's order of the groups and their tokens in that
-        // order (2 x G ints).
-        let workspace = gpu.stream.alloc_zeros::<u8>((128 * 2 + 8) * p.groups)?;
+        // 2 x G maps of 128 bytes, then the claims' order of the groups and their tokens in
+        // that order (2 x G ints), then the claims' counter (one int).
+        let workspace = gpu.stream.alloc_zeros::<u8>((128 * 2 + 8) * p.groups + 4)?;
         let s = &gpu.stream;
         Ok(Launch {
             loaded: loaded.clone(),
@@ -382,13 +382,14 @@ impl Launch {
         // holds G ints summing to at most dY's and X's rows (Problem::new), so each group's
         // base and tokens lie inside dY ([T][N]) and X ([T][K]); ab_maps 2 x G maps of 128
         // bytes (the workspace), 256-byte aligned, then 2 x G ints (the groups' order, their
-        // tokens).
+        // tokens) and the claims' counter.
         unsafe { l.launch() }?;
         // SAFETY: gemm compiled with GEMM_WGRAD (Plan::wgrad); the maps cover the problem's dY
         // ([T][N]), X ([T][K]) and dW ([G * N][K]) buffers, which the caller holds past the
         // launch; the counts are G token counts summing to T; the workspace holds the maps of
-        // every non-empty group and the groups' order (a permutation of 0..G), written by the
-        // prologue before it on this stream (the GEMM reads no empty group's maps).
+        // every non-empty group, the groups' order (a permutation of 0..G) and the claims'
+        // counter (0), written by the prologue before it on this stream (the GEMM reads no
+        // empty group's maps).
         unsafe { a.launch(gpu, &self.loaded.kernel, &self.cfg) }
     }
 }

@@ -34,6 +34,8 @@ pub struct SourceFacts {
     pub tiles: Vec<TileFacts>,
     /// The pipelines, by id (each pipeline's `PIPELINE_ID`).
     pub pipelines: Vec<PipelineFacts>,
+    /// The kernel plans' work queues, by id (each queue's `QUEUE_ID`).
+    pub queues: Vec<QueueFacts>,
     /// The launches of the source's kernel plans: a plan kernel's launches are checked
     /// against its plan alone.
     pub plans: Vec<LaunchPlan>,
@@ -47,6 +49,10 @@ impl SourceFacts {
     /// Pipeline `id`.
     pub fn pipeline(&self, id: u32) -> Option<&PipelineFacts> {
         self.pipelines.iter().find(|p| p.id == id)
+    }
+    /// Work queue `id`.
+    pub fn queue(&self, id: u32) -> Option<&QueueFacts> {
+        self.queues.iter().find(|q| q.id == id)
     }
     /// The plan of kernel `name` (its `extern "C"` name).
     pub fn plan(&self, kernel: &str) -> Option<&LaunchPlan> {
@@ -106,6 +112,17 @@ impl TileFacts {
         let d = usize::try_from(dim).ok()?;
         self.dim_names.get(d)?.as_deref()
     }
+}
+
+/// One work queue of a source's kernel plans ([`crate::pipeline::WorkQueue`]).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct QueueFacts {
+    /// The queue's id in its source (its `QUEUE_ID`, the hang record's `value`).
+    pub id: u32,
+    /// The plan's kernel.
+    pub kernel: String,
+    /// The queue's region name in that plan.
+    pub name: String,
 }
 
 /// One pipeline of a source.

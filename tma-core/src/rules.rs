@@ -411,11 +411,16 @@ pub enum Helper {
     /// [`Rule::StrideWholeBytes`], [`Rule::RuntimeShapeMismatch`]); the record's dim is the
     /// user dim whose stride it is.
     MapUpdateStride,
+    /// A work queue's producer `push(state, item)` waiting for a slot's readers (its empty
+    /// barrier; a hang names the queue, slot and phase).
+    QueuePush,
+    /// A work queue reader's `pop(state)` waiting for a slot's item (its full barrier).
+    QueuePop,
 }
 
 impl Helper {
     /// Every helper with its device code (the one table; see [`Rule::DEVICE_CHECKED`]).
-    pub const ALL: [(Helper, u32); 15] = [
+    pub const ALL: [(Helper, u32); 17] = [
         (Helper::Load, 1),
         (Helper::LoadMulticast, 2),
         (Helper::Store, 3),
@@ -431,6 +436,8 @@ impl Helper {
         (Helper::MapUpdateAddress, 13),
         (Helper::MapUpdateDim, 14),
         (Helper::MapUpdateStride, 15),
+        (Helper::QueuePush, 16),
+        (Helper::QueuePop, 17),
     ];
 
     /// The helper a debug record's code names.
@@ -459,6 +466,8 @@ impl Helper {
             Helper::MapUpdateAddress => "update_global/update_shared (base address)",
             Helper::MapUpdateDim => "update_global/update_shared (global dim)",
             Helper::MapUpdateStride => "update_global/update_shared (global stride)",
+            Helper::QueuePush => "push",
+            Helper::QueuePop => "pop",
         }
     }
 }

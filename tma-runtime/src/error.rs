@@ -448,6 +448,32 @@ pub enum Error {
         waited_ns: u64,
     },
 
+    /// A work queue's bounded wait gave up (as [`Error::PipelineTimeout`]): a reader's `pop`
+    /// on a slot's full barrier (the producer never pushed the slot's item: it stopped early,
+    /// or a reader pops past the last item pushed) or the producer's `push` on its empty
+    /// barrier (a reader never popped the previous item: a reader stopped early, or the queue's
+    /// readers are declared more than pop). After this trap the CUDA context is unusable:
+    /// start a fresh process.
+    #[error(
+        "work queue `{queue}` of kernel `{kernel}`: {helper}() in block {block:?} thread {thread} waited {waited_ns} ns for slot {slot} \
+         (parity {parity}) on mbarrier at smem {barrier:#x} and gave up: {}; \
+         the CUDA context is now unusable: start a fresh process",
+        if *helper == "pop" { "no item was pushed there" } else { "its readers did not all pop the item before" }
+    )]
+    QueueTimeout {
+        queue: String,
+        kernel: String,
+        /// `pop` (reader, full barrier) or `push` (producer, empty barrier).
+        helper: &'static str,
+        slot: u32,
+        /// The parity waited for.
+        parity: u32,
+        barrier: u32,
+        block: [u32; 3],
+        thread: u32,
+        waited_ns: u64,
+    },
+
     /// A [`crate::tune::TuneKey`] field that cannot say what the best candidate depends on.
     #[error("tune key field {field} = {value:?}: {rule}")]
     InvalidTuneKey {

@@ -51,8 +51,10 @@
 //! against the roles (at least two consumers of that unit). Each consumer's `tma_pipe_state`
 //! skips the runs of the others (`state::advance(n)`).
 
+mod queue;
 mod roles;
 
+pub use queue::{ValidWorkQueue, WorkQueue, MAX_QUEUE_SLOTS};
 pub use roles::{
     NamedBarrier, RegisterSplit, RoleWarps, ValidWarpRoles, WarpRoles, BLOCK_WARPGROUPS,
     BLOCK_WARPS, MAX_NAMED_BARRIER_ID, REGISTER_FILE,

@@ -539,11 +539,14 @@ pub const REGION_SLOTS: &[RegionSlot] = &[
     slot("tile_", 0, PLAN_STRUCT),
     slot("COPIES_", 0, PLAN_STRUCT),
     slot("STRIDE_", 0, PLAN_STRUCT),
+    slot("queue_", 0, PLAN_STRUCT),
     slot("OFFSET_", 1, ACCESSOR),
     slot("OFFSET_", 2, ACCESSOR),
     slot("OFFSET_", 3, ACCESSOR_I),
     slot("STRIDE_", 3, ACCESSOR_I),
+    slot("queue_", 4, ACCESSOR),
     slot("OFFSET_", 4, ACCESSOR),
+    slot("OFFSET_", 5, ACCESSOR),
 ];
 
 /// The templates' macros (name, template). Their patterns (`TMA_RULE_*`, ..) all start with

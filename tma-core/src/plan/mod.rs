@@ -11,7 +11,8 @@
 //! - each tile set (its tiles' [`SmemLayout`]);
 //! - *staging* regions: `copies` calls of one tile side by side, each aligned for its swizzle
 //!   (an epilogue's D tile per consumer warpgroup, a ring of slots a kernel drives itself);
-//! - *scratch*: bytes at an alignment.
+//! - *scratch*: bytes at an alignment;
+//! - *work queues* ([`crate::pipeline::WorkQueue`]): a ring of `int` slots and their barriers.
 //!
 //! ```text
 //! raw (the launch's dynamic shared memory, 16-byte aligned)
@@ -31,7 +32,7 @@ use crate::error::{Field, SpecError};
 use crate::ident::{check_name, generated_clash, shared_generated_name, ClashHow, NameKind};
 use crate::limits::DYNAMIC_SMEM_BASE_ALIGN;
 use crate::pipeline::{
-    check_resident_blocks, finding, PipelineErrors, ValidPipeline, ValidWarpRoles,
+    check_resident_blocks, finding, PipelineErrors, ValidPipeline, ValidWarpRoles, ValidWorkQueue,
     MAX_BLOCK_THREADS, MAX_CLUSTER_CTAS,
 };
 use crate::rules::Rule;
@@ -74,6 +75,10 @@ pub enum RegionKind {
     Staging { tile: Box<ValidSpec>, copies: u32 },
     /// `bytes` bytes aligned to `align` (a power of two, at most [`MAX_SCRATCH_ALIGN`]).
     Scratch { bytes: u64, align: u64 },
+    /// A work queue's slots and barriers ([`crate::pipeline::WorkQueue`]); laid out as a
+    /// scratch region of its bytes ([`RegionRole::Scratch`]), rendered as its
+    /// `tma_work_queue<..>` (`queue_<name>`, the accessor `<name>(base)`).
+    WorkQueue(ValidWorkQueue),
 }
 
 /// A staging or scratch region of a plan.
@@ -169,6 +174,16 @@ impl KernelPlan {
         });
         self
     }
+    /// A work queue's region (`queue`: its slots and their barriers): the plan's struct names
+    /// its type `queue_<name>` and constructs it with `<name>(base)` (then `init()`, before
+    /// any push or pop).
+    pub fn work_queue(mut self, name: impl Into<String>, queue: &ValidWorkQueue) -> KernelPlan {
+        self.regions.push(Region {
+            name: name.into(),
+            kind: RegionKind::WorkQueue(queue.clone()),
+        });
+        self
+    }
     /// A scratch region of `bytes` bytes aligned to `align`.
     pub fn scratch(mut self, name: impl Into<String>, bytes: u64, align: u64) -> KernelPlan {
         self.regions.push(Region {
@@ -208,7 +223,7 @@ pub enum RegionRole {
     TileSet(usize),
     /// `regions[i]` (staging).
     Staging(usize),
-    /// `regions[i]` (scratch).
+    /// `regions[i]` (scratch, or a work queue laid out as one).
     Scratch(usize),
 }
 
@@ -505,6 +520,7 @@ fn check_region_names(plan: &KernelPlan, errors: &mut Vec<SpecError>) {
         let what = match r.kind {
             RegionKind::Staging { .. } => "staging",
             RegionKind::Scratch { .. } => "scratch",
+            RegionKind::WorkQueue(_) => "work queue",
         };
         (what, r.name.as_str())
     }));
@@ -573,7 +589,7 @@ fn check_region_names(plan: &KernelPlan, errors: &mut Vec<SpecError>) {
                     ));
                 }
             }
-            RegionKind::Staging { .. } => {}
+            RegionKind::Staging { .. } | RegionKind::WorkQueue(_) => {}
         }
     }
 }
@@ -798,6 +814,17 @@ fn spans(plan: &KernelPlan) -> Vec<(String, RegionRole, Size, u64, Size, u32)> {
                     RegionRole::Scratch(i),
                     b,
                     (*align).max(1),
+                    b,
+                    1,
+                ));
+            }
+            RegionKind::WorkQueue(q) => {
+                let b = Size::new(q.smem_bytes());
+                out.push((
+                    r.name.clone(),
+                    RegionRole::Scratch(i),
+                    b,
+                    q.align_bytes(),
                     b,
                     1,
                 ));

@@ -273,3 +273,53 @@ fn launch_bounds_fit_an_sm_and_keep_the_roles_budget() {
         Some(1)
     );
 }
+
+/// A work queue is a region of its bytes at 8 (after the others, as declared); the plan's code
+/// names its type and accessor, numbering queues from the id it is given; two queues' names
+/// clash as any regions' do.
+#[test]
+fn a_work_queue_is_a_region_with_its_type() {
+    use crate::pipeline::WorkQueue;
+    use crate::render::PlanCode;
+    let q = WorkQueue::new(4, Consumers::Warpgroups(2))
+        .validate()
+        .unwrap();
+    let v = gemm()
+        .work_queue("tiles", &q)
+        .work_queue("more", &q)
+        .validate()
+        .unwrap();
+    let r = v.region("tiles").unwrap();
+    assert_eq!((r.bytes, r.align, r.role), (80, 8, RegionRole::Scratch(2)));
+    assert_eq!(r.offset % 8, 0);
+    let code = PlanCode::with_queue_ids(&v, 5).unwrap();
+    let text = code.source();
+    assert!(
+        text.contains("typedef tma_work_queue<4u, 8u, true, 5u> queue_tiles;"),
+        "{text}"
+    );
+    assert!(
+        text.contains("typedef tma_work_queue<4u, 8u, true, 6u> queue_more;"),
+        "{text}"
+    );
+    assert!(
+        text.contains("queue_tiles tiles(unsigned char* base)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("work queue tma_work_queue<4u, 8u, true, 5u> at +"),
+        "{text}"
+    );
+    // A queue's `queue_<name>` is another region's accessor: refused, naming both.
+    let e = gemm()
+        .work_queue("tiles", &q)
+        .scratch("queue_tiles", 4, 4)
+        .validate()
+        .unwrap_err();
+    assert!(
+        e.errors.iter().any(|f| f.rule == Rule::PlanRegions
+            && f.message.contains("region `tiles`")
+            && f.message.contains("queue_tiles")),
+        "{e}"
+    );
+}

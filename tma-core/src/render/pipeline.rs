@@ -25,6 +25,8 @@ pub fn warp_support() -> Result<String, RenderError> {
                 .collect(),
             timeline_event_bytes: crate::timeline::EVENT_BYTES,
             timeline_config_bytes: crate::timeline::CONFIG_BYTES,
+            helper_queue_push: helper_code(Helper::QueuePush),
+            helper_queue_pop: helper_code(Helper::QueuePop),
         },
     )
 }
@@ -42,6 +44,9 @@ struct WarpContext {
     timeline_kinds: Vec<TimelineCode>,
     timeline_event_bytes: u64,
     timeline_config_bytes: usize,
+    /// The work queue's waits' helper codes (its hang records).
+    helper_queue_push: u32,
+    helper_queue_pop: u32,
 }
 
 fn helper_code(h: Helper) -> u32 {

@@ -2,7 +2,8 @@
 //! [`ValidKernelPlan`]'s shared memory and its launch's numbers.
 
 use super::*;
-use crate::plan::{RegionRole, ValidKernelPlan};
+use crate::pipeline::ValidWorkQueue;
+use crate::plan::{RegionKind, RegionRole, ValidKernelPlan};
 
 /// A region of a kernel plan's shared memory: what it holds (`kind`, the struct it names) and
 /// where.
@@ -47,8 +48,19 @@ pub struct PlanCode {
 }
 
 impl PlanCode {
+    /// The plan's code, its work queues numbered from 0 (their `QUEUE_ID`s: a source with
+    /// several plans numbers them across all, [`PlanCode::with_queue_ids`]).
     pub fn new(valid: &ValidKernelPlan) -> Result<PlanCode, RenderError> {
+        PlanCode::with_queue_ids(valid, 0)
+    }
+    /// The plan's code, its work queues numbered from `first_queue_id` in the order declared:
+    /// a hang record names a queue by that id ([`crate::facts::QueueFacts`]).
+    pub fn with_queue_ids(
+        valid: &ValidKernelPlan,
+        first_queue_id: u32,
+    ) -> Result<PlanCode, RenderError> {
         let plan = valid.plan();
+        let mut queue_id = first_queue_id;
         let layout = valid.layout();
         let launch = valid.launch();
         let regions: Vec<PlanRegion> = layout
@@ -69,13 +81,20 @@ impl PlanCode {
                     RegionRole::Staging(i) => (
                         "staging",
                         plan.regions.get(i).and_then(|g| match &g.kind {
-                            crate::plan::RegionKind::Staging { tile, .. } => {
+                            RegionKind::Staging { tile, .. } => {
                                 Some(format!("tma_{}", tile.spec().name))
                             }
-                            crate::plan::RegionKind::Scratch { .. } => None,
+                            RegionKind::Scratch { .. } | RegionKind::WorkQueue(_) => None,
                         }),
                     ),
-                    RegionRole::Scratch(_) => ("scratch", None),
+                    RegionRole::Scratch(i) => match plan.regions.get(i).map(|g| &g.kind) {
+                        Some(RegionKind::WorkQueue(q)) => {
+                            let id = queue_id;
+                            queue_id = queue_id.saturating_add(1);
+                            ("queue", Some(work_queue_type(q, id)))
+                        }
+                        _ => ("scratch", None),
+                    },
                 };
                 PlanRegion {
                     name: r.name.clone(),
@@ -121,6 +140,16 @@ impl PlanCode {
     pub fn launch_macro(&self) -> String {
         plan_launch_macro(&self.name)
     }
+}
+
+/// The prelude's `tma_work_queue<SLOTS, EMPTY_ARRIVALS, PER_WARP, QUEUE_ID>` of `queue`.
+fn work_queue_type(queue: &ValidWorkQueue, id: u32) -> String {
+    format!(
+        "tma_work_queue<{}u, {}u, {}, {id}u>",
+        queue.slots(),
+        queue.empty_arrivals(),
+        queue.per_warp()
+    )
 }
 
 pub(super) fn plan_cuda_name(name: &str) -> String {

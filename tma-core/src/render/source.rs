@@ -204,7 +204,7 @@ impl KernelSource {
     /// `DYNAMIC_SMEM_BYTES`, stage tiles) and its plans' launches. The runtime names hang and
     /// check records and checks launches with it; nothing is read back out of the text.
     pub fn facts(&self) -> crate::facts::SourceFacts {
-        use crate::facts::{PipelineFacts, SourceFacts, TileFacts};
+        use crate::facts::{PipelineFacts, QueueFacts, SourceFacts, TileFacts};
         let tiles = (0u32..)
             .zip(self.tiles.iter().zip(&self.tiles_outside))
             .map(|(id, (v, &outside))| TileFacts::of(v, id, outside))
@@ -219,9 +219,17 @@ impl KernelSource {
                 PipelineFacts::of(p, id, stage_tiles, outside)
             })
             .collect();
+        // The plans' work queues, numbered across the plans in order (as render numbers them).
+        let queues = (0u32..)
+            .zip(self.plans.iter().flat_map(|p| {
+                plan_queues(p).map(move |name| (p.name().to_string(), name.to_string()))
+            }))
+            .map(|(id, (kernel, name))| QueueFacts { id, kernel, name })
+            .collect();
         SourceFacts {
             tiles,
             pipelines,
+            queues,
             plans: self.launch_plans(),
         }
     }
@@ -341,8 +349,10 @@ impl KernelSource {
             roles.push(code);
         }
         let mut plans = Vec::with_capacity(self.plans.len());
+        let mut first_queue_id = 0u32;
         for p in &self.plans {
-            let code = PlanCode::new(p)?;
+            let code = PlanCode::with_queue_ids(p, first_queue_id)?;
+            first_queue_id = first_queue_id.saturating_add(plan_queues(p).count() as u32);
             take_global_names(
                 &mut globals,
                 "kernel plan",
@@ -362,7 +372,8 @@ impl KernelSource {
             out.push('\n');
             out.push_str(set.source());
         }
-        if !pipelines.is_empty() || !roles.is_empty() {
+        let queues = self.plans.iter().any(|p| plan_queues(p).next().is_some());
+        if !pipelines.is_empty() || !roles.is_empty() || queues {
             out.push('\n');
             out.push_str(&warp_support()?);
         }
@@ -397,6 +408,15 @@ impl KernelSource {
         }
         Ok(out)
     }
+}
+
+/// The names of `plan`'s work-queue regions, in the order declared (their `QUEUE_ID`s, after
+/// the earlier plans' queues).
+fn plan_queues(plan: &crate::plan::ValidKernelPlan) -> impl Iterator<Item = &str> {
+    plan.plan().regions.iter().filter_map(|r| match r.kind {
+        crate::plan::RegionKind::WorkQueue(_) => Some(r.name.as_str()),
+        _ => None,
+    })
 }
 
 /// `text` as a C/C++ string literal, quotes included: `\\` and `"` escaped, newline, carriage

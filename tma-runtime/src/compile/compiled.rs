@@ -99,6 +99,10 @@ impl Compiled {
     pub fn pipeline_name(&self, id: u32) -> Option<&str> {
         self.pipeline(id).map(|p| p.name.as_str())
     }
+    /// Work queue `id` of the source's kernel plans, if its description has one.
+    pub fn queue(&self, id: u32) -> Option<&tma_core::facts::QueueFacts> {
+        self.facts.as_deref()?.queue(id)
+    }
     /// The plan of kernel `name`, if the source's description has one.
     pub fn plan(&self, name: &str) -> Option<&LaunchPlan> {
         self.facts.as_deref()?.plan(name)

@@ -83,6 +83,24 @@ impl HangRecord {
             }
         };
         let block = [self.block_x, self.block_y, self.block_z];
+        // A work queue's wait names the queue (value), the slot (dim) and its side.
+        if let (KIND_HANG, Some(helper @ (Helper::QueuePush | Helper::QueuePop))) =
+            (self.kind, Helper::from_device_code(self.helper))
+        {
+            let id = u32::try_from(self.value).unwrap_or(u32::MAX);
+            let queue = compiled.queue(id);
+            return Error::QueueTimeout {
+                queue: queue.map_or_else(|| format!("<queue {id}>"), |q| q.name.clone()),
+                kernel: queue.map_or_else(|| "<unknown>".to_string(), |q| q.kernel.clone()),
+                helper: helper.name(),
+                slot: self.dim,
+                parity: self.phase,
+                barrier: self.barrier,
+                block,
+                thread: self.thread,
+                waited_ns: self.waited_ns,
+            };
+        }
         // A pipeline's wait names the pipeline (value), the stage (dim) and its helper.
         if let (KIND_HANG, Some(helper @ (Helper::PipelineWait | Helper::PipelineAcquire))) =
             (self.kind, Helper::from_device_code(self.helper))
@@ -252,7 +270,7 @@ impl Drop for MappedRecord {
 #[allow(clippy::panic)]
 mod tests {
     use super::*;
-    use tma_core::facts::{PipelineFacts, SourceFacts, TileFacts};
+    use tma_core::facts::{PipelineFacts, QueueFacts, SourceFacts, TileFacts};
     use tma_core::Arch;
 
     #[test]
@@ -503,6 +521,60 @@ mod tests {
         ));
     }
 
+    /// A work queue's wait names the queue, its kernel, the slot, the parity and the side.
+    #[test]
+    fn a_queue_hang_names_the_queue_slot_and_side() {
+        let compiled = compiled_with(&[], &["ring"]);
+        let rec = HangRecord {
+            kind: KIND_HANG,
+            block_x: 2,
+            thread: 128,
+            tile_id: u32::MAX,
+            barrier: 0x40,
+            phase: 0,
+            helper: 17,
+            dim: 2,
+            value: 0,
+            waited_ns: 2_000_000_000,
+            ..HangRecord::default()
+        };
+        let e = rec.to_error(&compiled);
+        match &e {
+            Error::QueueTimeout {
+                queue,
+                kernel,
+                helper,
+                slot,
+                parity,
+                ..
+            } => assert_eq!(
+                (queue.as_str(), kernel.as_str(), *helper, *slot, *parity),
+                ("tiles", "gemm", "pop", 2, 0)
+            ),
+            other => panic!("{other:?}"),
+        }
+        let s = e.to_string();
+        assert!(
+            s.contains("work queue `tiles` of kernel `gemm`: pop() in block [2, 0, 0] thread 128")
+                && s.contains("slot 2 (parity 0)")
+                && s.contains("no item was pushed there"),
+            "{s}"
+        );
+        let push = HangRecord {
+            helper: 16,
+            value: 5,
+            ..rec
+        }
+        .to_error(&compiled)
+        .to_string();
+        assert!(
+            push.contains("work queue `<queue 5>`")
+                && push.contains("push()")
+                && push.contains("did not all pop"),
+            "{push}"
+        );
+    }
+
     /// A compiled module of a source described with `tiles` (id order; dim names where
     /// given) and `pipelines`.
     fn compiled_with(tiles: &[(&str, &[&str])], pipelines: &[&str]) -> Compiled {
@@ -531,6 +603,11 @@ mod tests {
                     outside_plans: true,
                 })
                 .collect(),
+            queues: vec![QueueFacts {
+                id: 0,
+                kernel: "gemm".to_string(),
+                name: "tiles".to_string(),
+            }],
             plans: Vec::new(),
         };
         Compiled {

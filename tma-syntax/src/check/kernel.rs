@@ -665,6 +665,9 @@ impl Sites {
                     RegionInfo::staging("", p.footprint_bytes, p.align_bytes, *copies, i)
                 }
                 RegionKind::Scratch { bytes, align } => RegionInfo::scratch("", *bytes, *align, i),
+                RegionKind::WorkQueue(q) => {
+                    RegionInfo::scratch("", q.smem_bytes(), q.align_bytes(), i)
+                }
             });
         }
         let placed: Placed = place(&mut regions);

@@ -57,6 +57,14 @@ fn mirror(plan: &KernelPlan) -> (Vec<RegionInfo>, Placed, Vec<String>) {
             RegionKind::Scratch { bytes, align } => {
                 regions.push(RegionInfo::scratch(name, *bytes, *align, i));
             }
+            RegionKind::WorkQueue(q) => {
+                regions.push(RegionInfo::scratch(
+                    name,
+                    q.smem_bytes(),
+                    q.align_bytes(),
+                    i,
+                ));
+            }
         }
     }
     let placed = place(&mut regions);
