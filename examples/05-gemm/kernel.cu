@@ -483,14 +483,20 @@ extern "C" __global__ void TMA_PLAN_GEMM_LAUNCH_BOUNDS gemm(const __grid_constan
       int t = order.claim();
       order.publish(t);
       while (t < total) {
-        // The next tile, claimed as this one's loads start; published after its first load (the
-        // claim's round trip under it), or at once for an empty group's tile (no load).
-        const int t_next = order.claim();
-        bool pushed = false;
         int g, m0, n0;
         sched.tile(t, g, m0, n0);
         // An empty group loads nothing (it has no maps): its consumers store zeros.
         const int nkg = sched.k_blocks(t);
+        // The next tile: claimed and published with this one's load STAGES k-blocks before its
+        // last (the ring's depth ahead of the consumers), so that a CTA claims a tile when it
+        // nearly needs one (longest first stays so) and the claim's round trip and the next
+        // group's maps are under the last loads; an empty group's tile (no load), at once.
+        const int claim_at = max(nkg - (int)Pipe::STAGES, 0);
+        int t_next = total;
+        if (nkg == 0) {
+          t_next = order.claim();
+          order.publish(t_next);
+        }
         const CUtensorMap* const ma = ab_maps + 2 * (size_t)g;
         if (nkg > 0 && acquired != g) {
           TA::acquire(ma);
@@ -500,11 +506,11 @@ extern "C" __global__ void TMA_PLAN_GEMM_LAUNCH_BOUNDS gemm(const __grid_constan
         for (int kb = 0; kb < nkg; ++kb, ++s) {
           pipe.acquire(s);
           pipe.load(s, ma, {.k = kb * GEMM_BK, .m = m0}, ma + 1, {.k = kb * GEMM_BK, .n = n0});
-          if (kb == 0) {
+          if (kb == claim_at) {
+            t_next = order.claim();
             order.publish(t_next);
-            pushed = true;
           }
-          if (kb == 0 && t_next < total) {
+          if (kb == claim_at && t_next < total) {
             const int gn = sched.group_of(t_next);
             if (gn != g && sched.k_blocks(t_next) > 0) {
               const CUtensorMap* const mn = ab_maps + 2 * (size_t)gn;
@@ -516,7 +522,6 @@ extern "C" __global__ void TMA_PLAN_GEMM_LAUNCH_BOUNDS gemm(const __grid_constan
             }
           }
         }
-        if (!pushed) order.publish(t_next);
         t = t_next;
       }
 #else
@@ -609,14 +614,12 @@ extern "C" __global__ void TMA_PLAN_GEMM_LAUNCH_BOUNDS gemm(const __grid_constan
       Pipe::state prev;
 #if GEMM_PINGPONG
       // The walk's tile after this one (the other consumer's, which waits for this one's turn),
-      // and whether there is one: asked before this tile's wait, so the walk (or the pop) is
-      // not on the turn's path.
-#if GEMM_WGRAD
-      const int t_after = order.take();
-#else
+      // and whether there is one: asked before this tile's wait, so the walk is not on the
+      // turn's path (the weight gradient pops it after the mainloop, below).
+#if !GEMM_WGRAD
       const int t_after = t + ncl;
-#endif
       const bool next = sched.has(t_after);
+#endif
       if (j > 0) R::sync_turn((unsigned)c);
 #endif
       for (int kb = 0; kb < nk; ++kb) {
@@ -638,6 +641,14 @@ extern "C" __global__ void TMA_PLAN_GEMM_LAUNCH_BOUNDS gemm(const __grid_constan
         ++s;
       }
 #if GEMM_PINGPONG
+#if GEMM_WGRAD
+      // The claims' next tile (the other consumer's): popped once this one's mainloop has waited
+      // for every stage, by when the producer has published it (it does so with this tile's
+      // loads); popped earlier, it would wait on a claim made STAGES blocks before this tile's
+      // end, which these stages' releases let the producer reach.
+      const int t_after = order.take();
+      const bool next = sched.has(t_after);
+#endif
       // The mainloop is issued: the other consumer's next tile may start its wgmmas while this
       // one's last k-block finishes and its epilogue runs.
       if (next) R::arrive_turn((unsigned)(1 - c));

@@ -97,8 +97,9 @@ pub fn configs(input: In) -> Vec<Config> {
         // 256 x 192 tiles, the consumers 128 rows each (192 accumulators a thread): 0.0091
         // operand elements a product against 128 x 256's 0.0117, three stages (four do not fit).
         // Measured (H100, 8 experts x 65536 rows, two calls): the fastest or tied there,
-        // 0.95-1.04x the cuBLAS loop; 256 x 128, alone or in 2-CTA clusters, and ping-pong
-        // 128 x 192 in 2-CTA clusters were no faster on any shape and are not kept.
+        // 0.95-1.04x the cuBLAS loop; 256 x 128, alone or in 2-CTA clusters, ping-pong
+        // 128 x 192 in 2-CTA clusters and this tile in 2-CTA clusters (B multicast: 0.83-1.00x
+        // the loop against 0.91-1.06x alone, one call) were no faster and are not kept.
         Config {
             bm: 256,
             ..ws(192, 3, Epi::Tma { nb: 3 })

@@ -51,7 +51,11 @@ pub struct WorkQueue {
     /// Slots in the ring: how many items the producer may run ahead of the slowest reader.
     pub slots: u32,
     /// Who reads every slot in each CTA (one arrival a warp for warps and warpgroups, one a
-    /// thread for threads), as a pipeline's [`Consumers`].
+    /// thread for threads), as a pipeline's [`Consumers`]: every thread that pops, exactly (a
+    /// ping-pong kernel's two consumer warpgroups both pop: `Warpgroups(2)`, not the ring's
+    /// `Warpgroups(1)`). Too many and the producer waits forever (a bounded wait names the
+    /// queue); too few and a slot is refilled before the slowest reader read it, which nothing
+    /// can detect. Counted in warps, all 32 lanes of each reader warp pop together.
     pub readers: Consumers,
 }
 

@@ -664,6 +664,23 @@ fn block_threads(plan: &KernelPlan, errors: &mut Vec<SpecError>) -> Option<u32> 
             ));
         }
     }
+    // A work queue's readers are threads other than its producer: fewer than the block's.
+    for r in &plan.regions {
+        let RegionKind::WorkQueue(q) = &r.kind else {
+            continue;
+        };
+        let readers = q.queue().readers;
+        let need = readers.threads();
+        if !need.is_below(threads) {
+            ok = false;
+            errors.push(finding(
+                part("work queue", &r.name),
+                readers,
+                Rule::PlanBlockThreads,
+                format!("{need} reader threads pop each slot, but the block has {threads}: a work queue's producer thread is not one of its readers, so its readers are fewer than the block's threads"),
+            ));
+        }
+    }
     let threads = u32::try_from(threads).ok()?;
     ok.then_some(threads)
 }

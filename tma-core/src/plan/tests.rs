@@ -321,5 +321,15 @@ fn a_work_queue_is_a_region_with_its_type() {
             && f.message.contains("region `tiles`")
             && f.message.contains("queue_tiles")),
         "{e}"
+    ); // Readers the block cannot hold beside the producer thread: refused.
+    let all = WorkQueue::new(2, Consumers::Warpgroups(3))
+        .validate()
+        .unwrap();
+    let e = gemm().work_queue("tiles", &all).validate().unwrap_err();
+    assert!(
+        e.errors.iter().any(|f| f.rule == Rule::PlanBlockThreads
+            && f.message
+                .contains("384 reader threads pop each slot, but the block has 384")),
+        "{e}"
     );
 }

@@ -48,8 +48,9 @@ pub struct PlanCode {
 }
 
 impl PlanCode {
-    /// The plan's code, its work queues numbered from 0 (their `QUEUE_ID`s: a source with
-    /// several plans numbers them across all, [`PlanCode::with_queue_ids`]).
+    /// The plan's code, its work queues numbered from 0 (their `QUEUE_ID`s): right for a
+    /// source with this one plan. [`KernelSource::plan`] numbers them across a source's plans
+    /// ([`PlanCode::with_queue_ids`]) and its facts name them by those numbers.
     pub fn new(valid: &ValidKernelPlan) -> Result<PlanCode, RenderError> {
         PlanCode::with_queue_ids(valid, 0)
     }
