@@ -60,6 +60,8 @@ pub enum Field {
     // ---- pipelines and warp roles (tma_core::pipeline) ----
     /// The pipeline's `stages`.
     Stages,
+    /// A work queue's `slots` ([`crate::pipeline::WorkQueue`]).
+    Slots,
     /// The pipeline's tile list as a whole (`tiles`).
     Tiles,
     /// Tile `index` of a pipeline's stage, by its member name.
@@ -179,6 +181,7 @@ impl fmt::Display for Field {
             Field::SmemAddress => f.write_str("shared-memory address"),
             Field::SmemFootprint => f.write_str("shared-memory footprint"),
             Field::Stages => f.write_str("stages"),
+            Field::Slots => f.write_str("slots"),
             Field::Tiles => f.write_str("tiles"),
             Field::StageTile { index, member } => write!(f, "tiles[{index}] ({member})"),
             Field::Multicast { index, member } => write!(f, "tiles[{index}] ({member}).multicast"),

@@ -70,7 +70,7 @@ impl WorkQueue {
         let mut errors = Vec::new();
         if !(1..=MAX_QUEUE_SLOTS).contains(&self.slots) {
             errors.push(finding(
-                Field::Stages,
+                Field::Slots,
                 self.slots,
                 Rule::PipelineStageCount,
                 format!("a work queue has 1 to {MAX_QUEUE_SLOTS} slots (two or more let the producer claim ahead)"),
@@ -167,6 +167,8 @@ mod tests {
         let rules: Vec<Rule> = e.errors.iter().map(|f| f.rule).collect();
         assert_eq!(rules, [Rule::PipelineStageCount, Rule::PipelineConsumers]);
         assert!(e.errors[0].message.contains("1 to 32 slots"), "{e}");
+        assert_eq!((&e.errors[0].field, &e.errors[1].field), (&Field::Slots, &Field::Consumers));
+        assert!(e.to_string().contains("slots"), "{e}");
         let e = WorkQueue::new(33, Consumers::Warpgroups(9))
             .validate()
             .expect_err("refused");

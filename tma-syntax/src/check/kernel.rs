@@ -32,7 +32,7 @@ use tma_core::{validate, Arch, DType, Field, Rule, SpecError, TileSpec, ValidSpe
 /// A scratch region's alignment when `align` is not written: the base's own 16 bytes.
 pub const DEFAULT_SCRATCH_ALIGN: u64 = 16;
 
-const KEYS: [&str; 11] = [
+const KEYS: [&str; 12] = [
     "name",
     "target",
     "roles",
@@ -44,6 +44,7 @@ const KEYS: [&str; 11] = [
     "cluster",
     "blocks_per_sm",
     "tile_sets",
+    "work_queues",
 ];
 
 /// A kernel plan whose entries all read and whose rules hold as far as the macro can see.
@@ -185,6 +186,13 @@ pub fn kernel(decl: &KernelDecl) -> Result<CheckedKernel<'_>, Rejected> {
             errs.push(
                 entry.key.span(),
                 "a kernel plan's tile sets are the builder's (`KernelPlan::tile_set`); in `tma_kernel!`, declare the tiles as `staging` regions",
+            );
+            continue;
+        }
+        if slot == "work_queues" {
+            errs.push(
+                entry.key.span(),
+                "a kernel plan's work queues are the builder's (`KernelPlan::work_queue` with a checked `tma::pipeline::WorkQueue`); `tma_kernel!` does not declare them",
             );
             continue;
         }
