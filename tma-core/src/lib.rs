@@ -10,7 +10,7 @@
 //! | rules | [`rules`], [`error`], [`echo`] | the [`Rule`] catalogue; findings naming field, value, rule (user text cut to a length) |
 //! | shared memory | [`smem`] | where a call's boxes land; a set of tiles in one block |
 //! | validate | [`validate`](mod@validate) | [`validate()`] -> [`ValidSpec`] -> [`ValidSpec::bind`] -> [`BoundSpec`] |
-//! | pipeline | [`pipeline`] | [`pipeline::PipelineSpec`] (stages of valid tiles) -> [`pipeline::ValidPipeline`]; warp roles |
+//! | pipeline | [`pipeline`] | [`pipeline::PipelineSpec`] (stages of valid tiles) -> [`pipeline::ValidPipeline`]; warp roles; work queues ([`pipeline::WorkQueue`]) |
 //! | launch | [`launch`] | a kernel launch's grid, block and cluster against the hardware's limits |
 //! | operands | [`wgmma`] | a wgmma operand tile's matrix descriptors (from its [`SmemPlan`]) and a CPU model of what wgmma reads |
 //! | outputs | [`encode_args`], [`model`] (and its `picture`), [`render`] | [`EncodeArgs`] in TMA order, the CPU model, generated CUDA |
