@@ -167,14 +167,15 @@ static_assert(GEMM_WS && GEMM_PERSIST && !GEMM_GROUPED && !GEMM_CONV && GEMM_CN 
 // dW_g[N][K] = dY_g^T X_g, i.e. D[M = N][N' = K] with the tokens as the contraction. A is dY,
 // B is X, both MN-major (tile dims [k][m] and [k][n], k the tokens). Every group has the same
 // tiles, ceil(ceil(N / BM) / CM) x ceil(K / BN) cluster tiles, numbered group after group in
-// the groups' rank order (the claims, below); the k-loop is ragged: ceil(tokens[g] / BK) blocks, the last one zero-filled past the group's end
-// by its per-group maps (see the producer); a group's tokens (its first one is the maps'
-// business: gemm_wgrad_maps) only set its k-blocks.
+// the groups' rank order (the claims, below); the k-loop is ragged: ceil(tokens[g] / BK)
+// blocks, the last one zero-filled past the group's end by its per-group maps (see the
+// producer); a group's tokens (its first one is the maps' business: gemm_wgrad_maps) only set
+// its k-blocks.
 //
 // The claims: tiles numbered by their group's rank in `order` (the groups by k-blocks, most
 // first: gemm_wgrad_maps sorts them), each CTA's producer claiming its next tile from a global
-// counter when it starts loading the one before (list scheduling, longest first) and handing
-// it to its consumers through the plan's work queue `tiles`. A tile's work is its group's
+// counter as it nears the end of the one before (list scheduling, longest first) and handing
+// it to its consumers through the plan's work queue `tiles` (gemm_wgrad_order). A tile's work is its group's
 // k-blocks: under skewed routing a walk fixed in advance left the busiest CTA 1.23-1.26x the
 // mean (round-robin in group order, 128 groups x 65536 Zipf-routed tokens, by the tiles'
 // k-blocks) or 1.12-1.14x (ranked and dealt in a snake); claimed, a CTA takes more tiles when
@@ -438,7 +439,7 @@ extern "C" __global__ void TMA_PLAN_GEMM_LAUNCH_BOUNDS gemm(const __grid_constan
   const int total = 0x7fffffff;  // the walk ends past the last group
 #elif GEMM_WGRAD
   (void)M;
-  // The walk's order of the groups and their tokens in it, after the maps (gemm_wgrad_maps
+  // The claims' order of the groups and their tokens in it, after the maps (gemm_wgrad_maps
   // writes them all from group_tokens, which this kernel reads through them only).
   (void)group_tokens;
   gemm_wgrad_groups sched(reinterpret_cast<const int*>(ab_maps + 2 * (size_t)groups), groups, N, K, group,
@@ -477,8 +478,8 @@ extern "C" __global__ void TMA_PLAN_GEMM_LAUNCH_BOUNDS gemm(const __grid_constan
       // guide acquires a map written before the launch the same way) before its first load
       // through it: cheap (no replace, no drain), so it is done at every group change. The next
       // tile's pair (often another group's: the grid's claims run through a group's tiles in
-      // one or two rounds) is acquired and prefetched into the descriptor cache after this
-      // tile's first load.
+      // one or two rounds) is acquired and prefetched into the descriptor cache as soon as the
+      // tile is claimed.
       int acquired = -1;
       int t = order.claim();
       order.publish(t);

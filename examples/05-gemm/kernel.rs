@@ -414,8 +414,8 @@ pub struct Plan {
 /// Threads of a block of the weight gradient's prologue `gemm_wgrad_maps` (one a group).
 pub const WGRAD_MAPS_THREADS: u32 = 128;
 
-/// Slots of the weight gradient's work queue: the producer claims a tile ahead of the one it
-/// loads, and a ping-pong consumer reads the other's next tile before its own mainloop, so a
+/// Slots of the weight gradient's work queue: the producer claims one tile ahead, as it nears
+/// the end of the one it loads, and a consumer pops the next once its mainloop is issued, so a
 /// few slots keep the producer from ever waiting on them.
 pub const WGRAD_QUEUE_SLOTS: u32 = 4;
 

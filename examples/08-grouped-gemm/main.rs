@@ -28,8 +28,9 @@
 //! group loads nothing and stores zeros. The prologue also ranks the groups by tokens, and
 //! each CTA's producer claims its next tile at run time (a global counter, longest groups
 //! first) and hands it to its consumers through the plan's work queue
-//! (`tma::pipeline::WorkQueue`), so a CTA of short tiles takes more of them. Checked after the forward: dW poisoned (NaN), every
-//! element against a loop of cuBLAS GEMMs (memset zeros for empty groups), empty groups exactly
+//! (`tma::pipeline::WorkQueue`), so a CTA of short tiles takes more of them (a cluster's CTAs,
+//! which must take the same tiles, walk them in a fixed snake). Checked after the forward: dW
+//! poisoned (NaN), every element against a loop of cuBLAS GEMMs (memset zeros for empty groups), empty groups exactly
 //! zero, exact f64 samples (every group's corners among them) under example 05's proven bound,
 //! and where an element disagrees with cuBLAS, its exact sum under that bound;
 //! uniform and skewed routing, 8 and 128 groups, long groups (the ring goes round many times a

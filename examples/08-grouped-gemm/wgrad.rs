@@ -294,7 +294,7 @@ impl Launch {
             * p.k.div_ceil(c.bn as usize)
             * p.groups;
         // dW's [G * N] rows, the tile count and the tokens are i32 in the kernel; its claims
-        // run one grid past the last tile (each CTA's last claim comes back past it).
+        // (or a cluster's walk) run at most one grid past the last tile.
         if p.groups == 0
             || p.groups * p.n > i32::MAX as usize
             || tiles + loaded.grid as usize > i32::MAX as usize

@@ -167,7 +167,10 @@ mod tests {
         let rules: Vec<Rule> = e.errors.iter().map(|f| f.rule).collect();
         assert_eq!(rules, [Rule::PipelineStageCount, Rule::PipelineConsumers]);
         assert!(e.errors[0].message.contains("1 to 32 slots"), "{e}");
-        assert_eq!((&e.errors[0].field, &e.errors[1].field), (&Field::Slots, &Field::Consumers));
+        assert_eq!(
+            (&e.errors[0].field, &e.errors[1].field),
+            (&Field::Slots, &Field::Consumers)
+        );
         assert!(e.to_string().contains("slots"), "{e}");
         let e = WorkQueue::new(33, Consumers::Warpgroups(9))
             .validate()
