@@ -44,6 +44,7 @@
 
 use std::sync::{Arc, OnceLock};
 
+use tma_core::pipeline::{Consumers, ValidWorkQueue, WorkQueue};
 use tma_core::plan::{KernelPlan, LaunchPlan, ValidKernelPlan};
 use tma_core::render::{KernelSource, RenderError};
 use tma_core::Arch;
@@ -130,9 +131,9 @@ pub mod support {
         block_threads as check_block_threads, blocks_per_sm as check_blocks_per_sm,
         cluster as check_cluster, layout as plan_layout,
         pipeline_cluster as check_pipeline_cluster, pipeline_consumers as check_pipeline_consumers,
-        pipeline_target as check_pipeline_target, region_name as check_region_name,
-        smem as check_smem, tile_target as check_tile_target, Layout as PlanLayoutConst,
-        Msg as PlanMsg, PipelineIn, PlanIn, RolesIn, TileIn,
+        pipeline_target as check_pipeline_target, queue_readers as check_queue_readers,
+        region_name as check_region_name, smem as check_smem, tile_target as check_tile_target,
+        Layout as PlanLayoutConst, Msg as PlanMsg, PipelineIn, PlanIn, RolesIn, TileIn,
     };
     pub use tma_core::plan::{KernelPlan, ValidKernelPlan};
 
@@ -151,6 +152,19 @@ pub mod support {
                 "tma bug: a kernel plan passed its compile-time checks but not validate_plan: {e}"
             ),
         })
+    }
+
+    /// A work queue `tma_kernel!` declared (and checked: `WorkQueue::validate`) as `slots` of
+    /// `readers`.
+    #[allow(clippy::panic)]
+    pub fn work_queue(slots: u32, readers: Consumers) -> ValidWorkQueue {
+        match WorkQueue::new(slots, readers).validate() {
+            Ok(q) => q,
+            // Cannot happen: the macro validated the same numbers. Reaching this is a bug in tma.
+            Err(e) => {
+                panic!("tma bug: a work queue passed tma_kernel!'s checks but not validate: {e}")
+            }
+        }
     }
 
     /// `Plan::valid` of a declaration that failed to compile (never run): a fixed plan that

@@ -362,3 +362,43 @@ fn the_declared_plans_compile_to_sm90a_and_carry_their_launch() {
     }
     assert!(gemm.text().contains("struct tma_roles_gemm_roles"));
 }
+
+/// A work queue declared in `tma_kernel!` is the builder's: the same region (bytes, alignment,
+/// after the others) and the same rendered type, and the plan refuses readers the block cannot
+/// hold (`tests/ui/kernel_work_queue_readers.rs`).
+mod work_queues {
+    use tma::pipeline::{Consumers, WorkQueue};
+    use tma::plan::KernelPlan;
+    use tma::Plan;
+
+    tma::tma_kernel! {
+        pub Walk,
+        work_queues = [tiles = 4 readers warpgroups(2), more = 2 readers threads(32)],
+        scratch = [counter = 4],
+        block_threads = 384,
+    }
+
+    #[test]
+    fn a_macro_work_queue_is_the_builders() {
+        let tiles = WorkQueue::new(4, Consumers::Warpgroups(2))
+            .validate()
+            .unwrap();
+        let more = WorkQueue::new(2, Consumers::Threads(32))
+            .validate()
+            .unwrap();
+        let built = KernelPlan::new("walk")
+            .work_queue("tiles", &tiles)
+            .work_queue("more", &more)
+            .scratch("counter", 4, 16)
+            .block_threads(384)
+            .validate()
+            .unwrap();
+        assert_eq!(Walk::valid(), &built);
+        let r = Walk::region("tiles").unwrap();
+        assert_eq!((r.bytes, r.align), (80, 8));
+        assert_eq!(Walk::region("more").map(|r| r.bytes), Some(40));
+        let text = Walk::kernel_source().build().unwrap();
+        assert!(text.contains("typedef tma_work_queue<4u, 8u, true, 0u> queue_tiles;"));
+        assert!(text.contains("typedef tma_work_queue<2u, 32u, false, 1u> queue_more;"));
+    }
+}

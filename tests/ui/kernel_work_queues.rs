@@ -1,4 +1,4 @@
-// Work queues are declared with the builder (KernelPlan::work_queue), not in tma_kernel!.
+// A work queue names who pops its slots: `readers ..` is missing.
 tma::tma_kernel! {
     pub Walk,
     work_queues = [tiles = 4],

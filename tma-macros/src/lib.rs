@@ -234,6 +234,7 @@ pub fn tma_warp_roles(input: TokenStream) -> TokenStream {
 ///     tiles = [A: GemmA],                 // optional aliases: `using A = tma_gemm_a;`
 ///     staging = [d: tma_2d! { pub GemmD: bf16, .. } x 2],   // or `d: GemmD x 2`; `x 1` default
 ///     scratch = [counters = 64 align 16], // bytes, alignment (default 16)
+///     work_queues = [tiles = 4 readers warpgroups(2)],  // slots, who pops (tma::pipeline::WorkQueue)
 ///     block_threads = 384,                // without roles: required; with them: must agree
 ///     cluster = [2, 1, 1],                // optional: the pipelines' (must agree)
 ///     blocks_per_sm = 1,                  // optional: the roles', else 1

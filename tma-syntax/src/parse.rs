@@ -408,7 +408,7 @@ mod kernel;
 mod limits;
 mod pipeline;
 pub use kernel::{
-    path_span, KernelDecl, KernelEntry, KernelValue, NamedTile, Part, Parts, ScratchItem,
+    path_span, KernelDecl, KernelEntry, KernelValue, NamedTile, Part, Parts, QueueItem, ScratchItem,
 };
 pub use limits::{check_tokens, parse_bounded, MAX_NESTING, MAX_TEXT_BYTES, MAX_TOKENS};
 pub use pipeline::{

@@ -875,6 +875,34 @@ pub const fn pipeline_consumers(p: &PlanIn<'_>, j: usize) -> Msg {
         .str(": its empty barriers would never complete")
 }
 
+/// Work queue `name`'s `readers` fit the block beside its producer thread (a plan's
+/// [`crate::Rule::PlanBlockThreads`] on a work queue; [`crate::pipeline::WorkQueue`]).
+pub const fn queue_readers(p: &PlanIn<'_>, name: &'static str, readers: Consumers) -> Msg {
+    if p.any_stub() || !block_threads(p).is_empty() {
+        return Msg::NONE;
+    }
+    let threads = p.threads() as u64;
+    let (unit, count, per) = match readers {
+        Consumers::Threads(n) => ("threads", n, 1u64),
+        Consumers::Warps(n) => ("warps", n, 32),
+        Consumers::Warpgroups(n) => ("warpgroups", n, 128),
+    };
+    let need = count as u64 * per;
+    if need < threads {
+        return Msg::NONE;
+    }
+    part("work queue", name)
+        .str(" = ")
+        .str(unit)
+        .str("(")
+        .num(count as u64)
+        .str("): ")
+        .num(need)
+        .str(" reader threads pop each slot, but the block has ")
+        .num(threads)
+        .str(": a work queue's producer thread is not one of its readers, so its readers are fewer than the block's threads")
+}
+
 /// Pipeline `j` (after the first) was declared for the first's cluster
 /// ([`crate::Rule::PlanCluster`]).
 pub const fn pipeline_cluster(p: &PlanIn<'_>, j: usize) -> Msg {

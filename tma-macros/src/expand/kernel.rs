@@ -13,6 +13,7 @@ use crate::paths::{private, unit_struct};
 use proc_macro2::{Span, TokenStream};
 use quote::{quote, quote_spanned};
 use syn::ext::IdentExt;
+use tma_core::pipeline::Consumers;
 
 /// `tma_kernel! { .. }`.
 pub fn kernel(decl: KernelDecl) -> TokenStream {
@@ -24,7 +25,7 @@ pub fn kernel(decl: KernelDecl) -> TokenStream {
                 .iter()
                 .chain(checked.regions.iter().filter_map(|r| match r {
                     CheckedRegion::Staging { tile, .. } => Some(tile),
-                    CheckedRegion::Scratch { .. } => None,
+                    CheckedRegion::Scratch { .. } | CheckedRegion::WorkQueue { .. } => None,
                 }))
                 .filter_map(|t| {
                     let decl = tile_decl(&t.item.tile)?;
@@ -164,6 +165,8 @@ fn kernel_impl(c: &CheckedKernel<'_>) -> TokenStream {
         })
         .collect();
     let mut builder = Vec::new();
+    // Each work queue's readers against the block (its name, its readers' token).
+    let mut queue_sites: Vec<(Span, String, TokenStream)> = Vec::new();
     for t in &c.tiles {
         let ty = tile_of(t.item);
         let label = t.item.label.unraw().to_string();
@@ -190,6 +193,22 @@ fn kernel_impl(c: &CheckedKernel<'_>) -> TokenStream {
             CheckedRegion::Scratch { bytes, align, .. } => {
                 regions.push(quote!(#p::RegionInfo::scratch(#rname, #bytes, #align, #i)));
                 builder.push(quote!(.scratch(#rname, #bytes, #align)));
+            }
+            CheckedRegion::WorkQueue { item, queue } => {
+                let (bytes, align, slots) =
+                    (queue.smem_bytes(), queue.align_bytes(), queue.slots());
+                let readers = match queue.queue().readers {
+                    Consumers::Threads(n) => quote!(#p::Consumers::Threads(#n)),
+                    Consumers::Warps(n) => quote!(#p::Consumers::Warps(#n)),
+                    Consumers::Warpgroups(n) => quote!(#p::Consumers::Warpgroups(#n)),
+                };
+                regions.push(quote!(#p::RegionInfo::scratch(#rname, #bytes, #align, #i)));
+                builder.push(quote!(.work_queue(#rname, &#p::work_queue(#slots, #readers))));
+                let at = item
+                    .readers
+                    .as_ref()
+                    .map_or(item.name.span(), |(_, c)| c.span);
+                queue_sites.push((at, rname.clone(), readers));
             }
         }
     }
@@ -254,6 +273,12 @@ fn kernel_impl(c: &CheckedKernel<'_>) -> TokenStream {
     for (i, span) in c.region_spans().into_iter().enumerate() {
         sites.push(site(span, quote!(#p::check_region_name(&__TMA_PLAN, #i))));
         sites.push(site(span, quote!(#p::check_smem(&__TMA_PLAN, #i))));
+    }
+    for (span, name, readers) in &queue_sites {
+        sites.push(site(
+            *span,
+            quote!(#p::check_queue_readers(&__TMA_PLAN, #name, #readers)),
+        ));
     }
     sites.push(site(
         c.block_threads_span(),

@@ -16,14 +16,14 @@ use super::pipeline as parts;
 use super::{snake_case, tile, Checked};
 use crate::errors::Errors;
 use crate::parse::{
-    KernelDecl, KernelValue, NamedTile, Part, PipelineDecl, RolesDecl, ScratchItem, TileDecl,
-    Value, Word,
+    KernelDecl, KernelValue, NamedTile, Part, PipelineDecl, QueueItem, RolesDecl, ScratchItem,
+    TileDecl, Value, Word,
 };
 use proc_macro2::Span;
 use std::collections::HashMap;
 use syn::ext::IdentExt;
 use tma_core::echo::shown;
-use tma_core::pipeline::{ValidPipeline, ValidWarpRoles};
+use tma_core::pipeline::{ValidPipeline, ValidWarpRoles, ValidWorkQueue, WorkQueue};
 use tma_core::plan::consts::{first_past, place, Placed, PlanIn, RegionInfo};
 use tma_core::plan::{KernelPlan, RegionKind, ValidKernelPlan};
 use tma_core::render::KernelSource;
@@ -43,8 +43,8 @@ const KEYS: [&str; 12] = [
     "block_threads",
     "cluster",
     "blocks_per_sm",
-    "tile_sets",
     "work_queues",
+    "tile_sets",
 ];
 
 /// A kernel plan whose entries all read and whose rules hold as far as the macro can see.
@@ -83,6 +83,11 @@ pub enum CheckedRegion<'a> {
         bytes: u64,
         align: u64,
     },
+    /// A work queue (`work_queues = [tiles = 4 readers warpgroups(2)]`).
+    WorkQueue {
+        item: &'a QueueItem,
+        queue: ValidWorkQueue,
+    },
 }
 
 impl CheckedRegion<'_> {
@@ -90,6 +95,7 @@ impl CheckedRegion<'_> {
         match self {
             CheckedRegion::Staging { tile, .. } => tile.item.label.unraw().to_string(),
             CheckedRegion::Scratch { item, .. } => item.name.unraw().to_string(),
+            CheckedRegion::WorkQueue { item, .. } => item.name.unraw().to_string(),
         }
     }
     /// The region's name as written.
@@ -97,6 +103,7 @@ impl CheckedRegion<'_> {
         match self {
             CheckedRegion::Staging { tile, .. } => tile.item.label.span(),
             CheckedRegion::Scratch { item, .. } => item.name.span(),
+            CheckedRegion::WorkQueue { item, .. } => item.name.span(),
         }
     }
 }
@@ -109,7 +116,7 @@ impl CheckedKernel<'_> {
             .iter()
             .chain(self.regions.iter().filter_map(|r| match r {
                 CheckedRegion::Staging { tile, .. } => Some(tile),
-                CheckedRegion::Scratch { .. } => None,
+                CheckedRegion::Scratch { .. } | CheckedRegion::WorkQueue { .. } => None,
             }))
             .all(|t| t.checked.is_some());
         tiles_inline
@@ -166,7 +173,7 @@ pub fn kernel(decl: &KernelDecl) -> Result<CheckedKernel<'_>, Rejected> {
                 format!(
                     "unknown key `{}`; expected one of: {}",
                     shown(&key),
-                    KEYS[..10].join(", ")
+                    KEYS[..11].join(", ")
                 ),
             );
             continue;
@@ -186,13 +193,6 @@ pub fn kernel(decl: &KernelDecl) -> Result<CheckedKernel<'_>, Rejected> {
             errs.push(
                 entry.key.span(),
                 "a kernel plan's tile sets are the builder's (`KernelPlan::tile_set`); in `tma_kernel!`, declare the tiles as `staging` regions",
-            );
-            continue;
-        }
-        if slot == "work_queues" {
-            errs.push(
-                entry.key.span(),
-                "a kernel plan's work queues are the builder's (`KernelPlan::work_queue` with a checked `tma::pipeline::WorkQueue`); `tma_kernel!` does not declare them",
             );
             continue;
         }
@@ -319,7 +319,11 @@ pub fn kernel(decl: &KernelDecl) -> Result<CheckedKernel<'_>, Rejected> {
         .entries
         .iter()
         .map(|e| e.key.unraw().to_string())
-        .filter_map(|k| ["staging", "scratch"].into_iter().find(|s| *s == k))
+        .filter_map(|k| {
+            ["staging", "scratch", "work_queues"]
+                .into_iter()
+                .find(|s| *s == k)
+        })
         .collect();
     for key in order {
         match (key, values.get(key)) {
@@ -350,8 +354,18 @@ pub fn kernel(decl: &KernelDecl) -> Result<CheckedKernel<'_>, Rejected> {
                     }
                 }
             }
+            ("work_queues", Some(KernelValue::Queues(list))) => {
+                for item in &list.items {
+                    if let Some(queue) = work_queue(item, &mut errs) {
+                        regions.push(CheckedRegion::WorkQueue { item, queue });
+                    }
+                }
+            }
             (_, Some(other))
-                if !matches!(other, KernelValue::Tiles(_) | KernelValue::Scratch(_)) =>
+                if !matches!(
+                    other,
+                    KernelValue::Tiles(_) | KernelValue::Scratch(_) | KernelValue::Queues(_)
+                ) =>
             {
                 errs.push(
                     other.span(),
@@ -434,6 +448,38 @@ pub fn kernel(decl: &KernelDecl) -> Result<CheckedKernel<'_>, Rejected> {
     errs.finish(Some(checked), ident).map_err(Some)
 }
 
+/// A work queue as written: its slots and readers, checked as `WorkQueue::validate` checks
+/// them (each finding at its token).
+fn work_queue(item: &QueueItem, errs: &mut Errors) -> Option<ValidWorkQueue> {
+    let slots = int::<u32>(&item.slots, "work_queues", errs);
+    let Some((_, call)) = &item.readers else {
+        errs.push(
+            item.name.span(),
+            format!(
+                "a work queue names who pops its slots: `{} = {} readers warpgroups(2)` (or warps(n), threads(n))",
+                shown(&item.name.unraw().to_string()),
+                item.slots.span().source_text().unwrap_or_else(|| "4".to_string())
+            ),
+        );
+        return None;
+    };
+    let readers = parts::read_consumers(call, errs);
+    let (slots, (readers, _)) = (slots?, readers?);
+    match WorkQueue::new(slots, readers).validate() {
+        Ok(q) => Some(q),
+        Err(e) => {
+            for f in &e.errors {
+                let at = match f.field {
+                    Field::Slots => item.slots.span(),
+                    _ => call.span,
+                };
+                errs.push(at, f);
+            }
+            None
+        }
+    }
+}
+
 /// The rules a part named by type cannot change (kept from the plan checked without it):
 /// the plan's name, region names among those written (against the derived generated-names
 /// table, `GeneratedNameClash`, and each other), copies and scratch, the targets of the parts
@@ -469,6 +515,7 @@ fn example(key: &str) -> &'static str {
         "tiles" => "[A: GemmA]",
         "staging" => "[d: tma_2d! { .. } x 2]",
         "scratch" => "[counters = 64 align 16]",
+        "work_queues" => "[tiles = 4 readers warpgroups(2)]",
         "block_threads" => "384",
         "cluster" => "[2, 1, 1]",
         "blocks_per_sm" => "1",
@@ -516,6 +563,9 @@ fn known_plan<'p>(
             }
             CheckedRegion::Scratch { bytes, align, .. } => {
                 plan = plan.scratch(r.name(), *bytes, *align);
+            }
+            CheckedRegion::WorkQueue { queue, .. } => {
+                plan = plan.work_queue(r.name(), queue);
             }
         }
     }
@@ -593,6 +643,14 @@ impl Sites {
                     align: item.align.as_ref().map(|(_, w)| w.span()),
                     target: None,
                 },
+                CheckedRegion::WorkQueue { item, .. } => RegionSite {
+                    what: "work queue",
+                    name: r.name(),
+                    at: r.span(),
+                    value: item.readers.as_ref().map(|(_, c)| c.span),
+                    align: None,
+                    target: None,
+                },
             });
         }
         let tiles = c
@@ -647,6 +705,7 @@ impl Sites {
                     Rule::PlanTarget => r.target.unwrap_or(r.at),
                     Rule::PlanRegions if e.value.starts_with("align") => r.align.unwrap_or(r.at),
                     Rule::PlanRegions if e.value != *name => r.value.unwrap_or(r.at),
+                    Rule::PlanBlockThreads => r.value.unwrap_or(r.at),
                     _ => r.at,
                 })
             }

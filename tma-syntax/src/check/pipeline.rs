@@ -317,7 +317,7 @@ fn example(key: &str) -> &'static str {
     }
 }
 
-fn read_consumers(call: &Call, errs: &mut Errors) -> Option<(Consumers, Span)> {
+pub(crate) fn read_consumers(call: &Call, errs: &mut Errors) -> Option<(Consumers, Span)> {
     let unit = call.func.unraw().to_string();
     let make: fn(u32) -> Consumers = match unit.as_str() {
         "threads" => Consumers::Threads,

@@ -11,6 +11,7 @@
 //!     tiles = [A: GemmA],                             // aliases: `using A = tma_gemm_a;`
 //!     staging = [d: tma_2d! { pub GemmD: bf16, .. } x 2, e: GemmE],
 //!     scratch = [counters = 64 align 16, flags = 4],
+//!     work_queues = [tiles = 4 readers warpgroups(2)],   // slots, who pops
 //!     block_threads = 384,
 //!     cluster = [2, 1, 1],
 //!     blocks_per_sm = 1,
@@ -22,7 +23,7 @@
 //! [`crate::check::kernel`] gives them meaning. The key decides its value's shape, so an
 //! unknown key's value is skipped here (to the next `,`) and refused there.
 
-use super::{found, Header, PipelineDecl, RolesDecl, TileDecl, Value, Word};
+use super::{found, Call, Header, PipelineDecl, RolesDecl, TileDecl, Value, Word};
 use proc_macro2::{Span, TokenTree};
 use syn::ext::IdentExt;
 use syn::parse::{Parse, ParseStream};
@@ -55,6 +56,8 @@ pub enum KernelValue {
     Tiles(Parts<NamedTile>),
     /// `scratch = [counters = 64 align 16, ..]`.
     Scratch(Parts<ScratchItem>),
+    /// `work_queues = [tiles = 4 readers warpgroups(2), ..]`.
+    Queues(Parts<QueueItem>),
     /// An unknown key's value, skipped.
     Other(Span),
 }
@@ -67,6 +70,7 @@ impl KernelValue {
             KernelValue::Pipelines(p) => p.span,
             KernelValue::Tiles(p) => p.span,
             KernelValue::Scratch(p) => p.span,
+            KernelValue::Queues(p) => p.span,
             KernelValue::Other(s) => *s,
         }
     }
@@ -124,6 +128,14 @@ pub struct ScratchItem {
     pub bytes: Word,
     /// `align 16`: the `align`, then the value.
     pub align: Option<(Ident, Word)>,
+}
+
+/// `name = slots readers who`: a work queue (`tiles = 4 readers warpgroups(2)`).
+pub struct QueueItem {
+    pub name: Ident,
+    pub slots: Word,
+    /// `readers warpgroups(2)`: the `readers`, then who pops (absent: an error at check).
+    pub readers: Option<(Ident, Call)>,
 }
 
 /// What a part is, for its parser's messages, and which macros declare one inline.
@@ -276,6 +288,40 @@ impl Parse for ScratchItem {
     }
 }
 
+impl Parse for QueueItem {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        if !input.peek(Ident::peek_any) || !input.peek2(Token![=]) {
+            return Err(input.error(format!(
+                "expected `name = slots readers who` (`tiles = 4 readers warpgroups(2)`); found {}",
+                found(input)
+            )));
+        }
+        let name = Ident::parse_any(input)?;
+        input.parse::<Token![=]>()?;
+        let slots = input.parse()?;
+        let readers = if input.is_empty() || input.peek(Token![,]) {
+            None
+        } else {
+            let w = Ident::parse_any(input)?;
+            if w.unraw() != "readers" {
+                return Err(syn::Error::new(
+                    w.span(),
+                    format!(
+                        "expected `readers warpgroups(n)` (or `warps(n)`, `threads(n)`); found `{}`",
+                        shown(&w.unraw().to_string())
+                    ),
+                ));
+            }
+            Some((w, input.parse()?))
+        };
+        Ok(QueueItem {
+            name,
+            slots,
+            readers,
+        })
+    }
+}
+
 /// Skips an unknown key's value: every token up to the next `,` at this level.
 fn skip_value(input: ParseStream) -> syn::Result<Span> {
     let start = input.span();
@@ -324,6 +370,7 @@ impl Parse for KernelEntry {
             "pipelines" => KernelValue::Pipelines(input.parse().map_err(in_key)?),
             "tiles" | "staging" => KernelValue::Tiles(input.parse().map_err(in_key)?),
             "scratch" => KernelValue::Scratch(input.parse().map_err(in_key)?),
+            "work_queues" => KernelValue::Queues(input.parse().map_err(in_key)?),
             "name" | "target" | "block_threads" | "cluster" | "blocks_per_sm" => {
                 KernelValue::Value(input.parse().map_err(in_key)?)
             }
