@@ -23,6 +23,9 @@
 //! raster's tile-rows of both (default grouped::RASTER_ROWS, 8); GROUPED_EXPERTS=8 or 128 only
 //! the shapes of that many groups; GROUPED_CONFIGS=ws_128x256_s4_c1x1,pp_64x256 only the
 //! configurations whose names contain one of those pieces (a short A/B in one device call).
+//! GROUPED_TIMELINE=1 (with GROUPED_MODE=wgrad): instead of the table, each weight-gradient
+//! configuration's per-role timeline on each problem (`timeline_wgrad`), and with
+//! GROUPED_TIMELINE_OUT=<prefix> every event as CSV, one file a configuration and problem.
 
 #[allow(dead_code)]
 #[path = "../examples/05-gemm/check.rs"]
@@ -203,10 +206,104 @@ fn run() -> Res<bool> {
     if do_forward {
         ok &= bench_forward(&gpu, &built, &problems, reps, raster, &mut rng)?;
     }
+    if std::env::var("GROUPED_TIMELINE").is_ok_and(|v| v == "1") {
+        let plans: Vec<kernel::Plan> = built_wgrad.iter().map(|b| b.plan.clone()).collect();
+        return timeline_wgrad(&gpu, compiler, &plans, &problems, &mut rng).map(|()| true);
+    }
     if do_wgrad {
         ok &= bench_wgrad(&gpu, &built_wgrad, &problems, reps, raster, &mut rng)?;
     }
     Ok(ok)
+}
+
+/// GROUPED_TIMELINE=1: where each weight-gradient configuration's warps wait on each problem
+/// (why the skewed problems are slower than the uniform ones: BENCHMARKS.md). Each
+/// configuration is compiled with the per-role timeline (`CompileOptions::timeline`) and
+/// launched once after a warm-up into a cleared buffer; prints the trace's sums (the consumers'
+/// waits for full stages, the producer's for empty ones) and, when GROUPED_TIMELINE_OUT names a
+/// prefix, writes every event as CSV to `<prefix>_<config>_<groups>x<tokens>_<N>x<K>_<routing>.csv`
+/// (block, warp, stage, pass, kind, start and duration in ns).
+fn timeline_wgrad(
+    gpu: &Gpu,
+    compiler: &Compiler,
+    plans: &[kernel::Plan],
+    problems: &[Case],
+    rng: &mut Rng,
+) -> Res<()> {
+    use tma::runtime::timeline::Timeline;
+    let out = std::env::var("GROUPED_TIMELINE_OUT").ok();
+    for plan in plans {
+        let compiled =
+            compiler.compile_source(&plan.source()?, &kernel::options().timeline(true))?;
+        let built = Built {
+            plan: plan.clone(),
+            compiled,
+            seconds: 0.0,
+            origin: tma::runtime::compile::Origin::Nvrtc,
+        };
+        let loaded = wgrad::Loaded::new(gpu, &built)?;
+        for (groups, rows, n, k, routing, counts) in problems {
+            let c = &plan.config;
+            if wgrad::unsupported(c, *n, *k).is_some() {
+                continue;
+            }
+            let p = wgrad::Problem::new(gpu, counts.clone(), *n, *k, In::BF16, rng)?;
+            let d = wgrad::out_buf(gpu, &p, c.out)?;
+            let mut launch = wgrad::Launch::new(gpu, &loaded, &p, &d)?;
+            // A pass a stage a warp: the k-blocks of every tile of a CTA, with room for the
+            // busiest CTA (twice the mean) and its tiles' ends.
+            let tiles = n.div_ceil(c.bm as usize) * k.div_ceil(c.bn as usize);
+            let kblocks: usize = counts
+                .iter()
+                .map(|&t| (t.max(0) as usize).div_ceil(64))
+                .sum();
+            let grid = launch.config().grid.0 as usize;
+            let passes = 2 * (tiles * kblocks).div_ceil(grid.max(1)) + 64;
+            let passes = u32::try_from(passes).map_err(|_| format!("{passes} timeline passes"))?;
+            let mut timeline = Timeline::attach(loaded.kernel.module(), launch.config(), passes)?;
+            for _ in 0..20 {
+                launch.run(gpu)?;
+            }
+            gpu.stream.synchronize()?;
+            timeline.clear()?;
+            launch.run(gpu)?;
+            // read() waits for the launch.
+            let trace = timeline.read()?;
+            let what = format!(
+                "{c} on {groups} groups x {rows} tokens, {n} x {k}, {}",
+                routing.name()
+            );
+            println!("timeline {what}: {}", trace.stats());
+            if trace.dropped > 0 {
+                return Err(
+                    format!("timeline {what}: {} events found no slot", trace.dropped).into(),
+                );
+            }
+            if let Some(prefix) = &out {
+                let path = format!(
+                    "{prefix}_{}_{groups}x{rows}_{n}x{k}_{}.csv",
+                    c.name(),
+                    routing.name()
+                );
+                let mut csv = String::from("block,warp,stage,pass,kind,start_ns,duration_ns\n");
+                for e in &trace.events {
+                    let _ = writeln!(
+                        csv,
+                        "{},{},{},{},{},{},{}",
+                        e.block,
+                        e.warp,
+                        e.stage,
+                        e.pass,
+                        e.kind.name(),
+                        e.start_ns,
+                        e.duration_ns
+                    );
+                }
+                std::fs::write(&path, csv)?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// One checked configuration timed (median ms per launch of samples of LAUNCHES), printed

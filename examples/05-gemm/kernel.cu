@@ -464,6 +464,8 @@ extern "C" __global__ void TMA_PLAN_GEMM_LAUNCH_BOUNDS gemm(const __grid_constan
   const int nk = (K + GEMM_BK - 1) / GEMM_BK;
 #if GEMM_WGRAD
   (void)nk;  // the k-loop is the group's: its token count (K is dW's columns here)
+  (void)cid;  // the tiles' order is gemm_wgrad_order's
+  (void)ncl;
 #endif
   if (R::is_producer()) {
     R::producer_setmaxnreg();

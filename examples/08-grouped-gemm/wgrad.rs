@@ -355,6 +355,11 @@ impl Launch {
         })
     }
 
+    /// The GEMM's launch (the grid, the plan's block, cluster and shared memory).
+    pub fn config(&self) -> &LaunchConfig {
+        &self.cfg
+    }
+
     /// The raster's tile-rows of this launch's groups (tuning; [`grouped::RASTER_ROWS`]
     /// otherwise).
     pub fn set_raster(&mut self, rows: i32) {
