@@ -326,22 +326,7 @@ fn timeline(gpu: &Gpu, compiler: &Compiler, c: Config, s: usize, rng: &mut Rng) 
             std::fs::write(&path, trace.filter_blocks(|b| b < 8).chrome_json())?;
             return Ok(());
         }
-        let mut csv = String::from("block,warp,pipeline,stage,pass,kind,start_ns,duration_ns\n");
-        for e in &trace.events {
-            let _ = writeln!(
-                csv,
-                "{},{},{},{},{},{},{},{}",
-                e.block,
-                e.warp,
-                trace.pipeline_name(e.pipeline),
-                e.stage,
-                e.pass,
-                e.kind.name(),
-                e.start_ns,
-                e.duration_ns
-            );
-        }
-        std::fs::write(&path, csv)?;
+        std::fs::write(&path, trace.csv())?;
     }
     Ok(())
 }

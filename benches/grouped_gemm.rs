@@ -222,7 +222,7 @@ fn run() -> Res<bool> {
 /// launched once after a warm-up into a cleared buffer; prints the trace's sums (the consumers'
 /// waits for full stages, the producer's for empty ones) and, when GROUPED_TIMELINE_OUT names a
 /// prefix, writes every event as CSV to `<prefix>_<config>_<groups>x<tokens>_<N>x<K>_<routing>.csv`
-/// (block, warp, stage, pass, kind, start and duration in ns).
+/// (`Trace::csv`).
 fn timeline_wgrad(
     gpu: &Gpu,
     compiler: &Compiler,
@@ -285,21 +285,7 @@ fn timeline_wgrad(
                     c.name(),
                     routing.name()
                 );
-                let mut csv = String::from("block,warp,stage,pass,kind,start_ns,duration_ns\n");
-                for e in &trace.events {
-                    let _ = writeln!(
-                        csv,
-                        "{},{},{},{},{},{},{}",
-                        e.block,
-                        e.warp,
-                        e.stage,
-                        e.pass,
-                        e.kind.name(),
-                        e.start_ns,
-                        e.duration_ns
-                    );
-                }
-                std::fs::write(&path, csv)?;
+                std::fs::write(&path, trace.csv())?;
             }
         }
     }

@@ -33,26 +33,25 @@ const TOTAL: i32 = 7211;
 const CAP: usize = TOTAL as usize + 2;
 const POISON: i32 = -7;
 
-/// Block 288: a producer warp and 8 reader warps (one arrival a warp), 2 slots.
-fn plan_warps() -> ValidKernelPlan {
-    let queue = WorkQueue::new(2, Consumers::Warps(8)).validate().unwrap();
-    KernelPlan::new("queue_walk")
-        .work_queue("tiles", &queue)
-        .block_threads(288)
+/// Kernel `kernel`'s plan: a producer warp, then `readers`, popping queue `queue` of `slots`.
+fn plan(kernel: &str, queue: &str, slots: u32, readers: Consumers) -> ValidKernelPlan {
+    let q = WorkQueue::new(slots, readers).validate().unwrap();
+    let threads = u32::try_from(32 + readers.threads().get().unwrap()).unwrap();
+    KernelPlan::new(kernel)
+        .work_queue(queue, &q)
+        .block_threads(threads)
         .validate()
         .unwrap()
 }
 
+/// Block 288: a producer warp and 8 reader warps (one arrival a warp), 2 slots.
+fn plan_warps() -> ValidKernelPlan {
+    plan("queue_walk", "tiles", 2, Consumers::Warps(8))
+}
+
 /// Block 160: a producer warp and 128 reader threads (one arrival a thread), 3 slots.
 fn plan_threads() -> ValidKernelPlan {
-    let queue = WorkQueue::new(3, Consumers::Threads(128))
-        .validate()
-        .unwrap();
-    KernelPlan::new("queue_walk_threads")
-        .work_queue("items", &queue)
-        .block_threads(160)
-        .validate()
-        .unwrap()
+    plan("queue_walk_threads", "items", 3, Consumers::Threads(128))
 }
 
 fn source() -> Source {

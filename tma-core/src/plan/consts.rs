@@ -854,25 +854,39 @@ pub const fn pipeline_consumers(p: &PlanIn<'_>, j: usize) -> Msg {
     }
     let q = p.pipelines[j];
     let threads = p.threads() as u64;
-    let (unit, count, per) = match q.consumers {
-        Consumers::Threads(n) => ("threads", n, 1u64),
-        Consumers::Warps(n) => ("warps", n, 32),
-        Consumers::Warpgroups(n) => ("warpgroups", n, 128),
-    };
-    let need = count as u64 * per;
-    if need <= threads {
+    if consumer_threads(q.consumers) <= threads {
         return Msg::NONE;
     }
-    part("pipeline", q.name)
+    consumers_part("pipeline", q.name, q.consumers)
+        .str(" consumer threads release each stage, but the block has ")
+        .num(threads)
+        .str(": its empty barriers would never complete")
+}
+
+/// The threads `c` counts (as `Consumers::threads`, in `const`).
+const fn consumer_threads(c: Consumers) -> u64 {
+    match c {
+        Consumers::Threads(n) => n as u64,
+        Consumers::Warps(n) => n as u64 * 32,
+        Consumers::Warpgroups(n) => n as u64 * 128,
+    }
+}
+
+/// `<what> `<name>` = <unit>(<n>): <threads>`: the head of a finding on `c`'s thread count,
+/// `c` shown as the plan's findings show a `Consumers`.
+const fn consumers_part(what: &str, name: &str, c: Consumers) -> Msg {
+    let (unit, count) = match c {
+        Consumers::Threads(n) => ("threads", n),
+        Consumers::Warps(n) => ("warps", n),
+        Consumers::Warpgroups(n) => ("warpgroups", n),
+    };
+    part(what, name)
         .str(" = ")
         .str(unit)
         .str("(")
         .num(count as u64)
         .str("): ")
-        .num(need)
-        .str(" consumer threads release each stage, but the block has ")
-        .num(threads)
-        .str(": its empty barriers would never complete")
+        .num(consumer_threads(c))
 }
 
 /// Work queue `name`'s `readers` fit the block beside its producer thread (a plan's
@@ -882,22 +896,10 @@ pub const fn queue_readers(p: &PlanIn<'_>, name: &'static str, readers: Consumer
         return Msg::NONE;
     }
     let threads = p.threads() as u64;
-    let (unit, count, per) = match readers {
-        Consumers::Threads(n) => ("threads", n, 1u64),
-        Consumers::Warps(n) => ("warps", n, 32),
-        Consumers::Warpgroups(n) => ("warpgroups", n, 128),
-    };
-    let need = count as u64 * per;
-    if need < threads {
+    if consumer_threads(readers) < threads {
         return Msg::NONE;
     }
-    part("work queue", name)
-        .str(" = ")
-        .str(unit)
-        .str("(")
-        .num(count as u64)
-        .str("): ")
-        .num(need)
+    consumers_part("work queue", name, readers)
         .str(" reader threads pop each slot, but the block has ")
         .num(threads)
         .str(": a work queue's producer thread is not one of its readers, so its readers are fewer than the block's threads")

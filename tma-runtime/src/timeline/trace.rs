@@ -204,6 +204,28 @@ impl Trace {
             .unwrap_or_else(|| format!("pipeline {id}"))
     }
 
+    /// Every event as CSV, one line each after a header: block, warp, pipeline (its name),
+    /// stage, pass, kind, start and duration in ns.
+    pub fn csv(&self) -> String {
+        use std::fmt::Write as _;
+        let mut csv = String::from("block,warp,pipeline,stage,pass,kind,start_ns,duration_ns\n");
+        for e in &self.events {
+            let _ = writeln!(
+                csv,
+                "{},{},{},{},{},{},{},{}",
+                e.block,
+                e.warp,
+                self.pipeline_name(e.pipeline),
+                e.stage,
+                e.pass,
+                e.kind.name(),
+                e.start_ns,
+                e.duration_ns
+            );
+        }
+        csv
+    }
+
     /// The same trace with only the blocks `keep` accepts (a picture of a few).
     pub fn filter_blocks(&self, keep: impl Fn(u32) -> bool) -> Trace {
         Trace {
@@ -467,6 +489,28 @@ pub(super) mod tests {
         assert_eq!(t.filter_blocks(|b| b == 1).blocks(), [1]);
         assert_eq!(t.pipeline_name(0), "ring");
         assert_eq!(t.pipeline_name(3), "pipeline 3");
+        let csv = t.csv();
+        let lines: Vec<&str> = csv.lines().collect();
+        assert_eq!(lines.len(), 1 + t.events.len());
+        assert_eq!(
+            lines[0],
+            "block,warp,pipeline,stage,pass,kind,start_ns,duration_ns"
+        );
+        let w = t.events[0];
+        assert_eq!(
+            lines[1],
+            format!(
+                "{},{},{},{},{},{},{},{}",
+                w.block,
+                w.warp,
+                t.pipeline_name(w.pipeline),
+                w.stage,
+                w.pass,
+                w.kind.name(),
+                w.start_ns,
+                w.duration_ns
+            )
+        );
     }
 
     #[test]
