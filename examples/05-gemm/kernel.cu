@@ -30,7 +30,9 @@ constexpr int GEMM_BK = TA::CHANNELS_PER_PIXEL;     // K of one stage: one tap's
 #else
 constexpr int GEMM_BK = TA::BOX_k;                 // K of one stage
 #endif
-constexpr int GEMM_CL = GEMM_CM * GEMM_CN;          // CTAs of a cluster
+// CTAs of a cluster: a macro, since `#if GEMM_CL == 1` picks the weight gradient's claims (a
+// constexpr there would read as 0 to the preprocessor, which is how they once never ran).
+#define GEMM_CL (GEMM_CM * GEMM_CN)
 static_assert(P::CLUSTER_X == GEMM_CL && P::CLUSTER_Y == 1u && P::CLUSTER_Z == 1u, "the plan's cluster");
 // Rows one consumer warpgroup multiplies: its share of the tile, or (ping-pong) the whole tile.
 constexpr int GEMM_SHARES = GEMM_PINGPONG ? 1 : GEMM_NC;
@@ -179,7 +181,8 @@ static_assert(GEMM_WS && GEMM_PERSIST && !GEMM_GROUPED && !GEMM_CONV && GEMM_CN 
 // k-blocks: under skewed routing a walk fixed in advance left the busiest CTA 1.23-1.26x the
 // mean (round-robin in group order, 128 groups x 65536 Zipf-routed tokens, by the tiles'
 // k-blocks) or 1.12-1.14x (ranked and dealt in a snake); claimed, a CTA takes more tiles when
-// its tiles are short.
+// its tiles are short (H100, 128 groups x 65536 skewed tokens: every CTA's k-blocks within
+// 0.95-1.07x the mean, the kernel 15 % faster at ncu's clocks; BENCHMARKS.md).
 struct gemm_wgrad_groups {
   const int* __restrict__ order;  // the groups by rank, then their tokens (gemm_wgrad_maps)
   int G, num_cm, num_n, per_group, raster;
@@ -490,12 +493,18 @@ extern "C" __global__ void TMA_PLAN_GEMM_LAUNCH_BOUNDS gemm(const __grid_constan
         sched.tile(t, g, m0, n0);
         // An empty group loads nothing (it has no maps): its consumers store zeros.
         const int nkg = sched.k_blocks(t);
-        // The next tile: claimed and published with this one's load STAGES k-blocks before its
-        // last (the ring's depth ahead of the consumers), so that a CTA claims a tile when it
-        // nearly needs one (longest first stays so) and the claim's round trip and the next
-        // group's maps are under the last loads; an empty group's tile (no load), at once.
-        const int claim_at = max(nkg - (int)Pipe::STAGES, 0);
+        // The next tile: published with this one's load STAGES k-blocks before its last (the
+        // ring's depth ahead of the consumers), so that a CTA takes a tile when it nearly needs
+        // one (longest first stays so). Its claim (an atomic: a round trip to L2 under load) is
+        // issued STAGES k-blocks before that and its group and k-blocks read one load before
+        // it, so the producer thread, which waits for each value only where it first uses it,
+        // does not stall its loads on them (claimed where it is published, the uniform weight
+        // gradient lost 5-7 %). An empty group's tile (no load): at once.
+        const int publish_at = max(nkg - (int)Pipe::STAGES, 0);
+        const int claim_at = max(publish_at - (int)Pipe::STAGES, 0);
+        const int read_at = max(publish_at - 1, claim_at);
         int t_next = total;
+        int g_next = g, kb_next = 0;
         if (nkg == 0) {
           t_next = order.claim();
           order.publish(t_next);
@@ -509,19 +518,24 @@ extern "C" __global__ void TMA_PLAN_GEMM_LAUNCH_BOUNDS gemm(const __grid_constan
         for (int kb = 0; kb < nkg; ++kb, ++s) {
           pipe.acquire(s);
           pipe.load(s, ma, {.k = kb * GEMM_BK, .m = m0}, ma + 1, {.k = kb * GEMM_BK, .n = n0});
-          if (kb == claim_at) {
-            t_next = order.claim();
-            order.publish(t_next);
+          if (kb == claim_at) t_next = order.claim();
+          // Only this block reads the claim (a test of it beside `kb == read_at` made ptxas
+          // wait for the atomic where it was issued); a claim past the last tile reads the
+          // last one's group, which nothing uses.
+          if (kb == read_at) {
+            const int tn = min(t_next, total - 1);
+            g_next = sched.group_of(tn);
+            kb_next = sched.k_blocks(tn);
           }
-          if (kb == claim_at && t_next < total) {
-            const int gn = sched.group_of(t_next);
-            if (gn != g && sched.k_blocks(t_next) > 0) {
-              const CUtensorMap* const mn = ab_maps + 2 * (size_t)gn;
+          if (kb == publish_at) {
+            order.publish(t_next);
+            if (t_next < total && g_next != g && kb_next > 0) {
+              const CUtensorMap* const mn = ab_maps + 2 * (size_t)g_next;
               TA::acquire(mn);
               TB::acquire(mn + 1);
               tma_prefetch_tensormap(mn);
               tma_prefetch_tensormap(mn + 1);
-              acquired = gn;
+              acquired = g_next;
             }
           }
         }

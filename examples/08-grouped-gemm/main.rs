@@ -276,11 +276,12 @@ fn run_wgrad(gpu: &Gpu, built: &[Built], quick: bool, rng: &mut Rng) -> Res<bool
                 launch.run(gpu)?;
                 gpu.stream.synchronize()?;
                 let got = d.read(&gpu.stream, out)?;
+                let (claims, claims_due) = launch.claims(gpu)?;
                 let c = wgrad::check(&p.operands(), out, &got, r, rng);
-                let good = c.ok();
+                let good = c.ok() && claims == claims_due;
                 ok &= good;
                 println!(
-                    "{label} vs cuBLAS max diff {:.1e}, {} outside the bound; empty groups {} nonzero; {} f64 samples, {} outside the bound (worst {:.2} of it) {}",
+                    "{label} vs cuBLAS max diff {:.1e}, {} outside the bound; empty groups {} nonzero; {} f64 samples, {} outside the bound (worst {:.2} of it); {claims} claims of {claims_due} {}",
                     c.elements.max_diff,
                     c.elements.bad,
                     c.empty_nonzero,

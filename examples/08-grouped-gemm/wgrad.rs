@@ -270,6 +270,12 @@ impl Loaded {
     }
 }
 
+/// Where the claims' counter sits in a launch's workspace of `groups` groups: past the 2 x G
+/// maps of 128 bytes and the 2 x G ints of the groups' order and tokens.
+fn claims_counter_at(groups: usize) -> usize {
+    (128 * 2 + 8) * groups
+}
+
 /// A launch over one problem: the template maps of A (dY over all tokens), B (X over all
 /// tokens) and D (dW as [G * N][K]), and the workspace of per-group maps (2 x G maps of 128
 /// bytes; cudarc's allocations are 256-byte aligned), of the claims' order of the groups (G
@@ -336,7 +342,9 @@ impl Launch {
         )?;
         // 2 x G maps of 128 bytes, then the claims' order of the groups and their tokens in
         // that order (2 x G ints), then the claims' counter (one int).
-        let workspace = gpu.stream.alloc_zeros::<u8>((128 * 2 + 8) * p.groups + 4)?;
+        let workspace = gpu
+            .stream
+            .alloc_zeros::<u8>(claims_counter_at(p.groups) + 4)?;
         let s = &gpu.stream;
         Ok(Launch {
             loaded: loaded.clone(),
@@ -358,6 +366,29 @@ impl Launch {
     /// The GEMM's launch (the grid, the plan's block, cluster and shared memory).
     pub fn config(&self) -> &LaunchConfig {
         &self.cfg
+    }
+
+    /// The claims the last launch made, read back after it (synchronize first), and the
+    /// count its schedule implies: without a cluster every CTA's producer claims each tile
+    /// once and then one past the last, so tiles + grid; a cluster walks a fixed order and
+    /// claims none. Unequal means the tiles were not claimed as the kernel's comment says
+    /// (once, a preprocessor test on a constexpr compiled the walk in its place).
+    pub fn claims(&self, gpu: &Gpu) -> Res<(u64, u64)> {
+        let c = &self.loaded.config;
+        let groups = self.args.dims[3] as usize;
+        let at = claims_counter_at(groups);
+        let bytes: Vec<u8> = gpu
+            .stream
+            .clone_dtoh(&self.args.workspace.slice(at..at + 4))?;
+        let got = u32::from_le_bytes(bytes.try_into().map_err(|_| "the claims' counter")?) as u64;
+        let expected = if c.cm * c.cn == 1 {
+            let (n, k) = (self.args.dims[1] as usize, self.args.dims[2] as usize);
+            let tiles = n.div_ceil(c.bm as usize) * k.div_ceil(c.bn as usize) * groups;
+            (tiles + self.loaded.grid as usize) as u64
+        } else {
+            0
+        };
+        Ok((got, expected))
     }
 
     /// The raster's tile-rows of this launch's groups (tuning; [`grouped::RASTER_ROWS`]
