@@ -182,7 +182,7 @@ static_assert(GEMM_WS && GEMM_PERSIST && !GEMM_GROUPED && !GEMM_CONV && GEMM_CN 
 // mean (round-robin in group order, 128 groups x 65536 Zipf-routed tokens, by the tiles'
 // k-blocks) or 1.12-1.14x (ranked and dealt in a snake); claimed, a CTA takes more tiles when
 // its tiles are short (H100, 128 groups x 65536 skewed tokens: every CTA's k-blocks within
-// 0.95-1.07x the mean, the kernel 15 % faster at ncu's clocks; BENCHMARKS.md).
+// 0.95-1.06x the mean, the kernel 15 % faster at ncu's clocks; BENCHMARKS.md).
 struct gemm_wgrad_groups {
   const int* __restrict__ order;  // the groups by rank, then their tokens (gemm_wgrad_maps)
   int G, num_cm, num_n, per_group, raster;
@@ -234,6 +234,7 @@ struct gemm_wgrad_order {
   __device__ __forceinline__ int claim() { return Queue::claim(counter); }
   __device__ __forceinline__ void publish(int t) { queue.push(s, t); }
   __device__ __forceinline__ int take() { return queue.pop(s); }
+  static constexpr bool CLAIMS = true;
 #else
   int j = 0, cid, ncl;
   template <class Q>
@@ -246,8 +247,13 @@ struct gemm_wgrad_order {
     ++j;
     return t;
   }
+  static constexpr bool CLAIMS = false;
 #endif
 };
+// The preprocessor's choice above against the plan's cluster: a test of a name the
+// preprocessor cannot see (a constexpr reads as 0 there) once compiled the walk for every
+// configuration, and every check passed.
+static_assert(gemm_wgrad_order::CLAIMS == (P::CLUSTER_X == 1u), "the claims exactly without a cluster");
 
 // The per-group maps of A (dY) and B (X), built once per launch by this kernel (its own plan:
 // one thread a group, no shared memory), launched before `gemm` on the same stream: pair g at
@@ -497,9 +503,10 @@ extern "C" __global__ void TMA_PLAN_GEMM_LAUNCH_BOUNDS gemm(const __grid_constan
         // ring's depth ahead of the consumers), so that a CTA takes a tile when it nearly needs
         // one (longest first stays so). Its claim (an atomic: a round trip to L2 under load) is
         // issued STAGES k-blocks before that and its group and k-blocks read one load before
-        // it, so the producer thread, which waits for each value only where it first uses it,
-        // does not stall its loads on them (claimed where it is published, the uniform weight
-        // gradient lost 5-7 %). An empty group's tile (no load): at once.
+        // it (the same load when publish_at <= 1: short tiles wait for the atomic), so the
+        // producer thread, which waits for each value only where it first uses it, does not
+        // stall its loads on them (claimed where it is published, the uniform weight gradient
+        // lost 5-7 %). An empty group's tile (no load): at once.
         const int publish_at = max(nkg - (int)Pipe::STAGES, 0);
         const int claim_at = max(publish_at - (int)Pipe::STAGES, 0);
         const int read_at = max(publish_at - 1, claim_at);
@@ -519,9 +526,9 @@ extern "C" __global__ void TMA_PLAN_GEMM_LAUNCH_BOUNDS gemm(const __grid_constan
           pipe.acquire(s);
           pipe.load(s, ma, {.k = kb * GEMM_BK, .m = m0}, ma + 1, {.k = kb * GEMM_BK, .n = n0});
           if (kb == claim_at) t_next = order.claim();
-          // Only this block reads the claim (a test of it beside `kb == read_at` made ptxas
-          // wait for the atomic where it was issued); a claim past the last tile reads the
-          // last one's group, which nothing uses.
+          // The claim's value is first used here, in a branch of its own (a test of it beside
+          // `kb == read_at` was seen to make ptxas wait for the atomic where it was issued); a
+          // claim past the last tile reads the last one's group, which nothing uses.
           if (kb == read_at) {
             const int tn = min(t_next, total - 1);
             g_next = sched.group_of(tn);
@@ -661,8 +668,8 @@ extern "C" __global__ void TMA_PLAN_GEMM_LAUNCH_BOUNDS gemm(const __grid_constan
 #if GEMM_WGRAD
       // The claims' next tile (the other consumer's): popped once this one's mainloop has waited
       // for every stage, by when the producer has published it (it does so with this tile's
-      // loads); popped earlier, it would wait on a claim made STAGES blocks before this tile's
-      // end, which these stages' releases let the producer reach.
+      // loads); popped earlier, it would wait on a tile published STAGES blocks before this
+      // tile's end, which these stages' releases let the producer reach.
       const int t_after = order.take();
       const bool next = sched.has(t_after);
 #endif

@@ -288,6 +288,8 @@ pub struct Launch {
     args: GemmArgs,
     dy_addr: u64,
     x_addr: u64,
+    /// The launch's cluster tiles (what the claims count, without a cluster).
+    tiles: usize,
 }
 
 impl Launch {
@@ -360,6 +362,7 @@ impl Launch {
             },
             dy_addr: p.dy.device_ptr(s).0,
             x_addr: p.x.device_ptr(s).0,
+            tiles,
         })
     }
 
@@ -369,22 +372,18 @@ impl Launch {
     }
 
     /// The claims the last launch made, read back after it (synchronize first), and the
-    /// count its schedule implies: without a cluster every CTA's producer claims each tile
-    /// once and then one past the last, so tiles + grid; a cluster walks a fixed order and
-    /// claims none. Unequal means the tiles were not claimed as the kernel's comment says
-    /// (once, a preprocessor test on a constexpr compiled the walk in its place).
+    /// count its schedule implies: without a cluster each tile is claimed once (by some CTA)
+    /// and each CTA makes one more claim, past the last tile, so tiles + grid; a cluster walks
+    /// a fixed order and claims none. Unequal means the tiles were not claimed as the kernel
+    /// says (once, a preprocessor test on a constexpr compiled the walk in their place).
     pub fn claims(&self, gpu: &Gpu) -> Res<(u64, u64)> {
-        let c = &self.loaded.config;
-        let groups = self.args.dims[3] as usize;
-        let at = claims_counter_at(groups);
+        let at = claims_counter_at(self.args.dims[3] as usize);
         let bytes: Vec<u8> = gpu
             .stream
             .clone_dtoh(&self.args.workspace.slice(at..at + 4))?;
         let got = u32::from_le_bytes(bytes.try_into().map_err(|_| "the claims' counter")?) as u64;
-        let expected = if c.cm * c.cn == 1 {
-            let (n, k) = (self.args.dims[1] as usize, self.args.dims[2] as usize);
-            let tiles = n.div_ceil(c.bm as usize) * k.div_ceil(c.bn as usize) * groups;
-            (tiles + self.loaded.grid as usize) as u64
+        let expected = if self.loaded.config.cluster() == 1 {
+            (self.tiles + self.cfg.grid.0 as usize) as u64
         } else {
             0
         };
