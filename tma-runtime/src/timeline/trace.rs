@@ -323,6 +323,19 @@ impl Trace {
         s.held_ns = self.held().iter().map(|h| h.to_ns - h.from_ns).sum();
         if let Some((a, b)) = self.span_ns() {
             s.span_ns = b - a;
+            // Each block's loads and last end, for the balance of the grid's work.
+            let mut blocks: std::collections::BTreeMap<u32, (u64, u64)> =
+                std::collections::BTreeMap::new();
+            for e in &self.events {
+                let blk = blocks.entry(e.block).or_insert((0, 0));
+                blk.0 += u64::from(e.kind == TimelineKind::Load);
+                blk.1 = blk.1.max(e.end_ns() - a);
+            }
+            s.blocks = blocks.len() as u32;
+            s.block_loads_min = blocks.values().map(|b| b.0).min().unwrap_or(0);
+            s.block_loads_max = blocks.values().map(|b| b.0).max().unwrap_or(0);
+            s.block_end_min_ns = blocks.values().map(|b| b.1).min().unwrap_or(0);
+            s.block_end_max_ns = blocks.values().map(|b| b.1).max().unwrap_or(0);
         }
         s
     }
@@ -330,6 +343,9 @@ impl Trace {
 
 /// Where a trace's time went. A warp's time is from its first event's start to its last
 /// event's end; a warp that records only acquire and load is a producer, any other a consumer.
+/// The blocks' loads and ends show how evenly the grid's work was dealt (a persistent
+/// kernel's schedule: two halves of a grid at 614 and 469 loads a block were how a weight
+/// gradient's tiles were seen to be walked, not claimed).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TimelineStats {
     pub events: u64,
@@ -348,6 +364,13 @@ pub struct TimelineStats {
     pub full_wait_ns: u64,
     pub held_ns: u64,
     pub releases: u64,
+    /// The blocks with an event, the fewest and most loads a block issued, and the earliest
+    /// and latest a block's last event ended (ns after the trace's first event).
+    pub blocks: u32,
+    pub block_loads_min: u64,
+    pub block_loads_max: u64,
+    pub block_end_min_ns: u64,
+    pub block_end_max_ns: u64,
 }
 
 impl std::fmt::Display for TimelineStats {
@@ -362,7 +385,8 @@ impl std::fmt::Display for TimelineStats {
         write!(
             f,
             "{} events over {:.1} us ({} dropped); {} producer warp(s) waited {:.1}% of their time on empty barriers ({} loads); \
-             {} consumer warp(s) waited {:.1}% of theirs on full barriers and held stages {:.1}% ({} releases)",
+             {} consumer warp(s) waited {:.1}% of theirs on full barriers and held stages {:.1}% ({} releases); \
+             {} block(s): {}-{} loads a block (mean {:.1}), each done {:.1}-{:.1} us in",
             self.events,
             self.span_ns as f64 / 1e3,
             self.dropped,
@@ -372,7 +396,17 @@ impl std::fmt::Display for TimelineStats {
             self.consumer_warps,
             pct(self.full_wait_ns, self.consumer_ns),
             pct(self.held_ns, self.consumer_ns),
-            self.releases
+            self.releases,
+            self.blocks,
+            self.block_loads_min,
+            self.block_loads_max,
+            if self.blocks == 0 {
+                0.0
+            } else {
+                self.loads as f64 / f64::from(self.blocks)
+            },
+            self.block_end_min_ns as f64 / 1e3,
+            self.block_end_max_ns as f64 / 1e3
         )
     }
 }
@@ -486,6 +520,34 @@ pub(super) mod tests {
         assert_eq!(s.acquire_wait_ns, 600);
         assert_eq!(s.full_wait_ns, 2 * (50 + 150 + 250));
         assert!(s.to_string().contains("2 consumer warp(s)"), "{s}");
+        // Both blocks: 3 loads; block 0's last release at 1_002_500, block 1's at 1_002_510.
+        assert_eq!(
+            (
+                s.blocks,
+                s.block_loads_min,
+                s.block_loads_max,
+                s.block_end_min_ns,
+                s.block_end_max_ns
+            ),
+            (2, 3, 3, 2_500, 2_510)
+        );
+        assert!(
+            s.to_string()
+                .contains("2 block(s): 3-3 loads a block (mean 3.0), each done 2.5-2.5 us in"),
+            "{s}"
+        );
+        // One block's loads dropped: the balance shows it.
+        let uneven = Trace {
+            events: t
+                .events
+                .iter()
+                .filter(|e| !(e.block == 1 && e.kind == TimelineKind::Load && e.pass > 0))
+                .copied()
+                .collect(),
+            ..t.clone()
+        }
+        .stats();
+        assert_eq!((uneven.block_loads_min, uneven.block_loads_max), (1, 3));
         assert_eq!(t.filter_blocks(|b| b == 1).blocks(), [1]);
         assert_eq!(t.pipeline_name(0), "ring");
         assert_eq!(t.pipeline_name(3), "pipeline 3");
