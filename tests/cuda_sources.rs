@@ -1,7 +1,8 @@
-//! Checks over the repository's own CUDA sources (examples, benches, tests, templates) that no
-//! compiler makes: a preprocessor test (`#if`, `#elif`) on a name the file declares `constexpr`
-//! reads that name as 0, silently. The weight gradient's `#if GEMM_CL == 1` did, and its tiles
-//! were walked in a fixed order while every check passed (examples/05-gemm/kernel.cu).
+//! Checks over the repository's own CUDA sources (`.cu`, `.cuh` and templates, anywhere but
+//! build outputs and caches) that no compiler makes: a preprocessor test (`#if`, `#elif`,
+//! `#ifdef`, `#ifndef`) on a name a source declares `constexpr` reads that name as 0,
+//! silently. The weight gradient's `#if GEMM_CL == 1` did, and its tiles were walked in a fixed
+//! order while every check passed (examples/05-gemm/kernel.cu).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
