@@ -18,6 +18,7 @@ use crate::reference::{Grads, Msda};
 use crate::setup::{self, Res, Rng};
 
 pub const MSDA_BWD_CU: &str = include_str!("msda_bwd.cu");
+pub const MSDA_BWD_BANDS_CU: &str = include_str!("msda_bwd_bands.cu");
 /// (query, head) warps per block of the baseline.
 const ATOMIC_WARPS: u32 = 8;
 const CAST_THREADS: u32 = 256;
@@ -82,7 +83,51 @@ pub enum BwdDesign {
         smem_kb: u32,
         rows: bool,
     },
+    /// No floating-point atomics and no f32 buffer (msda_bwd_bands.cu): each level of each
+    /// (batch, head) in bands of whole rows ([`band_rows`]: as many as `plane_kb` KB of 32-bit
+    /// sums hold); msda_band_count and msda_band_fill file each point under its band (and the
+    /// next, for its lower corners, when they start it), and msda_bwd_bands, a block of
+    /// `threads` a band, brings the band's value rows in by one TMA box, evaluates its points
+    /// from them (grad_loc, grad_attn) and adds their terms into the band's plane of
+    /// fixed-point sums by shared-memory integer atomics: exact, so the same bits on every run.
+    /// One TMA store writes the band in the storage type.
+    Bands { threads: u32, plane_kb: u32 },
 }
+
+/// The rows of each band of level `l` in the band design: as many as `plane_bytes` of 32-bit
+/// sums hold (a pixel's D channels D + 1 words apart; f32 storage keeps two planes, the sums'
+/// high and low parts: [`band_planes`]), at least 1, at most the level's rows and 255 (its
+/// value box takes one row more, and a box dimension is at most 256).
+pub fn band_rows(m: &Msda, ty: Ty, l: usize, plane_bytes: u64) -> u32 {
+    let (h, w) = m.levels[l];
+    let row = w as u64 * (m.channels as u64 + 1) * 4 * band_planes(m, ty);
+    (plane_bytes / row).clamp(1, (h as u64).min(255)) as u32
+}
+
+/// msda_band_count's block (and msda_band_fill's): 8 warps of [`BAND_QUERIES_A_WARP`] (query,
+/// head)s each.
+const BAND_COUNT_THREADS: u32 = 256;
+/// msda_bwd_bands.cu's MSDA_QPW.
+const BAND_QUERIES_A_WARP: u32 = 4;
+
+/// The band design's planes of 32-bit sums (msda_bwd_bands.cu's MSDA_FIX_WIDE): two, each
+/// term's integer part and its next bits, for f32 storage and wherever a band may hold more than
+/// [`BAND_NARROW_ENTRIES`] entries; else one. A band's scale keeps its count times the largest
+/// term below 2^30, so each doubling of the count takes a bit off every term: one plane loses
+/// at most 6 bits of 22 at that count (a 16-bit gradient needs 11; checked on the clustered
+/// locations, which put a level's points in one band).
+pub fn band_planes(m: &Msda, ty: Ty) -> u64 {
+    // A band's entries: at most every point of its level, twice (its own and the lower ones).
+    let most = 2 * m.queries * m.points;
+    if ty == Ty::F32 || most > BAND_NARROW_ENTRIES {
+        2
+    } else {
+        1
+    }
+}
+
+/// The most entries a band of one plane may hold (see [`band_planes`]).
+const BAND_NARROW_ENTRIES: usize = 1 << 14;
 
 /// msda_bwd_planes' box of level `l`: rows of at most 256 columns (a box dimension's limit),
 /// as many rows (at most 256) as fit `plane_bytes` of f32 sums.
@@ -366,6 +411,13 @@ impl BwdConfig {
         }
         c
     }
+    /// The band design: msda_bwd_bands at `threads` a block, `plane_kb` KB of sums a band.
+    pub fn bands(threads: u32, plane_kb: u32) -> BwdConfig {
+        BwdConfig {
+            design: BwdDesign::Bands { threads, plane_kb },
+            ..BwdConfig::TMA
+        }
+    }
     pub fn deterministic(&self) -> bool {
         matches!(
             self.design,
@@ -373,6 +425,7 @@ impl BwdConfig {
                 deterministic: true,
                 ..
             } | BwdDesign::Planes { .. }
+                | BwdDesign::Bands { .. }
         )
     }
     /// grad_value is written in the storage type (no f32 buffer).
@@ -380,7 +433,7 @@ impl BwdConfig {
         self.grad16()
             || matches!(
                 self.design,
-                BwdDesign::Tiles { .. } | BwdDesign::Planes { .. }
+                BwdDesign::Tiles { .. } | BwdDesign::Planes { .. } | BwdDesign::Bands { .. }
             )
     }
     pub fn grad16(&self) -> bool {
@@ -392,6 +445,7 @@ impl BwdConfig {
             BwdDesign::Tma { .. } | BwdDesign::Tiles { .. } | BwdDesign::Planes { .. } => {
                 "msda_bwd"
             }
+            BwdDesign::Bands { .. } => "msda_bwd_bands",
         }
     }
     pub fn label(&self) -> String {
@@ -446,6 +500,7 @@ impl BwdConfig {
                 if rows { " rows" } else { "" },
                 self.unroll
             ),
+            BwdDesign::Bands { threads, plane_kb } => format!(" t{threads} {plane_kb}K"),
         };
         format!(
             "{}{knobs}{}",
@@ -521,6 +576,11 @@ pub fn bwd_configs(ty: Ty) -> Vec<BwdConfig> {
     v.push(BwdConfig::planes_by_row(512, 108));
     v.push(BwdConfig::planes_by_row(512, 108).with_softmax());
     v.push(BwdConfig::planes_by_row(1024, 216));
+    // The band design (deterministic, no f32 buffer; msda_bwd_bands.cu): two blocks an SM with
+    // bands of 2 rows of the seed's level 0, or one block of 1024 threads with bands of 4.
+    v.push(BwdConfig::bands(512, 48));
+    v.push(BwdConfig::bands(512, 48).with_softmax());
+    v.push(BwdConfig::bands(1024, 96));
     if ty != Ty::F32 {
         v.push(BwdConfig::tma(128, 60 * 1024, true));
     }
@@ -550,7 +610,175 @@ pub struct BuiltBwd {
     pub planes: Option<(ValidKernelPlan, u32)>,
     /// msda_bwd_rows' plan (the plane design by rows: a block per (batch, head, level)).
     pub rows: Option<ValidKernelPlan>,
+    /// The band design's kernels (`plan` and `grid` above are msda_band_count's).
+    pub bands: Option<BandsBuild>,
     pub grid: u32,
+}
+
+/// The band design for one problem (see [`bands_plan`]).
+pub struct BandsBuild {
+    /// msda_bwd_bands: its block and shared memory (a band's value rows, its plane of sums).
+    pub plan: ValidKernelPlan,
+    /// A block a band of each level of each (batch, head).
+    pub grid: u32,
+    /// msda_band_fill's, msda_band_scan's and msda_band_logits' plans.
+    pub fill: ValidKernelPlan,
+    pub scan: ValidKernelPlan,
+    pub logits: ValidKernelPlan,
+    /// Bands a (batch, head).
+    pub per_head: u32,
+    /// Each level's value box (rows + 1 rows) and grad_value box (rows), by level.
+    pub ins: Vec<ValidSpec>,
+    pub outs: Vec<ValidSpec>,
+    /// The source's prelude: the bands' rows, first bands, boxes and map parameters.
+    pub prelude: String,
+}
+
+/// The band design for one problem at `threads` a block and `plane_kb` KB of sums a band, or
+/// the rule the problem breaks.
+pub fn bands_plan(
+    m: &Msda,
+    ty: Ty,
+    config: &BwdConfig,
+    threads: u32,
+    plane_kb: u32,
+) -> Res<BandsBuild> {
+    let label = config.label();
+    check_block(&label, "msda_bwd_bands", threads)?;
+    if let Some((h, w)) = m.levels.iter().find(|&&(_, w)| w > 256) {
+        return Err(format!(
+            "{label}: level of {h} x {w} pixels: a band is whole rows, one TMA box wide (at most 256 columns)"
+        )
+        .into());
+    }
+    // An entry is a point's index with a flag in bit 31.
+    if m.attn_len() >= 1 << 31 {
+        return Err(format!(
+            "{label}: N Q M L P = {} points: msda_bwd_bands' entries index them in 31 bits",
+            m.attn_len()
+        )
+        .into());
+    }
+    let (d, bytes) = (m.channels as u64, ty.bytes() as u64);
+    let mut text = String::from(
+        "
+// The band design's bands and boxes (rendered by bwd.rs)
+",
+    );
+    let (mut rows, mut firsts, mut ins, mut outs) =
+        (Vec::new(), vec![0u32], Vec::new(), Vec::new());
+    let (mut vband, mut plane) = (0u64, 0u64);
+    for l in 0..m.levels.len() {
+        let (h, w) = m.levels[l];
+        let r = band_rows(m, ty, l, plane_kb as u64 * 1024);
+        rows.push(r);
+        firsts.push(firsts[l] + h.div_ceil(r as usize) as u32);
+        vband = vband.max((r as u64 + 1) * w as u64 * d * bytes);
+        plane = plane.max(r as u64 * w as u64 * (d + 1) * 4 * band_planes(m, ty));
+        ins.push(fast::level_box_tile(
+            m,
+            ty,
+            "msda_bin",
+            l,
+            (r + 1, w as u32),
+        )?);
+        outs.push(fast::level_box_tile(m, ty, "msda_bout", l, (r, w as u32))?);
+    }
+    let per_head = firsts[m.levels.len()];
+    // msda_band_count and msda_band_fill keep four words a band of a (batch, head) in static
+    // shared memory (at most 48 KB).
+    if per_head > 2048 {
+        return Err(format!(
+            "{label}: {per_head} bands a (batch, head): msda_band_count's histograms hold 2048"
+        )
+        .into());
+    }
+    let select = |v: &[u32]| {
+        v.iter()
+            .enumerate()
+            .rev()
+            .fold(String::from("0"), |f, (l, x)| {
+                format!("l == {l} ? {x} : {f}")
+            })
+    };
+    text += &format!(
+        "constexpr int msda_band_rows(int l) {{ return {}; }}
+",
+        select(&rows)
+    );
+    text += &format!(
+        "constexpr int msda_band_first(int l) {{ return {}; }}
+",
+        select(&firsts)
+    );
+    text += "template <int L> struct msda_band_in;
+template <int L> struct msda_band_out;
+";
+    for l in 0..m.levels.len() {
+        text += &format!(
+            "template <> struct msda_band_in<{l}> {{ typedef MsdaBandIn{l} type; }};
+template <> struct msda_band_out<{l}> {{ typedef MsdaBandOut{l} type; }};
+"
+        );
+    }
+    let maps = |side: &str| -> Vec<String> {
+        (0..m.levels.len())
+            .map(|l| format!("{side}{l}_map"))
+            .collect()
+    };
+    let params: Vec<String> = maps("in")
+        .into_iter()
+        .chain(maps("out"))
+        .map(|n| format!("const __grid_constant__ CUtensorMap {n}"))
+        .collect();
+    let ptrs = |side: &str| -> String {
+        maps(side)
+            .iter()
+            .map(|n| format!("&{n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    text += &format!(
+        "#define MSDA_BAND_MAP_PARAMS {}
+",
+        params.join(", ")
+    );
+    text += &format!(
+        "#define MSDA_BAND_IN_PTRS {}
+",
+        ptrs("in")
+    );
+    text += &format!(
+        "#define MSDA_BAND_OUT_PTRS {}
+",
+        ptrs("out")
+    );
+    let smem = vband + plane + 1024;
+    let blocks_per_sm = ((1024 / threads) as u64).min(227 * 1024 / smem).max(1) as u32;
+    let plan = KernelPlan::new("msda_bwd_bands")
+        .block_threads(threads)
+        .blocks_per_sm(blocks_per_sm)
+        .scratch("vband", vband, 128)
+        .scratch("plane", plane, 16)
+        .validate()
+        .map_err(|e| format!("msda_bwd_bands: {e}"))?;
+    let small = |name: &str, threads: u32| -> Res<ValidKernelPlan> {
+        Ok(KernelPlan::new(name)
+            .block_threads(threads)
+            .validate()
+            .map_err(|e| format!("{name}: {e}"))?)
+    };
+    Ok(BandsBuild {
+        plan,
+        grid: (m.batch * m.heads) as u32 * per_head,
+        fill: small("msda_band_fill", BAND_COUNT_THREADS)?,
+        scan: small("msda_band_scan", 1024)?,
+        logits: small("msda_band_logits", 256)?,
+        per_head,
+        ins,
+        outs,
+        prelude: text,
+    })
 }
 
 /// The f32 gradient plane of level `l`: the forward's level tile over an f32 buffer.
@@ -591,6 +819,7 @@ pub fn build_bwd(
     let mut tile_shape = None;
     let mut planes = None;
     let mut rows = None;
+    let mut bands = None;
     let mut out_tiles = Vec::new();
     let (grid, plan, qpb) = match config.design {
         BwdDesign::Atomic => {
@@ -733,6 +962,21 @@ pub fn build_bwd(
                 qpb,
             )
         }
+        BwdDesign::Bands { threads, plane_kb } => {
+            let build = bands_plan(m, ty, &config, threads, plane_kb)?;
+            prelude = build.prelude.clone();
+            bands = Some(build);
+            options = options
+                .define("MSDA_BWD", "4")
+                .define("MSDA_STAGED", "0")
+                .define("MSDA_FIX_WIDE", (band_planes(m, ty) - 1).to_string());
+            let qpb = BAND_COUNT_THREADS / 32 * BAND_QUERIES_A_WARP;
+            (
+                nb * nh * m.queries.div_ceil(qpb as usize) as u32,
+                KernelPlan::new("msda_band_count").block_threads(BAND_COUNT_THREADS),
+                qpb,
+            )
+        }
     };
     // `minb` is the point pass's blocks an SM at 32 channels (the seed's); a block of more
     // channels keeps its threads an SM, and so its registers a thread, in fewer blocks.
@@ -781,6 +1025,18 @@ pub fn build_bwd(
         }
         staged = out_tiles;
     }
+    if let Some(bb) = &bands {
+        source = source
+            .plan(&bb.plan)
+            .plan(&bb.fill)
+            .plan(&bb.scan)
+            .plan(&bb.logits);
+        for (l, (i, o)) in bb.ins.iter().zip(&bb.outs).enumerate() {
+            source = source
+                .tile_as(i, &format!("MsdaBandIn{l}"))
+                .tile_as(o, &format!("MsdaBandOut{l}"));
+        }
+    }
     let source = source
         .body(&prelude)
         .body_at(
@@ -792,6 +1048,11 @@ pub fn build_bwd(
             "examples/03-deformable-attention/msda_bwd.cu",
             1,
             MSDA_BWD_CU,
+        )
+        .body_at(
+            "examples/03-deformable-attention/msda_bwd_bands.cu",
+            1,
+            MSDA_BWD_BANDS_CU,
         );
     let (source, compiled) =
         fast::compile_kernel(compiler, &source, &options, config.kernel_name())?;
@@ -806,6 +1067,7 @@ pub fn build_bwd(
         tiles,
         planes,
         rows,
+        bands,
         grid,
     })
 }
@@ -980,6 +1242,22 @@ pub struct BwdDevice {
     pub scratch: Option<TilesScratch>,
     /// The plane design's point keys and corner weights, made at its first launch.
     pub points: Option<PlanesScratch>,
+    /// The band design's buffers, made at its first launch (again for more bands).
+    pub bands: Option<BandsScratch>,
+}
+
+/// The band design's buffers: each band's entry count, largest term bound and own entries
+/// (`acc`, zeroed each launch), its first entry (`first`, one past the last band too) and the
+/// fill's two cursors (own entries, lower ones),
+/// each point's band code, the entries (at most two a point) and, with the fused softmax, the
+/// weights.
+pub struct BandsScratch {
+    pub acc: CudaSlice<u32>,
+    pub first: CudaSlice<u32>,
+    pub cursor: CudaSlice<u32>,
+    pub pband: CudaSlice<i32>,
+    pub entries: CudaSlice<u32>,
+    pub wts: CudaSlice<f32>,
 }
 
 /// The plane design's buffers: a key a point (its corner (h0 + 1, w0 + 1) in 14 bits each, or
@@ -1012,7 +1290,17 @@ pub struct LoadedBwd {
     pub planes: Option<Kernel>,
     /// msda_bwd_rows (the plane design by rows).
     pub rows: Option<Kernel>,
+    /// The band design's other kernels (`kernel` is msda_bwd_bands).
+    pub bands: Option<BandKernels>,
     pub maps: Vec<TensorMap>,
+}
+
+/// msda_band_count, msda_band_scan, msda_band_fill and (fused softmax) msda_band_logits.
+pub struct BandKernels {
+    pub count: Kernel,
+    pub scan: Kernel,
+    pub fill: Kernel,
+    pub logits: Option<Kernel>,
 }
 
 impl BwdDevice {
@@ -1050,6 +1338,7 @@ impl BwdDevice {
             gattn: stream.alloc_zeros::<f32>(m.attn_len())?,
             scratch: None,
             points: None,
+            bands: None,
         })
     }
 
@@ -1080,9 +1369,42 @@ impl BwdDevice {
             Some(_) => Some(module.kernel("msda_bwd_rows")?),
             None => None,
         };
+        let bands = match built.bands {
+            Some(_) => Some(BandKernels {
+                count: module.kernel("msda_band_count")?,
+                scan: module.kernel("msda_band_scan")?,
+                fill: module.kernel("msda_band_fill")?,
+                logits: if built.config.softmax {
+                    Some(module.kernel("msda_band_logits")?)
+                } else {
+                    None
+                },
+            }),
+            None => None,
+        };
         let starts = fwd.m.level_start();
         let row = fwd.m.heads * fwd.m.channels;
         let mut maps = Vec::new();
+        // The band design: each level's value box over the value buffer, then its grad_value
+        // box over grad_value in the storage type.
+        if let Some(bb) = &built.bands {
+            for (l, valid) in bb.ins.iter().enumerate() {
+                let bound = valid.bound().ok_or("a level tile has static dims")?;
+                let off = starts[l] * row;
+                maps.push(match &fwd.value {
+                    Buf::U16(v) => TensorMap::new_raw_bits(&bound, &v.slice(off..))?,
+                    Buf::F32(v) => TensorMap::new(&bound, &v.slice(off..))?,
+                });
+            }
+            for (l, valid) in bb.outs.iter().enumerate() {
+                let bound = valid.bound().ok_or("a level tile has static dims")?;
+                let off = starts[l] * row;
+                maps.push(match &self.gv16 {
+                    Some(g) => TensorMap::new_raw_bits(&bound, &g.slice(off..))?,
+                    None => TensorMap::new(&bound, &self.gv32.slice(off..))?,
+                });
+            }
+        }
         for (l, valid) in &built.staged {
             let bound = valid.bound().ok_or("a level tile has static dims")?;
             let off = starts[*l] * row;
@@ -1098,6 +1420,7 @@ impl BwdDevice {
             tiles,
             planes,
             rows,
+            bands,
             maps,
         })
     }
@@ -1122,6 +1445,9 @@ impl BwdDevice {
         }
         if let (Some(planes), Some((_, grid))) = (&k.planes, &k.built.planes) {
             return self.launch_planes(fwd, k, planes, *grid);
+        }
+        if let (Some(kernels), Some(bb)) = (&k.bands, &k.built.bands) {
+            return self.launch_bands(fwd, k, kernels, bb);
         }
         let b = &k.built;
         let stream = &fwd.stream;
@@ -1331,6 +1657,131 @@ impl BwdDevice {
             // storage type; a map a level over grad_value's level
             // rows in the storage type (self.gv16, or gv32 for f32), both in self; the grid is
             // planes_plan's.
+            unsafe { l.launch() }?;
+        }
+        Ok(())
+    }
+
+    /// The band design: count each band's entries, scan, file them, then msda_bwd_bands (every
+    /// gradient but, with the fused softmax, the logits', which msda_band_logits makes last).
+    fn launch_bands(
+        &mut self,
+        fwd: &FastDevice,
+        k: &LoadedBwd,
+        kernels: &BandKernels,
+        bb: &BandsBuild,
+    ) -> Res<()> {
+        let b = &k.built;
+        let stream = &fwd.stream;
+        let m = &fwd.m;
+        let bands = (m.batch * m.heads) * bb.per_head as usize;
+        let wts = if b.config.softmax { m.attn_len() } else { 1 };
+        if self
+            .bands
+            .as_ref()
+            .is_none_or(|sc| sc.first.len() <= bands || sc.wts.len() < wts)
+        {
+            self.bands = Some(BandsScratch {
+                acc: stream.alloc_zeros(3 * bands)?,
+                first: stream.alloc_zeros(bands + 1)?,
+                cursor: stream.alloc_zeros(2 * bands)?,
+                pband: stream.alloc_zeros(m.attn_len())?,
+                entries: stream.alloc_zeros(2 * m.attn_len())?,
+                wts: stream.alloc_zeros(wts)?,
+            });
+        }
+        let Some(sc) = self.bands.as_mut() else {
+            return Err("no band buffers".into());
+        };
+        let (queries, batch, nbands) = (m.queries as i32, m.batch as i32, bands as i32);
+        stream.memset_zeros(&mut sc.acc)?;
+        let attn = if b.config.softmax {
+            &fwd.logits
+        } else {
+            &fwd.attn
+        };
+        {
+            let cfg = kernels.count.plan_config(stream, (b.grid, 1, 1))?;
+            let mut l = kernels.count.launch_builder(&cfg);
+            l.arg(&fwd.loc).arg(attn);
+            match &self.grad_out {
+                Buf::U16(g) => l.arg(g),
+                Buf::F32(g) => l.arg(g),
+            };
+            l.arg(&mut sc.acc)
+                .arg(&nbands)
+                .arg(&mut sc.pband)
+                .arg(&mut sc.wts)
+                .arg(&mut self.gloc)
+                .arg(&mut self.gattn)
+                .arg(ByValue(&fwd.shapes))
+                .arg(&queries);
+            // SAFETY: msda_band_count(loc, attn, grad_out, acc, bands, pband, wts, grad_loc,
+            // grad_attn, MsdaShapes, queries): loc / grad_loc 2 N Q M L P f32, attn (the logits
+            // with the fused softmax) / grad_attn / pband N Q M L P, grad_out N Q M D of the
+            // storage type, acc 3 u32 a band (counts, term bounds, own counts; zeroed above), wts
+            // N Q M L P f32 with the fused softmax (else unused); the grid is build_bwd's (a warp
+            // a (query, head)).
+            unsafe { l.launch() }?;
+        }
+        {
+            let cfg = kernels.scan.plan_config(stream, (1, 1, 1))?;
+            let mut l = kernels.scan.launch_builder(&cfg);
+            l.arg(&sc.acc)
+                .arg(&mut sc.first)
+                .arg(&mut sc.cursor)
+                .arg(&nbands);
+            // SAFETY: msda_band_scan(acc, first, cursor, bands): acc 3 `bands` u32 as
+            // msda_band_count left it, first bands + 1, cursor 2 bands; one block.
+            unsafe { l.launch() }?;
+        }
+        {
+            let cfg = kernels.fill.plan_config(stream, (b.grid, 1, 1))?;
+            let mut l = kernels.fill.launch_builder(&cfg);
+            l.arg(&sc.pband)
+                .arg(&mut sc.cursor)
+                .arg(&mut sc.entries)
+                .arg(&queries)
+                .arg(&nbands);
+            // SAFETY: msda_band_fill(pband, cursor, entries, queries, bands): pband as
+            // msda_band_count wrote it, cursor (2 bands) as msda_band_scan did, entries
+            // 2 N Q M L P u32 (a point's entries are at most two); msda_band_count's grid.
+            unsafe { l.launch() }?;
+        }
+        {
+            let wts = if b.config.softmax { &sc.wts } else { attn };
+            let cfg = k.kernel.plan_config(stream, (bb.grid, 1, 1))?;
+            let mut l = k.kernel.launch_builder(&cfg);
+            l.arg(&sc.entries)
+                .arg(&sc.first)
+                .arg(&sc.acc)
+                .arg(&fwd.loc)
+                .arg(wts);
+            match &self.grad_out {
+                Buf::U16(g) => l.arg(g),
+                Buf::F32(g) => l.arg(g),
+            };
+            l.arg(&mut self.gloc)
+                .arg(&mut self.gattn)
+                .arg(ByValue(&fwd.shapes))
+                .arg(&batch);
+            for map in &k.maps {
+                l.arg(map);
+            }
+            // SAFETY: msda_bwd_bands(entries, first, acc, loc, wts, grad_out, grad_loc,
+            // grad_attn, MsdaShapes, batch, maps): entries, first and tmax as the three kernels
+            // above left them, the weights (the softmax's from msda_band_count, or the input), the
+            // rest as there; a value map then a grad_value map a level (self.gv16, or gv32 for
+            // f32), encoded over buffers that live in fwd and self; the grid is bands_plan's.
+            unsafe { l.launch() }?;
+        }
+        if let Some(logits) = &kernels.logits {
+            let pairs = (m.batch * m.queries * m.heads) as i64;
+            let cfg = logits.plan_config(stream, ((pairs as u64).div_ceil(8) as u32, 1, 1))?;
+            let mut l = logits.launch_builder(&cfg);
+            l.arg(&sc.wts).arg(&mut self.gattn).arg(&pairs);
+            // SAFETY: msda_band_logits(wts, grad_attn, pairs): both N Q M L P f32, a warp a
+            // (batch, query, head) of the `pairs`, 8 a block.
             unsafe { l.launch() }?;
         }
         Ok(())

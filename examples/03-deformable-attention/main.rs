@@ -203,6 +203,23 @@ fn main() -> Res<()> {
                         ),
                         None => String::new(),
                     };
+                    if let Some(bb) = &b.bands {
+                        println!(
+                            "{} {}: bands of {:?} rows by level, {} a (batch, head); msda_bwd_bands grid {} x {} threads, {} B of dynamic shared memory, {}; msda_band_count {}; {} TMA loads and {} stores in the PTX",
+                            config.label(),
+                            ty.name(),
+                            bb.outs.iter().map(|o| o.spec().boxed[1]).collect::<Vec<_>>(),
+                            bb.per_head,
+                            bb.grid,
+                            bb.plan.launch().block[0],
+                            bb.plan.launch().dynamic_smem_bytes,
+                            res("msda_bwd_bands"),
+                            res("msda_band_count"),
+                            b.compiled.ptx.matches("cp.async.bulk.tensor.5d.shared::cluster.global").count(),
+                            b.compiled.ptx.matches("cp.async.bulk.tensor.5d.global.shared").count()
+                        );
+                        continue;
+                    }
                     if let Some((plan, grid)) = &b.planes {
                         println!(
                             "{} {}: point pass grid {} x {} threads, {}; msda_bwd_planes grid {grid} x {} threads, {} B of dynamic shared memory, {}, {} TMA stores in the PTX (a box a level)",

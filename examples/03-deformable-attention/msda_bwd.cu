@@ -50,13 +50,17 @@
 //                   MSDA_PLANE_ROWS: msda_bwd_rows first sorts each (batch, head, level)'s points
 //                   by row (stably: its counts from shared-memory integer atomics, every place
 //                   in point order), and a box reads the points of its rows only.
+//   bands           (MSDA_BWD 4) msda_bwd_bands.cu: bands of whole rows, each point evaluated in its
+//                   band from the band's value rows (one TMA box), its terms added in 32-bit
+//                   fixed point by shared-memory integer atomics; one TMA store a band.
 
 #define MSDA_TILES (MSDA_BWD == 2)
 #define MSDA_PLANES (MSDA_BWD == 3)
+#define MSDA_BANDS (MSDA_BWD == 4)  // msda_bwd_bands.cu
 // The plane design's point key keeps its corner (h0 + 1, w0 + 1) in 14 bits each (bwd.rs refuses
 // larger levels), and msda_bwd_planes adds the corners' in-tile mask above them (bits 28-31).
 constexpr int MSDA_HIT_BITS = 14;
-#if MSDA_GRAD16 || MSDA_TILES || MSDA_PLANES
+#if MSDA_GRAD16 || MSDA_TILES || MSDA_PLANES || MSDA_BANDS
 typedef msda_t gv_t;
 #else
 typedef float gv_t;
@@ -142,6 +146,41 @@ struct MsdaPoint {
   }
 };
 
+#if MSDA_TILES || MSDA_PLANES || MSDA_BANDS
+// Exclusive prefix of x over the block and the block's sum (*total), with one barrier: the warps'
+// sums go to `sums` (32 ints; alternate two arrays between calls, so that a call's writes cannot
+// race the previous call's reads) and each warp scans them itself. Every thread calls it.
+__device__ __forceinline__ int msda_round_scan(int x, int* total, int* sums) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  int inc = x;
+#pragma unroll
+  for (int o = 1; o < 32; o *= 2) {
+    const int y = __shfl_up_sync(0xffffffffu, inc, o);
+    if (lane >= o) inc += y;
+  }
+  if (lane == 31) sums[warp] = inc;
+  __syncthreads();
+  int w = lane < warps ? sums[lane] : 0;
+#pragma unroll
+  for (int o = 1; o < 32; o *= 2) {
+    const int y = __shfl_up_sync(0xffffffffu, w, o);
+    if (lane >= o) w += y;
+  }
+  const int before = warp > 0 ? __shfl_sync(0xffffffffu, w, warp - 1) : 0;
+  *total = __shfl_sync(0xffffffffu, w, 31);
+  return before + inc - x;
+}
+
+// msda_round_scan with its own warps' sums, and a barrier before it returns so that the next
+// call may reuse them (blockDim.x a multiple of 32, at most 1024).
+__device__ __forceinline__ int msda_block_scan(int x, int* total) {
+  __shared__ int warp_sums[32];
+  const int before = msda_round_scan(x, total, warp_sums);
+  __syncthreads();  // warp_sums is reused by the next call
+  return before;
+}
+#endif
+
 #if MSDA_BWD == 0
 // ---------------------------------------------------------------------------------------------
 // The baseline: a warp per (batch, query, head), lane c (and c + 32, ...) owns channel c.
@@ -206,7 +245,7 @@ msda_bwd_atomic(const msda_t* __restrict__ value, const float* __restrict__ loc,
   msda_softmax_grad<32>(ga, weight, lane, true);
 }
 
-#else
+#elif !MSDA_BANDS
 // ---------------------------------------------------------------------------------------------
 // The TMA design. Rendered by the host before this file (MSDA_STAGED > 0): the tile set
 // msda_acc (member a<k>: level k's f32 plane), with MSDA_GRAD16 the set msda_out (member o<k>:
@@ -254,40 +293,6 @@ __device__ __forceinline__ void msda_red(gv_t* row, int sub, const float (&v)[MS
 #endif
 }
 
-#if MSDA_TILES || MSDA_PLANES
-// Exclusive prefix of x over the block and the block's sum (*total), with one barrier: the warps'
-// sums go to `sums` (32 ints; alternate two arrays between calls, so that a call's writes cannot
-// race the previous call's reads) and each warp scans them itself. Every thread calls it.
-__device__ __forceinline__ int msda_round_scan(int x, int* total, int* sums) {
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-  int inc = x;
-#pragma unroll
-  for (int o = 1; o < 32; o *= 2) {
-    const int y = __shfl_up_sync(0xffffffffu, inc, o);
-    if (lane >= o) inc += y;
-  }
-  if (lane == 31) sums[warp] = inc;
-  __syncthreads();
-  int w = lane < warps ? sums[lane] : 0;
-#pragma unroll
-  for (int o = 1; o < 32; o *= 2) {
-    const int y = __shfl_up_sync(0xffffffffu, w, o);
-    if (lane >= o) w += y;
-  }
-  const int before = warp > 0 ? __shfl_sync(0xffffffffu, w, warp - 1) : 0;
-  *total = __shfl_sync(0xffffffffu, w, 31);
-  return before + inc - x;
-}
-
-// msda_round_scan with its own warps' sums, and a barrier before it returns so that the next
-// call may reuse them (blockDim.x a multiple of 32, at most 1024).
-__device__ __forceinline__ int msda_block_scan(int x, int* total) {
-  __shared__ int warp_sums[32];
-  const int before = msda_round_scan(x, total, warp_sums);
-  __syncthreads();  // warp_sums is reused by the next call
-  return before;
-}
-#endif
 
 #if MSDA_TILES
 static_assert(!MSDA_STAGED, "the tile design stages nothing");

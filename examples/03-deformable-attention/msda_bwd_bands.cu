@@ -1,0 +1,472 @@
+// Multi-scale deformable attention, backward: the band design (MSDA_BWD 4, after msda_fast.cu
+// and msda_bwd.cu, whose types, geometry (MsdaPoint) and sums it uses). Deterministic by
+// construction, no f32 buffer, no floating-point atomics anywhere:
+//
+//   Each level of each (batch, head) is cut into bands of msda_band_rows(l) whole rows. A point
+//   belongs to the band of its upper corner row (max(h0, 0)); when its lower corner row h0 + 1
+//   starts the next band, that band also takes the point, for its two lower corners only (a
+//   "lower" entry). So a band's block sees every term of its rows' grad_value, and computes each
+//   point's grad_loc and grad_attn exactly once.
+//
+//   msda_band_count  a warp a (batch, query, head): the point's band, its term bound |a| max|g|;
+//                    per band the count of entries and the largest bound (one shared-memory
+//                    histogram a block, one global atomic a band and block). With the fused
+//                    softmax it writes the weights (wts) once.
+//   msda_band_scan   one block: each band's first entry (an exclusive scan of the counts).
+//   msda_band_fill   the same warps: each point's entries at its band's places (the order within
+//                    a band is the atomics' and does not matter: the sums are integers).
+//   msda_bwd_bands   a block a band: one TMA box brings the band's value rows (and the row
+//                    below) into shared memory; each entry's point is evaluated from them (the
+//                    forward's bilinear gathers, from shared memory), its grad_loc and grad_attn
+//                    written, and its terms weight * grad_out added into the band's plane of
+//                    32-bit fixed-point sums by shared-memory integer atomics (the only native
+//                    shared atomic add on sm_90; f32 ones are compare-and-swap loops). Integer
+//                    sums are exact, so every order gives the same bits. The scale 2^S is the
+//                    band's: each term below 2^22 units (the fma rounding trick's range) and the
+//                    band's count times the largest term below 2^30. The plane is converted
+//                    to the storage type over the value rows' shared memory and written by one
+//                    TMA store (clipped at the level's last row).
+//   msda_band_logits (MSDA_SOFTMAX) the logits' gradient from grad_attn and the weights.
+//
+// Rendered by bwd.rs before msda_fast.cu: msda_band_rows(l), msda_band_first(l) (a (batch,
+// head)'s first band of level l; l = L: its band count), msda_band_in<l>::type (level l's value
+// box: rows + 1 rows, the whole width) and msda_band_out<l>::type (its grad_value box: rows
+// rows), and the maps' parameters (MSDA_BAND_MAP_PARAMS: in maps, then out maps).
+
+#if MSDA_BANDS
+typedef tma_plan_msda_band_count MsdaBandCountPlan;
+typedef tma_plan_msda_bwd_bands MsdaBandsPlan;
+constexpr int MSDA_BPH = msda_band_first(MSDA_L);  // bands a (batch, head)
+constexpr int MSDA_QPW = 4;  // (query, head)s a warp of msda_band_count and msda_band_fill
+constexpr int MSDA_CQ = MsdaBandCountPlan::BLOCK_THREADS / 32 * MSDA_QPW;  // and a block
+constexpr int MSDA_BT = MsdaBandsPlan::BLOCK_THREADS;
+constexpr int MSDA_PPS = MSDA_BT / MSDA_TPQ;  // points a step of msda_bwd_bands
+static_assert(MSDA_BT % 32 == 0 && MSDA_BT <= 1024, "whole warps");
+constexpr unsigned MSDA_LOWER = 0x80000000u;  // an entry's flag: the point's lower corners only
+constexpr int MSDA_NEXT_TOO = 1 << 30;        // a point's band code's flag: the next band takes it too
+// The fma rounding trick: fmaf(x, 1, 1.5 * 2^23) has the integer nearest x in its low bits while
+// |x| <= 2^22.
+constexpr float MSDA_FIX_MAGIC = 12582912.f;
+constexpr int MSDA_FIX_MAGIC_BITS = 0x4B400000;
+// MSDA_FIX_WIDE (bwd.rs's band_planes: f32 storage, or bands of many entries): a second plane
+// keeps each term's next bits (its remainder at 2^K more), so that the sums keep f32's
+// precision whatever the band's count.
+#ifndef MSDA_FIX_WIDE
+#error "MSDA_FIX_WIDE: bwd.rs renders it (band_planes)"
+#endif
+
+// Point `i` of a (query, head)'s L * P: its level.
+__device__ __forceinline__ int msda_level_of(int i) { return i / MSDA_P; }
+
+// A point's band within its (batch, head) (-1: every corner outside its level) and whether the
+// next band takes its lower corners (h0 + 1 starts it).
+struct MsdaBandOf {
+  int band;
+  bool lower;
+  __device__ __forceinline__ MsdaBandOf(float2 c, int l, const MsdaShapes& sh) {
+    const int H = sh.h(l), W = sh.w(l);
+    float hf, wf, fh, fw;
+    const float h_im = msda_coord(c.y, H, hf, fh);
+    const float w_im = msda_coord(c.x, W, wf, fw);
+    const bool inside = h_im > -1.f && w_im > -1.f && h_im < static_cast<float>(H) && w_im < static_cast<float>(W);
+    const int h0 = static_cast<int>(hf), rows = msda_band_rows(l);
+    band = inside ? msda_band_first(l) + max(h0, 0) / rows : -1;
+    lower = inside && h0 >= 0 && h0 + 1 < H && (h0 + 1) % rows == 0;
+  }
+};
+
+// The weight of point i of a (query, head) (every lane of the warp calls it; lane i holds point
+// i, and i + 32, ... in the loop of the caller): the input, or its softmax over L * P.
+__device__ __forceinline__ float msda_band_weight(const float* __restrict__ attn, int i) {
+#if MSDA_SOFTMAX
+  float m = -__int_as_float(0x7f800000);
+  for (int j = threadIdx.x % 32; j < MSDA_LP; j += 32) m = fmaxf(m, __ldg(attn + j));
+#pragma unroll
+  for (int o = 16; o > 0; o /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  float s = 0.f;
+  for (int j = threadIdx.x % 32; j < MSDA_LP; j += 32) s += MSDA_EXP(__ldg(attn + j) - m);
+#pragma unroll
+  for (int o = 16; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
+  return i < MSDA_LP ? MSDA_EXP(__ldg(attn + i) - m) / s : 0.f;
+#else
+  return i < MSDA_LP ? __ldg(attn + i) : 0.f;
+#endif
+}
+
+// The largest |grad_out| of a (query, head)'s row (every lane of the warp gets it).
+__device__ __forceinline__ float msda_row_max(const msda_t* __restrict__ row) {
+  float g = 0.f;
+  for (int c = threadIdx.x % 32; c < MSDA_D; c += 32) g = fmaxf(g, fabsf(msda_scalar(row[c])));
+#pragma unroll
+  for (int o = 16; o > 0; o /= 2) g = fmaxf(g, __shfl_xor_sync(0xffffffffu, g, o));
+  return g;
+}
+
+// Grid: N * M * ceil(Q / MSDA_CQ) blocks, block b = (n * M + head) * chunks + chunk; warp w owns
+// queries chunk * MSDA_CQ + w * MSDA_QPW + j. acc holds three words a band of the `bands`: its
+// entries (acc[band]), its largest term bound (acc[bands + band]: f32 bits of a non-negative
+// float, ordered as unsigned) and its own points' entries (acc[2 bands + band]; the rest are
+// lower entries). pband[point] = band | MSDA_NEXT_TOO (the next band too) or -1.
+extern "C" __global__ void TMA_PLAN_MSDA_BAND_COUNT_LAUNCH_BOUNDS
+msda_band_count(const float* __restrict__ loc, const float* __restrict__ attn, const msda_t* __restrict__ grad_out,
+                unsigned* __restrict__ acc, int bands, int* __restrict__ pband, float* __restrict__ wts,
+                float* __restrict__ grad_loc, float* __restrict__ grad_attn, const __grid_constant__ MsdaShapes sh,
+                int queries) {
+  __shared__ unsigned hist[MSDA_BPH], hown[MSDA_BPH], hmax[MSDA_BPH];
+  for (int i = threadIdx.x; i < MSDA_BPH; i += blockDim.x) hist[i] = 0u, hown[i] = 0u, hmax[i] = 0u;
+  __syncthreads();
+  const int chunks = (queries + MSDA_CQ - 1) / MSDA_CQ;
+  const int nh = blockIdx.x / chunks, q0 = blockIdx.x % chunks * MSDA_CQ + threadIdx.x / 32 * MSDA_QPW;
+  const int n = nh / MSDA_M, head = nh % MSDA_M, lane = threadIdx.x % 32;
+  for (int q = q0; q < min(q0 + MSDA_QPW, queries); ++q) {  // (a whole warp)
+    const long long nqh = (static_cast<long long>(n) * queries + q) * MSDA_M + head;
+    const float g = msda_row_max(grad_out + nqh * MSDA_D);
+    for (int i0 = 0; i0 < MSDA_LP; i0 += 32) {
+      const int i = i0 + lane;
+      const float a = msda_band_weight(attn + nqh * MSDA_LP, i);
+      if (i >= MSDA_LP) continue;
+      const long long p = nqh * MSDA_LP + i;
+#if MSDA_SOFTMAX
+      wts[p] = a;
+#endif
+      const MsdaBandOf b(__ldg(reinterpret_cast<const float2*>(loc) + p), msda_level_of(i), sh);
+      pband[p] = b.band < 0 ? -1 : b.band | (b.lower ? MSDA_NEXT_TOO : 0);
+      if (b.band < 0) {
+        // Every corner outside: no entry; its gradients are zero (msda_bwd_bands never sees it).
+        grad_attn[p] = 0.f;
+        reinterpret_cast<float2*>(grad_loc)[p] = make_float2(0.f, 0.f);
+        continue;
+      }
+      // (NaN above inf above every finite bound as unsigned bits: a non-finite input shows.)
+      const unsigned bound = __float_as_uint(fabsf(a) * g);
+      atomicAdd(&hist[b.band], 1u);
+      atomicAdd(&hown[b.band], 1u);
+      atomicMax(&hmax[b.band], bound);
+      if (b.lower) {
+        atomicAdd(&hist[b.band + 1], 1u);
+        atomicMax(&hmax[b.band + 1], bound);
+      }
+    }
+  }
+  (void)wts;
+  __syncthreads();
+  for (int i = threadIdx.x; i < MSDA_BPH; i += blockDim.x) {
+    if (hist[i] == 0u) continue;
+    atomicAdd(acc + nh * MSDA_BPH + i, hist[i]);
+    atomicMax(acc + bands + nh * MSDA_BPH + i, hmax[i]);
+    if (hown[i] != 0u) atomicAdd(acc + 2 * bands + nh * MSDA_BPH + i, hown[i]);
+  }
+}
+
+// One block: first[b] = sum of the counts (acc's first words) of bands [0, b) for b in [0, bands];
+// the fill's cursors: own entries from first[b] (cursor[b]), lower ones after them (cursor[bands
+// + b]).
+extern "C" __global__ void TMA_PLAN_MSDA_BAND_SCAN_LAUNCH_BOUNDS
+msda_band_scan(const unsigned* __restrict__ acc, unsigned* __restrict__ first, unsigned* __restrict__ cursor,
+               int bands) {
+  __shared__ int sums[2][32];
+  int carry = 0;
+  for (int b0 = 0, round = 0; b0 <= bands; b0 += blockDim.x, ++round) {
+    const int b = b0 + threadIdx.x;
+    const int x = b < bands ? static_cast<int>(acc[b]) : 0;
+    int total;
+    const int before = msda_round_scan(x, &total, sums[round % 2]);
+    if (b <= bands) first[b] = static_cast<unsigned>(carry + before);
+    if (b < bands) {
+      cursor[b] = static_cast<unsigned>(carry + before);
+      cursor[bands + b] = static_cast<unsigned>(carry + before) + acc[2 * bands + b];
+    }
+    carry += total;
+  }
+}
+
+// The same grid and warps as msda_band_count: each point's entries at its band's next places,
+// own entries first, then lower ones (one global atomic a band, kind and block; the places within
+// a block from shared-memory ranks). The order within each part does not matter: the sums are
+// integers.
+extern "C" __global__ void TMA_PLAN_MSDA_BAND_FILL_LAUNCH_BOUNDS
+msda_band_fill(const int* __restrict__ pband, unsigned* __restrict__ cursor, unsigned* __restrict__ entries,
+               int queries, int bands) {
+  __shared__ unsigned hist[2][MSDA_BPH], base[2][MSDA_BPH];
+  for (int i = threadIdx.x; i < MSDA_BPH; i += blockDim.x) hist[0][i] = 0u, hist[1][i] = 0u;
+  __syncthreads();
+  const int chunks = (queries + MSDA_CQ - 1) / MSDA_CQ;
+  const int nh = blockIdx.x / chunks, q0 = blockIdx.x % chunks * MSDA_CQ + threadIdx.x / 32 * MSDA_QPW;
+  const int n = nh / MSDA_M, head = nh % MSDA_M, lane = threadIdx.x % 32;
+  constexpr int STEPS = (MSDA_LP + 31) / 32;
+  int code[MSDA_QPW][STEPS];
+  unsigned rank[MSDA_QPW][STEPS], rank_lower[MSDA_QPW][STEPS];
+#pragma unroll
+  for (int j = 0; j < MSDA_QPW; ++j) {
+    const int q = q0 + j;
+    const long long nqh = (static_cast<long long>(n) * queries + min(q, queries - 1)) * MSDA_M + head;
+#pragma unroll
+    for (int s = 0; s < STEPS; ++s) {
+      const int i = s * 32 + lane;
+      code[j][s] = q < queries && i < MSDA_LP ? __ldg(pband + nqh * MSDA_LP + i) : -1;
+      rank[j][s] = rank_lower[j][s] = 0u;
+      if (code[j][s] >= 0) {
+        const int b = code[j][s] & ~MSDA_NEXT_TOO;
+        rank[j][s] = atomicAdd(&hist[0][b], 1u);
+        if (code[j][s] & MSDA_NEXT_TOO) rank_lower[j][s] = atomicAdd(&hist[1][b + 1], 1u);
+      }
+    }
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < 2 * MSDA_BPH; i += blockDim.x) {
+    const int kind = i / MSDA_BPH, b = i % MSDA_BPH;
+    if (hist[kind][b] != 0u) base[kind][b] = atomicAdd(cursor + kind * bands + nh * MSDA_BPH + b, hist[kind][b]);
+  }
+  __syncthreads();
+#pragma unroll
+  for (int j = 0; j < MSDA_QPW; ++j) {
+    const long long nqh = (static_cast<long long>(n) * queries + min(q0 + j, queries - 1)) * MSDA_M + head;
+#pragma unroll
+    for (int s = 0; s < STEPS; ++s) {
+      if (code[j][s] < 0) continue;
+      const int b = code[j][s] & ~MSDA_NEXT_TOO;
+      const unsigned p = static_cast<unsigned>(nqh * MSDA_LP + s * 32 + lane);
+      entries[base[0][b] + rank[j][s]] = p;
+      if (code[j][s] & MSDA_NEXT_TOO) entries[base[1][b + 1] + rank_lower[j][s]] = p | MSDA_LOWER;
+    }
+  }
+}
+
+// Every level's boxes fit the plan: the value rows (rows + 1) in `vband`, the sums (rows, a pixel
+// D + 1 words apart) in `plane`, and the output (rows) over `vband`.
+template <int L>
+constexpr bool msda_bands_fit() {
+  if constexpr (L == MSDA_L) {
+    return true;
+  } else {
+    typedef typename msda_band_in<L>::type I;
+    typedef typename msda_band_out<L>::type O;
+    return I::EXTENT_N == 1 && I::EXTENT_M == 1 && I::EXTENT_C == MSDA_D && O::EXTENT_N == 1 && O::EXTENT_M == 1 &&
+           O::EXTENT_C == MSDA_D && I::EXTENT_W == O::EXTENT_W && I::EXTENT_H == O::EXTENT_H + 1 &&
+           I::SMEM_BYTES == I::EXTENT_H * I::EXTENT_W * MSDA_D * sizeof(msda_t) &&
+           O::SMEM_BYTES == O::EXTENT_H * O::EXTENT_W * MSDA_D * sizeof(msda_t) &&
+           I::SMEM_BYTES <= MsdaBandsPlan::BYTES_vband &&
+           O::EXTENT_H * O::EXTENT_W * (MSDA_D + 1) * 4 * (1 + MSDA_FIX_WIDE) <= MsdaBandsPlan::BYTES_plane &&
+           msda_bands_fit<L + 1>();
+  }
+}
+static_assert(msda_bands_fit<0>(), "every level's boxes fit the plan's shared memory");
+
+// VEC channels (part `sub`) of pixel (row hh of the band's value rows, column ww): the value box
+// is dense, [rows + 1][W][D] (msda_bands_fit checks its bytes).
+__device__ __forceinline__ uint4 msda_band_value(const unsigned char* vband, int hh, int ww, int W, int sub) {
+  return *reinterpret_cast<const uint4*>(vband + ((hh * W + ww) * MSDA_TPQ + sub) * 16);
+}
+
+// Block b: the heaviest levels' bands first (the last level's bands hold the most points each).
+// In: a map a level over value ([N][H][W][M][D] from the level's first row), then a map a level
+// over grad_value (the same view, the storage type).
+extern "C" __global__ void TMA_PLAN_MSDA_BWD_BANDS_LAUNCH_BOUNDS
+msda_bwd_bands(const unsigned* __restrict__ entries, const unsigned* __restrict__ first,
+               const unsigned* __restrict__ acc, const float* __restrict__ loc, const float* __restrict__ wts,
+               const msda_t* __restrict__ grad_out, float* __restrict__ grad_loc, float* __restrict__ grad_attn,
+               const __grid_constant__ MsdaShapes sh, int batch, MSDA_BAND_MAP_PARAMS) {
+  extern __shared__ unsigned char msda_raw[];
+  unsigned char* sbase = MsdaBandsPlan::base(msda_raw);
+  unsigned char* vband = MsdaBandsPlan::vband(sbase);
+  int* plane = reinterpret_cast<int*>(MsdaBandsPlan::plane(sbase));
+  __shared__ __align__(8) tma_mbarrier bar;
+
+  // This block's level, (batch, head) and band.
+  int b = blockIdx.x, l = MSDA_L - 1;
+  for (;; --l) {
+    const int blocks = batch * MSDA_M * (msda_band_first(l + 1) - msda_band_first(l));
+    if (b < blocks || l == 0) break;
+    b -= blocks;
+  }
+  const int per_level = msda_band_first(l + 1) - msda_band_first(l);
+  const int nh = b / per_level, k = b % per_level;
+  const int n = nh / MSDA_M, head = nh % MSDA_M;
+  const int H = sh.h(l), W = sh.w(l), R = msda_band_rows(l), r0 = k * R;
+  const int band = nh * MSDA_BPH + msda_band_first(l) + k;
+  const int t = threadIdx.x;
+  const CUtensorMap* in_maps[MSDA_L] = {MSDA_BAND_IN_PTRS};
+  const CUtensorMap* out_maps[MSDA_L] = {MSDA_BAND_OUT_PTRS};
+  if (t == 0) {
+    tma_mbarrier_init(&bar, 1);
+    tma_fence_mbarrier_init();
+    msda_for<0, MSDA_L>([&](auto lc) {
+      constexpr int L = decltype(lc)::value;
+      typedef typename msda_band_in<L>::type I;
+      if (l == L) {
+        I::arrive_expect_tx(&bar);
+        I::load(in_maps[L], &bar, vband, {.N = n, .H = r0, .W = 0, .M = head, .C = 0});
+      }
+    });
+  }
+#if defined(TMA_DEBUG)
+  // The rendered boxes are this problem's levels: the whole width, rows + 1 rows in.
+  msda_for<0, MSDA_L>([&](auto lc) {
+    constexpr int L = decltype(lc)::value;
+    typedef typename msda_band_in<L>::type I;
+    if (l == L && (I::EXTENT_W != W || I::EXTENT_H != R + 1 || n >= batch || r0 >= H)) {
+      if (t == 0)
+        printf("msda_bwd_bands: block %d: level %d of [%d][%d] has a value box of [%d][%d] for bands of %d rows, band "
+               "%d, batch %d of %d\n",
+               blockIdx.x, l, H, W, I::EXTENT_H, I::EXTENT_W, R, k, n, batch);
+      __trap();
+    }
+  });
+#endif
+  const int plane_words = R * W * (MSDA_D + 1);
+  for (int i = t; i < plane_words * (1 + MSDA_FIX_WIDE); i += MSDA_BT) plane[i] = 0;
+
+  // The band's fixed-point scale 2^S: terms below 2^22 units, count * the largest below 2^30.
+  const unsigned e0 = __ldg(first + band), e1 = __ldg(first + band + 1);
+  const float tm = __uint_as_float(__ldg(acc + batch * MSDA_M * MSDA_BPH + band));  // (acc: counts, then bounds)
+  const bool finite = tm <= 3.0e38f;  // (NaN and inf are not)
+  int S = 0;
+  const int ec = 32 - __clz(static_cast<int>(e1 - e0));  // count < 2^ec
+  if (tm > 0.f && finite) {
+    int et;
+    frexpf(tm, &et);  // tm < 2^et
+    S = min(22 - et, 30 - et - ec);
+    S = max(min(S, 100), -100);
+  }
+  const float scale = ldexpf(1.f, S);
+#if MSDA_FIX_WIDE
+  // The remainders (|r| <= 1/2 unit) at 2^K: count * 2^(K - 1) below 2^30.
+  const int K = min(16, 31 - ec);
+  const float scale_lo = ldexpf(1.f, K);
+  int* plane_lo = plane + plane_words;
+#endif
+  __syncthreads();  // the plane is zero
+  tma_mbarrier_wait(&bar, 0);
+
+  // The entries, MSDA_PPS points a step; thread `sub` of a point owns channels sub * VEC ...
+  const int sub = t % MSDA_TPQ, slot = t / MSDA_TPQ;
+  const float2* xy = reinterpret_cast<const float2*>(loc);
+  // The next step's point, loaded a step ahead: its entry, location, weight and grad_out part.
+  struct Ahead {
+    unsigned e;
+    float2 c;
+    float a;
+    uint4 g;
+  };
+  const auto fetch = [&](unsigned i) {
+    Ahead x;
+    const unsigned j = i < e1 ? i : (e1 > e0 ? e1 - 1 : e0);
+    x.e = e1 > e0 ? __ldg(entries + j) : 0u;
+    const unsigned p = x.e & ~MSDA_LOWER;
+    x.c = __ldg(xy + p);
+    x.a = __ldg(wts + p);
+    const long long nqh = p / MSDA_LP;
+    x.g = __ldg(reinterpret_cast<const uint4*>(grad_out + nqh * MSDA_D + sub * MSDA_VEC));
+    return x;
+  };
+  Ahead next = fetch(e0 + slot);
+  for (unsigned s0 = e0; s0 < e1; s0 += MSDA_PPS) {
+    const Ahead cur = next;
+    const bool live = s0 + slot < e1;
+    next = fetch(s0 + MSDA_PPS + slot);
+    const bool lower = (cur.e & MSDA_LOWER) != 0u;
+    const unsigned p = cur.e & ~MSDA_LOWER;
+    const MsdaPoint pt(cur.c, H, W, cur.a, live);
+    float g[MSDA_VEC];
+    msda_unpack(cur.g, g);
+    // grad_attn and grad_loc: the point's own band only (from the value rows in shared memory).
+    // A band's own entries come first, so that most warps' steps are all own or all lower: a
+    // warp of lower entries skips this part.
+    const bool own = live && !lower;
+    if (__any_sync(0xffffffffu, own)) {
+      float dot[4];
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int hh = pt.h0 + pt.dh(c) - r0, ww = pt.w0 + pt.dw(c);
+        float v[MSDA_VEC];
+        msda_unpack(own && pt.in[c] ? msda_band_value(vband, hh, ww, W, sub) : make_uint4(0u, 0u, 0u, 0u), v);
+        float d = 0.f;
+#pragma unroll
+        for (int j = 0; j < MSDA_VEC; ++j) d = fmaf(g[j], v[j], d);
+        dot[c] = d;
+      }
+      float d_a = 0.f;
+#pragma unroll
+      for (int c = 0; c < 4; ++c) d_a += pt.wt(c) * dot[c];
+      const float d_fw = (1.f - pt.lh) * (dot[1] - dot[0]) + pt.lh * (dot[3] - dot[2]);
+      const float d_fh = (1.f - pt.lw) * (dot[2] - dot[0]) + pt.lw * (dot[3] - dot[1]);
+      d_a = msda_sum<MSDA_TPQ>(d_a);
+      const float gx = msda_sum<MSDA_TPQ>(pt.a * d_fw) * static_cast<float>(W);
+      const float gy = msda_sum<MSDA_TPQ>(pt.a * d_fh) * static_cast<float>(H);
+      if (own && sub == 0) {
+        grad_attn[p] = pt.h0 > -2 ? d_a : 0.f;
+        reinterpret_cast<float2*>(grad_loc)[p] = make_float2(gx, gy);
+      }
+    }
+    // grad_value: the corners in this band's rows (a lower entry: its lower corners, row r0).
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      const int row = pt.h0 + pt.dh(c);
+      const bool mine = live && pt.in[c] && (lower ? pt.dh(c) == 1 : row < r0 + R);
+      if (!mine) continue;
+      const float aw = pt.a * pt.wt(c) * scale;
+      int* dst = plane + ((row - r0) * W + pt.w0 + pt.dw(c)) * (MSDA_D + 1) + sub * MSDA_VEC;
+#pragma unroll
+      for (int j = 0; j < MSDA_VEC; ++j) {
+        const float hi = fmaf(aw, g[j], MSDA_FIX_MAGIC);
+        atomicAdd(dst + j, __float_as_int(hi) - MSDA_FIX_MAGIC_BITS);
+#if MSDA_FIX_WIDE
+        const float rem = fmaf(aw, g[j], MSDA_FIX_MAGIC - hi);  // (exact: hi - MAGIC is an integer)
+        atomicAdd(dst + plane_words + j,
+                  __float_as_int(fmaf(rem, scale_lo, MSDA_FIX_MAGIC)) - MSDA_FIX_MAGIC_BITS);
+#endif
+      }
+    }
+  }
+  __syncthreads();  // every sum is in, and every read of the value rows done
+
+  // The plane in the storage type over the value rows' shared memory (the output box's layout),
+  // VEC channels a thread; NaN everywhere if a term bound was not finite.
+#if MSDA_FIX_WIDE
+  const float inv = finite ? ldexpf(1.f, -S - K) : __int_as_float(0x7fc00000);
+#else
+  const float inv = finite ? ldexpf(1.f, -S) : __int_as_float(0x7fc00000);
+#endif
+  for (int v = t; v < R * W * MSDA_TPQ; v += MSDA_BT) {
+    const int px = v / MSDA_TPQ, part = v % MSDA_TPQ;
+    float f[MSDA_VEC];
+#pragma unroll
+    for (int j = 0; j < MSDA_VEC; ++j) {
+      const int w = px * (MSDA_D + 1) + part * MSDA_VEC + j;
+#if MSDA_FIX_WIDE
+      f[j] = __ll2float_rn(static_cast<long long>(plane[w]) * (1ll << K) + plane_lo[w]) * inv;
+#else
+      f[j] = __int2float_rn(plane[w]) * inv;
+#endif
+    }
+    reinterpret_cast<uint4*>(vband)[v] = msda_pack(f);
+  }
+  tma_async_proxy_fence();
+  __syncthreads();
+  if (t == 0) {
+    msda_for<0, MSDA_L>([&](auto lc) {
+      constexpr int L = decltype(lc)::value;
+      if (l == L) msda_band_out<L>::type::store(out_maps[L], vband, {.N = n, .H = r0, .W = 0, .M = head, .C = 0});
+    });
+    tma_store_commit_group();
+    tma_store_async_wait<0>();
+  }
+}
+
+#if MSDA_SOFTMAX
+// The logits' gradient a_i (g_i - sum_j a_j g_j) over a (query, head)'s L * P points, in place: a
+// warp a (batch, query, head).
+extern "C" __global__ void TMA_PLAN_MSDA_BAND_LOGITS_LAUNCH_BOUNDS
+msda_band_logits(const float* __restrict__ wts, float* __restrict__ grad_attn, long long pairs) {
+  const long long nqh = static_cast<long long>(blockIdx.x) * 8 + threadIdx.x / 32;
+  if (nqh >= pairs) return;  // (a whole warp)
+  const int lane = threadIdx.x % 32;
+  float* ga = grad_attn + nqh * MSDA_LP;
+  const float* a = wts + nqh * MSDA_LP;
+  float dot = 0.f;
+  for (int i = lane; i < MSDA_LP; i += 32) dot += a[i] * ga[i];
+  dot = msda_sum<32>(dot);
+  for (int i = lane; i < MSDA_LP; i += 32) ga[i] = a[i] * (ga[i] - dot);
+}
+#endif
+#endif  // MSDA_BANDS
