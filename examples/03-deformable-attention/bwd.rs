@@ -104,11 +104,185 @@ pub fn band_rows(m: &Msda, ty: Ty, l: usize, plane_bytes: u64) -> u32 {
     (plane_bytes / row).clamp(1, (h as u64).min(255)) as u32
 }
 
+/// The band design's grad_value on the CPU, step for step in the kernels' f32 and integer
+/// arithmetic (weights given, not logits): each point filed under its band (and the next, for
+/// its lower corners), each band's scale from its count and largest term bound, each term
+/// rounded to the band's fixed point by the fma trick (and, with `planes` 2, its remainder to
+/// the second plane's), the sums in wrapping 32-bit integers, the result rounded to `ty`. It
+/// proves the precision rule of [`band_planes`] without a GPU (the kernel's sums are these,
+/// in another order: integers, so the same).
+pub fn bands_model(
+    m: &Msda,
+    ty: Ty,
+    plane_kb: u32,
+    planes: u64,
+    loc: &[f32],
+    attn: &[f32],
+    grad_out: &[f32],
+) -> Vec<f64> {
+    const MAGIC: f32 = 12_582_912.0; // 1.5 * 2^23
+    const MAGIC_BITS: i32 = 0x4B40_0000;
+    let fix = |x: f32| (x.to_bits() as i32).wrapping_sub(MAGIC_BITS);
+    let (heads, d, lp) = (m.heads, m.channels, m.points_per_head());
+    let (starts, s) = (m.level_start(), m.spatial());
+    // msda_fast.cu's msda_coord (f32 storage: MSDA_EXACT) -> (pixel coordinate, floor, fraction).
+    let coord = |x: f32, n: usize| {
+        let nf = n as f32;
+        let p = x * nf;
+        let im = p - 0.5;
+        let (mut fl, mut frac) = (im.floor(), im - im.floor());
+        if ty == Ty::F32 {
+            frac = (im - fl) + x.mul_add(nf, -p);
+            if frac < 0.0 {
+                (fl, frac) = (fl - 1.0, frac + 1.0);
+            } else if frac >= 1.0 {
+                (fl, frac) = (fl + 1.0, frac - 1.0);
+            }
+        }
+        (im, fl, frac)
+    };
+    let mut out = vec![0.0; m.value_len()];
+    for (n, h, (l, &(lh, lw))) in (0..m.batch)
+        .flat_map(|n| (0..heads).map(move |h| (n, h)))
+        .flat_map(|(n, h)| m.levels.iter().enumerate().map(move |lv| (n, h, lv)))
+    {
+        let rows = band_rows(m, ty, l, plane_kb as u64 * 1024) as usize;
+        // Each band's entries and largest term bound.
+        let mut bands: Vec<Vec<ModelEntry>> = vec![Vec::new(); lh.div_ceil(rows)];
+        let mut tmax = vec![0f32; bands.len()];
+        for q in 0..m.queries {
+            let nqh = (n * m.queries + q) * heads + h;
+            let g = &grad_out[nqh * d..(nqh + 1) * d];
+            let gmax = g.iter().fold(0f32, |a, &x| a.max(x.abs()));
+            for p in 0..m.points {
+                let i = nqh * lp + l * m.points + p;
+                let (hi, hf, fh) = coord(loc[2 * i + 1], lh);
+                let (wi, wf, fw) = coord(loc[2 * i], lw);
+                if !(hi > -1.0 && wi > -1.0 && hi < lh as f32 && wi < lw as f32) {
+                    continue;
+                }
+                let (h0, w0) = (hf as i64, wf as i64);
+                let wt = |k: usize| {
+                    (if k & 2 != 0 { fh } else { 1.0 - fh })
+                        * (if k & 1 != 0 { fw } else { 1.0 - fw })
+                };
+                let a = attn[i];
+                let band = h0.max(0) as usize / rows;
+                let bound = a.abs() * gmax;
+                let wts = [wt(0), wt(1), wt(2), wt(3)];
+                let entry = ModelEntry {
+                    nqh,
+                    h0,
+                    w0,
+                    aw: wts.map(|w| a * w),
+                    lower: false,
+                };
+                bands[band].push(entry);
+                tmax[band] = tmax[band].max(bound);
+                if h0 >= 0 && ((h0 + 1) as usize) < lh && (h0 + 1) as usize % rows == 0 {
+                    bands[band + 1].push(ModelEntry {
+                        lower: true,
+                        ..entry
+                    });
+                    tmax[band + 1] = tmax[band + 1].max(bound);
+                }
+            }
+        }
+        for (k, entries) in bands.iter().enumerate() {
+            let r0 = (k * rows) as i64;
+            let count = entries.len() as u32;
+            let ec = 32 - count.leading_zeros() as i32;
+            let et = if tmax[k] > 0.0 {
+                libm_frexp_exp(tmax[k])
+            } else {
+                0
+            };
+            let scale_exp = if tmax[k] > 0.0 {
+                (22 - et).min(30 - et - ec).clamp(-100, 100)
+            } else {
+                0
+            };
+            let kk = 16.min(31 - ec);
+            let scale = 2f32.powi(scale_exp);
+            let mut hi_sums = vec![0i32; rows * lw * d];
+            let mut lo_sums = vec![0i32; rows * lw * d];
+            for &ModelEntry {
+                nqh,
+                h0,
+                w0,
+                aw,
+                lower,
+            } in entries
+            {
+                for (c, awc) in aw.into_iter().enumerate() {
+                    let (row, col) = (h0 + (c >> 1) as i64, w0 + (c & 1) as i64);
+                    let inside = row >= 0 && row < lh as i64 && col >= 0 && col < lw as i64;
+                    let mine = inside
+                        && if lower {
+                            c >> 1 == 1
+                        } else {
+                            row < r0 + rows as i64
+                        };
+                    if !mine {
+                        continue;
+                    }
+                    let term_scale = awc * scale;
+                    let at = (((row - r0) as usize) * lw + col as usize) * d;
+                    for (ch, &gv) in grad_out[nqh * d..(nqh + 1) * d].iter().enumerate() {
+                        let hi = term_scale.mul_add(gv, MAGIC);
+                        hi_sums[at + ch] = hi_sums[at + ch].wrapping_add(fix(hi));
+                        if planes == 2 {
+                            let rem = term_scale.mul_add(gv, MAGIC - hi);
+                            let lo = rem.mul_add(2f32.powi(kk), MAGIC);
+                            lo_sums[at + ch] = lo_sums[at + ch].wrapping_add(fix(lo));
+                        }
+                    }
+                }
+            }
+            for y in 0..rows.min(lh - k * rows) {
+                for x in 0..lw {
+                    for ch in 0..d {
+                        let e = (y * lw + x) * d + ch;
+                        let v = if planes == 2 {
+                            (((hi_sums[e] as i64) << kk) + lo_sums[e] as i64) as f32
+                                * 2f32.powi(-scale_exp - kk)
+                        } else {
+                            hi_sums[e] as f32 * 2f32.powi(-scale_exp)
+                        };
+                        let pixel = starts[l] + (k * rows + y) * lw + x;
+                        out[((n * s + pixel) * heads + h) * d + ch] = ty.round(f64::from(v));
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// A band's entry in [`bands_model`]: the point's (batch, query, head), its upper left corner,
+/// its corners' weights times its attention weight, and whether it is the next band's lower
+/// entry.
+#[derive(Clone, Copy)]
+struct ModelEntry {
+    nqh: usize,
+    h0: i64,
+    w0: i64,
+    aw: [f32; 4],
+    lower: bool,
+}
+
+/// The exponent e of frexp (x = m 2^e, m in [0.5, 1)) of a positive normal f32.
+fn libm_frexp_exp(x: f32) -> i32 {
+    ((x.to_bits() >> 23) & 0xff) as i32 - 126
+}
+
 /// msda_band_count's block (and msda_band_fill's): 8 warps of [`BAND_QUERIES_A_WARP`] (query,
 /// head)s each.
 const BAND_COUNT_THREADS: u32 = 256;
 /// msda_bwd_bands.cu's MSDA_QPW.
 const BAND_QUERIES_A_WARP: u32 = 4;
+/// msda_bwd_bands.cu's MSDA_ACC: msda_band_count's words a band.
+const BAND_ACC: usize = 7;
 
 /// The band design's planes of 32-bit sums (msda_bwd_bands.cu's MSDA_FIX_WIDE): two, each
 /// term's integer part and its next bits, for f32 storage and wherever a band may hold more than
@@ -685,11 +859,11 @@ pub fn bands_plan(
         outs.push(fast::level_box_tile(m, ty, "msda_bout", l, (r, w as u32))?);
     }
     let per_head = firsts[m.levels.len()];
-    // msda_band_count and msda_band_fill keep four words a band of a (batch, head) in static
-    // shared memory (at most 48 KB).
-    if per_head > 2048 {
+    // msda_band_count keeps seven words a band of a (batch, head) in static shared memory (at
+    // most 48 KB).
+    if per_head > 1024 {
         return Err(format!(
-            "{label}: {per_head} bands a (batch, head): msda_band_count's histograms hold 2048"
+            "{label}: {per_head} bands a (batch, head): msda_band_count's histograms hold 1024"
         )
         .into());
     }
@@ -1246,8 +1420,8 @@ pub struct BwdDevice {
     pub bands: Option<BandsScratch>,
 }
 
-/// The band design's buffers: each band's entry count, largest term bound and own entries
-/// (`acc`, zeroed each launch), its first entry (`first`, one past the last band too) and the
+/// The band design's buffers: each band's entry count, largest term bound, own entries and
+/// box of corners (`acc`, [`BAND_ACC`] words a band, zeroed each launch), its first entry (`first`, one past the last band too) and the
 /// fill's two cursors (own entries, lower ones),
 /// each point's band code, the entries (at most two a point) and, with the fused softmax, the
 /// weights.
@@ -1682,7 +1856,7 @@ impl BwdDevice {
             .is_none_or(|sc| sc.first.len() <= bands || sc.wts.len() < wts)
         {
             self.bands = Some(BandsScratch {
-                acc: stream.alloc_zeros(3 * bands)?,
+                acc: stream.alloc_zeros(BAND_ACC * bands)?,
                 first: stream.alloc_zeros(bands + 1)?,
                 cursor: stream.alloc_zeros(2 * bands)?,
                 pband: stream.alloc_zeros(m.attn_len())?,
@@ -1719,7 +1893,7 @@ impl BwdDevice {
             // SAFETY: msda_band_count(loc, attn, grad_out, acc, bands, pband, wts, grad_loc,
             // grad_attn, MsdaShapes, queries): loc / grad_loc 2 N Q M L P f32, attn (the logits
             // with the fused softmax) / grad_attn / pband N Q M L P, grad_out N Q M D of the
-            // storage type, acc 3 u32 a band (counts, term bounds, own counts; zeroed above), wts
+            // storage type, acc BAND_ACC u32 a band (zeroed above), wts
             // N Q M L P f32 with the fused softmax (else unused); the grid is build_bwd's (a warp
             // a (query, head)).
             unsafe { l.launch() }?;
@@ -1731,7 +1905,7 @@ impl BwdDevice {
                 .arg(&mut sc.first)
                 .arg(&mut sc.cursor)
                 .arg(&nbands);
-            // SAFETY: msda_band_scan(acc, first, cursor, bands): acc 3 `bands` u32 as
+            // SAFETY: msda_band_scan(acc, first, cursor, bands): acc BAND_ACC `bands` u32 as
             // msda_band_count left it, first bands + 1, cursor 2 bands; one block.
             unsafe { l.launch() }?;
         }

@@ -974,6 +974,71 @@ mod tests {
         Ok(())
     }
 
+    /// The band design's arithmetic on the CPU (`bwd::bands_model`: its filing, scales, fma
+    /// rounding and integer sums) against the f64 reference: at the storage type's rounding
+    /// floor with the planes `band_planes` picks, on two levels of several bands and on one
+    /// crowded band (2^15 entries); and on the crowded band one plane misses f32's floor and
+    /// loses to two in f16, which is why the rule takes two there.
+    #[test]
+    fn band_model_is_at_the_floor_with_the_planes_the_rule_picks() {
+        use super::bwd;
+        use super::dist::{self, Dist, Ty};
+        use super::reference::{msda_backward, Attn};
+        let spread = Msda {
+            batch: 1,
+            queries: 64,
+            heads: 2,
+            channels: 32,
+            points: 4,
+            levels: vec![(9, 13), (3, 5)],
+        };
+        let crowded = Msda {
+            batch: 1,
+            queries: 4096,
+            heads: 1,
+            channels: 32,
+            points: 8,
+            levels: vec![(2, 3)],
+        };
+        let mut rng = Rng::new(23);
+        // rel L2 of grad_value and the limit BwdCheck::ok sets (1.1x the rounding floor + 1e-5).
+        let run = |m: &Msda, ty: Ty, planes: u64, rng: &mut Rng| {
+            let inp = dist::inputs(m, ty, Dist::Uniform, rng);
+            let g: Vec<f32> = (0..m.out_len())
+                .map(|_| ty.round(rng.range(-1.0, 1.0)) as f32)
+                .collect();
+            let reference = msda_backward(m, &inp.value, &inp.loc, Attn::Weights(&inp.attn), &g);
+            // 2 KB of sums a band: bands of a row or two, so that lower entries are filed.
+            let out = bwd::bands_model(m, ty, 2, planes, &inp.loc, &inp.attn, &g);
+            let c = setup::Check::of(&out, &reference.value, |r| ty.round(r));
+            assert_eq!(c.non_finite, 0);
+            (c.rel_l2, 1.1 * c.rounding_rel_l2 + 1e-5)
+        };
+        for ty in [Ty::F16, Ty::Bf16, Ty::F32] {
+            for m in [&spread, &crowded] {
+                let planes = bwd::band_planes(m, ty);
+                let (e, limit) = run(m, ty, planes, &mut rng);
+                assert!(
+                    e <= limit,
+                    "{ty:?} {m:?}, {planes} plane(s): rel L2 {e:.2e} above {limit:.2e}"
+                );
+            }
+        }
+        assert_eq!(bwd::band_planes(&spread, Ty::F16), 1);
+        assert_eq!(bwd::band_planes(&crowded, Ty::F16), 2);
+        let (e, limit) = run(&crowded, Ty::F32, 1, &mut rng);
+        assert!(
+            e > limit,
+            "f32 with one plane: rel L2 {e:.2e}, limit {limit:.2e}"
+        );
+        let (narrow, _) = run(&crowded, Ty::F16, 1, &mut rng);
+        let (wide, _) = run(&crowded, Ty::F16, 2, &mut rng);
+        assert!(
+            narrow > 1.05 * wide,
+            "the crowded band: one plane {narrow:.2e}, two {wide:.2e}"
+        );
+    }
+
     /// The plane design refuses what it cannot count or encode, naming the rule: channels
     /// not a multiple of 32, a level side past 14 bits, a level's points past 31 bits.
     #[test]

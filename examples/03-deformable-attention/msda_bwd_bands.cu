@@ -8,13 +8,15 @@
 //   "lower" entry). So a band's block sees every term of its rows' grad_value, and computes each
 //   point's grad_loc and grad_attn exactly once.
 //
-//   msda_band_count  a warp a (batch, query, head): the point's band, its term bound |a| max|g|;
-//                    per band the count of entries and the largest bound (one shared-memory
-//                    histogram a block, one global atomic a band and block). With the fused
-//                    softmax it writes the weights (wts) once.
+//   msda_band_count  a warp a (batch, query, head), four in turn: the point's band, its term bound
+//                    |a| max|g|; per band the count of entries (and of its own points'), the
+//                    largest bound and the box of corners (shared-memory histograms a block, one
+//                    global atomic a band and block). With the fused softmax it writes the
+//                    weights (wts) once.
 //   msda_band_scan   one block: each band's first entry (an exclusive scan of the counts).
-//   msda_band_fill   the same warps: each point's entries at its band's places (the order within
-//                    a band is the atomics' and does not matter: the sums are integers).
+//   msda_band_fill   the same warps: each point's entries at its band's places, its own points'
+//                    first (the order within each part is the atomics' and does not matter: the
+//                    sums are integers).
 //   msda_bwd_bands   a block a band: one TMA box brings the band's value rows (and the row
 //                    below) into shared memory; each entry's point is evaluated from them (the
 //                    forward's bilinear gathers, from shared memory), its grad_loc and grad_attn
@@ -23,7 +25,10 @@
 //                    shared atomic add on sm_90; f32 ones are compare-and-swap loops). Integer
 //                    sums are exact, so every order gives the same bits. The scale 2^S is the
 //                    band's: each term below 2^22 units (the fma rounding trick's range) and the
-//                    band's count times the largest term below 2^30. The plane is converted
+//                    band's count times the largest term below 2^30. A hot band (clustered
+//                    points: every corner in a window of at most 32 pixels) adds into a copy of
+//                    the window a point of a warp's step, so that a step's points never share a
+//                    bank, and the copies are added up at the end. The plane is converted
 //                    to the storage type over the value rows' shared memory and written by one
 //                    TMA store (clipped at the level's last row).
 //   msda_band_logits (MSDA_SOFTMAX) the logits' gradient from grad_attn and the weights.
@@ -44,6 +49,8 @@ constexpr int MSDA_PPS = MSDA_BT / MSDA_TPQ;  // points a step of msda_bwd_bands
 static_assert(MSDA_BT % 32 == 0 && MSDA_BT <= 1024, "whole warps");
 constexpr unsigned MSDA_LOWER = 0x80000000u;  // an entry's flag: the point's lower corners only
 constexpr int MSDA_NEXT_TOO = 1 << 30;        // a point's band code's flag: the next band takes it too
+constexpr int MSDA_ACC = 7;                   // msda_band_count's words a band (see there)
+constexpr unsigned MSDA_BOX_BIG = 1u << 30;   // a box's minima are kept as BIG - value
 // The fma rounding trick: fmaf(x, 1, 1.5 * 2^23) has the integer nearest x in its low bits while
 // |x| <= 2^22.
 constexpr float MSDA_FIX_MAGIC = 12582912.f;
@@ -63,13 +70,16 @@ __device__ __forceinline__ int msda_level_of(int i) { return i / MSDA_P; }
 struct MsdaBandOf {
   int band;
   bool lower;
+  int h0, w0;  // the upper left corner (-1 .. H - 1, -1 .. W - 1)
   __device__ __forceinline__ MsdaBandOf(float2 c, int l, const MsdaShapes& sh) {
     const int H = sh.h(l), W = sh.w(l);
     float hf, wf, fh, fw;
     const float h_im = msda_coord(c.y, H, hf, fh);
     const float w_im = msda_coord(c.x, W, wf, fw);
     const bool inside = h_im > -1.f && w_im > -1.f && h_im < static_cast<float>(H) && w_im < static_cast<float>(W);
-    const int h0 = static_cast<int>(hf), rows = msda_band_rows(l);
+    h0 = static_cast<int>(hf);
+    w0 = static_cast<int>(wf);
+    const int rows = msda_band_rows(l);
     band = inside ? msda_band_first(l) + max(h0, 0) / rows : -1;
     lower = inside && h0 >= 0 && h0 + 1 < H && (h0 + 1) % rows == 0;
   }
@@ -103,17 +113,23 @@ __device__ __forceinline__ float msda_row_max(const msda_t* __restrict__ row) {
 }
 
 // Grid: N * M * ceil(Q / MSDA_CQ) blocks, block b = (n * M + head) * chunks + chunk; warp w owns
-// queries chunk * MSDA_CQ + w * MSDA_QPW + j. acc holds three words a band of the `bands`: its
-// entries (acc[band]), its largest term bound (acc[bands + band]: f32 bits of a non-negative
-// float, ordered as unsigned) and its own points' entries (acc[2 bands + band]; the rest are
-// lower entries). pband[point] = band | MSDA_NEXT_TOO (the next band too) or -1.
+// queries chunk * MSDA_CQ + w * MSDA_QPW + j. acc holds MSDA_ACC words a band of the `bands`:
+// its entries (acc[band]), its largest term bound (acc[bands + band]: f32 bits of a non-negative
+// float, ordered as unsigned), its own points' entries (acc[2 bands + band]; the rest are lower
+// entries) and the box of its entries' upper left corners (h0 + 1, w0 + 1): their maxima and
+// MSDA_BOX_BIG - their minima (acc[(3 + k) bands + band], k = 0 .. 3), so that every word starts
+// at zero. pband[point] = band | MSDA_NEXT_TOO (the next band too) or -1.
 extern "C" __global__ void TMA_PLAN_MSDA_BAND_COUNT_LAUNCH_BOUNDS
 msda_band_count(const float* __restrict__ loc, const float* __restrict__ attn, const msda_t* __restrict__ grad_out,
                 unsigned* __restrict__ acc, int bands, int* __restrict__ pband, float* __restrict__ wts,
                 float* __restrict__ grad_loc, float* __restrict__ grad_attn, const __grid_constant__ MsdaShapes sh,
                 int queries) {
-  __shared__ unsigned hist[MSDA_BPH], hown[MSDA_BPH], hmax[MSDA_BPH];
-  for (int i = threadIdx.x; i < MSDA_BPH; i += blockDim.x) hist[i] = 0u, hown[i] = 0u, hmax[i] = 0u;
+  __shared__ unsigned hist[MSDA_BPH], hown[MSDA_BPH], hmax[MSDA_BPH], hbox[4][MSDA_BPH];
+  for (int i = threadIdx.x; i < MSDA_BPH; i += blockDim.x) {
+    hist[i] = 0u, hown[i] = 0u, hmax[i] = 0u;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) hbox[k][i] = 0u;
+  }
   __syncthreads();
   const int chunks = (queries + MSDA_CQ - 1) / MSDA_CQ;
   const int nh = blockIdx.x / chunks, q0 = blockIdx.x % chunks * MSDA_CQ + threadIdx.x / 32 * MSDA_QPW;
@@ -139,12 +155,19 @@ msda_band_count(const float* __restrict__ loc, const float* __restrict__ attn, c
       }
       // (NaN above inf above every finite bound as unsigned bits: a non-finite input shows.)
       const unsigned bound = __float_as_uint(fabsf(a) * g);
+      // The band's box of upper left corners, as four maxima (zero is "none").
+      const unsigned box[4] = {static_cast<unsigned>(b.h0 + 1), MSDA_BOX_BIG - static_cast<unsigned>(b.h0 + 1),
+                               static_cast<unsigned>(b.w0 + 1), MSDA_BOX_BIG - static_cast<unsigned>(b.w0 + 1)};
       atomicAdd(&hist[b.band], 1u);
       atomicAdd(&hown[b.band], 1u);
       atomicMax(&hmax[b.band], bound);
+#pragma unroll
+      for (int k = 0; k < 4; ++k) atomicMax(&hbox[k][b.band], box[k]);
       if (b.lower) {
         atomicAdd(&hist[b.band + 1], 1u);
         atomicMax(&hmax[b.band + 1], bound);
+#pragma unroll
+        for (int k = 0; k < 4; ++k) atomicMax(&hbox[k][b.band + 1], box[k]);
       }
     }
   }
@@ -155,6 +178,8 @@ msda_band_count(const float* __restrict__ loc, const float* __restrict__ attn, c
     atomicAdd(acc + nh * MSDA_BPH + i, hist[i]);
     atomicMax(acc + bands + nh * MSDA_BPH + i, hmax[i]);
     if (hown[i] != 0u) atomicAdd(acc + 2 * bands + nh * MSDA_BPH + i, hown[i]);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) atomicMax(acc + (3 + k) * bands + nh * MSDA_BPH + i, hbox[k][i]);
   }
 }
 
@@ -258,6 +283,24 @@ __device__ __forceinline__ uint4 msda_band_value(const unsigned char* vband, int
   return *reinterpret_cast<const uint4*>(vband + ((hh * W + ww) * MSDA_TPQ + sub) * 16);
 }
 
+// Hot bands' copies (see msda_bwd_bands): one a point of a warp's step, each MSDA_HOT_STRIDE
+// words (1 mod 8, so that the copies of one pixel's channel fall in 8 different banks), as many
+// window pixels as the plane holds (at most 32; 0: no hot mode), for bands of MSDA_HOT_MIN
+// entries or more.
+constexpr int MSDA_REPS = 32 / MSDA_TPQ;
+constexpr int msda_hot_px() {
+  const int words = static_cast<int>(MsdaBandsPlan::BYTES_plane / 4 / (1 + MSDA_FIX_WIDE)) / MSDA_REPS - 8;
+  const int px = words / (MSDA_D + 1);
+  return px < 4 ? 0 : px < 32 ? px : 32;
+}
+constexpr int MSDA_HOT_PX = msda_hot_px();
+constexpr int MSDA_HOT_STRIDE = MSDA_HOT_PX * (MSDA_D + 1) + ((1 - MSDA_HOT_PX * (MSDA_D + 1)) & 7);
+constexpr int MSDA_HOT_MIN = 512;
+static_assert(MSDA_HOT_PX == 0 || MSDA_HOT_STRIDE % 8 == 1, "the copies 1 mod 8 words apart");
+static_assert(MSDA_REPS * MSDA_HOT_STRIDE * (1 + MSDA_FIX_WIDE) * 4 <= MsdaBandsPlan::BYTES_plane ||
+                  MSDA_HOT_PX == 0,
+              "the copies fit the plane");
+
 // Block b: the heaviest levels' bands first (the last level's bands hold the most points each).
 // In: a map a level over value ([N][H][W][M][D] from the level's first row), then a map a level
 // over grad_value (the same view, the storage type).
@@ -314,10 +357,23 @@ msda_bwd_bands(const unsigned* __restrict__ entries, const unsigned* __restrict_
   });
 #endif
   const int plane_words = R * W * (MSDA_D + 1);
-  for (int i = t; i < plane_words * (1 + MSDA_FIX_WIDE); i += MSDA_BT) plane[i] = 0;
+  const unsigned e0 = __ldg(first + band), e1 = __ldg(first + band + 1);  // the band's entries
+  // A hot band (every corner in a window of at most MSDA_HOT_PX pixels: clustered points) adds
+  // into MSDA_REPS copies of its window, one a point of a warp's step, so that a warp's points on
+  // one pixel hit different banks (copies MSDA_HOT_STRIDE words apart: 1 mod 8) instead of one
+  // address; the copies are added up (in order) at the end.
+  const int bands = batch * MSDA_M * MSDA_BPH;
+  // The window: corner rows h0 .. h0 + 1 and columns w0 .. w0 + 1 of every entry, within the band.
+  const int wr0 = max(static_cast<int>(MSDA_BOX_BIG - __ldg(acc + 4 * bands + band)) - 1, r0);
+  const int wr1 = min(static_cast<int>(__ldg(acc + 3 * bands + band)), r0 + R - 1);
+  const int wc0 = max(static_cast<int>(MSDA_BOX_BIG - __ldg(acc + 6 * bands + band)) - 1, 0);
+  const int wc1 = min(static_cast<int>(__ldg(acc + 5 * bands + band)), W - 1);
+  const int wcols = wc1 - wc0 + 1, wpx = (wr1 - wr0 + 1) * wcols;
+  const bool hot = MSDA_HOT_PX > 0 && e1 - e0 >= MSDA_HOT_MIN && wr1 >= wr0 && wc1 >= wc0 && wpx <= MSDA_HOT_PX;
+  const int lo_off = hot ? MSDA_REPS * MSDA_HOT_STRIDE : plane_words;  // (MSDA_FIX_WIDE: the low sums)
+  for (int i = t; i < MsdaBandsPlan::BYTES_plane / 4; i += MSDA_BT) plane[i] = 0;
 
   // The band's fixed-point scale 2^S: terms below 2^22 units, count * the largest below 2^30.
-  const unsigned e0 = __ldg(first + band), e1 = __ldg(first + band + 1);
   const float tm = __uint_as_float(__ldg(acc + batch * MSDA_M * MSDA_BPH + band));  // (acc: counts, then bounds)
   const bool finite = tm <= 3.0e38f;  // (NaN and inf are not)
   int S = 0;
@@ -333,7 +389,6 @@ msda_bwd_bands(const unsigned* __restrict__ entries, const unsigned* __restrict_
   // The remainders (|r| <= 1/2 unit) at 2^K: count * 2^(K - 1) below 2^30.
   const int K = min(16, 31 - ec);
   const float scale_lo = ldexpf(1.f, K);
-  int* plane_lo = plane + plane_words;
 #endif
   __syncthreads();  // the plane is zero
   tma_mbarrier_wait(&bar, 0);
@@ -360,7 +415,8 @@ msda_bwd_bands(const unsigned* __restrict__ entries, const unsigned* __restrict_
     return x;
   };
   Ahead next = fetch(e0 + slot);
-  for (unsigned s0 = e0; s0 < e1; s0 += MSDA_PPS) {
+  // (a warp whose points of a step are all past the band's last entry is done)
+  for (unsigned s0 = e0; s0 + t / 32 * (32 / MSDA_TPQ) < e1; s0 += MSDA_PPS) {
     const Ahead cur = next;
     const bool live = s0 + slot < e1;
     next = fetch(s0 + MSDA_PPS + slot);
@@ -405,14 +461,17 @@ msda_bwd_bands(const unsigned* __restrict__ entries, const unsigned* __restrict_
       const bool mine = live && pt.in[c] && (lower ? pt.dh(c) == 1 : row < r0 + R);
       if (!mine) continue;
       const float aw = pt.a * pt.wt(c) * scale;
-      int* dst = plane + ((row - r0) * W + pt.w0 + pt.dw(c)) * (MSDA_D + 1) + sub * MSDA_VEC;
+      const int col = pt.w0 + pt.dw(c);
+      int* dst = plane + sub * MSDA_VEC +
+                 (hot ? (slot % MSDA_REPS) * MSDA_HOT_STRIDE + ((row - wr0) * wcols + col - wc0) * (MSDA_D + 1)
+                      : ((row - r0) * W + col) * (MSDA_D + 1));
 #pragma unroll
       for (int j = 0; j < MSDA_VEC; ++j) {
         const float hi = fmaf(aw, g[j], MSDA_FIX_MAGIC);
         atomicAdd(dst + j, __float_as_int(hi) - MSDA_FIX_MAGIC_BITS);
 #if MSDA_FIX_WIDE
         const float rem = fmaf(aw, g[j], MSDA_FIX_MAGIC - hi);  // (exact: hi - MAGIC is an integer)
-        atomicAdd(dst + plane_words + j,
+        atomicAdd(dst + lo_off + j,
                   __float_as_int(fmaf(rem, scale_lo, MSDA_FIX_MAGIC)) - MSDA_FIX_MAGIC_BITS);
 #endif
       }
@@ -429,14 +488,37 @@ msda_bwd_bands(const unsigned* __restrict__ entries, const unsigned* __restrict_
 #endif
   for (int v = t; v < R * W * MSDA_TPQ; v += MSDA_BT) {
     const int px = v / MSDA_TPQ, part = v % MSDA_TPQ;
+    int hi[MSDA_VEC], lo[MSDA_VEC];
+#pragma unroll
+    for (int j = 0; j < MSDA_VEC; ++j) hi[j] = lo[j] = 0;
+    if (!hot) {
+#pragma unroll
+      for (int j = 0; j < MSDA_VEC; ++j) {
+        const int w = px * (MSDA_D + 1) + part * MSDA_VEC + j;
+        hi[j] = plane[w];
+        lo[j] = MSDA_FIX_WIDE ? plane[lo_off + w] : 0;
+      }
+    } else {
+      const int y = r0 + px / W - wr0, x = px % W - wc0;
+      if (y >= 0 && y < wpx / wcols && x >= 0 && x < wcols) {
+        for (int r = 0; r < MSDA_REPS; ++r) {
+#pragma unroll
+          for (int j = 0; j < MSDA_VEC; ++j) {
+            const int w = r * MSDA_HOT_STRIDE + (y * wcols + x) * (MSDA_D + 1) + part * MSDA_VEC + j;
+            hi[j] += plane[w];
+            if (MSDA_FIX_WIDE) lo[j] += plane[lo_off + w];
+          }
+        }
+      }
+    }
     float f[MSDA_VEC];
 #pragma unroll
     for (int j = 0; j < MSDA_VEC; ++j) {
-      const int w = px * (MSDA_D + 1) + part * MSDA_VEC + j;
 #if MSDA_FIX_WIDE
-      f[j] = __ll2float_rn(static_cast<long long>(plane[w]) * (1ll << K) + plane_lo[w]) * inv;
+      f[j] = __ll2float_rn(static_cast<long long>(hi[j]) * (1ll << K) + lo[j]) * inv;
 #else
-      f[j] = __int2float_rn(plane[w]) * inv;
+      f[j] = __int2float_rn(hi[j]) * inv;
+      (void)lo[j];
 #endif
     }
     reinterpret_cast<uint4*>(vband)[v] = msda_pack(f);
