@@ -277,10 +277,22 @@ constexpr bool msda_bands_fit() {
 }
 static_assert(msda_bands_fit<0>(), "every level's boxes fit the plan's shared memory");
 
+// The main loop addresses shared memory by 32-bit offsets held in registers: with generic
+// pointers ptxas rebuilt each access's address from the CTA's window base and the plan's 128-byte
+// alignment (8 instructions, at every gather and every corner: a tenth of the loop, ncu).
+__device__ __forceinline__ uint4 msda_lds128(unsigned a) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(a));
+  return v;
+}
+__device__ __forceinline__ void msda_red_add(unsigned a, unsigned v) {
+  asm volatile("red.shared.add.u32 [%0], %1;" ::"r"(a), "r"(v) : "memory");
+}
+
 // VEC channels (part `sub`) of pixel (row hh of the band's value rows, column ww): the value box
-// is dense, [rows + 1][W][D] (msda_bands_fit checks its bytes).
-__device__ __forceinline__ uint4 msda_band_value(const unsigned char* vband, int hh, int ww, int W, int sub) {
-  return *reinterpret_cast<const uint4*>(vband + ((hh * W + ww) * MSDA_TPQ + sub) * 16);
+// is dense, [rows + 1][W][D] (msda_bands_fit checks its bytes); `vband` its shared address.
+__device__ __forceinline__ uint4 msda_band_value(unsigned vband, int hh, int ww, int W, int sub) {
+  return msda_lds128(vband + ((hh * W + ww) * MSDA_TPQ + sub) * 16);
 }
 
 // Hot bands' copies (see msda_bwd_bands): one a point of a warp's step, each MSDA_HOT_STRIDE
@@ -395,6 +407,12 @@ msda_bwd_bands(const unsigned* __restrict__ entries, const unsigned* __restrict_
 
   // The entries, MSDA_PPS points a step; thread `sub` of a point owns channels sub * VEC ...
   const int sub = t % MSDA_TPQ, slot = t / MSDA_TPQ;
+  const unsigned vband_s = static_cast<unsigned>(__cvta_generic_to_shared(vband));
+  // This lane's sums: the plane (rows from r0, W pixels a row), or in a hot band its copy of the
+  // window (rows from wr0, wcols pixels a row); its channels from sub * VEC.
+  const unsigned sums_s = static_cast<unsigned>(__cvta_generic_to_shared(plane)) +
+                          4u * ((hot ? (slot % MSDA_REPS) * MSDA_HOT_STRIDE : 0) + sub * MSDA_VEC);
+  const int orow = hot ? wr0 : r0, ocol = hot ? wc0 : 0, pitch = hot ? wcols : W;
   const float2* xy = reinterpret_cast<const float2*>(loc);
   // The next step's point, loaded a step ahead: its entry, location, weight and grad_out part.
   struct Ahead {
@@ -435,7 +453,7 @@ msda_bwd_bands(const unsigned* __restrict__ entries, const unsigned* __restrict_
       for (int c = 0; c < 4; ++c) {
         const int hh = pt.h0 + pt.dh(c) - r0, ww = pt.w0 + pt.dw(c);
         float v[MSDA_VEC];
-        msda_unpack(own && pt.in[c] ? msda_band_value(vband, hh, ww, W, sub) : make_uint4(0u, 0u, 0u, 0u), v);
+        msda_unpack(own && pt.in[c] ? msda_band_value(vband_s, hh, ww, W, sub) : make_uint4(0u, 0u, 0u, 0u), v);
         float d = 0.f;
 #pragma unroll
         for (int j = 0; j < MSDA_VEC; ++j) d = fmaf(g[j], v[j], d);
@@ -461,18 +479,15 @@ msda_bwd_bands(const unsigned* __restrict__ entries, const unsigned* __restrict_
       const bool mine = live && pt.in[c] && (lower ? pt.dh(c) == 1 : row < r0 + R);
       if (!mine) continue;
       const float aw = pt.a * pt.wt(c) * scale;
-      const int col = pt.w0 + pt.dw(c);
-      int* dst = plane + sub * MSDA_VEC +
-                 (hot ? (slot % MSDA_REPS) * MSDA_HOT_STRIDE + ((row - wr0) * wcols + col - wc0) * (MSDA_D + 1)
-                      : ((row - r0) * W + col) * (MSDA_D + 1));
+      const unsigned dst = sums_s + (((row - orow) * pitch + pt.w0 + pt.dw(c) - ocol) * (MSDA_D + 1)) * 4u;
 #pragma unroll
       for (int j = 0; j < MSDA_VEC; ++j) {
         const float hi = fmaf(aw, g[j], MSDA_FIX_MAGIC);
-        atomicAdd(dst + j, __float_as_int(hi) - MSDA_FIX_MAGIC_BITS);
+        msda_red_add(dst + 4u * j, __float_as_uint(hi) - MSDA_FIX_MAGIC_BITS);
 #if MSDA_FIX_WIDE
         const float rem = fmaf(aw, g[j], MSDA_FIX_MAGIC - hi);  // (exact: hi - MAGIC is an integer)
-        atomicAdd(dst + lo_off + j,
-                  __float_as_int(fmaf(rem, scale_lo, MSDA_FIX_MAGIC)) - MSDA_FIX_MAGIC_BITS);
+        msda_red_add(dst + 4u * (lo_off + j),
+                     __float_as_uint(fmaf(rem, scale_lo, MSDA_FIX_MAGIC)) - MSDA_FIX_MAGIC_BITS);
 #endif
       }
     }
