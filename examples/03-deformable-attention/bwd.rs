@@ -1,7 +1,9 @@
-//! The backward kernels of msda_bwd.cu for any sizes: their configuration, kernel plans (the
-//! staged levels' f32 gradient planes as a tile set, reduced into grad_value by TMA; the plane
-//! design's boxes of a level, stored by TMA), the rendered source, the gradient buffers, the
-//! launches and the checks against the f64 reference. Shared by the example and the benchmark.
+//! The backward kernels of msda_bwd.cu and msda_bwd_bands.cu for any sizes: their
+//! configuration, kernel plans (the staged levels' f32 gradient planes as a tile set, reduced
+//! into grad_value by TMA; the plane design's boxes of a level, stored by TMA; the band design's
+//! value and gradient boxes of a band), the rendered source, the gradient buffers, the launches,
+//! the band design's arithmetic on the CPU ([`bands_model`]) and the checks against the f64
+//! reference. Shared by the example and the benchmark.
 
 use std::sync::Arc;
 
