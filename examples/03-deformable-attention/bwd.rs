@@ -281,10 +281,12 @@ fn libm_frexp_exp(x: f32) -> i32 {
 /// msda_band_count's block (and msda_band_fill's): 8 warps of [`BAND_QUERIES_A_WARP`] (query,
 /// head)s each.
 const BAND_COUNT_THREADS: u32 = 256;
-/// msda_bwd_bands.cu's MSDA_QPW.
+/// (query, head)s a warp of msda_band_count and msda_band_fill (rendered as MSDA_QPW).
 const BAND_QUERIES_A_WARP: u32 = 4;
-/// msda_bwd_bands.cu's MSDA_ACC: msda_band_count's words a band.
+/// msda_band_count's words a band (rendered as MSDA_ACC; msda_bwd_bands.cu lays them out).
 const BAND_ACC: usize = 7;
+/// msda_band_logits' block: a warp a (batch, query, head).
+const BAND_LOGITS_THREADS: u32 = 256;
 
 /// The band design's planes of 32-bit sums (msda_bwd_bands.cu's MSDA_FIX_WIDE): two, each
 /// term's integer part and its next bits, for f32 storage and wherever a band may hold more than
@@ -821,12 +823,6 @@ pub fn bands_plan(
 ) -> Res<BandsBuild> {
     let label = config.label();
     check_block(&label, "msda_bwd_bands", threads)?;
-    if let Some((h, w)) = m.levels.iter().find(|&&(_, w)| w > 256) {
-        return Err(format!(
-            "{label}: level of {h} x {w} pixels: a band is whole rows, one TMA box wide (at most 256 columns)"
-        )
-        .into());
-    }
     // An entry is a point's index with a flag in bit 31.
     if m.attn_len() >= 1 << 31 {
         return Err(format!(
@@ -836,11 +832,7 @@ pub fn bands_plan(
         .into());
     }
     let (d, bytes) = (m.channels as u64, ty.bytes() as u64);
-    let mut text = String::from(
-        "
-// The band design's bands and boxes (rendered by bwd.rs)
-",
-    );
+    let mut text = String::from("\n// The band design's bands and boxes (rendered by bwd.rs)\n");
     let (mut rows, mut firsts, mut ins, mut outs) =
         (Vec::new(), vec![0u32], Vec::new(), Vec::new());
     let (mut vband, mut plane) = (0u64, 0u64);
@@ -851,14 +843,15 @@ pub fn bands_plan(
         firsts.push(firsts[l] + h.div_ceil(r as usize) as u32);
         vband = vband.max((r as u64 + 1) * w as u64 * d * bytes);
         plane = plane.max(r as u64 * w as u64 * (d + 1) * 4 * band_planes(m, ty));
-        ins.push(fast::level_box_tile(
-            m,
-            ty,
-            "msda_bin",
-            l,
-            (r + 1, w as u32),
-        )?);
-        outs.push(fast::level_box_tile(m, ty, "msda_bout", l, (r, w as u32))?);
+        // A band is whole rows: one box spans the level's width (the validator holds it to a
+        // box's 256).
+        let boxed = |prefix: &str, rows: u32| {
+            fast::level_box_tile(m, ty, prefix, l, (rows, w as u32)).map_err(|e| {
+                format!("{label}: level {l} ({h} x {w}), a band of {rows} whole rows: {e}")
+            })
+        };
+        ins.push(boxed("msda_bin", r + 1)?);
+        outs.push(boxed("msda_bout", r)?);
     }
     let per_head = firsts[m.levels.len()];
     // msda_band_count keeps seven words a band of a (batch, head) in static shared memory (at
@@ -878,23 +871,17 @@ pub fn bands_plan(
             })
     };
     text += &format!(
-        "constexpr int msda_band_rows(int l) {{ return {}; }}
-",
+        "constexpr int msda_band_rows(int l) {{ return {}; }}\n",
         select(&rows)
     );
     text += &format!(
-        "constexpr int msda_band_first(int l) {{ return {}; }}
-",
+        "constexpr int msda_band_first(int l) {{ return {}; }}\n",
         select(&firsts)
     );
-    text += "template <int L> struct msda_band_in;
-template <int L> struct msda_band_out;
-";
+    text += "template <int L> struct msda_band_in;\ntemplate <int L> struct msda_band_out;\n";
     for l in 0..m.levels.len() {
         text += &format!(
-            "template <> struct msda_band_in<{l}> {{ typedef MsdaBandIn{l} type; }};
-template <> struct msda_band_out<{l}> {{ typedef MsdaBandOut{l} type; }};
-"
+            "template <> struct msda_band_in<{l}> {{ typedef MsdaBandIn{l} type; }};\ntemplate <> struct msda_band_out<{l}> {{ typedef MsdaBandOut{l} type; }};\n"
         );
     }
     let maps = |side: &str| -> Vec<String> {
@@ -914,21 +901,9 @@ template <> struct msda_band_out<{l}> {{ typedef MsdaBandOut{l} type; }};
             .collect::<Vec<_>>()
             .join(", ")
     };
-    text += &format!(
-        "#define MSDA_BAND_MAP_PARAMS {}
-",
-        params.join(", ")
-    );
-    text += &format!(
-        "#define MSDA_BAND_IN_PTRS {}
-",
-        ptrs("in")
-    );
-    text += &format!(
-        "#define MSDA_BAND_OUT_PTRS {}
-",
-        ptrs("out")
-    );
+    text += &format!("#define MSDA_BAND_MAP_PARAMS {}\n", params.join(", "));
+    text += &format!("#define MSDA_BAND_IN_PTRS {}\n", ptrs("in"));
+    text += &format!("#define MSDA_BAND_OUT_PTRS {}\n", ptrs("out"));
     let smem = vband + plane + 1024;
     let blocks_per_sm = ((1024 / threads) as u64).min(227 * 1024 / smem).max(1) as u32;
     let plan = KernelPlan::new("msda_bwd_bands")
@@ -949,7 +924,7 @@ template <> struct msda_band_out<{l}> {{ typedef MsdaBandOut{l} type; }};
         grid: (m.batch * m.heads) as u32 * per_head,
         fill: small("msda_band_fill", BAND_COUNT_THREADS)?,
         scan: small("msda_band_scan", 1024)?,
-        logits: small("msda_band_logits", 256)?,
+        logits: small("msda_band_logits", BAND_LOGITS_THREADS)?,
         per_head,
         ins,
         outs,
@@ -1145,7 +1120,9 @@ pub fn build_bwd(
             options = options
                 .define("MSDA_BWD", "4")
                 .define("MSDA_STAGED", "0")
-                .define("MSDA_FIX_WIDE", (band_planes(m, ty) - 1).to_string());
+                .define("MSDA_FIX_WIDE", (band_planes(m, ty) - 1).to_string())
+                .define("MSDA_QPW", BAND_QUERIES_A_WARP.to_string())
+                .define("MSDA_ACC", BAND_ACC.to_string());
             let qpb = BAND_COUNT_THREADS / 32 * BAND_QUERIES_A_WARP;
             (
                 nb * nh * m.queries.div_ceil(qpb as usize) as u32,
@@ -1953,11 +1930,12 @@ impl BwdDevice {
         }
         if let Some(logits) = &kernels.logits {
             let pairs = (m.batch * m.queries * m.heads) as i64;
-            let cfg = logits.plan_config(stream, ((pairs as u64).div_ceil(8) as u32, 1, 1))?;
+            let warps = (BAND_LOGITS_THREADS / 32) as u64;
+            let cfg = logits.plan_config(stream, ((pairs as u64).div_ceil(warps) as u32, 1, 1))?;
             let mut l = logits.launch_builder(&cfg);
             l.arg(&sc.wts).arg(&mut self.gattn).arg(&pairs);
             // SAFETY: msda_band_logits(wts, grad_attn, pairs): both N Q M L P f32, a warp a
-            // (batch, query, head) of the `pairs`, 8 a block.
+            // (batch, query, head) of the `pairs`, BAND_LOGITS_THREADS / 32 a block.
             unsafe { l.launch() }?;
         }
         Ok(())

@@ -1039,6 +1039,33 @@ mod tests {
         );
     }
 
+    /// The band design refuses a level wider than one TMA box (a band is whole rows), naming the
+    /// level, the band and the box's rule.
+    #[test]
+    fn band_design_refuses_a_level_wider_than_a_box() {
+        use super::bwd::{self, BwdConfig};
+        use super::dist::Ty;
+        let m = Msda {
+            batch: 1,
+            queries: 10,
+            heads: 2,
+            channels: 32,
+            points: 2,
+            levels: vec![(4, 256), (3, 300)],
+        };
+        let config = BwdConfig::bands(512, 48);
+        let ok = Msda {
+            levels: vec![(4, 256)],
+            ..m.clone()
+        };
+        assert!(bwd::bands_plan(&ok, Ty::F16, &config, 512, 48).is_ok());
+        let e = bwd::bands_plan(&m, Ty::F16, &config, 512, 48)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(e.contains("level 1 (3 x 300)") && e.contains("256"), "{e}");
+    }
+
     /// The plane design refuses what it cannot count or encode, naming the rule: channels
     /// not a multiple of 32, a level side past 14 bits, a level's points past 31 bits.
     #[test]

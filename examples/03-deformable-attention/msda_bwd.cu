@@ -144,6 +144,21 @@ struct MsdaPoint {
   __device__ __forceinline__ float wt(int k) const {
     return (k & 2 ? lh : 1.f - lh) * (k & 1 ? lw : 1.f - lw);
   }
+  // The point's gradients from dot[k] (this thread's share of grad_out . value at corner k),
+  // summed over the WIDTH threads of its (query, head): d out / d weight (*d_a) and d out / d
+  // (x, y) (*gl: the location's gradient, in [0, 1] units). Every thread of the WIDTH calls it.
+  template <int WIDTH>
+  __device__ __forceinline__ void grads(const float (&dot)[4], int H, int W, float* d_a, float2* gl) const {
+    float da = 0.f;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) da += wt(k) * dot[k];
+    const float d_fw = (1.f - lh) * (dot[1] - dot[0]) + lh * (dot[3] - dot[2]);
+    const float d_fh = (1.f - lw) * (dot[2] - dot[0]) + lw * (dot[3] - dot[1]);
+    *d_a = msda_sum<WIDTH>(da);
+    const float gx = msda_sum<WIDTH>(a * d_fw) * static_cast<float>(W);
+    const float gy = msda_sum<WIDTH>(a * d_fh) * static_cast<float>(H);
+    *gl = make_float2(gx, gy);
+  }
 };
 
 #if MSDA_TILES || MSDA_PLANES || MSDA_BANDS
@@ -228,17 +243,12 @@ msda_bwd_atomic(const msda_t* __restrict__ value, const float* __restrict__ loc,
           atomicAdd(grad_value + base + c, scale * g[j]);
         }
       }
-      float d_a = 0.f;
-#pragma unroll
-      for (int k = 0; k < 4; ++k) d_a += pt.wt(k) * dot[k];
-      const float d_fw = (1.f - pt.lh) * (dot[1] - dot[0]) + pt.lh * (dot[3] - dot[2]);
-      const float d_fh = (1.f - pt.lw) * (dot[2] - dot[0]) + pt.lw * (dot[3] - dot[1]);
-      d_a = msda_sum<32>(d_a);
-      const float gx = msda_sum<32>(pt.a * d_fw) * static_cast<float>(W);
-      const float gy = msda_sum<32>(pt.a * d_fh) * static_cast<float>(H);
+      float d_a;
+      float2 g_loc;
+      pt.grads<32>(dot, H, W, &d_a, &g_loc);
       if (lane == 0) {
         ga[i] = pt.a != 0.f ? d_a : 0.f;
-        gl[i] = make_float2(gx, gy);
+        gl[i] = g_loc;
       }
     }
   }
@@ -561,26 +571,21 @@ msda_bwd(const msda_t* __restrict__ value, const float* __restrict__ loc, const 
         msda_file(rec, tcount, sh, l, i, k, k < 4, hh, ww, in, pt.a * pt.wt(k), q, qloc, t % 32);
       }
 #endif
-      float d_a = 0.f;
-#pragma unroll
-      for (int k = 0; k < 4; ++k) d_a += pt.wt(k) * dot[k];
-      const float d_fw = (1.f - pt.lh) * (dot[1] - dot[0]) + pt.lh * (dot[3] - dot[2]);
-      const float d_fh = (1.f - pt.lw) * (dot[2] - dot[0]) + pt.lw * (dot[3] - dot[1]);
-      d_a = msda_sum<MSDA_TPQ>(d_a);
-      const float gx = msda_sum<MSDA_TPQ>(pt.a * d_fw) * static_cast<float>(W);
-      const float gy = msda_sum<MSDA_TPQ>(pt.a * d_fh) * static_cast<float>(H);
+      float d_a;
+      float2 g_loc;
+      pt.grads<MSDA_TPQ>(dot, H, W, &d_a, &g_loc);
 #if MSDA_PACKED
       // (every thread has the sums: the butterfly; a static index, so registers)
 #pragma unroll
       for (int j = 0; j < PPT; ++j)
         if (p == j * MSDA_TPQ + sub) {
           held_a[j] = pt.a != 0.f ? d_a : 0.f;
-          held_l[j] = make_float2(gx, gy);
+          held_l[j] = g_loc;
         }
 #else
       if (live && sub == 0) {
         ga[i] = pt.a != 0.f ? d_a : 0.f;
-        gl[i] = make_float2(gx, gy);
+        gl[i] = g_loc;
       }
 #endif
 #if MSDA_PLANES

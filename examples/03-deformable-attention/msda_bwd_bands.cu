@@ -42,14 +42,18 @@
 typedef tma_plan_msda_band_count MsdaBandCountPlan;
 typedef tma_plan_msda_bwd_bands MsdaBandsPlan;
 constexpr int MSDA_BPH = msda_band_first(MSDA_L);  // bands a (batch, head)
-constexpr int MSDA_QPW = 4;  // (query, head)s a warp of msda_band_count and msda_band_fill
+// bwd.rs renders MSDA_QPW ((query, head)s a warp of msda_band_count and msda_band_fill) and
+// MSDA_ACC (msda_band_count's words a band, see there: the host allocates them).
+#if !defined(MSDA_QPW) || !defined(MSDA_ACC)
+#error "MSDA_QPW, MSDA_ACC: bwd.rs renders them"
+#endif
+static_assert(MSDA_ACC == 7, "msda_band_count's words a band: count, bound, own count, the box's four");
 constexpr int MSDA_CQ = MsdaBandCountPlan::BLOCK_THREADS / 32 * MSDA_QPW;  // and a block
 constexpr int MSDA_BT = MsdaBandsPlan::BLOCK_THREADS;
 constexpr int MSDA_PPS = MSDA_BT / MSDA_TPQ;  // points a step of msda_bwd_bands
 static_assert(MSDA_BT % 32 == 0 && MSDA_BT <= 1024, "whole warps");
 constexpr unsigned MSDA_LOWER = 0x80000000u;  // an entry's flag: the point's lower corners only
 constexpr int MSDA_NEXT_TOO = 1 << 30;        // a point's band code's flag: the next band takes it too
-constexpr int MSDA_ACC = 7;                   // msda_band_count's words a band (see there)
 constexpr unsigned MSDA_BOX_BIG = 1u << 30;   // a box's minima are kept as BIG - value
 // The fma rounding trick: fmaf(x, 1, 1.5 * 2^23) has the integer nearest x in its low bits while
 // |x| <= 2^22.
@@ -386,7 +390,7 @@ msda_bwd_bands(const unsigned* __restrict__ entries, const unsigned* __restrict_
   for (int i = t; i < MsdaBandsPlan::BYTES_plane / 4; i += MSDA_BT) plane[i] = 0;
 
   // The band's fixed-point scale 2^S: terms below 2^22 units, count * the largest below 2^30.
-  const float tm = __uint_as_float(__ldg(acc + batch * MSDA_M * MSDA_BPH + band));  // (acc: counts, then bounds)
+  const float tm = __uint_as_float(__ldg(acc + bands + band));
   const bool finite = tm <= 3.0e38f;  // (NaN and inf are not)
   int S = 0;
   const int ec = 32 - __clz(static_cast<int>(e1 - e0));  // count < 2^ec
@@ -459,17 +463,12 @@ msda_bwd_bands(const unsigned* __restrict__ entries, const unsigned* __restrict_
         for (int j = 0; j < MSDA_VEC; ++j) d = fmaf(g[j], v[j], d);
         dot[c] = d;
       }
-      float d_a = 0.f;
-#pragma unroll
-      for (int c = 0; c < 4; ++c) d_a += pt.wt(c) * dot[c];
-      const float d_fw = (1.f - pt.lh) * (dot[1] - dot[0]) + pt.lh * (dot[3] - dot[2]);
-      const float d_fh = (1.f - pt.lw) * (dot[2] - dot[0]) + pt.lw * (dot[3] - dot[1]);
-      d_a = msda_sum<MSDA_TPQ>(d_a);
-      const float gx = msda_sum<MSDA_TPQ>(pt.a * d_fw) * static_cast<float>(W);
-      const float gy = msda_sum<MSDA_TPQ>(pt.a * d_fh) * static_cast<float>(H);
+      float d_a;
+      float2 g_loc;
+      pt.grads<MSDA_TPQ>(dot, H, W, &d_a, &g_loc);
       if (own && sub == 0) {
         grad_attn[p] = pt.h0 > -2 ? d_a : 0.f;
-        reinterpret_cast<float2*>(grad_loc)[p] = make_float2(gx, gy);
+        reinterpret_cast<float2*>(grad_loc)[p] = g_loc;
       }
     }
     // grad_value: the corners in this band's rows (a lower entry: its lower corners, row r0).
@@ -552,10 +551,11 @@ msda_bwd_bands(const unsigned* __restrict__ entries, const unsigned* __restrict_
 
 #if MSDA_SOFTMAX
 // The logits' gradient a_i (g_i - sum_j a_j g_j) over a (query, head)'s L * P points, in place: a
-// warp a (batch, query, head).
+// warp a (batch, query, head), the plan's warps a block.
 extern "C" __global__ void TMA_PLAN_MSDA_BAND_LOGITS_LAUNCH_BOUNDS
 msda_band_logits(const float* __restrict__ wts, float* __restrict__ grad_attn, long long pairs) {
-  const long long nqh = static_cast<long long>(blockIdx.x) * 8 + threadIdx.x / 32;
+  constexpr int WARPS = tma_plan_msda_band_logits::BLOCK_THREADS / 32;
+  const long long nqh = static_cast<long long>(blockIdx.x) * WARPS + threadIdx.x / 32;
   if (nqh >= pairs) return;  // (a whole warp)
   const int lane = threadIdx.x % 32;
   float* ga = grad_attn + nqh * MSDA_LP;
