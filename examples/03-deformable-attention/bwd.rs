@@ -283,8 +283,9 @@ fn libm_frexp_exp(x: f32) -> i32 {
 const BAND_COUNT_THREADS: u32 = 256;
 /// (query, head)s a warp of msda_band_count and msda_band_fill (rendered as MSDA_QPW).
 const BAND_QUERIES_A_WARP: u32 = 4;
-/// msda_band_count's words a band (rendered as MSDA_ACC; msda_bwd_bands.cu lays them out).
-const BAND_ACC: usize = 7;
+/// msda_band_count's and msda_band_fill's words a band (rendered as MSDA_ACC; msda_bwd_bands.cu
+/// lays them out); one a (batch, head) follows them.
+const BAND_ACC: usize = 9;
 /// msda_band_logits' block: a warp a (batch, query, head).
 const BAND_LOGITS_THREADS: u32 = 256;
 
@@ -799,9 +800,8 @@ pub struct BandsBuild {
     pub plan: ValidKernelPlan,
     /// A block a band of each level of each (batch, head).
     pub grid: u32,
-    /// msda_band_fill's, msda_band_scan's and msda_band_logits' plans.
+    /// msda_band_fill's and msda_band_logits' plans.
     pub fill: ValidKernelPlan,
-    pub scan: ValidKernelPlan,
     pub logits: ValidKernelPlan,
     /// Bands a (batch, head).
     pub per_head: u32,
@@ -904,6 +904,12 @@ pub fn bands_plan(
     text += &format!("#define MSDA_BAND_MAP_PARAMS {}\n", params.join(", "));
     text += &format!("#define MSDA_BAND_IN_PTRS {}\n", ptrs("in"));
     text += &format!("#define MSDA_BAND_OUT_PTRS {}\n", ptrs("out"));
+    // msda_band_fill stages a block's entries and their places: its points, twice at most.
+    let stage = 2
+        * 4
+        * 2
+        * (BAND_COUNT_THREADS / 32 * BAND_QUERIES_A_WARP) as u64
+        * m.points_per_head() as u64;
     let smem = vband + plane + 1024;
     let blocks_per_sm = ((1024 / threads) as u64).min(227 * 1024 / smem).max(1) as u32;
     let plan = KernelPlan::new("msda_bwd_bands")
@@ -922,8 +928,11 @@ pub fn bands_plan(
     Ok(BandsBuild {
         plan,
         grid: (m.batch * m.heads) as u32 * per_head,
-        fill: small("msda_band_fill", BAND_COUNT_THREADS)?,
-        scan: small("msda_band_scan", 1024)?,
+        fill: KernelPlan::new("msda_band_fill")
+            .block_threads(BAND_COUNT_THREADS)
+            .scratch("stage", stage, 16)
+            .validate()
+            .map_err(|e| format!("msda_band_fill: {e}"))?,
         logits: small("msda_band_logits", BAND_LOGITS_THREADS)?,
         per_head,
         ins,
@@ -1179,11 +1188,7 @@ pub fn build_bwd(
         staged = out_tiles;
     }
     if let Some(bb) = &bands {
-        source = source
-            .plan(&bb.plan)
-            .plan(&bb.fill)
-            .plan(&bb.scan)
-            .plan(&bb.logits);
+        source = source.plan(&bb.plan).plan(&bb.fill).plan(&bb.logits);
         for (l, (i, o)) in bb.ins.iter().zip(&bb.outs).enumerate() {
             source = source
                 .tile_as(i, &format!("MsdaBandIn{l}"))
@@ -1399,15 +1404,16 @@ pub struct BwdDevice {
     pub bands: Option<BandsScratch>,
 }
 
-/// The band design's buffers: each band's entry count, largest term bound, own entries and
-/// box of corners (`acc`, [`BAND_ACC`] words a band, zeroed each launch), its first entry (`first`, one past the last band too) and the
-/// fill's two cursors (own entries, lower ones),
-/// each point's band code, the entries (at most two a point) and, with the fused softmax, the
-/// weights.
+/// The band design's buffers: each band's entry count, largest term bound, own entries, box of
+/// corners and the fill's two cursors (own entries, lower ones), then each (batch, head)'s entries
+/// (`acc`, [`BAND_ACC`] words a band and one a (batch, head); msda_bwd_bands leaves them zero for
+/// the next launch, `acc_zero` says whether they are), its first
+/// entry (`first`, one past the last band too), each point's band code, the entries (at most two
+/// a point) and, with the fused softmax, the weights.
 pub struct BandsScratch {
     pub acc: CudaSlice<u32>,
+    pub acc_zero: bool,
     pub first: CudaSlice<u32>,
-    pub cursor: CudaSlice<u32>,
     pub pband: CudaSlice<i32>,
     pub entries: CudaSlice<u32>,
     pub wts: CudaSlice<f32>,
@@ -1448,10 +1454,9 @@ pub struct LoadedBwd {
     pub maps: Vec<TensorMap>,
 }
 
-/// msda_band_count, msda_band_scan, msda_band_fill and (fused softmax) msda_band_logits.
+/// msda_band_count, msda_band_fill and (fused softmax) msda_band_logits.
 pub struct BandKernels {
     pub count: Kernel,
-    pub scan: Kernel,
     pub fill: Kernel,
     pub logits: Option<Kernel>,
 }
@@ -1525,7 +1530,6 @@ impl BwdDevice {
         let bands = match built.bands {
             Some(_) => Some(BandKernels {
                 count: module.kernel("msda_band_count")?,
-                scan: module.kernel("msda_band_scan")?,
                 fill: module.kernel("msda_band_fill")?,
                 logits: if built.config.softmax {
                     Some(module.kernel("msda_band_logits")?)
@@ -1815,7 +1819,7 @@ impl BwdDevice {
         Ok(())
     }
 
-    /// The band design: count each band's entries, scan, file them, then msda_bwd_bands (every
+    /// The band design: count each band's entries, file them, then msda_bwd_bands (every
     /// gradient but, with the fused softmax, the logits', which msda_band_logits makes last).
     fn launch_bands(
         &mut self,
@@ -1829,15 +1833,17 @@ impl BwdDevice {
         let m = &fwd.m;
         let bands = (m.batch * m.heads) * bb.per_head as usize;
         let wts = if b.config.softmax { m.attn_len() } else { 1 };
-        if self
-            .bands
-            .as_ref()
-            .is_none_or(|sc| sc.first.len() <= bands || sc.wts.len() < wts)
-        {
+        if self.bands.as_ref().is_none_or(|sc| {
+            sc.acc.len() < BAND_ACC * bands + m.batch * m.heads
+                || sc.first.len() < bands + 1
+                || sc.pband.len() < m.attn_len()
+                || sc.entries.len() < 2 * m.attn_len()
+                || sc.wts.len() < wts
+        }) {
             self.bands = Some(BandsScratch {
-                acc: stream.alloc_zeros(BAND_ACC * bands)?,
+                acc: stream.alloc_zeros(BAND_ACC * bands + m.batch * m.heads)?,
+                acc_zero: true,
                 first: stream.alloc_zeros(bands + 1)?,
-                cursor: stream.alloc_zeros(2 * bands)?,
                 pband: stream.alloc_zeros(m.attn_len())?,
                 entries: stream.alloc_zeros(2 * m.attn_len())?,
                 wts: stream.alloc_zeros(wts)?,
@@ -1847,7 +1853,11 @@ impl BwdDevice {
             return Err("no band buffers".into());
         };
         let (queries, batch, nbands) = (m.queries as i32, m.batch as i32, bands as i32);
-        stream.memset_zeros(&mut sc.acc)?;
+        // (a launch that stopped before msda_bwd_bands left acc as it was)
+        if !sc.acc_zero {
+            stream.memset_zeros(&mut sc.acc)?;
+        }
+        sc.acc_zero = false;
         let attn = if b.config.softmax {
             &fwd.logits
         } else {
@@ -1872,33 +1882,24 @@ impl BwdDevice {
             // SAFETY: msda_band_count(loc, attn, grad_out, acc, bands, pband, wts, grad_loc,
             // grad_attn, MsdaShapes, queries): loc / grad_loc 2 N Q M L P f32, attn (the logits
             // with the fused softmax) / grad_attn / pband N Q M L P, grad_out N Q M D of the
-            // storage type, acc BAND_ACC u32 a band (zeroed above), wts
+            // storage type, acc BAND_ACC u32 a band and one a (batch, head) (zeroed above), wts
             // N Q M L P f32 with the fused softmax (else unused); the grid is build_bwd's (a warp
             // a (query, head)).
-            unsafe { l.launch() }?;
-        }
-        {
-            let cfg = kernels.scan.plan_config(stream, (1, 1, 1))?;
-            let mut l = kernels.scan.launch_builder(&cfg);
-            l.arg(&sc.acc)
-                .arg(&mut sc.first)
-                .arg(&mut sc.cursor)
-                .arg(&nbands);
-            // SAFETY: msda_band_scan(acc, first, cursor, bands): acc BAND_ACC `bands` u32 as
-            // msda_band_count left it, first bands + 1, cursor 2 bands; one block.
             unsafe { l.launch() }?;
         }
         {
             let cfg = kernels.fill.plan_config(stream, (b.grid, 1, 1))?;
             let mut l = kernels.fill.launch_builder(&cfg);
             l.arg(&sc.pband)
-                .arg(&mut sc.cursor)
+                .arg(&mut sc.acc)
+                .arg(&mut sc.first)
                 .arg(&mut sc.entries)
                 .arg(&queries)
                 .arg(&nbands);
-            // SAFETY: msda_band_fill(pband, cursor, entries, queries, bands): pband as
-            // msda_band_count wrote it, cursor (2 bands) as msda_band_scan did, entries
-            // 2 N Q M L P u32 (a point's entries are at most two); msda_band_count's grid.
+            // SAFETY: msda_band_fill(pband, acc, first, entries, queries, bands): pband and acc
+            // as msda_band_count left them (acc's cursors still zero), first bands + 1 u32,
+            // entries 2 N Q M L P u32 (a point's entries are at most two); msda_band_count's
+            // grid.
             unsafe { l.launch() }?;
         }
         {
@@ -1922,11 +1923,12 @@ impl BwdDevice {
                 l.arg(map);
             }
             // SAFETY: msda_bwd_bands(entries, first, acc, loc, wts, grad_out, grad_loc,
-            // grad_attn, MsdaShapes, batch, maps): entries, first and tmax as the three kernels
+            // grad_attn, MsdaShapes, batch, maps): entries, first and acc as the two kernels
             // above left them, the weights (the softmax's from msda_band_count, or the input), the
             // rest as there; a value map then a grad_value map a level (self.gv16, or gv32 for
             // f32), encoded over buffers that live in fwd and self; the grid is bands_plan's.
             unsafe { l.launch() }?;
+            sc.acc_zero = true;
         }
         if let Some(logits) = &kernels.logits {
             let pairs = (m.batch * m.queries * m.heads) as i64;

@@ -11,12 +11,12 @@
 //   msda_band_count  a warp a (batch, query, head), four in turn: the point's band, its term bound
 //                    |a| max|g|; per band the count of entries (and of its own points'), the
 //                    largest bound and the box of corners (shared-memory histograms a block, one
-//                    global atomic a band and block). With the fused softmax it writes the
-//                    weights (wts) once.
-//   msda_band_scan   one block: each band's first entry (an exclusive scan of the counts).
+//                    global atomic a band and block); each (batch, head)'s entries. With the
+//                    fused softmax it writes the weights (wts) once.
 //   msda_band_fill   the same warps: each point's entries at its band's places, its own points'
 //                    first (the order within each part is the atomics' and does not matter: the
-//                    sums are integers).
+//                    sums are integers); each block scans its (batch, head)'s counts itself and
+//                    writes its entries through shared memory, a band's part in consecutive words.
 //   msda_bwd_bands   a block a band: one TMA box brings the band's value rows (and the row
 //                    below) into shared memory; each entry's point is evaluated from them (the
 //                    forward's bilinear gathers, from shared memory), its grad_loc and grad_attn
@@ -47,8 +47,12 @@ constexpr int MSDA_BPH = msda_band_first(MSDA_L);  // bands a (batch, head)
 #if !defined(MSDA_QPW) || !defined(MSDA_ACC)
 #error "MSDA_QPW, MSDA_ACC: bwd.rs renders them"
 #endif
-static_assert(MSDA_ACC == 7, "msda_band_count's words a band: count, bound, own count, the box's four");
+static_assert(MSDA_ACC == 9, "msda_band_count's words a band: count, bound, own count, the box's four; "
+                             "msda_band_fill's two cursors");
 constexpr int MSDA_CQ = MsdaBandCountPlan::BLOCK_THREADS / 32 * MSDA_QPW;  // and a block
+typedef tma_plan_msda_band_fill MsdaBandFillPlan;
+constexpr int MSDA_SEG = 2 * MSDA_CQ * MSDA_LP;  // a block's entries: its points, twice at most
+static_assert(MsdaBandFillPlan::BYTES_stage == 2 * MSDA_SEG * 4, "msda_band_fill stages its entries and places");
 constexpr int MSDA_BT = MsdaBandsPlan::BLOCK_THREADS;
 constexpr int MSDA_PPS = MSDA_BT / MSDA_TPQ;  // points a step of msda_bwd_bands
 static_assert(MSDA_BT % 32 == 0 && MSDA_BT <= 1024, "whole warps");
@@ -121,16 +125,18 @@ __device__ __forceinline__ float msda_row_max(const msda_t* __restrict__ row) {
 // its entries (acc[band]), its largest term bound (acc[bands + band]: f32 bits of a non-negative
 // float, ordered as unsigned), its own points' entries (acc[2 bands + band]; the rest are lower
 // entries) and the box of its entries' upper left corners (h0 + 1, w0 + 1): their maxima and
-// MSDA_BOX_BIG - their minima (acc[(3 + k) bands + band], k = 0 .. 3), so that every word starts
-// at zero. pband[point] = band | MSDA_NEXT_TOO (the next band too) or -1.
+// MSDA_BOX_BIG - their minima (acc[(3 + k) bands + band], k = 0 .. 3); msda_band_fill's cursors
+// (acc[7 bands + band], acc[8 bands + band]); then each (batch, head)'s entries
+// (acc[MSDA_ACC bands + nh]). Every word starts at zero. pband[point] = band | MSDA_NEXT_TOO (the
+// next band too) or -1.
 extern "C" __global__ void TMA_PLAN_MSDA_BAND_COUNT_LAUNCH_BOUNDS
 msda_band_count(const float* __restrict__ loc, const float* __restrict__ attn, const msda_t* __restrict__ grad_out,
                 unsigned* __restrict__ acc, int bands, int* __restrict__ pband, float* __restrict__ wts,
                 float* __restrict__ grad_loc, float* __restrict__ grad_attn, const __grid_constant__ MsdaShapes sh,
                 int queries) {
-  __shared__ unsigned hist[MSDA_BPH], hown[MSDA_BPH], hmax[MSDA_BPH], hbox[4][MSDA_BPH];
+  __shared__ unsigned hown[MSDA_BPH], hlow[MSDA_BPH], hmax[MSDA_BPH], hbox[4][MSDA_BPH];
   for (int i = threadIdx.x; i < MSDA_BPH; i += blockDim.x) {
-    hist[i] = 0u, hown[i] = 0u, hmax[i] = 0u;
+    hown[i] = 0u, hlow[i] = 0u, hmax[i] = 0u;
 #pragma unroll
     for (int k = 0; k < 4; ++k) hbox[k][i] = 0u;
   }
@@ -138,18 +144,34 @@ msda_band_count(const float* __restrict__ loc, const float* __restrict__ attn, c
   const int chunks = (queries + MSDA_CQ - 1) / MSDA_CQ;
   const int nh = blockIdx.x / chunks, q0 = blockIdx.x % chunks * MSDA_CQ + threadIdx.x / 32 * MSDA_QPW;
   const int n = nh / MSDA_M, head = nh % MSDA_M, lane = threadIdx.x % 32;
-  for (int q = q0; q < min(q0 + MSDA_QPW, queries); ++q) {  // (a whole warp)
-    const long long nqh = (static_cast<long long>(n) * queries + q) * MSDA_M + head;
-    const float g = msda_row_max(grad_out + nqh * MSDA_D);
-    for (int i0 = 0; i0 < MSDA_LP; i0 += 32) {
-      const int i = i0 + lane;
-      const float a = msda_band_weight(attn + nqh * MSDA_LP, i);
+  constexpr int STEPS = (MSDA_LP + 31) / 32;
+  // Every load of the warp's queries first (they are independent: one wait, not one a query).
+  float g[MSDA_QPW], a[MSDA_QPW][STEPS];
+  float2 c[MSDA_QPW][STEPS];
+#pragma unroll
+  for (int j = 0; j < MSDA_QPW; ++j) {
+    const long long nqh = (static_cast<long long>(n) * queries + min(q0 + j, queries - 1)) * MSDA_M + head;
+    g[j] = msda_row_max(grad_out + nqh * MSDA_D);
+#pragma unroll
+    for (int s = 0; s < STEPS; ++s) {
+      const int i = s * 32 + lane;
+      a[j][s] = msda_band_weight(attn + nqh * MSDA_LP, i);
+      c[j][s] = i < MSDA_LP ? __ldg(reinterpret_cast<const float2*>(loc) + nqh * MSDA_LP + i) : make_float2(0.f, 0.f);
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < MSDA_QPW; ++j) {
+    if (q0 + j >= queries) break;  // (a whole warp)
+    const long long nqh = (static_cast<long long>(n) * queries + q0 + j) * MSDA_M + head;
+#pragma unroll
+    for (int s = 0; s < STEPS; ++s) {
+      const int i = s * 32 + lane;
       if (i >= MSDA_LP) continue;
       const long long p = nqh * MSDA_LP + i;
 #if MSDA_SOFTMAX
-      wts[p] = a;
+      wts[p] = a[j][s];
 #endif
-      const MsdaBandOf b(__ldg(reinterpret_cast<const float2*>(loc) + p), msda_level_of(i), sh);
+      const MsdaBandOf b(c[j][s], msda_level_of(i), sh);
       pband[p] = b.band < 0 ? -1 : b.band | (b.lower ? MSDA_NEXT_TOO : 0);
       if (b.band < 0) {
         // Every corner outside: no entry; its gradients are zero (msda_bwd_bands never sees it).
@@ -158,17 +180,16 @@ msda_band_count(const float* __restrict__ loc, const float* __restrict__ attn, c
         continue;
       }
       // (NaN above inf above every finite bound as unsigned bits: a non-finite input shows.)
-      const unsigned bound = __float_as_uint(fabsf(a) * g);
+      const unsigned bound = __float_as_uint(fabsf(a[j][s]) * g[j]);
       // The band's box of upper left corners, as four maxima (zero is "none").
       const unsigned box[4] = {static_cast<unsigned>(b.h0 + 1), MSDA_BOX_BIG - static_cast<unsigned>(b.h0 + 1),
                                static_cast<unsigned>(b.w0 + 1), MSDA_BOX_BIG - static_cast<unsigned>(b.w0 + 1)};
-      atomicAdd(&hist[b.band], 1u);
       atomicAdd(&hown[b.band], 1u);
       atomicMax(&hmax[b.band], bound);
 #pragma unroll
       for (int k = 0; k < 4; ++k) atomicMax(&hbox[k][b.band], box[k]);
       if (b.lower) {
-        atomicAdd(&hist[b.band + 1], 1u);
+        atomicAdd(&hlow[b.band + 1], 1u);
         atomicMax(&hmax[b.band + 1], bound);
 #pragma unroll
         for (int k = 0; k < 4; ++k) atomicMax(&hbox[k][b.band + 1], box[k]);
@@ -177,51 +198,59 @@ msda_band_count(const float* __restrict__ loc, const float* __restrict__ attn, c
   }
   (void)wts;
   __syncthreads();
+  unsigned mine = 0u;  // this block's entries
   for (int i = threadIdx.x; i < MSDA_BPH; i += blockDim.x) {
-    if (hist[i] == 0u) continue;
-    atomicAdd(acc + nh * MSDA_BPH + i, hist[i]);
+    const unsigned entries = hown[i] + hlow[i];
+    if (entries == 0u) continue;
+    mine += entries;
+    atomicAdd(acc + nh * MSDA_BPH + i, entries);
     atomicMax(acc + bands + nh * MSDA_BPH + i, hmax[i]);
     if (hown[i] != 0u) atomicAdd(acc + 2 * bands + nh * MSDA_BPH + i, hown[i]);
 #pragma unroll
     for (int k = 0; k < 4; ++k) atomicMax(acc + (3 + k) * bands + nh * MSDA_BPH + i, hbox[k][i]);
   }
+  mine = __reduce_add_sync(0xffffffffu, mine);
+  if (threadIdx.x % 32 == 0 && mine != 0u) atomicAdd(acc + MSDA_ACC * bands + nh, mine);
 }
 
-// One block: first[b] = sum of the counts (acc's first words) of bands [0, b) for b in [0, bands];
-// the fill's cursors: own entries from first[b] (cursor[b]), lower ones after them (cursor[bands
-// + b]).
-extern "C" __global__ void TMA_PLAN_MSDA_BAND_SCAN_LAUNCH_BOUNDS
-msda_band_scan(const unsigned* __restrict__ acc, unsigned* __restrict__ first, unsigned* __restrict__ cursor,
-               int bands) {
-  __shared__ int sums[2][32];
-  int carry = 0;
-  for (int b0 = 0, round = 0; b0 <= bands; b0 += blockDim.x, ++round) {
-    const int b = b0 + threadIdx.x;
-    const int x = b < bands ? static_cast<int>(acc[b]) : 0;
-    int total;
-    const int before = msda_round_scan(x, &total, sums[round % 2]);
-    if (b <= bands) first[b] = static_cast<unsigned>(carry + before);
-    if (b < bands) {
-      cursor[b] = static_cast<unsigned>(carry + before);
-      cursor[bands + b] = static_cast<unsigned>(carry + before) + acc[2 * bands + b];
-    }
-    carry += total;
-  }
-}
-
-// The same grid and warps as msda_band_count: each point's entries at its band's next places,
-// own entries first, then lower ones (one global atomic a band, kind and block; the places within
-// a block from shared-memory ranks). The order within each part does not matter: the sums are
+// The same grid and warps as msda_band_count: each point's entries at their band's places, own
+// entries first, then lower ones. The places: a band's entries follow every earlier (batch,
+// head)'s and the earlier bands of its own (an exclusive scan of the counts that each block does
+// for its (batch, head), no kernel of its own; the first block of each writes its bands' first
+// entries for msda_bwd_bands, and first[bands] one past the last); within a band, each block's
+// part follows the parts of the blocks before it (a global atomic a band, kind and block on
+// acc's cursors) and its points' shared-memory ranks. The entries go out through shared memory in
+// order, so that a part's writes are consecutive words (4-byte writes all over made this
+// kernel slower than the count). The order within each part does not matter: the sums are
 // integers.
 extern "C" __global__ void TMA_PLAN_MSDA_BAND_FILL_LAUNCH_BOUNDS
-msda_band_fill(const int* __restrict__ pband, unsigned* __restrict__ cursor, unsigned* __restrict__ entries,
-               int queries, int bands) {
-  __shared__ unsigned hist[2][MSDA_BPH], base[2][MSDA_BPH];
+msda_band_fill(const int* __restrict__ pband, unsigned* __restrict__ acc, unsigned* __restrict__ first,
+               unsigned* __restrict__ entries, int queries, int bands) {
+  extern __shared__ unsigned char msda_raw[];
+  unsigned* stage = reinterpret_cast<unsigned*>(MsdaBandFillPlan::stage(MsdaBandFillPlan::base(msda_raw)));
+  unsigned* dest = stage + MSDA_SEG;
+  // hist: this block's own and lower entries of each band, then where each part sits in `stage`;
+  // at: where it goes in `entries`.
+  __shared__ unsigned hist[2][MSDA_BPH], at[2][MSDA_BPH];
+  __shared__ int sums[2][32];
   for (int i = threadIdx.x; i < MSDA_BPH; i += blockDim.x) hist[0][i] = 0u, hist[1][i] = 0u;
   __syncthreads();
   const int chunks = (queries + MSDA_CQ - 1) / MSDA_CQ;
-  const int nh = blockIdx.x / chunks, q0 = blockIdx.x % chunks * MSDA_CQ + threadIdx.x / 32 * MSDA_QPW;
+  const int nh = blockIdx.x / chunks, chunk = blockIdx.x % chunks;
+  const int q0 = chunk * MSDA_CQ + threadIdx.x / 32 * MSDA_QPW;
   const int n = nh / MSDA_M, head = nh % MSDA_M, lane = threadIdx.x % 32;
+  // This (batch, head)'s counts and every earlier one's entries, loaded first (the scan waits on
+  // them, not on the ranks).
+  constexpr int ROUNDS = (MSDA_BPH + MsdaBandFillPlan::BLOCK_THREADS - 1) / MsdaBandFillPlan::BLOCK_THREADS;
+  unsigned count[ROUNDS], own[ROUNDS];
+#pragma unroll
+  for (int r = 0; r < ROUNDS; ++r) {
+    const int b = r * MsdaBandFillPlan::BLOCK_THREADS + threadIdx.x;
+    count[r] = b < MSDA_BPH ? __ldg(acc + nh * MSDA_BPH + b) : 0u;
+    own[r] = b < MSDA_BPH ? __ldg(acc + 2 * bands + nh * MSDA_BPH + b) : 0u;
+  }
+  int before = 0;
+  for (int i = lane; i < nh; i += 32) before += static_cast<int>(__ldg(acc + MSDA_ACC * bands + i));
   constexpr int STEPS = (MSDA_LP + 31) / 32;
   int code[MSDA_QPW][STEPS];
   unsigned rank[MSDA_QPW][STEPS], rank_lower[MSDA_QPW][STEPS];
@@ -241,10 +270,35 @@ msda_band_fill(const int* __restrict__ pband, unsigned* __restrict__ cursor, uns
       }
     }
   }
+  before = __reduce_add_sync(0xffffffffu, before);
   __syncthreads();
-  for (int i = threadIdx.x; i < 2 * MSDA_BPH; i += blockDim.x) {
-    const int kind = i / MSDA_BPH, b = i % MSDA_BPH;
-    if (hist[kind][b] != 0u) base[kind][b] = atomicAdd(cursor + kind * bands + nh * MSDA_BPH + b, hist[kind][b]);
+  // Each band's first entry; each part's place in entries (after the parts of the blocks before
+  // this one), and its place in stage (an exclusive scan of hist, in place).
+  static_assert(MsdaBandFillPlan::BLOCK_THREADS % 32 == 0, "whole warps");
+  int round = 0, staged = 0;
+#pragma unroll
+  for (int r = 0; r < ROUNDS; ++r, ++round) {
+    const int b = r * MsdaBandFillPlan::BLOCK_THREADS + threadIdx.x;
+    int total;
+    const unsigned at0 = static_cast<unsigned>(before + msda_round_scan(static_cast<int>(count[r]), &total, sums[round % 2]));
+    if (b < MSDA_BPH) {
+      if (chunk == 0) first[nh * MSDA_BPH + b] = at0;
+#pragma unroll
+      for (int kind = 0; kind < 2; ++kind) {
+        if (hist[kind][b] != 0u)
+          at[kind][b] = at0 + (kind ? own[r] : 0u) + atomicAdd(acc + (7 + kind) * bands + nh * MSDA_BPH + b, hist[kind][b]);
+      }
+    }
+    before += total;
+  }
+  if (chunk == 0 && threadIdx.x == 0 && (nh + 1) * MSDA_BPH == bands) first[bands] = static_cast<unsigned>(before);
+  for (int b0 = 0; b0 < 2 * MSDA_BPH; b0 += blockDim.x, ++round) {
+    const int b = b0 + threadIdx.x;
+    unsigned* h = &hist[0][0] + b;
+    int total;
+    const int place = staged + msda_round_scan(b < 2 * MSDA_BPH ? static_cast<int>(*h) : 0, &total, sums[round % 2]);
+    if (b < 2 * MSDA_BPH) *h = static_cast<unsigned>(place);
+    staged += total;
   }
   __syncthreads();
 #pragma unroll
@@ -255,10 +309,16 @@ msda_band_fill(const int* __restrict__ pband, unsigned* __restrict__ cursor, uns
       if (code[j][s] < 0) continue;
       const int b = code[j][s] & ~MSDA_NEXT_TOO;
       const unsigned p = static_cast<unsigned>(nqh * MSDA_LP + s * 32 + lane);
-      entries[base[0][b] + rank[j][s]] = p;
-      if (code[j][s] & MSDA_NEXT_TOO) entries[base[1][b + 1] + rank_lower[j][s]] = p | MSDA_LOWER;
+      stage[hist[0][b] + rank[j][s]] = p;
+      dest[hist[0][b] + rank[j][s]] = at[0][b] + rank[j][s];
+      if (code[j][s] & MSDA_NEXT_TOO) {
+        stage[hist[1][b + 1] + rank_lower[j][s]] = p | MSDA_LOWER;
+        dest[hist[1][b + 1] + rank_lower[j][s]] = at[1][b + 1] + rank_lower[j][s];
+      }
     }
   }
+  __syncthreads();
+  for (int k = threadIdx.x; k < staged; k += blockDim.x) entries[dest[k]] = stage[k];
 }
 
 // Every level's boxes fit the plan: the value rows (rows + 1) in `vband`, the sums (rows, a pixel
@@ -322,7 +382,7 @@ static_assert(MSDA_REPS * MSDA_HOT_STRIDE * (1 + MSDA_FIX_WIDE) * 4 <= MsdaBands
 // over grad_value (the same view, the storage type).
 extern "C" __global__ void TMA_PLAN_MSDA_BWD_BANDS_LAUNCH_BOUNDS
 msda_bwd_bands(const unsigned* __restrict__ entries, const unsigned* __restrict__ first,
-               const unsigned* __restrict__ acc, const float* __restrict__ loc, const float* __restrict__ wts,
+               unsigned* __restrict__ acc, const float* __restrict__ loc, const float* __restrict__ wts,
                const msda_t* __restrict__ grad_out, float* __restrict__ grad_loc, float* __restrict__ grad_attn,
                const __grid_constant__ MsdaShapes sh, int batch, MSDA_BAND_MAP_PARAMS) {
   extern __shared__ unsigned char msda_raw[];
@@ -380,17 +440,18 @@ msda_bwd_bands(const unsigned* __restrict__ entries, const unsigned* __restrict_
   // address; the copies are added up (in order) at the end.
   const int bands = batch * MSDA_M * MSDA_BPH;
   // The window: corner rows h0 .. h0 + 1 and columns w0 .. w0 + 1 of every entry, within the band.
-  const int wr0 = max(static_cast<int>(MSDA_BOX_BIG - __ldg(acc + 4 * bands + band)) - 1, r0);
-  const int wr1 = min(static_cast<int>(__ldg(acc + 3 * bands + band)), r0 + R - 1);
-  const int wc0 = max(static_cast<int>(MSDA_BOX_BIG - __ldg(acc + 6 * bands + band)) - 1, 0);
-  const int wc1 = min(static_cast<int>(__ldg(acc + 5 * bands + band)), W - 1);
+  // (plain loads: this kernel zeroes these words below)
+  const int wr0 = max(static_cast<int>(MSDA_BOX_BIG - acc[4 * bands + band]) - 1, r0);
+  const int wr1 = min(static_cast<int>(acc[3 * bands + band]), r0 + R - 1);
+  const int wc0 = max(static_cast<int>(MSDA_BOX_BIG - acc[6 * bands + band]) - 1, 0);
+  const int wc1 = min(static_cast<int>(acc[5 * bands + band]), W - 1);
   const int wcols = wc1 - wc0 + 1, wpx = (wr1 - wr0 + 1) * wcols;
   const bool hot = MSDA_HOT_PX > 0 && e1 - e0 >= MSDA_HOT_MIN && wr1 >= wr0 && wc1 >= wc0 && wpx <= MSDA_HOT_PX;
+  const float tm = __uint_as_float(acc[bands + band]);
   const int lo_off = hot ? MSDA_REPS * MSDA_HOT_STRIDE : plane_words;  // (MSDA_FIX_WIDE: the low sums)
   for (int i = t; i < MsdaBandsPlan::BYTES_plane / 4; i += MSDA_BT) plane[i] = 0;
 
   // The band's fixed-point scale 2^S: terms below 2^22 units, count * the largest below 2^30.
-  const float tm = __uint_as_float(__ldg(acc + bands + band));
   const bool finite = tm <= 3.0e38f;  // (NaN and inf are not)
   int S = 0;
   const int ec = 32 - __clz(static_cast<int>(e1 - e0));  // count < 2^ec
@@ -406,7 +467,12 @@ msda_bwd_bands(const unsigned* __restrict__ entries, const unsigned* __restrict_
   const int K = min(16, 31 - ec);
   const float scale_lo = ldexpf(1.f, K);
 #endif
-  __syncthreads();  // the plane is zero
+  __syncthreads();  // the plane is zero, and every thread has read acc
+  // This band's words of acc are read: leave them zero for the next launch, as the first band of
+  // each (batch, head) does its entries' word, so that no memset comes before msda_band_count
+  // (the host keeps one for a launch that did not get this far).
+  if (t < MSDA_ACC) acc[t * bands + band] = 0u;
+  if (t == MSDA_ACC && msda_band_first(l) + k == 0) acc[MSDA_ACC * bands + nh] = 0u;
   tma_mbarrier_wait(&bar, 0);
 
   // The entries, MSDA_PPS points a step; thread `sub` of a point owns channels sub * VEC ...
