@@ -286,6 +286,13 @@ const BAND_QUERIES_A_WARP: u32 = 4;
 /// msda_band_count's and msda_band_fill's words a band (rendered as MSDA_ACC; msda_bwd_bands.cu
 /// lays them out); one a (batch, head) follows them.
 const BAND_ACC: usize = 9;
+/// msda_bwd_bands runs the bands of this many entries or more first (rendered as MSDA_HEAVY):
+/// clustered points put a level's every point in one band, which must not start last.
+const BAND_HEAVY: u32 = 2048;
+/// msda_band_fill's work for msda_bwd_bands (msda_bwd_bands.cu's MsdaWork): a record of
+/// BAND_WORK words a band, then the list of heavy bands that go first ([`BandsBuild::room`]) and
+/// its count.
+const BAND_WORK: usize = 8;
 /// msda_band_logits' block: a warp a (batch, query, head).
 const BAND_LOGITS_THREADS: u32 = 256;
 
@@ -805,6 +812,9 @@ pub struct BandsBuild {
     pub logits: ValidKernelPlan,
     /// Bands a (batch, head).
     pub per_head: u32,
+    /// msda_bwd_bands' first blocks, for the heavy bands (the grid's first; two a (batch, head)
+    /// and level, as many as a clustered level's points fill).
+    pub room: u32,
     /// Each level's value box (rows + 1 rows) and grad_value box (rows), by level.
     pub ins: Vec<ValidSpec>,
     pub outs: Vec<ValidSpec>,
@@ -925,9 +935,12 @@ pub fn bands_plan(
             .validate()
             .map_err(|e| format!("{name}: {e}"))?)
     };
+    let bands = (m.batch * m.heads) as u32 * per_head;
+    let room = (2 * m.batch * m.heads * m.levels.len()).min(bands as usize) as u32;
     Ok(BandsBuild {
         plan,
-        grid: (m.batch * m.heads) as u32 * per_head,
+        grid: room + bands,
+        room,
         fill: KernelPlan::new("msda_band_fill")
             .block_threads(BAND_COUNT_THREADS)
             .scratch("stage", stage, 16)
@@ -1131,7 +1144,8 @@ pub fn build_bwd(
                 .define("MSDA_STAGED", "0")
                 .define("MSDA_FIX_WIDE", (band_planes(m, ty) - 1).to_string())
                 .define("MSDA_QPW", BAND_QUERIES_A_WARP.to_string())
-                .define("MSDA_ACC", BAND_ACC.to_string());
+                .define("MSDA_ACC", BAND_ACC.to_string())
+                .define("MSDA_HEAVY", format!("{BAND_HEAVY}u"));
             let qpb = BAND_COUNT_THREADS / 32 * BAND_QUERIES_A_WARP;
             (
                 nb * nh * m.queries.div_ceil(qpb as usize) as u32,
@@ -1408,12 +1422,14 @@ pub struct BwdDevice {
 /// corners and the fill's two cursors (own entries, lower ones), then each (batch, head)'s entries
 /// (`acc`, [`BAND_ACC`] words a band and one a (batch, head); msda_bwd_bands leaves them zero for
 /// the next launch, `acc_zero` says whether they are), its first
-/// entry (`first`, one past the last band too), each point's band code, the entries (at most two
+/// entry, entries and the rest of its words of acc in its block's record of msda_bwd_bands' work
+/// (`work`), each point's band code, the entries (at most two
 /// a point) and, with the fused softmax, the weights.
 pub struct BandsScratch {
     pub acc: CudaSlice<u32>,
     pub acc_zero: bool,
-    pub first: CudaSlice<u32>,
+
+    pub work: CudaSlice<u32>,
     pub pband: CudaSlice<i32>,
     pub entries: CudaSlice<u32>,
     pub wts: CudaSlice<f32>,
@@ -1833,9 +1849,10 @@ impl BwdDevice {
         let m = &fwd.m;
         let bands = (m.batch * m.heads) * bb.per_head as usize;
         let wts = if b.config.softmax { m.attn_len() } else { 1 };
+        let (room, work) = (bb.room as i32, BAND_WORK * bands + bb.room as usize + 1);
         if self.bands.as_ref().is_none_or(|sc| {
             sc.acc.len() < BAND_ACC * bands + m.batch * m.heads
-                || sc.first.len() < bands + 1
+                || sc.work.len() < work
                 || sc.pband.len() < m.attn_len()
                 || sc.entries.len() < 2 * m.attn_len()
                 || sc.wts.len() < wts
@@ -1843,7 +1860,8 @@ impl BwdDevice {
             self.bands = Some(BandsScratch {
                 acc: stream.alloc_zeros(BAND_ACC * bands + m.batch * m.heads)?,
                 acc_zero: true,
-                first: stream.alloc_zeros(bands + 1)?,
+
+                work: stream.alloc_zeros(work)?,
                 pband: stream.alloc_zeros(m.attn_len())?,
                 entries: stream.alloc_zeros(2 * m.attn_len())?,
                 wts: stream.alloc_zeros(wts)?,
@@ -1878,13 +1896,15 @@ impl BwdDevice {
                 .arg(&mut self.gloc)
                 .arg(&mut self.gattn)
                 .arg(ByValue(&fwd.shapes))
-                .arg(&queries);
+                .arg(&queries)
+                .arg(&mut sc.work)
+                .arg(&room);
             // SAFETY: msda_band_count(loc, attn, grad_out, acc, bands, pband, wts, grad_loc,
-            // grad_attn, MsdaShapes, queries): loc / grad_loc 2 N Q M L P f32, attn (the logits
-            // with the fused softmax) / grad_attn / pband N Q M L P, grad_out N Q M D of the
-            // storage type, acc BAND_ACC u32 a band and one a (batch, head) (zeroed above), wts
-            // N Q M L P f32 with the fused softmax (else unused); the grid is build_bwd's (a warp
-            // a (query, head)).
+            // grad_attn, MsdaShapes, queries, work, room): loc / grad_loc 2 N Q M L P f32, attn (the
+            // logits with the fused softmax) / grad_attn / pband N Q M L P, grad_out N Q M D of
+            // the storage type, acc BAND_ACC u32 a band and one a (batch, head) (zero), wts
+            // N Q M L P f32 with the fused softmax (else unused), work BAND_WORK u32 a band and
+            // room + 1 (MsdaWork); the grid is build_bwd's (a warp a (query, head)).
             unsafe { l.launch() }?;
         }
         {
@@ -1892,12 +1912,13 @@ impl BwdDevice {
             let mut l = kernels.fill.launch_builder(&cfg);
             l.arg(&sc.pband)
                 .arg(&mut sc.acc)
-                .arg(&mut sc.first)
                 .arg(&mut sc.entries)
                 .arg(&queries)
-                .arg(&nbands);
-            // SAFETY: msda_band_fill(pband, acc, first, entries, queries, bands): pband and acc
-            // as msda_band_count left them (acc's cursors still zero), first bands + 1 u32,
+                .arg(&nbands)
+                .arg(&mut sc.work)
+                .arg(&room);
+            // SAFETY: msda_band_fill(pband, acc, entries, queries, bands, work, room): pband, acc
+            // and work as msda_band_count left them (acc's cursors and work's count zero),
             // entries 2 N Q M L P u32 (a point's entries are at most two); msda_band_count's
             // grid.
             unsafe { l.launch() }?;
@@ -1907,8 +1928,9 @@ impl BwdDevice {
             let cfg = k.kernel.plan_config(stream, (bb.grid, 1, 1))?;
             let mut l = k.kernel.launch_builder(&cfg);
             l.arg(&sc.entries)
-                .arg(&sc.first)
-                .arg(&sc.acc)
+                .arg(&sc.work)
+                .arg(&room)
+                .arg(&mut sc.acc)
                 .arg(&fwd.loc)
                 .arg(wts);
             match &self.grad_out {
@@ -1922,10 +1944,10 @@ impl BwdDevice {
             for map in &k.maps {
                 l.arg(map);
             }
-            // SAFETY: msda_bwd_bands(entries, first, acc, loc, wts, grad_out, grad_loc,
-            // grad_attn, MsdaShapes, batch, maps): entries, first and acc as the two kernels
-            // above left them, the weights (the softmax's from msda_band_count, or the input), the
-            // rest as there; a value map then a grad_value map a level (self.gv16, or gv32 for
+            // SAFETY: msda_bwd_bands(entries, work, room, acc, loc, wts, grad_out, grad_loc, grad_attn,
+            // MsdaShapes, batch, maps): entries, work (a record a block of the grid) and acc as
+            // the two kernels above left them, the weights (the softmax's from msda_band_count,
+            // or the input), the rest as there; a value map then a grad_value map a level (self.gv16, or gv32 for
             // f32), encoded over buffers that live in fwd and self; the grid is bands_plan's.
             unsafe { l.launch() }?;
             sc.acc_zero = true;

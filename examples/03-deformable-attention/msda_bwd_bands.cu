@@ -30,7 +30,10 @@
 //                    the window a point of a warp's step, so that a step's points never share a
 //                    bank, and the copies are added up at the end. The plane is converted
 //                    to the storage type over the value rows' shared memory and written by one
-//                    TMA store (clipped at the level's last row).
+//                    TMA store (clipped at the level's last row). Heavy bands go first (the
+//                    grid's first blocks take msda_band_fill's list of them; the rest follow the
+//                    levels, the last one's first): a level whose points cluster in one band
+//                    (clustered locations) would otherwise start that band's long walk last.
 //   msda_band_logits (MSDA_SOFTMAX) the logits' gradient from grad_attn and the weights.
 //
 // Rendered by bwd.rs before msda_fast.cu: msda_band_rows(l), msda_band_first(l) (a (batch,
@@ -53,6 +56,20 @@ constexpr int MSDA_CQ = MsdaBandCountPlan::BLOCK_THREADS / 32 * MSDA_QPW;  // an
 typedef tma_plan_msda_band_fill MsdaBandFillPlan;
 constexpr int MSDA_SEG = 2 * MSDA_CQ * MSDA_LP;  // a block's entries: its points, twice at most
 static_assert(MsdaBandFillPlan::BYTES_stage == 2 * MSDA_SEG * 4, "msda_band_fill stages its entries and places");
+#ifndef MSDA_HEAVY
+#error "MSDA_HEAVY (a heavy band's entries, msda_bwd_bands' order): bwd.rs renders it"
+#endif
+// msda_bwd_bands' work (msda_band_fill writes it): a record of MSDA_WORK words a band (its first
+// entry, one past its last, its largest term bound (f32 bits), whether it is listed, and its
+// box's four words: acc's, see msda_band_count), then the list of heavy bands that go first
+// (`room` of them at most: msda_bwd_bands' first blocks) and its count (msda_band_count sets it
+// to zero; it may pass `room`: the rest go in their turn).
+constexpr int MSDA_WORK = 8;
+struct MsdaWork {
+  unsigned *records, *list, *listed, room;
+  __device__ __forceinline__ MsdaWork(unsigned* work, int bands, int room)
+      : records(work), list(work + MSDA_WORK * bands), listed(work + MSDA_WORK * bands + room), room(room) {}
+};
 constexpr int MSDA_BT = MsdaBandsPlan::BLOCK_THREADS;
 constexpr int MSDA_PPS = MSDA_BT / MSDA_TPQ;  // points a step of msda_bwd_bands
 static_assert(MSDA_BT % 32 == 0 && MSDA_BT <= 1024, "whole warps");
@@ -133,7 +150,8 @@ extern "C" __global__ void TMA_PLAN_MSDA_BAND_COUNT_LAUNCH_BOUNDS
 msda_band_count(const float* __restrict__ loc, const float* __restrict__ attn, const msda_t* __restrict__ grad_out,
                 unsigned* __restrict__ acc, int bands, int* __restrict__ pband, float* __restrict__ wts,
                 float* __restrict__ grad_loc, float* __restrict__ grad_attn, const __grid_constant__ MsdaShapes sh,
-                int queries) {
+                int queries, unsigned* __restrict__ work, int room) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) *MsdaWork(work, bands, room).listed = 0u;  // (msda_band_fill counts)
   __shared__ unsigned hown[MSDA_BPH], hlow[MSDA_BPH], hmax[MSDA_BPH], hbox[4][MSDA_BPH];
   for (int i = threadIdx.x; i < MSDA_BPH; i += blockDim.x) {
     hown[i] = 0u, hlow[i] = 0u, hmax[i] = 0u;
@@ -216,16 +234,16 @@ msda_band_count(const float* __restrict__ loc, const float* __restrict__ attn, c
 // The same grid and warps as msda_band_count: each point's entries at their band's places, own
 // entries first, then lower ones. The places: a band's entries follow every earlier (batch,
 // head)'s and the earlier bands of its own (an exclusive scan of the counts that each block does
-// for its (batch, head), no kernel of its own; the first block of each writes its bands' first
-// entries for msda_bwd_bands, and first[bands] one past the last); within a band, each block's
-// part follows the parts of the blocks before it (a global atomic a band, kind and block on
-// acc's cursors) and its points' shared-memory ranks. The entries go out through shared memory in
+// for its (batch, head), no kernel of its own; the first block of each writes its bands' work
+// records and lists the heavy ones for msda_bwd_bands); within a band, each block's part follows
+// the parts of the blocks before it (a global atomic a band, kind and block on acc's cursors) and
+// its points' shared-memory ranks. The entries go out through shared memory in
 // order, so that a part's writes are consecutive words (4-byte writes all over made this
 // kernel slower than the count). The order within each part does not matter: the sums are
 // integers.
 extern "C" __global__ void TMA_PLAN_MSDA_BAND_FILL_LAUNCH_BOUNDS
-msda_band_fill(const int* __restrict__ pband, unsigned* __restrict__ acc, unsigned* __restrict__ first,
-               unsigned* __restrict__ entries, int queries, int bands) {
+msda_band_fill(const int* __restrict__ pband, unsigned* __restrict__ acc, unsigned* __restrict__ entries,
+               int queries, int bands, unsigned* __restrict__ work, int room) {
   extern __shared__ unsigned char msda_raw[];
   unsigned* stage = reinterpret_cast<unsigned*>(MsdaBandFillPlan::stage(MsdaBandFillPlan::base(msda_raw)));
   unsigned* dest = stage + MSDA_SEG;
@@ -281,8 +299,23 @@ msda_band_fill(const int* __restrict__ pband, unsigned* __restrict__ acc, unsign
     const int b = r * MsdaBandFillPlan::BLOCK_THREADS + threadIdx.x;
     int total;
     const unsigned at0 = static_cast<unsigned>(before + msda_round_scan(static_cast<int>(count[r]), &total, sums[round % 2]));
+    if (b < MSDA_BPH && chunk == 0) {
+      // msda_bwd_bands' work: the band's record (all its block needs to start, one load), and a
+      // heavy band (MSDA_HEAVY entries or more) in the list of those that go first, while it has
+      // room, so that a band whose level's points cluster in it does not start last.
+      const unsigned band = static_cast<unsigned>(nh * MSDA_BPH + b);
+      const MsdaWork w(work, bands, room);
+      unsigned listed = 0u;
+      if (count[r] >= MSDA_HEAVY) {
+        const unsigned slot = atomicAdd(w.listed, 1u);
+        if (slot < w.room) w.list[slot] = band, listed = 1u;
+      }
+      uint4* rec = reinterpret_cast<uint4*>(w.records + band * MSDA_WORK);
+      rec[0] = make_uint4(at0, at0 + count[r], __ldg(acc + bands + band), listed);
+      rec[1] = make_uint4(__ldg(acc + 3 * bands + band), __ldg(acc + 4 * bands + band), __ldg(acc + 5 * bands + band),
+                          __ldg(acc + 6 * bands + band));
+    }
     if (b < MSDA_BPH) {
-      if (chunk == 0) first[nh * MSDA_BPH + b] = at0;
 #pragma unroll
       for (int kind = 0; kind < 2; ++kind) {
         if (hist[kind][b] != 0u)
@@ -291,7 +324,6 @@ msda_band_fill(const int* __restrict__ pband, unsigned* __restrict__ acc, unsign
     }
     before += total;
   }
-  if (chunk == 0 && threadIdx.x == 0 && (nh + 1) * MSDA_BPH == bands) first[bands] = static_cast<unsigned>(before);
   for (int b0 = 0; b0 < 2 * MSDA_BPH; b0 += blockDim.x, ++round) {
     const int b = b0 + threadIdx.x;
     unsigned* h = &hist[0][0] + b;
@@ -377,11 +409,11 @@ static_assert(MSDA_REPS * MSDA_HOT_STRIDE * (1 + MSDA_FIX_WIDE) * 4 <= MsdaBands
                   MSDA_HOT_PX == 0,
               "the copies fit the plane");
 
-// Block b: the heaviest levels' bands first (the last level's bands hold the most points each).
+// Blocks: the listed heavy bands first, then every band (see the start).
 // In: a map a level over value ([N][H][W][M][D] from the level's first row), then a map a level
 // over grad_value (the same view, the storage type).
 extern "C" __global__ void TMA_PLAN_MSDA_BWD_BANDS_LAUNCH_BOUNDS
-msda_bwd_bands(const unsigned* __restrict__ entries, const unsigned* __restrict__ first,
+msda_bwd_bands(const unsigned* __restrict__ entries, const unsigned* __restrict__ work, int room,
                unsigned* __restrict__ acc, const float* __restrict__ loc, const float* __restrict__ wts,
                const msda_t* __restrict__ grad_out, float* __restrict__ grad_loc, float* __restrict__ grad_attn,
                const __grid_constant__ MsdaShapes sh, int batch, MSDA_BAND_MAP_PARAMS) {
@@ -391,18 +423,33 @@ msda_bwd_bands(const unsigned* __restrict__ entries, const unsigned* __restrict_
   int* plane = reinterpret_cast<int*>(MsdaBandsPlan::plane(sbase));
   __shared__ __align__(8) tma_mbarrier bar;
 
-  // This block's level, (batch, head) and band.
-  int b = blockIdx.x, l = MSDA_L - 1;
-  for (;; --l) {
-    const int blocks = batch * MSDA_M * (msda_band_first(l + 1) - msda_band_first(l));
-    if (b < blocks || l == 0) break;
-    b -= blocks;
+  // This block's band: the listed heavy bands first (msda_band_fill's list: `room` blocks, some
+  // idle), then every band in turn, the heaviest levels' first (a listed one is done already).
+  const int bands = batch * MSDA_M * MSDA_BPH;
+  const MsdaWork work_of(const_cast<unsigned*>(work), bands, room);
+  int l = MSDA_L - 1, nh, k;
+  if (static_cast<int>(blockIdx.x) < room) {
+    if (blockIdx.x >= __ldg(work_of.listed)) return;  // (idle: fewer heavy bands than room)
+    const int band = static_cast<int>(__ldg(work_of.list + blockIdx.x)), local = band % MSDA_BPH;
+    nh = band / MSDA_BPH;
+    while (local < msda_band_first(l)) --l;
+    k = local - msda_band_first(l);
+  } else {
+    int b = static_cast<int>(blockIdx.x) - room;
+    for (;; --l) {
+      const int blocks = batch * MSDA_M * (msda_band_first(l + 1) - msda_band_first(l));
+      if (b < blocks || l == 0) break;
+      b -= blocks;
+    }
+    const int per_level = msda_band_first(l + 1) - msda_band_first(l);
+    nh = b / per_level, k = b % per_level;
   }
-  const int per_level = msda_band_first(l + 1) - msda_band_first(l);
-  const int nh = b / per_level, k = b % per_level;
+  const int band = nh * MSDA_BPH + msda_band_first(l) + k;
+  const uint4* rec = reinterpret_cast<const uint4*>(work_of.records + band * MSDA_WORK);
+  const uint4 w0 = __ldg(rec), w1 = __ldg(rec + 1);
+  if (static_cast<int>(blockIdx.x) >= room && w0.w != 0u) return;  // (listed: a first block's)
   const int n = nh / MSDA_M, head = nh % MSDA_M;
   const int H = sh.h(l), W = sh.w(l), R = msda_band_rows(l), r0 = k * R;
-  const int band = nh * MSDA_BPH + msda_band_first(l) + k;
   const int t = threadIdx.x;
   const CUtensorMap* in_maps[MSDA_L] = {MSDA_BAND_IN_PTRS};
   const CUtensorMap* out_maps[MSDA_L] = {MSDA_BAND_OUT_PTRS};
@@ -433,21 +480,19 @@ msda_bwd_bands(const unsigned* __restrict__ entries, const unsigned* __restrict_
   });
 #endif
   const int plane_words = R * W * (MSDA_D + 1);
-  const unsigned e0 = __ldg(first + band), e1 = __ldg(first + band + 1);  // the band's entries
+  const unsigned e0 = w0.x, e1 = w0.y;  // the band's entries
   // A hot band (every corner in a window of at most MSDA_HOT_PX pixels: clustered points) adds
   // into MSDA_REPS copies of its window, one a point of a warp's step, so that a warp's points on
   // one pixel hit different banks (copies MSDA_HOT_STRIDE words apart: 1 mod 8) instead of one
   // address; the copies are added up (in order) at the end.
-  const int bands = batch * MSDA_M * MSDA_BPH;
   // The window: corner rows h0 .. h0 + 1 and columns w0 .. w0 + 1 of every entry, within the band.
-  // (plain loads: this kernel zeroes these words below)
-  const int wr0 = max(static_cast<int>(MSDA_BOX_BIG - acc[4 * bands + band]) - 1, r0);
-  const int wr1 = min(static_cast<int>(acc[3 * bands + band]), r0 + R - 1);
-  const int wc0 = max(static_cast<int>(MSDA_BOX_BIG - acc[6 * bands + band]) - 1, 0);
-  const int wc1 = min(static_cast<int>(acc[5 * bands + band]), W - 1);
+  const int wr0 = max(static_cast<int>(MSDA_BOX_BIG - w1.y) - 1, r0);
+  const int wr1 = min(static_cast<int>(w1.x), r0 + R - 1);
+  const int wc0 = max(static_cast<int>(MSDA_BOX_BIG - w1.w) - 1, 0);
+  const int wc1 = min(static_cast<int>(w1.z), W - 1);
   const int wcols = wc1 - wc0 + 1, wpx = (wr1 - wr0 + 1) * wcols;
   const bool hot = MSDA_HOT_PX > 0 && e1 - e0 >= MSDA_HOT_MIN && wr1 >= wr0 && wc1 >= wc0 && wpx <= MSDA_HOT_PX;
-  const float tm = __uint_as_float(acc[bands + band]);
+  const float tm = __uint_as_float(w0.z);
   const int lo_off = hot ? MSDA_REPS * MSDA_HOT_STRIDE : plane_words;  // (MSDA_FIX_WIDE: the low sums)
   for (int i = t; i < MsdaBandsPlan::BYTES_plane / 4; i += MSDA_BT) plane[i] = 0;
 
@@ -467,10 +512,10 @@ msda_bwd_bands(const unsigned* __restrict__ entries, const unsigned* __restrict_
   const int K = min(16, 31 - ec);
   const float scale_lo = ldexpf(1.f, K);
 #endif
-  __syncthreads();  // the plane is zero, and every thread has read acc
-  // This band's words of acc are read: leave them zero for the next launch, as the first band of
-  // each (batch, head) does its entries' word, so that no memset comes before msda_band_count
-  // (the host keeps one for a launch that did not get this far).
+  __syncthreads();  // the plane is zero
+  // This band's words of acc are read (msda_band_fill copied them): leave them zero for the next
+  // launch, as the first band of each (batch, head) does its entries' word, so that no memset
+  // comes before msda_band_count (the host keeps one for a launch that did not get this far).
   if (t < MSDA_ACC) acc[t * bands + band] = 0u;
   if (t == MSDA_ACC && msda_band_first(l) + k == 0) acc[MSDA_ACC * bands + nh] = 0u;
   tma_mbarrier_wait(&bar, 0);
