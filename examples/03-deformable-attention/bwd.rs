@@ -286,7 +286,7 @@ const BAND_QUERIES_A_WARP: u32 = 4;
 /// msda_band_count's and msda_band_fill's words a band (rendered as MSDA_ACC; msda_bwd_bands.cu
 /// lays them out); one a (batch, head) follows them.
 const BAND_ACC: usize = 9;
-/// msda_bwd_bands runs the bands of this many entries or more first (rendered as MSDA_HEAVY):
+/// msda_bwd_bands runs the bands of this many entries or more first (rendered as MSDA_BAND_HEAVY):
 /// clustered points put a level's every point in one band, which must not start last.
 const BAND_HEAVY: u32 = 2048;
 /// msda_band_fill's work for msda_bwd_bands (msda_bwd_bands.cu's MsdaWork): a record of
@@ -1145,7 +1145,7 @@ pub fn build_bwd(
                 .define("MSDA_FIX_WIDE", (band_planes(m, ty) - 1).to_string())
                 .define("MSDA_QPW", BAND_QUERIES_A_WARP.to_string())
                 .define("MSDA_ACC", BAND_ACC.to_string())
-                .define("MSDA_HEAVY", format!("{BAND_HEAVY}u"));
+                .define("MSDA_BAND_HEAVY", format!("{BAND_HEAVY}u"));
             let qpb = BAND_COUNT_THREADS / 32 * BAND_QUERIES_A_WARP;
             (
                 nb * nh * m.queries.div_ceil(qpb as usize) as u32,

@@ -56,8 +56,8 @@ constexpr int MSDA_CQ = MsdaBandCountPlan::BLOCK_THREADS / 32 * MSDA_QPW;  // an
 typedef tma_plan_msda_band_fill MsdaBandFillPlan;
 constexpr int MSDA_SEG = 2 * MSDA_CQ * MSDA_LP;  // a block's entries: its points, twice at most
 static_assert(MsdaBandFillPlan::BYTES_stage == 2 * MSDA_SEG * 4, "msda_band_fill stages its entries and places");
-#ifndef MSDA_HEAVY
-#error "MSDA_HEAVY (a heavy band's entries, msda_bwd_bands' order): bwd.rs renders it"
+#ifndef MSDA_BAND_HEAVY
+#error "MSDA_BAND_HEAVY (a heavy band's entries, msda_bwd_bands' order): bwd.rs renders it"
 #endif
 // msda_bwd_bands' work (msda_band_fill writes it): a record of MSDA_WORK words a band (its first
 // entry, one past its last, its largest term bound (f32 bits), whether it is listed, and its
@@ -301,12 +301,12 @@ msda_band_fill(const int* __restrict__ pband, unsigned* __restrict__ acc, unsign
     const unsigned at0 = static_cast<unsigned>(before + msda_round_scan(static_cast<int>(count[r]), &total, sums[round % 2]));
     if (b < MSDA_BPH && chunk == 0) {
       // msda_bwd_bands' work: the band's record (all its block needs to start, one load), and a
-      // heavy band (MSDA_HEAVY entries or more) in the list of those that go first, while it has
-      // room, so that a band whose level's points cluster in it does not start last.
+      // heavy band (MSDA_BAND_HEAVY entries or more) in the list of those that go first, while
+      // it has room, so that a band whose level's points cluster in it does not start last.
       const unsigned band = static_cast<unsigned>(nh * MSDA_BPH + b);
       const MsdaWork w(work, bands, room);
       unsigned listed = 0u;
-      if (count[r] >= MSDA_HEAVY) {
+      if (count[r] >= MSDA_BAND_HEAVY) {
         const unsigned slot = atomicAdd(w.listed, 1u);
         if (slot < w.room) w.list[slot] = band, listed = 1u;
       }
