@@ -914,12 +914,11 @@ pub fn bands_plan(
     text += &format!("#define MSDA_BAND_MAP_PARAMS {}\n", params.join(", "));
     text += &format!("#define MSDA_BAND_IN_PTRS {}\n", ptrs("in"));
     text += &format!("#define MSDA_BAND_OUT_PTRS {}\n", ptrs("out"));
-    // msda_band_fill stages a block's entries and their places: its points, twice at most.
-    let stage = 2
-        * 4
-        * 2
-        * (BAND_COUNT_THREADS / 32 * BAND_QUERIES_A_WARP) as u64
-        * m.points_per_head() as u64;
+    // msda_band_fill stages a block's entries and their places (two words an entry): its
+    // points, twice at most.
+    let block_points =
+        (BAND_COUNT_THREADS / 32 * BAND_QUERIES_A_WARP) as u64 * m.points_per_head() as u64;
+    let stage = 4 * 2 * (2 * block_points);
     let smem = vband + plane + 1024;
     let blocks_per_sm = ((1024 / threads) as u64).min(227 * 1024 / smem).max(1) as u32;
     let plan = KernelPlan::new("msda_bwd_bands")
@@ -1418,17 +1417,17 @@ pub struct BwdDevice {
     pub bands: Option<BandsScratch>,
 }
 
-/// The band design's buffers: each band's entry count, largest term bound, own entries, box of
-/// corners and the fill's two cursors (own entries, lower ones), then each (batch, head)'s entries
-/// (`acc`, [`BAND_ACC`] words a band and one a (batch, head); msda_bwd_bands leaves them zero for
-/// the next launch, `acc_zero` says whether they are), its first
-/// entry, entries and the rest of its words of acc in its block's record of msda_bwd_bands' work
-/// (`work`), each point's band code, the entries (at most two
-/// a point) and, with the fused softmax, the weights.
+/// The band design's buffers:
+/// - `acc`: each band's entry count, largest term bound, own entries, box of corners and the
+///   fill's two cursors (own entries, lower ones), [`BAND_ACC`] words a band, then each (batch,
+///   head)'s entries; msda_bwd_bands leaves them zero for the next launch (`acc_zero`: they are);
+/// - `work`: msda_bwd_bands' record of each band (its entries, bound and box) and its list of
+///   heavy bands (msda_bwd_bands.cu's MsdaWork);
+/// - each point's band code (`pband`), the entries (at most two a point) and, with the fused
+///   softmax, the weights.
 pub struct BandsScratch {
     pub acc: CudaSlice<u32>,
     pub acc_zero: bool,
-
     pub work: CudaSlice<u32>,
     pub pband: CudaSlice<i32>,
     pub entries: CudaSlice<u32>,
