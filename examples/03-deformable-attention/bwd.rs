@@ -289,9 +289,9 @@ const BAND_ACC: usize = 9;
 /// msda_bwd_bands runs the bands of this many entries or more first (rendered as MSDA_BAND_HEAVY):
 /// clustered points put a level's every point in one band, which must not start last.
 const BAND_HEAVY: u32 = 2048;
-/// msda_band_fill's work for msda_bwd_bands (msda_bwd_bands.cu's MsdaWork): a record of
-/// BAND_WORK words a band, then the list of heavy bands that go first ([`BandsBuild::room`]) and
-/// its count.
+/// msda_band_fill's work for msda_bwd_bands (msda_bwd_bands.cu's MsdaWork; rendered as
+/// MSDA_WORK): a record of BAND_WORK words a band, then the list of heavy bands that go first
+/// ([`BandsBuild::room`]) and its count.
 const BAND_WORK: usize = 8;
 /// msda_band_logits' block: a warp a (batch, query, head).
 const BAND_LOGITS_THREADS: u32 = 256;
@@ -1144,7 +1144,8 @@ pub fn build_bwd(
                 .define("MSDA_FIX_WIDE", (band_planes(m, ty) - 1).to_string())
                 .define("MSDA_QPW", BAND_QUERIES_A_WARP.to_string())
                 .define("MSDA_ACC", BAND_ACC.to_string())
-                .define("MSDA_BAND_HEAVY", format!("{BAND_HEAVY}u"));
+                .define("MSDA_BAND_HEAVY", format!("{BAND_HEAVY}u"))
+                .define("MSDA_WORK", BAND_WORK.to_string());
             let qpb = BAND_COUNT_THREADS / 32 * BAND_QUERIES_A_WARP;
             (
                 nb * nh * m.queries.div_ceil(qpb as usize) as u32,

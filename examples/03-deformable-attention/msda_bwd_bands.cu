@@ -64,7 +64,10 @@ static_assert(MsdaBandFillPlan::BYTES_stage == 2 * MSDA_SEG * 4, "msda_band_fill
 // box's four words: acc's, see msda_band_count), then the list of heavy bands that go first
 // (`room` of them at most: msda_bwd_bands' first blocks) and its count (msda_band_count sets it
 // to zero; it may pass `room`: the rest go in their turn).
-constexpr int MSDA_WORK = 8;
+#ifndef MSDA_WORK
+#error "MSDA_WORK (a band's words of msda_bwd_bands' work, BAND_WORK): bwd.rs renders it"
+#endif
+static_assert(MSDA_WORK == 8, "a record is two uint4: entries, bound and flag, then the box");
 struct MsdaWork {
   unsigned *records, *list, *listed, room;
   __device__ __forceinline__ MsdaWork(unsigned* work, int bands, int room)
