@@ -674,3 +674,56 @@ fn performance_losses_reach_the_log() -> Result<(), Error> {
     }
     Ok(())
 }
+
+/// What the driver layer reads from the PTX so that it asks the driver only for what exists
+/// (a failed query is an API error under compute-sanitizer): each kernel's parameter count,
+/// and whether the module has the hang record.
+#[test]
+fn ptx_tells_each_kernels_parameters_and_the_record() -> Result<(), Error> {
+    if require_nvrtc_or_skip("ptx_tells_each_kernels_parameters_and_the_record").is_none() {
+        return Ok(());
+    }
+    let compiler = Compiler::with_config(JitConfig {
+        cache: false,
+        ..config("params")
+    })?;
+    let kernels = r#"
+struct Big { float v[40]; };
+extern "C" __global__ void k() {}
+extern "C" __global__ void k2(float* a, int n, double d) { if (n) a[0] = d; }
+extern "C" __global__ void k_map(const __grid_constant__ CUtensorMap m, float* out) {
+    out[0] = (float)(unsigned long long)&m;
+}
+extern "C" __global__ void kbig(Big b, int* o) { o[0] = (int)b.v[3]; }
+__global__ void mangled(int a, int b) {}
+"#;
+    let text = tma_core::render::KernelSource::new()
+        .tile(&user_tile())
+        .body(kernels)
+        .build()
+        .unwrap();
+    for debug in [false, true] {
+        let c = compiler.compile(&text, &CompileOptions::new(Arch::Sm90a).debug_waits(debug))?;
+        let counts: Vec<_> = ["k", "k2", "k_map", "kbig", "_Z7mangledii", "k3", "mangled"]
+            .iter()
+            .map(|k| c.entry_param_count(k))
+            .collect();
+        assert_eq!(
+            counts,
+            [Some(0), Some(3), Some(2), Some(2), Some(2), None, None],
+            "debug {debug}: {}",
+            c.ptx
+        );
+        assert_eq!(
+            c.declares_global(tma_runtime::driver::DEBUG_RECORD_SYMBOL),
+            debug,
+            "debug {debug}: {}",
+            c.ptx
+        );
+        assert!(
+            !c.declares_global("tma_debug"),
+            "a prefix is not the symbol"
+        );
+    }
+    Ok(())
+}

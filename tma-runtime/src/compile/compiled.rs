@@ -83,6 +83,28 @@ impl Compiled {
             .filter(|l| l.contains("Performance Loss"))
             .map(str::trim)
     }
+    /// How many parameters kernel `name` (its name in the module) has, as its PTX's `.entry`
+    /// declares them; `None` when the PTX has no such entry. The driver still reports each
+    /// parameter's size: this count only spares asking it past the last one, an API error
+    /// that compute-sanitizer reports in every run.
+    pub fn entry_param_count(&self, name: &str) -> Option<usize> {
+        let head = format!(".entry {name}(");
+        let start = self.ptx.find(&head)? + head.len();
+        let params = &self.ptx[start..];
+        Some(params[..params.find(')')?].matches(".param").count())
+    }
+    /// Whether the PTX declares the global `symbol` (a module is asked only for globals it
+    /// has: a failed lookup is an API error under compute-sanitizer).
+    pub fn declares_global(&self, symbol: &str) -> bool {
+        self.ptx.lines().any(|l| {
+            let l = l.trim_start();
+            (l.starts_with(".global") || l.starts_with(".visible .global"))
+                && l.trim_end()
+                    .trim_end_matches(';')
+                    .split(|c: char| c.is_whitespace() || c == '[' || c == '=')
+                    .any(|w| w == symbol)
+        })
+    }
     /// Tile `id` of the source's description.
     pub fn tile(&self, id: u32) -> Option<&TileFacts> {
         self.facts.as_deref()?.tile(id)

@@ -15,7 +15,7 @@ use crate::error::{CuResult, Error};
 use super::cache::WeakCache;
 use super::capture::{capturing_on_this_thread, refuse_if_capturing, CaptureOp};
 use super::checks::{check_args, check_dynamic_smem, check_pipelines, kernel_needs, SmemNeed};
-use super::hang::MappedRecord;
+use super::hang::{MappedRecord, DEBUG_RECORD_SYMBOL};
 
 /// Shared memory a block gets without opting in (48 KB): static and dynamic together.
 pub const DEFAULT_DYNAMIC_SMEM_LIMIT: u32 = 48 * 1024;
@@ -83,10 +83,18 @@ impl Module {
         // without the prelude (a raw kernel; nothing of tma's can hang or fail a check there).
         // Debug on, a source described with tiles must have it.
         let has_tiles = compiled.facts.as_ref().is_some_and(|f| !f.tiles.is_empty());
-        let record = match MappedRecord::attach(ctx, &module) {
-            Ok(record) => Some(record),
-            Err(Error::DebugRecordMissing { .. }) if !compiled.debug_waits || !has_tiles => None,
-            Err(e) => return Err(e),
+        // The driver is asked only when the PTX declares the global, or when the record is
+        // required (its failed lookup is then the error): a lookup of a missing global is an
+        // API error compute-sanitizer reports.
+        let required = compiled.debug_waits && has_tiles;
+        let record = if compiled.declares_global(DEBUG_RECORD_SYMBOL) || required {
+            match MappedRecord::attach(ctx, &module) {
+                Ok(record) => Some(record),
+                Err(Error::DebugRecordMissing { .. }) if !required => None,
+                Err(e) => return Err(e),
+            }
+        } else {
+            None
         };
         Ok(Arc::new(Module {
             module,
@@ -147,7 +155,7 @@ impl Module {
             .get_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)
             .map_err(Error::driver("cuFuncGetAttribute"))?;
         // After get_attribute, which bound the module's context to this thread.
-        let param_bytes = param_bytes(&func)?;
+        let param_bytes = param_bytes(&func, self.compiled.entry_param_count(name))?;
         // Launch facts come from the source's typed description, never from its text or PTX:
         // a plan kernel's are its plan's, exactly; a kernel without a plan may keep any tile
         // and run any pipeline the source holds outside its plans. Text alone gives none.
@@ -203,13 +211,16 @@ impl Module {
     }
 }
 
-/// Bytes of each parameter of `func`, in order (`cuFuncGetParamInfo`, CUDA 12.4+; it
-/// answers `CUDA_ERROR_INVALID_VALUE` past the last parameter).
-fn param_bytes(func: &CudaFunction) -> Result<Vec<usize>, Error> {
+/// Bytes of each parameter of `func`, in order (`cuFuncGetParamInfo`, CUDA 12.4+). With the
+/// count its PTX declares (`declared`), exactly those parameters are asked for; without it, it
+/// asks until the driver answers `CUDA_ERROR_INVALID_VALUE` past the last one (an API error
+/// under compute-sanitizer).
+fn param_bytes(func: &CudaFunction, declared: Option<usize>) -> Result<Vec<usize>, Error> {
     crate::cuda_libs::libcuda_has("cuFuncGetParamInfo")?;
     // A kernel's parameters fit in 32764 bytes (CUDA 12.1+), so at most that many.
+    let limit = declared.map_or(32765, |n| n.min(32765));
     let mut bytes = Vec::new();
-    while bytes.len() <= 32764 {
+    while bytes.len() < limit {
         let (mut offset, mut size) = (0usize, 0usize);
         // SAFETY: a function of a loaded module; valid out-pointers; the symbol exists
         // (checked above), so cudarc's loader finds it.
@@ -218,7 +229,7 @@ fn param_bytes(func: &CudaFunction) -> Result<Vec<usize>, Error> {
         };
         match r {
             sys::CUresult::CUDA_SUCCESS => bytes.push(size),
-            sys::CUresult::CUDA_ERROR_INVALID_VALUE => break,
+            sys::CUresult::CUDA_ERROR_INVALID_VALUE if declared.is_none() => break,
             other => {
                 return Err(Error::Driver {
                     call: "cuFuncGetParamInfo",
