@@ -1,6 +1,7 @@
 //! The artifact of one compile: PTX, CUBIN and what the driver layer needs to load and
-//! explain it (the source's typed description, never anything read out of its text). Plain
-//! data: it can be cached, written to disk and loaded into any context.
+//! explain it (the source's typed description, never anything read out of its text; from the
+//! PTX only what spares the driver a query that fails by design). Plain data: it can be
+//! cached, written to disk and loaded into any context.
 
 use std::sync::Arc;
 
