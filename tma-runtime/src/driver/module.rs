@@ -83,11 +83,12 @@ impl Module {
         // without the prelude (a raw kernel; nothing of tma's can hang or fail a check there).
         // Debug on, a source described with tiles must have it.
         let has_tiles = compiled.facts.as_ref().is_some_and(|f| !f.tiles.is_empty());
-        // The driver is asked only when the PTX declares the global, or when the record is
-        // required (its failed lookup is then the error): a lookup of a missing global is an
-        // API error compute-sanitizer reports.
+        // The driver is asked only when the PTX declares the global (or there is no PTX to
+        // tell), or when the record is required (its failed lookup is then the error): a
+        // lookup of a missing global is an API error compute-sanitizer reports.
         let required = compiled.debug_waits && has_tiles;
-        let record = if compiled.declares_global(DEBUG_RECORD_SYMBOL) || required {
+        let may_have = compiled.ptx.is_empty() || compiled.declares_global(DEBUG_RECORD_SYMBOL);
+        let record = if may_have || required {
             match MappedRecord::attach(ctx, &module) {
                 Ok(record) => Some(record),
                 Err(Error::DebugRecordMissing { .. }) if !required => None,
