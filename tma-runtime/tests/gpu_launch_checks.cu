@@ -71,3 +71,14 @@ extern "C" __global__ void static_tile_dynamic_scratch(const __grid_constant__ C
   if (scratch[blockDim.x - 1u - threadIdx.x] != (blockDim.x - 1u - threadIdx.x) * 3u) return;
   roundtrip_box(&src, &dst, smem, &bar, tx_bytes, r0, c0);
 }
+
+// The parameter lists the runtime counts from the PTX (gpu_the_ptx_parameter_count_is_the_drivers):
+// none, a struct by value, and a C++ (mangled) name.
+struct launch_checks_big {
+  float v[40];
+};
+extern "C" __global__ void no_params() {}
+extern "C" __global__ void by_value(launch_checks_big b, float* out) { out[0] = b.v[3]; }
+__global__ void mangled(int* p, int n) {
+  if (n) p[0] = n;
+}

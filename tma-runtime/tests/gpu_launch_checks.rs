@@ -417,6 +417,65 @@ fn gpu_a_launch_can_opt_out_of_the_dynamic_smem_check() {
 /// The kernels above compile on any machine with NVRTC; the module carries the source's
 /// description (the tile's name, footprint and alignment), and the text says nothing for the
 /// runtime to read back.
+/// Every kernel of gpu_launch_checks.cu (its name in the module) and its parameters.
+const KERNELS: [(&str, usize); 8] = [
+    ("read_ptr", 2),
+    ("copy_map", 2),
+    ("dynamic_roundtrip", 6),
+    ("static_roundtrip", 5),
+    ("static_tile_dynamic_scratch", 5),
+    ("no_params", 0),
+    ("by_value", 2),
+    ("_Z7mangledPii", 2),
+];
+
+/// The parameter count the runtime takes from the PTX (so that it never asks the driver past
+/// the last parameter, an API error under compute-sanitizer) is the driver's, and so are the
+/// sizes, for every kind of parameter here: none, pointers, `__grid_constant__` maps, a
+/// 160-byte struct by value, and a kernel with a C++ (mangled) name.
+#[test]
+fn gpu_the_ptx_parameter_count_is_the_drivers() {
+    let Some(gpu) = setup("gpu_the_ptx_parameter_count_is_the_drivers") else {
+        return;
+    };
+    use cudarc::driver::sys;
+    for (name, _) in KERNELS {
+        let kernel = gpu.module.kernel(name).expect(name);
+        // The driver's own answer: asked until it refuses, as the runtime no longer does.
+        let mut sizes = Vec::new();
+        loop {
+            let (mut offset, mut size) = (0usize, 0usize);
+            // SAFETY: a function of the loaded module; valid out-pointers.
+            let r = unsafe {
+                sys::cuFuncGetParamInfo(
+                    kernel.function().cu_function(),
+                    sizes.len(),
+                    &mut offset,
+                    &mut size,
+                )
+            };
+            if r != sys::CUresult::CUDA_SUCCESS {
+                assert_eq!(r, sys::CUresult::CUDA_ERROR_INVALID_VALUE, "{name}");
+                break;
+            }
+            sizes.push(size);
+        }
+        assert_eq!(
+            gpu.module.compiled().entry_param_count(name),
+            Some(sizes.len()),
+            "{name}"
+        );
+        assert_eq!(kernel.param_bytes(), sizes.as_slice(), "{name}");
+    }
+    assert_eq!(
+        gpu.module
+            .kernel("by_value")
+            .expect("by_value")
+            .param_bytes(),
+        [160, 8]
+    );
+}
+
 #[test]
 fn launch_check_sources_compile_without_gpu() {
     if tma_test_support::skip::require_nvrtc_or_skip("launch_check_sources_compile_without_gpu")
@@ -440,6 +499,12 @@ fn launch_check_sources_compile_without_gpu() {
     ] {
         assert!(c.ptx.contains(&format!(".entry {kernel}")), "{kernel}");
     }
+    let counts: Vec<_> = KERNELS
+        .iter()
+        .map(|(k, _)| c.entry_param_count(k))
+        .collect();
+    let declared: Vec<_> = KERNELS.iter().map(|(_, n)| Some(*n)).collect();
+    assert_eq!(counts, declared);
     let t = c.tile(0).expect("tile 0");
     assert_eq!(
         (t.name.as_str(), t.smem_bytes, t.align_bytes),

@@ -702,8 +702,12 @@ __global__ void mangled(int a, int b) {}
         .body(kernels)
         .build()
         .unwrap();
-    for debug in [false, true] {
-        let c = compiler.compile(&text, &CompileOptions::new(Arch::Sm90a).debug_waits(debug))?;
+    // The record: in debug builds, and in release ones with bounded waits.
+    for (debug, bounded) in [(false, false), (true, false), (false, true)] {
+        let opts = CompileOptions::new(Arch::Sm90a)
+            .debug_waits(debug)
+            .bounded_waits(bounded);
+        let c = compiler.compile(&text, &opts)?;
         let counts: Vec<_> = ["k", "k2", "k_map", "kbig", "_Z7mangledii", "k3", "mangled"]
             .iter()
             .map(|k| c.entry_param_count(k))
@@ -715,15 +719,13 @@ __global__ void mangled(int a, int b) {}
             c.ptx
         );
         assert_eq!(
-            c.declares_global(tma_runtime::driver::DEBUG_RECORD_SYMBOL),
-            debug,
+            c.ptx_names(tma_runtime::driver::DEBUG_RECORD_SYMBOL),
+            debug || bounded,
             "debug {debug}: {}",
             c.ptx
         );
-        assert!(
-            !c.declares_global("tma_debug"),
-            "a prefix is not the symbol"
-        );
+        assert!(!c.ptx_names("tma_debug"), "a prefix is not the symbol");
+        assert!(!c.ptx_names("debug_record"), "nor a suffix");
     }
     Ok(())
 }

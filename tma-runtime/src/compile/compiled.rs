@@ -15,7 +15,10 @@ use crate::error::Error;
 /// The output of one compile.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Compiled {
-    /// The PTX (always present).
+    /// The PTX (always present from NVRTC and the disk cache). A `Compiled` built by hand gives
+    /// its CUBIN's own PTX or none: the driver layer reads each kernel's parameter count and
+    /// whether the hang record exists from it ([`Compiled::entry_param_count`],
+    /// [`Compiled::ptx_names`]), and without it asks the driver as before.
     pub ptx: String,
     /// The CUBIN for [`Compiled::arch`]; empty when this NVRTC cannot target it (PTX only:
     /// the driver JIT-compiles the PTX at load).
@@ -94,16 +97,15 @@ impl Compiled {
         let params = &self.ptx[start..];
         Some(params[..params.find(')')?].matches(".param").count())
     }
-    /// Whether the PTX declares the global `symbol` (a module is asked only for globals it
-    /// has: a failed lookup is an API error under compute-sanitizer).
-    pub fn declares_global(&self, symbol: &str) -> bool {
-        self.ptx.lines().any(|l| {
-            let l = l.trim_start();
-            (l.starts_with(".global") || l.starts_with(".visible .global"))
-                && l.trim_end()
-                    .trim_end_matches(';')
-                    .split(|c: char| c.is_whitespace() || c == '[' || c == '=')
-                    .any(|w| w == symbol)
+    /// Whether the PTX names `symbol` anywhere as a whole identifier (a declaration or a use):
+    /// a module is asked for a global only when this is true (a failed lookup is an API error
+    /// under compute-sanitizer). It errs towards true: a false one would lose the global.
+    pub fn ptx_names(&self, symbol: &str) -> bool {
+        let ident = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '$';
+        self.ptx.match_indices(symbol).any(|(at, _)| {
+            let before = self.ptx[..at].chars().next_back();
+            let after = self.ptx[at + symbol.len()..].chars().next();
+            !before.is_some_and(ident) && !after.is_some_and(ident)
         })
     }
     /// Tile `id` of the source's description.

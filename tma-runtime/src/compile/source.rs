@@ -18,7 +18,8 @@ use super::hash::{fingerprint, fingerprint_seeded};
 /// the runtime names hang records and checks launches with it. Text alone ([`Source::new`],
 /// `&str`, `String`) carries none: its records name tiles and pipelines by id, and its launches
 /// are checked against the kernel's parameters and the hardware only. Nothing is read out of
-/// the text or its PTX.
+/// the text; from its PTX, only what spares the driver a query that fails by design (each
+/// kernel's parameter count, whether the hang record exists).
 #[derive(Clone, Debug)]
 pub struct Source {
     text: Arc<str>,

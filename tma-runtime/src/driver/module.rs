@@ -87,7 +87,7 @@ impl Module {
         // tell), or when the record is required (its failed lookup is then the error): a
         // lookup of a missing global is an API error compute-sanitizer reports.
         let required = compiled.debug_waits && has_tiles;
-        let may_have = compiled.ptx.is_empty() || compiled.declares_global(DEBUG_RECORD_SYMBOL);
+        let may_have = compiled.ptx.is_empty() || compiled.ptx_names(DEBUG_RECORD_SYMBOL);
         let record = if may_have || required {
             match MappedRecord::attach(ctx, &module) {
                 Ok(record) => Some(record),
@@ -213,9 +213,9 @@ impl Module {
 }
 
 /// Bytes of each parameter of `func`, in order (`cuFuncGetParamInfo`, CUDA 12.4+). With the
-/// count its PTX declares (`declared`), exactly those parameters are asked for; without it, it
+/// count its PTX declares (`declared`), at most those parameters are asked for; without it, it
 /// asks until the driver answers `CUDA_ERROR_INVALID_VALUE` past the last one (an API error
-/// under compute-sanitizer).
+/// under compute-sanitizer). That answer ends the list either way: the driver's count wins.
 fn param_bytes(func: &CudaFunction, declared: Option<usize>) -> Result<Vec<usize>, Error> {
     crate::cuda_libs::libcuda_has("cuFuncGetParamInfo")?;
     // A kernel's parameters fit in 32764 bytes (CUDA 12.1+), so at most that many.
@@ -230,7 +230,7 @@ fn param_bytes(func: &CudaFunction, declared: Option<usize>) -> Result<Vec<usize
         };
         match r {
             sys::CUresult::CUDA_SUCCESS => bytes.push(size),
-            sys::CUresult::CUDA_ERROR_INVALID_VALUE if declared.is_none() => break,
+            sys::CUresult::CUDA_ERROR_INVALID_VALUE => break,
             other => {
                 return Err(Error::Driver {
                     call: "cuFuncGetParamInfo",
