@@ -414,9 +414,6 @@ fn gpu_a_launch_can_opt_out_of_the_dynamic_smem_check() {
     rt.check_copied(s);
 }
 
-/// The kernels above compile on any machine with NVRTC; the module carries the source's
-/// description (the tile's name, footprint and alignment), and the text says nothing for the
-/// runtime to read back.
 /// Every kernel of gpu_launch_checks.cu (its name in the module) and its parameters.
 const KERNELS: [(&str, usize); 8] = [
     ("read_ptr", 2),
@@ -476,6 +473,9 @@ fn gpu_the_ptx_parameter_count_is_the_drivers() {
     );
 }
 
+/// The kernels above compile on any machine with NVRTC (each with its parameters in the PTX);
+/// the module carries the source's description (the tile's name, footprint and alignment), and
+/// the text says nothing for the runtime to read back.
 #[test]
 fn launch_check_sources_compile_without_gpu() {
     if tma_test_support::skip::require_nvrtc_or_skip("launch_check_sources_compile_without_gpu")
@@ -490,15 +490,6 @@ fn launch_check_sources_compile_without_gpu() {
         .compile_source(&source, &CompileOptions::new(tma_core::Arch::Sm90a))
         .unwrap();
     assert!(c.log.is_empty(), "{}", c.log);
-    for kernel in [
-        "read_ptr",
-        "copy_map",
-        "dynamic_roundtrip",
-        "static_roundtrip",
-        "static_tile_dynamic_scratch",
-    ] {
-        assert!(c.ptx.contains(&format!(".entry {kernel}")), "{kernel}");
-    }
     let counts: Vec<_> = KERNELS
         .iter()
         .map(|(k, _)| c.entry_param_count(k))

@@ -715,13 +715,13 @@ __global__ void mangled(int a, int b) {}
         assert_eq!(
             counts,
             [Some(0), Some(3), Some(2), Some(2), Some(2), None, None],
-            "debug {debug}: {}",
+            "debug {debug}, bounded {bounded}: {}",
             c.ptx
         );
         assert_eq!(
             c.ptx_names(tma_runtime::driver::DEBUG_RECORD_SYMBOL),
             debug || bounded,
-            "debug {debug}: {}",
+            "debug {debug}, bounded {bounded}: {}",
             c.ptx
         );
         assert!(!c.ptx_names("tma_debug"), "a prefix is not the symbol");

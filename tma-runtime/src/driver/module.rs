@@ -219,7 +219,7 @@ impl Module {
 fn param_bytes(func: &CudaFunction, declared: Option<usize>) -> Result<Vec<usize>, Error> {
     crate::cuda_libs::libcuda_has("cuFuncGetParamInfo")?;
     // A kernel's parameters fit in 32764 bytes (CUDA 12.1+), so at most that many.
-    let limit = declared.map_or(32765, |n| n.min(32765));
+    let limit = declared.unwrap_or(usize::MAX).min(32765);
     let mut bytes = Vec::new();
     while bytes.len() < limit {
         let (mut offset, mut size) = (0usize, 0usize);
