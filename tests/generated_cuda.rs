@@ -185,6 +185,25 @@ fn wgmma_operand_pairs_compile_to_hgmma_without_local_memory() {
             .unwrap_or_else(|e| panic!("{a_name} x {b_name}: {e}"));
         let stem = format!("{a_name}_{b_name}");
         let sass = assemble(&ptxas, &cuobjdump, &compiled.ptx, &dir, &stem);
+        // The same k-slices as one run (tma_wgmma_k, one asm statement): the same instructions.
+        let run = source.text().replace(
+            "#pragma unroll\n    for (unsigned k = 0; k < A::K_SLICES; ++k) {\n      tma_wgmma<A, B>(acc, A::desc(sa, k, m), B::desc(sb, k), k > 0u ? 1 : 0);\n    }",
+            "tma_wgmma_k<A, B>(acc, sa, m, sb, 0);",
+        );
+        assert!(
+            run.contains("tma_wgmma_k<A, B>"),
+            "{stem}: the exercise's loop moved"
+        );
+        let compiled_run = compiler
+            .compile_source(&Source::new(run), &options(Arch::Sm90a))
+            .unwrap_or_else(|e| panic!("{a_name} x {b_name}, one run: {e}"));
+        let sass_run = assemble(
+            &ptxas,
+            &cuobjdump,
+            &compiled_run.ptx,
+            &dir,
+            &format!("{stem}_run"),
+        );
         let op = if a.spec().dtype.size_bytes() == Some(1) {
             "QGMMA"
         } else {
@@ -205,6 +224,24 @@ fn wgmma_operand_pairs_compile_to_hgmma_without_local_memory() {
             sass.text
         );
         assert!(count(&sass.text, "WARPGROUP") >= 1, "{stem}: wgmma.fence");
+        // Every tensor-core instruction with its operands (no address, no encoding).
+        let mma = |text: &str| -> Vec<String> {
+            text.lines()
+                .filter(|l| l.contains(op))
+                .filter_map(|l| l.split("*/").nth(1)?.split(';').next())
+                .map(|i| i.trim().to_string())
+                .collect()
+        };
+        assert_eq!(
+            mma(&sass.text),
+            mma(&sass_run.text),
+            "{stem}: one run's instructions"
+        );
+        assert_eq!(
+            count(&sass_run.text, "LDL") + count(&sass_run.text, "STL"),
+            0,
+            "{stem}: one run, local memory"
+        );
         println!(
             "{stem}: {issued} {op} ({} k-slices x {} blocks), stack {} B, no local memory",
             plan.k_slices, plan.m_blocks, sass.stack_bytes

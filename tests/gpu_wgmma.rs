@@ -1,7 +1,8 @@
 //! wgmma through the generated descriptors, on the GPU: for every supported operand
 //! combination (type pair x A major x B major x swizzle), TMA loads an A and a B operand tile
 //! of random shape on one barrier, one warpgroup issues `tma_wgmma<A, B>` over every k-slice
-//! (and 64-row block of A) with the tiles' descriptors (`render::wgmma_exercise_body`, its
+//! (and 64-row block of A) with the tiles' descriptors, then again as one run
+//! (`tma_wgmma_k<A, B>`, the k-slices in as few asm statements as the run takes) (`render::wgmma_exercise_body`, its
 //! shared memory and launch from the plan `render::wgmma_exercise_plan`), and D must equal
 //! the CPU product exactly: small integers (|x| <= 3), so every product and sum is
 //! exact in f32; fresh random data per run; D poisoned with NaN before the launch. Prints the
@@ -263,50 +264,59 @@ fn gpu_wgmma_through_generated_descriptors_matches_the_cpu_product() {
             Module::compile_and_load(&ctx, Compiler::global().unwrap(), &source(&case), &options)
                 .unwrap_or_else(|e| panic!("{what}: {e}"));
         let kernel = module.kernel("mma").unwrap();
-        let mut d = stream
-            .clone_htod(&vec![f32::NAN; (m * n) as usize])
-            .unwrap();
         let (a_mn, a_k) = mn_k(ac, pa.operand.major);
         let (b_mn, b_k) = mn_k(bc, pb.operand.major);
         let cfg = kernel.plan_config(&stream, (1, 1, 1)).unwrap();
-        {
-            let mut launch = kernel.launch_builder(&cfg);
-            launch.arg(&a_map);
-            launch.arg(&b_map);
-            launch.arg(&mut d);
-            launch.arg(&a_mn);
-            launch.arg(&a_k);
-            launch.arg(&b_mn);
-            launch.arg(&b_k);
-            // SAFETY: mma(two CUtensorMap, float* of M x N floats, four ints), one block of
-            // the plan's launch (one warpgroup, the set's shared memory).
-            unsafe { launch.launch_and_sync() }.unwrap_or_else(|e| panic!("{what}: {e}"));
-        }
-        let got = stream.clone_dtoh(&d).unwrap();
         let mut wrong = 0u64;
-        for i in 0..m {
-            for j in 0..n {
-                let want: i64 = (0..k)
-                    .map(|kk| element(a, &av, ac, i, kk) * element(b, &bv, bc, j, kk))
-                    .sum();
-                let g = got[(i * n + j) as usize];
-                if g != want as f32 {
-                    if wrong < 4 {
-                        println!("  {what}: D[{i}][{j}] = {g}, want {want}");
+        for run in [0i32, 1] {
+            let form = if run == 0 {
+                "one call a slice"
+            } else {
+                "one run"
+            };
+            let mut d = stream
+                .clone_htod(&vec![f32::NAN; (m * n) as usize])
+                .unwrap();
+            {
+                let mut launch = kernel.launch_builder(&cfg);
+                launch.arg(&a_map);
+                launch.arg(&b_map);
+                launch.arg(&mut d);
+                launch.arg(&a_mn);
+                launch.arg(&a_k);
+                launch.arg(&b_mn);
+                launch.arg(&b_k);
+                launch.arg(&run);
+                // SAFETY: mma(two CUtensorMap, float* of M x N floats, five ints), one block of
+                // the plan's launch (one warpgroup, the set's shared memory).
+                unsafe { launch.launch_and_sync() }
+                    .unwrap_or_else(|e| panic!("{what} ({form}): {e}"));
+            }
+            let got = stream.clone_dtoh(&d).unwrap();
+            for i in 0..m {
+                for j in 0..n {
+                    let want: i64 = (0..k)
+                        .map(|kk| element(a, &av, ac, i, kk) * element(b, &bv, bc, j, kk))
+                        .sum();
+                    let g = got[(i * n + j) as usize];
+                    if g != want as f32 {
+                        if wrong < 4 {
+                            println!("  {what} ({form}): D[{i}][{j}] = {g}, want {want}");
+                        }
+                        wrong += 1;
                     }
-                    wrong += 1;
                 }
             }
+            elements += m * n;
         }
         combos += 1;
         mismatches += wrong;
-        elements += m * n;
         println!(
-            "{what}: M {m} N {n} K {k} ({} k-slices): {wrong} mismatches",
+            "{what}: M {m} N {n} K {k} ({} k-slices), a call a slice and a run: {wrong} mismatches",
             pa.k_slices
         );
     }
-    println!("{combos} combinations, {elements} elements of D, {mismatches} mismatches");
+    println!("{combos} combinations x 2 forms, {elements} elements of D, {mismatches} mismatches");
     assert_eq!(combos, 52);
     assert_eq!(mismatches, 0);
 }

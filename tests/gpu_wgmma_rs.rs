@@ -4,7 +4,8 @@
 //! with `tma_wgmma<Q, K>`, then `tma_wgmma_row_max`, `tma_wgmma_row_exp2`, `tma_wgmma_row_sum`,
 //! `tma_wgmma_acc_to_a` (P as A fragments), `O = P V` with `tma_wgmma_rs<V>` (A from
 //! registers) and `tma_wgmma_row_scale` by `1 / sum`; and, apart from the chain, `X V` with A
-//! fragments of small integers uploaded from the host. Every stage is written out per thread
+//! fragments of small integers uploaded from the host, its k-slices as one run
+//! (`tma_wgmma_rs_k<V>`). Every stage is written out per thread
 //! (register order) into buffers poisoned before the launch, on fresh random data, and
 //! compared with the CPU model (`tma::wgmma::registers`) run on the GPU's previous stage:
 //!
@@ -144,7 +145,8 @@ extern "C" __global__ void TMA_PLAN_ATTN_LAUNCH_BOUNDS attn(TMA_OPS_PARAMS, int 
 #pragma unroll
   for (unsigned i = 0; i < HD / 2u; ++i) on_out[t * (HD / 2u) + i] = o[i];
 
-  // X V: A fragments from the host (small integers), the register-A wgmma alone.
+  // X V: A fragments from the host (small integers), the register-A wgmma alone, its k-slices
+  // as one run (tma_wgmma_rs_k: the form attention's P V takes; O above takes a call a slice).
   tma_wgmma_a_frag<V::WGMMA_TYPE> x[SLICES];
 #pragma unroll
   for (unsigned k = 0; k < SLICES; ++k)
@@ -159,8 +161,7 @@ extern "C" __global__ void TMA_PLAN_ATTN_LAUNCH_BOUNDS attn(TMA_OPS_PARAMS, int 
 #pragma unroll
   for (unsigned k = 0; k < SLICES; ++k) tma_wgmma_fence_operand(x[k]);
   tma_wgmma_fence();
-#pragma unroll
-  for (unsigned k = 0; k < SLICES; ++k) tma_wgmma_rs<V>(xv, x[k], V::desc(sv, k), k > 0u ? 1 : 0);
+  tma_wgmma_rs_k<V>(xv, x, sv, 0);
   tma_wgmma_commit_group();
   tma_wgmma_wait_group<0>();
 #pragma unroll

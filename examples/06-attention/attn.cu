@@ -209,16 +209,17 @@ __device__ __forceinline__ void attn_epilogue(float (&o)[ATTN_O], attn_softmax& 
 // slice; each thread already holds them (tma_wgmma_acc_to_a packs, no exchange).
 typedef tma_wgmma_a_frag<TV::WGMMA_TYPE> attn_pfrag;
 
-// O += P V: A from registers, V from its stage. Issue tma_wgmma_fence() after writing p.
+// O += P V: A from registers, V from its stage. Issue tma_wgmma_fence() after writing p. Each
+// product's k-slices go in runs of asm statements (tma_wgmma_rs_k, tma_wgmma_k): NVRTC compiles
+// the kernel about 10 % faster with the same SASS (BENCHMARKS.md, "The cold compile": byte for
+// byte on 10 of the 16 best configurations, one uniform-register instruction apart on the rest).
 __device__ __forceinline__ void attn_pv(float (&o)[ATTN_O], const attn_pfrag (&p)[ATTN_PK], const unsigned char* v) {
-#pragma unroll
-  for (int k = 0; k < ATTN_PK; ++k) tma_wgmma_rs<TV>(o, p[k], TV::desc(v, k), 1);
+  tma_wgmma_rs_k<TV>(o, p, v, 1);
 }
 
 // S = Q K^T for consumer c's 64 rows.
 __device__ __forceinline__ void attn_qk(float (&s)[ATTN_S], const unsigned char* q, const unsigned char* k, int c) {
-#pragma unroll
-  for (int ks = 0; ks < (int)TQ::K_SLICES; ++ks) tma_wgmma<TQ, TK>(s, TQ::desc(q, ks, c), TK::desc(k, ks), ks != 0);
+  tma_wgmma_k<TQ, TK>(s, q, (unsigned)c, k, 0);
 }
 
 // Whether key block j needs a mask for rows row0 .. row0 + 63.

@@ -6,7 +6,7 @@
 use super::*;
 use crate::operand::{Operand, WgmmaType};
 use crate::wgmma::OperandPlan;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The `wgmma` entry of a tile's template context: an operand tile's descriptor numbers.
 #[derive(Serialize)]
@@ -105,6 +105,97 @@ pub fn wgmma_shapes(specs: &[ValidSpec]) -> Vec<(WgmmaType, WgmmaType, u64)> {
     shapes.into_iter().collect()
 }
 
+/// The k-slice counts of each shape's B tiles (a stage's K / the instruction's K): the runs
+/// `tma_wgmma_k<A, B>` and `tma_wgmma_rs_k<B>` issue as one asm statement.
+fn wgmma_slices(specs: &[ValidSpec]) -> BTreeMap<Shape, BTreeSet<u64>> {
+    let mut slices: BTreeMap<Shape, BTreeSet<u64>> = BTreeMap::new();
+    for plan in specs.iter().filter_map(OperandPlan::new) {
+        if plan.operand.operand != Operand::B {
+            continue;
+        }
+        for a in WgmmaType::ALL {
+            if a.pairs_with(plan.kind) {
+                slices
+                    .entry((a, plan.kind, plan.mn))
+                    .or_default()
+                    .insert(plan.k_slices);
+            }
+        }
+    }
+    slices
+}
+
+/// The most k-slices one asm statement of a run issues: runs of up to 9 (the hd128 attention
+/// pick's P V) compile to the calls' SASS byte for byte; 16 in one statement made ptxas order the
+/// wgmmas differently (head dim 256's QK^T), 8 + 8 did not (BENCHMARKS.md, "The cold compile").
+const RUN_STATEMENT_SLICES: u64 = 9;
+
+/// One asm statement of a run: its first slice and, per slice, the operand numbers of its A
+/// descriptor (or its 4 A registers) and B descriptor, then of scale_d and the transposes.
+#[derive(Serialize)]
+struct WgmmaStatement {
+    /// The statement's first k-slice; the first statement scales D by scale_d, the others add.
+    k0: u64,
+    first: bool,
+    /// `[k, a, b]` per slice (shared-memory A).
+    ss: Vec<[u64; 3]>,
+    scale: u64,
+    trans_a: u64,
+    trans_b: u64,
+    /// `[k, a0, a1, a2, a3, b]` per slice (A from registers).
+    rs: Vec<[u64; 6]>,
+    rs_scale: u64,
+    rs_trans_b: u64,
+}
+
+impl WgmmaStatement {
+    fn new(k0: u64, s: u64, n_acc: u64) -> WgmmaStatement {
+        let ss = (0..s)
+            .map(|i| [k0 + i, n_acc + 2 * i, n_acc + 2 * i + 1])
+            .collect();
+        let scale = n_acc + 2 * s;
+        let rs = (0..s)
+            .map(|i| {
+                let a = n_acc + 4 * i;
+                [k0 + i, a, a + 1, a + 2, a + 3, n_acc + 4 * s + i]
+            })
+            .collect();
+        WgmmaStatement {
+            k0,
+            first: k0 == 0,
+            ss,
+            scale,
+            trans_a: scale + 1,
+            trans_b: scale + 2,
+            rs,
+            rs_scale: n_acc + 5 * s,
+            rs_trans_b: n_acc + 5 * s + 1,
+        }
+    }
+}
+
+/// A run of `s` wgmmas of a shape (a B tile's k-slices): as few asm statements as hold at most
+/// [`RUN_STATEMENT_SLICES`] each, of nearly equal sizes.
+#[derive(Serialize)]
+struct WgmmaRun {
+    s: u64,
+    statements: Vec<WgmmaStatement>,
+}
+
+impl WgmmaRun {
+    fn new(s: u64, n_acc: u64) -> WgmmaRun {
+        let n = s.div_ceil(RUN_STATEMENT_SLICES).max(1);
+        let mut statements = Vec::new();
+        let mut k0 = 0;
+        for i in 0..n {
+            let len = s / n + u64::from(i < s % n);
+            statements.push(WgmmaStatement::new(k0, len, n_acc));
+            k0 += len;
+        }
+        WgmmaRun { s, statements }
+    }
+}
+
 /// One `wgmma.mma_async` wrapper: the types, N, K, the accumulator registers in rows of 8.
 #[derive(Serialize)]
 struct WgmmaOp {
@@ -117,6 +208,8 @@ struct WgmmaOp {
     trans: bool,
     /// Also the register-A form (`tma_wgmma_rs<B>`): f16 / bf16, the same type on both sides.
     rs: bool,
+    /// The runs of k-slices the source's B tiles of this shape hold.
+    runs: Vec<WgmmaRun>,
 }
 
 /// The context of `wgmma_ops.cuh.tera`.
@@ -128,10 +221,17 @@ struct WgmmaOpsContext {
 /// The `wgmma.mma_async` wrappers of `specs`' operand tiles (empty when there are none),
 /// include-guarded per shape.
 pub(super) fn wgmma_ops(specs: &[ValidSpec]) -> Result<String, RenderError> {
+    let slices = wgmma_slices(specs);
     let ops: Vec<WgmmaOp> = wgmma_shapes(specs)
         .into_iter()
         .map(|(a, b, n)| {
             let n_acc = n / 2;
+            let runs = slices
+                .get(&(a, b, n))
+                .into_iter()
+                .flatten()
+                .map(|&s| WgmmaRun::new(s, n_acc))
+                .collect();
             let rows: Vec<Vec<u64>> = (0..n_acc)
                 .collect::<Vec<u64>>()
                 .chunks(8)
@@ -146,6 +246,7 @@ pub(super) fn wgmma_ops(specs: &[ValidSpec]) -> Result<String, RenderError> {
                 rows,
                 trans: a.allows_mn_major() && b.allows_mn_major(),
                 rs: a == b && matches!(a, WgmmaType::F16 | WgmmaType::BF16),
+                runs,
             }
         })
         .collect();
@@ -221,8 +322,9 @@ pub fn wgmma_exercise_plan(
 }
 
 /// The kernel of `plan` (named by it: `<plan>(TMA_<SET>_PARAMS, float* d, int a_mn, int a_k,
-/// int b_mn, int b_k)`) computing `D = A * B` on one warpgroup from two operand tiles loaded
-/// by TMA into its tile set `set`, whose members `a` (an A operand tile) and `b` (a B operand
+/// int b_mn, int b_k, int run)`) computing `D = A * B` on one warpgroup (the k-slices one
+/// `tma_wgmma<A, B>` each, or with `run` nonzero one `tma_wgmma_k<A, B>`) from two operand
+/// tiles loaded by TMA into its tile set `set`, whose members `a` (an A operand tile) and `b` (a B operand
 /// tile) hold equal K ([`wgmma_exercise_plan`] declares such a plan). Coordinates are the
 /// tiles' MN and K (outer dims at 0). Shared memory and launch are the plan's: build it with
 /// `KernelSource::new().plan(&plan).body(&wgmma_exercise_body(&plan, set)?)` and launch it
