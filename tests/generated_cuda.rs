@@ -173,30 +173,31 @@ fn wgmma_operand_pairs_compile_to_hgmma_without_local_memory() {
         let exercise = render::wgmma_exercise_plan("mma", "operands", a, b)
             .validate()
             .unwrap();
-        let source = Source::new(
-            KernelSource::new()
-                .plan(&exercise)
-                .body(&render::wgmma_exercise_body(&exercise, "operands").unwrap())
-                .build()
-                .unwrap(),
+        let text = KernelSource::new()
+            .plan(&exercise)
+            .body(&render::wgmma_exercise_body(&exercise, "operands").unwrap())
+            .build()
+            .unwrap();
+        // The exercise issues its product a call a k-slice or, `run` nonzero, as one run
+        // (tma_wgmma_k): each form alone, the other folded away.
+        assert_eq!(
+            text.matches("if (run) {").count(),
+            1,
+            "{a_name} x {b_name}: the exercise's choice of form moved"
         );
+        let form = |run: bool| Source::new(text.replace("if (run) {", &format!("if ({run}) {{")));
         let compiled = compiler
-            .compile_source(&source, &options(Arch::Sm90a))
+            .compile_source(&form(false), &options(Arch::Sm90a))
             .unwrap_or_else(|e| panic!("{a_name} x {b_name}: {e}"));
         let stem = format!("{a_name}_{b_name}");
         let sass = assemble(&ptxas, &cuobjdump, &compiled.ptx, &dir, &stem);
-        // The same k-slices as one run (tma_wgmma_k, one asm statement): the same instructions.
-        let run = source.text().replace(
-            "#pragma unroll\n    for (unsigned k = 0; k < A::K_SLICES; ++k) {\n      tma_wgmma<A, B>(acc, A::desc(sa, k, m), B::desc(sb, k), k > 0u ? 1 : 0);\n    }",
-            "tma_wgmma_k<A, B>(acc, sa, m, sb, 0);",
-        );
-        assert!(
-            run.contains("tma_wgmma_k<A, B>"),
-            "{stem}: the exercise's loop moved"
-        );
         let compiled_run = compiler
-            .compile_source(&Source::new(run), &options(Arch::Sm90a))
+            .compile_source(&form(true), &options(Arch::Sm90a))
             .unwrap_or_else(|e| panic!("{a_name} x {b_name}, one run: {e}"));
+        assert!(
+            compiled_run.ptx.contains("wgmma.mma_async") && compiled.ptx != compiled_run.ptx,
+            "{stem}: the run's source compiled to the calls' PTX"
+        );
         let sass_run = assemble(
             &ptxas,
             &cuobjdump,
@@ -817,4 +818,67 @@ fn a_group_id_lists_low_tiles_and_flags_the_rest() {
         .unwrap()
         .compile(&text, &options(Arch::Sm90a))
         .unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// Two headers rendered apart and included in one translation unit, each with B tiles of the
+/// same instruction shape (bf16, N = 64) but another k-slice count (8 and 16): each run
+/// (`tma_wgmma_run<..., 64, S>`) has its own include guard, so the second header adds the count
+/// the first lacks and a kernel issues both through `tma_wgmma_k`. NVRTC only.
+#[test]
+fn a_second_header_adds_the_runs_the_first_lacks() {
+    let test = "a_second_header_adds_the_runs_the_first_lacks";
+    let Some(_) = require_nvrtc_or_skip(test) else {
+        return;
+    };
+    use tma::spec::{Major, Operand};
+    let tile = |name: &str, rows: u64, d: u64, operand| {
+        tma::validate(
+            &tma::TileSpec::new(name, tma::DType::BF16, [rows, d], [rows as u32, 64])
+                .dim_names(["S", "D"])
+                .swizzle(tma::Swizzle::B128)
+                .repeat([1, (d / 64) as u32])
+                .wgmma(operand, Major::K),
+        )
+        .unwrap()
+    };
+    let first = render::header(&[
+        tile("q8", 64, 128, Operand::A),
+        tile("k8", 64, 128, Operand::B),
+    ])
+    .unwrap();
+    let second = render::header(&[
+        tile("q16", 64, 256, Operand::A),
+        tile("k16", 64, 256, Operand::B),
+    ])
+    .unwrap();
+    for (header, s) in [(&first, 8), (&second, 16)] {
+        assert!(
+            header.contains(&format!("TMA_WGMMA_RUN_M64N64K16_BF16_BF16_S{s}")),
+            "the header of {s} k-slices renders its run"
+        );
+    }
+    let kernel = r#"
+extern "C" __global__ void both(float* out) {
+  extern __shared__ __align__(1024) unsigned char smem[];
+  float a[32], b[32];
+  tma_wgmma_fence();
+  tma_wgmma_k<tma_q8, tma_k8>(a, smem, 0u, smem + 16384, 0);
+  tma_wgmma_k<tma_q16, tma_k16>(b, smem, 0u, smem + 32768, 0);
+  tma_wgmma_commit_group();
+  tma_wgmma_wait_group<0>();
+  for (int i = 0; i < 32; ++i) out[threadIdx.x * 32 + i] = a[i] + b[i];
+}
+"#;
+    let compiled = Compiler::global()
+        .unwrap()
+        .compile_source(
+            &Source::new(format!("{first}\n{second}\n{kernel}")),
+            &options(Arch::Sm90a),
+        )
+        .unwrap_or_else(|e| panic!("two headers in one translation unit: {e}"));
+    assert_eq!(
+        compiled.ptx.matches("wgmma.mma_async").count(),
+        8 + 16,
+        "both runs issued"
+    );
 }

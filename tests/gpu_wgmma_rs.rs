@@ -152,10 +152,12 @@ extern "C" __global__ void TMA_PLAN_ATTN_LAUNCH_BOUNDS attn(TMA_OPS_PARAMS, int 
   for (unsigned k = 0; k < SLICES; ++k)
 #pragma unroll
     for (unsigned j = 0; j < 4u; ++j) x[k].r[j] = x_in[(t * SLICES + k) * 4u + j];
+  // The accumulators start with what the host left in xv_out (NaN): the run's first k-slice
+  // (scale_d = 0) must not read them.
   float xv[HD / 2];
 #pragma unroll
   for (unsigned i = 0; i < HD / 2u; ++i) {
-    xv[i] = 0.0f;
+    xv[i] = xv_out[t * (HD / 2u) + i];
     tma_wgmma_fence_operand(xv[i]);
   }
 #pragma unroll
@@ -270,6 +272,77 @@ fn every_shape_compiles_and_a_mismatched_fragment_does_not() {
             other => panic!("a mismatched fragment compiled: {other:?}"),
         }
     }
+}
+
+/// `UR12` -> `UR`: which uniform register holds a descriptor is ptxas's choice (the run
+/// computes them in another order), not part of what an instruction does.
+fn uniform_register_names_dropped(instruction: &str) -> String {
+    let mut out = String::with_capacity(instruction.len());
+    let mut rest = instruction;
+    while let Some(at) = rest.find("UR") {
+        out.push_str(&rest[..at + 2]);
+        rest = rest[at + 2..].trim_start_matches(|c: char| c.is_ascii_digit());
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The X V run (`tma_wgmma_rs_k<V>`) issues the same tensor-core instructions as
+/// `tma_wgmma_rs<V>` called a k-slice at a time, on the shapes whose runs take one statement, a
+/// full one (9 slices) and two (10 and 16): the kernel compiled both ways, its HGMMA lines
+/// compared (operands but the uniform registers' names, accumulate flags). X V's accumulators start from the host's poison, so a
+/// run whose first slice accumulated would differ. NVRTC and cuobjdump only: runs without a GPU.
+#[test]
+fn a_register_a_run_issues_the_calls_instructions() {
+    let test = "a_register_a_run_issues_the_calls_instructions";
+    if tma_test_support::skip::require_nvrtc_or_skip(test).is_none() {
+        return;
+    }
+    let Some(cuobjdump) = tma_test_support::skip::require_tool_or_skip(test, "cuobjdump") else {
+        return;
+    };
+    let compiler = Compiler::global().unwrap();
+    let options = CompileOptions::new(Arch::Sm90a);
+    let run = "tma_wgmma_rs_k<V>(xv, x, sv, 0);";
+    let calls = "#pragma unroll\n  for (unsigned k = 0; k < SLICES; ++k) \
+                 tma_wgmma_rs<V>(xv, x[k], V::desc(sv, k), k > 0u ? 1 : 0);";
+    assert_eq!(BODY.matches(run).count(), 1, "X V's run moved");
+    let dir = std::env::temp_dir().join(format!("tma-rs-run-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let hgmma = |body: &str, tiles: &[ValidSpec; 3], name: &str| -> Vec<String> {
+        let c = compiler
+            .compile_source(&source(tiles, body), &options)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let path = dir.join(format!("{name}.cubin"));
+        std::fs::write(&path, &c.cubin).unwrap();
+        let out = std::process::Command::new(&cuobjdump)
+            .arg("-sass")
+            .arg(&path)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| l.contains("HGMMA"))
+            .filter_map(|l| l.split("*/").nth(1)?.split(';').next())
+            .map(|i| uniform_register_names_dropped(i.trim()))
+            .collect()
+    };
+    let mut checked = 0;
+    for shape in attention_shapes() {
+        if ![1, 9, 10, 16].contains(&(shape.n_kv / 16)) || shape.dtype != DType::BF16 {
+            continue;
+        }
+        let tiles = attention_tiles(shape).unwrap();
+        let name = format!("{}_{}", shape.n_kv, shape.d);
+        let as_run = hgmma(BODY, &tiles, &name);
+        let as_calls = hgmma(&BODY.replace(run, calls), &tiles, &format!("{name}_calls"));
+        assert!(!as_run.is_empty(), "{shape:?}: no HGMMA");
+        assert_eq!(as_run, as_calls, "{shape:?}: the run's instructions");
+        checked += 1;
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(checked, 4, "the shapes of 1, 9, 10 and 16 k-slices");
+    println!("{checked} shapes: the run issues the calls' HGMMA");
 }
 
 /// The 16-bit patterns of `v` in `kind`, for a device buffer of `u16`.

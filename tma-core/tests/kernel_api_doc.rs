@@ -239,7 +239,9 @@ fn sections(d: &Decls) -> Vec<Section> {
             intro: "The free helpers are in every source; one instruction wrapper is rendered \
                     per shape the source's operand tiles need (here `a` x `b`: \
                     m64n256k16 bf16), with its register-A form for an f16 or bf16 B \
-                    (`tma_wgmma_rs<B>`). The row helpers and `tma_wgmma_acc_to_a` are what an \
+                    (`tma_wgmma_rs<B>`), and one run per B tile's k-slice count \
+                    (`tma_wgmma_k<A, B>`, `tma_wgmma_rs_k<B>`: all the k-slices as one call). \
+                    The row helpers and `tma_wgmma_acc_to_a` are what an \
                     attention kernel's softmax does to the accumulator; \
                     `tma_core::wgmma::registers` is their CPU model.",
             items: wgmma,

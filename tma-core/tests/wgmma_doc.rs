@@ -237,6 +237,14 @@ fn registers_section(w: &mut String) {
              imm-trans-b`: no imm-trans-a); an A fragment of the other 16-bit type does not compile",
         ),
         (
+            "`tma_wgmma_rs_k<V>(o, a, smem, scale_d)` and `tma_wgmma_k<Q, K>(s, smem_q, m_block, \
+             smem_k, scale_d)`",
+            "all of a B tile's k-slices as one call (the first slice scales by `scale_d`, the \
+             others accumulate), in asm statements of at most 9 wgmmas: the same instructions as \
+             the calls one by one, which NVVM compiles about a sixth faster (each wgmma statement \
+             ties every accumulator register); example 06 issues its products this way",
+        ),
+        (
             "`tma_wgmma_wait_group_after<N>(v)`",
             "`wgmma.wait_group N` kept after the work that computed `v` (a branch on `v` the warp \
              takes together, never taken, ends the basic block): ptxas otherwise hoists the wait for \

@@ -1,7 +1,8 @@
 //! wgmma operands in CUDA: an operand tile's descriptor constants and `desc()` (rendered into
 //! its struct from [`OperandPlan`]), and the `wgmma.mma_async` wrappers the source's operand
 //! tiles need (one per B tile's (type, N) and each A type that pairs with it; for an f16 or
-//! bf16 B also the form with A from registers, `tma_wgmma_rs<B>`).
+//! bf16 B also the form with A from registers, `tma_wgmma_rs<B>`), and the runs that issue a B
+//! tile's k-slices as one call (`tma_wgmma_k<A, B>`, `tma_wgmma_rs_k<B>`).
 
 use super::*;
 use crate::operand::{Operand, WgmmaType};
@@ -106,7 +107,8 @@ pub fn wgmma_shapes(specs: &[ValidSpec]) -> Vec<(WgmmaType, WgmmaType, u64)> {
 }
 
 /// The k-slice counts of each shape's B tiles (a stage's K / the instruction's K): the runs
-/// `tma_wgmma_k<A, B>` and `tma_wgmma_rs_k<B>` issue as one asm statement.
+/// `tma_wgmma_k<A, B>` and `tma_wgmma_rs_k<B>` issue as one call, in asm statements of at most
+/// [`RUN_STATEMENT_SLICES`].
 fn wgmma_slices(specs: &[ValidSpec]) -> BTreeMap<Shape, BTreeSet<u64>> {
     let mut slices: BTreeMap<Shape, BTreeSet<u64>> = BTreeMap::new();
     for plan in specs.iter().filter_map(OperandPlan::new) {
@@ -125,17 +127,17 @@ fn wgmma_slices(specs: &[ValidSpec]) -> BTreeMap<Shape, BTreeSet<u64>> {
     slices
 }
 
-/// The most k-slices one asm statement of a run issues: runs of up to 9 (the hd128 attention
-/// pick's P V) compile to the calls' SASS byte for byte; 16 in one statement made ptxas order the
-/// wgmmas differently (head dim 256's QK^T), 8 + 8 did not (BENCHMARKS.md, "The cold compile").
+/// The most k-slices one asm statement of a run issues: with 9, attention compiles to the calls'
+/// SASS byte for byte on 10 of its 16 best configurations (the other 6 one uniform-register
+/// instruction apart); 16 in one statement made ptxas order head dim 256's QK^T wgmmas
+/// differently, 8 + 8 did not (BENCHMARKS.md, "The cold compile").
 const RUN_STATEMENT_SLICES: u64 = 9;
 
 /// One asm statement of a run: its first slice and, per slice, the operand numbers of its A
 /// descriptor (or its 4 A registers) and B descriptor, then of scale_d and the transposes.
 #[derive(Serialize)]
 struct WgmmaStatement {
-    /// The statement's first k-slice; the first statement scales D by scale_d, the others add.
-    k0: u64,
+    /// Whether this is the run's first statement: it scales D by scale_d, the others add.
     first: bool,
     /// `[k, a, b]` per slice (shared-memory A).
     ss: Vec<[u64; 3]>,
@@ -161,7 +163,6 @@ impl WgmmaStatement {
             })
             .collect();
         WgmmaStatement {
-            k0,
             first: k0 == 0,
             ss,
             scale,
@@ -255,7 +256,7 @@ pub(super) fn wgmma_ops(specs: &[ValidSpec]) -> Result<String, RenderError> {
     }
     let ctx = WgmmaOpsContext { ops };
     let mut out = String::from(
-        "\n// ---- wgmma.mma_async for the operand tiles of this source (tma_wgmma<A, B> and tma_wgmma_rs<B> pick one) ----",
+        "\n// ---- wgmma.mma_async for the operand tiles of this source (tma_wgmma<A, B>, tma_wgmma_rs<B> and their runs pick one) ----",
     );
     out.push_str(&render("wgmma_ops.cuh.tera", &ctx)?);
     out.push('\n');
@@ -324,8 +325,8 @@ pub fn wgmma_exercise_plan(
 /// The kernel of `plan` (named by it: `<plan>(TMA_<SET>_PARAMS, float* d, int a_mn, int a_k,
 /// int b_mn, int b_k, int run)`) computing `D = A * B` on one warpgroup (the k-slices one
 /// `tma_wgmma<A, B>` each, or with `run` nonzero one `tma_wgmma_k<A, B>`) from two operand
-/// tiles loaded by TMA into its tile set `set`, whose members `a` (an A operand tile) and `b` (a B operand
-/// tile) hold equal K ([`wgmma_exercise_plan`] declares such a plan). Coordinates are the
+/// tiles loaded by TMA into its tile set `set`, whose members `a` (an A operand tile) and `b`
+/// (a B operand tile) hold equal K ([`wgmma_exercise_plan`] declares such a plan). Coordinates are the
 /// tiles' MN and K (outer dims at 0). Shared memory and launch are the plan's: build it with
 /// `KernelSource::new().plan(&plan).body(&wgmma_exercise_body(&plan, set)?)` and launch it
 /// from the plan (one block). [`RenderError::WgmmaExercisePlan`] when the plan has no such
