@@ -226,13 +226,7 @@ fn wgmma_operand_pairs_compile_to_hgmma_without_local_memory() {
         );
         assert!(count(&sass.text, "WARPGROUP") >= 1, "{stem}: wgmma.fence");
         // Every tensor-core instruction with its operands (no address, no encoding).
-        let mma = |text: &str| -> Vec<String> {
-            text.lines()
-                .filter(|l| l.contains(op))
-                .filter_map(|l| l.split("*/").nth(1)?.split(';').next())
-                .map(|i| i.trim().to_string())
-                .collect()
-        };
+        let mma = |text: &str| tma_test_support::skip::mma_instructions(text, op);
         assert_eq!(
             mma(&sass.text),
             mma(&sass_run.text),

@@ -90,6 +90,28 @@ pub fn sass(cuobjdump: &std::path::Path, cubin: &[u8], tag: &str) -> String {
     run_cuobjdump(cuobjdump, &["-sass"], cubin, tag)
 }
 
+/// The tensor-core instructions named `op` ("HGMMA", "QGMMA") in `cuobjdump -sass` text, in
+/// order: each with its operands, without its address and encoding, and with its uniform
+/// registers unnamed (`UR12` -> `UR`: which one holds a descriptor is ptxas's choice, and a
+/// debug build's checks move them). Two forms of one product issue the same instructions when
+/// these agree (operands, accumulate flags, scoreboards).
+pub fn mma_instructions(sass: &str, op: &str) -> Vec<String> {
+    sass.lines()
+        .filter(|l| l.contains(op))
+        .filter_map(|l| l.split("*/").nth(1)?.split(';').next())
+        .map(|i| {
+            let mut out = String::with_capacity(i.len());
+            let mut rest = i.trim();
+            while let Some(at) = rest.find("UR") {
+                out.push_str(&rest[..at + 2]);
+                rest = rest[at + 2..].trim_start_matches(|c: char| c.is_ascii_digit());
+            }
+            out.push_str(rest);
+            out
+        })
+        .collect()
+}
+
 /// `cuobjdump <args>` of a CUBIN, for what [`sass`] does not ask: `-res-usage`, one kernel
 /// (`-fun <name>`). The CUBIN goes to a temporary file named by `tag` (unique among the
 /// process's concurrent tests) and the process; panics if cuobjdump fails.
