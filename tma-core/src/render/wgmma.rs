@@ -92,23 +92,12 @@ type Shape = (WgmmaType, WgmmaType, u64);
 /// The shapes the operand tiles of `specs` need: per B tile, its N with each A type that pairs
 /// with its type. Sorted, each once.
 pub fn wgmma_shapes(specs: &[ValidSpec]) -> Vec<(WgmmaType, WgmmaType, u64)> {
-    let mut shapes: BTreeSet<Shape> = BTreeSet::new();
-    for plan in specs.iter().filter_map(OperandPlan::new) {
-        if plan.operand.operand != Operand::B {
-            continue;
-        }
-        for a in WgmmaType::ALL {
-            if a.pairs_with(plan.kind) {
-                shapes.insert((a, plan.kind, plan.mn));
-            }
-        }
-    }
-    shapes.into_iter().collect()
+    wgmma_slices(specs).into_keys().collect()
 }
 
-/// The k-slice counts of each shape's B tiles (a stage's K / the instruction's K): the runs
-/// `tma_wgmma_k<A, B>` and `tma_wgmma_rs_k<B>` issue as one call, in asm statements of at most
-/// [`RUN_STATEMENT_SLICES`].
+/// Each shape [`wgmma_shapes`] gives, with the k-slice counts of its B tiles (a stage's K / the
+/// instruction's K): the runs `tma_wgmma_k<A, B>` and `tma_wgmma_rs_k<B>` issue as one call, in
+/// asm statements of at most [`RUN_STATEMENT_SLICES`].
 fn wgmma_slices(specs: &[ValidSpec]) -> BTreeMap<Shape, BTreeSet<u64>> {
     let mut slices: BTreeMap<Shape, BTreeSet<u64>> = BTreeMap::new();
     for plan in specs.iter().filter_map(OperandPlan::new) {
@@ -222,17 +211,11 @@ struct WgmmaOpsContext {
 /// The `wgmma.mma_async` wrappers of `specs`' operand tiles (empty when there are none),
 /// include-guarded per shape.
 pub(super) fn wgmma_ops(specs: &[ValidSpec]) -> Result<String, RenderError> {
-    let slices = wgmma_slices(specs);
-    let ops: Vec<WgmmaOp> = wgmma_shapes(specs)
+    let ops: Vec<WgmmaOp> = wgmma_slices(specs)
         .into_iter()
-        .map(|(a, b, n)| {
+        .map(|((a, b, n), slices)| {
             let n_acc = n / 2;
-            let runs = slices
-                .get(&(a, b, n))
-                .into_iter()
-                .flatten()
-                .map(|&s| WgmmaRun::new(s, n_acc))
-                .collect();
+            let runs = slices.iter().map(|&s| WgmmaRun::new(s, n_acc)).collect();
             let rows: Vec<Vec<u64>> = (0..n_acc)
                 .collect::<Vec<u64>>()
                 .chunks(8)
