@@ -200,6 +200,9 @@ struct WgmmaOp {
     rs: bool,
     /// The runs of k-slices the source's B tiles of this shape hold.
     runs: Vec<WgmmaRun>,
+    /// The operand numbers of the one-slice wrappers (`tma_wgmma`, `tma_wgmma_rs`): a run's
+    /// statement of one slice, so both forms number their operands in one place.
+    one: WgmmaStatement,
 }
 
 /// The context of `wgmma_ops.cuh.tera`.
@@ -231,6 +234,7 @@ pub(super) fn wgmma_ops(specs: &[ValidSpec]) -> Result<String, RenderError> {
                 trans: a.allows_mn_major() && b.allows_mn_major(),
                 rs: a == b && matches!(a, WgmmaType::F16 | WgmmaType::BF16),
                 runs,
+                one: WgmmaStatement::new(0, 1, n_acc),
             }
         })
         .collect();
