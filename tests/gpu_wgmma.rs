@@ -2,8 +2,8 @@
 //! combination (type pair x A major x B major x swizzle), TMA loads an A and a B operand tile
 //! of random shape on one barrier, one warpgroup issues `tma_wgmma<A, B>` over every k-slice
 //! (and 64-row block of A) with the tiles' descriptors, then again as one run
-//! (`tma_wgmma_k<A, B>`, the k-slices in as few asm statements as the run takes) (`render::wgmma_exercise_body`, its
-//! shared memory and launch from the plan `render::wgmma_exercise_plan`), and D must equal
+//! (`tma_wgmma_k<A, B>`) (`render::wgmma_exercise_body`, its shared memory and launch from the
+//! plan `render::wgmma_exercise_plan`), and D must equal
 //! the CPU product exactly: small integers (|x| <= 3), so every product and sum is
 //! exact in f32; fresh random data per run; D poisoned with NaN before the launch. Prints the
 //! combinations run and the mismatches (0). Skips visibly without a GPU.

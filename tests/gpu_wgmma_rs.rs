@@ -277,8 +277,9 @@ fn every_shape_compiles_and_a_mismatched_fragment_does_not() {
 /// The X V run (`tma_wgmma_rs_k<V>`) issues the same tensor-core instructions as
 /// `tma_wgmma_rs<V>` called a k-slice at a time, on the shapes whose runs take one statement, a
 /// full one (9 slices) and two (10 and 16): the kernel compiled both ways, its HGMMA lines
-/// compared (operands but the uniform registers' names, accumulate flags). X V's accumulators start from the host's poison, so a
-/// run whose first slice accumulated would differ. NVRTC and cuobjdump only: runs without a GPU.
+/// compared (operands but the uniform registers' names, accumulate flags). X V's accumulators
+/// start from the host's poison, so a run whose first slice accumulated would differ. NVRTC and
+/// cuobjdump only: runs without a GPU.
 #[test]
 fn a_register_a_run_issues_the_calls_instructions() {
     let test = "a_register_a_run_issues_the_calls_instructions";
