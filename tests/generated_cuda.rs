@@ -178,33 +178,47 @@ fn wgmma_operand_pairs_compile_to_hgmma_without_local_memory() {
             .body(&render::wgmma_exercise_body(&exercise, "operands").unwrap())
             .build()
             .unwrap();
-        // The exercise issues its product a call a k-slice or, `run` nonzero, as one run
-        // (tma_wgmma_k): each form alone, the other folded away.
-        assert_eq!(
-            text.matches("if (run) {").count(),
-            1,
-            "{a_name} x {b_name}: the exercise's choice of form moved"
-        );
-        let form = |run: bool| Source::new(text.replace("if (run) {", &format!("if ({run}) {{")));
+        // The exercise issues its product a call a k-slice or, `run` 1, as one run
+        // (tma_wgmma_k), or, `run` 2, as one run on A's descriptors made first
+        // (tma_wgmma_a_descs): each form alone, the others folded away.
+        let choices = ["if (run == 2) {", "} else if (run == 1) {"];
+        for choice in choices {
+            assert_eq!(
+                text.matches(choice).count(),
+                1,
+                "{a_name} x {b_name}: the exercise's choice of form moved"
+            );
+        }
+        let form = |run: u32| {
+            Source::new(
+                text.replace(choices[0], &format!("if ({}) {{", run == 2))
+                    .replace(choices[1], &format!("}} else if ({}) {{", run == 1)),
+            )
+        };
         let compiled = compiler
-            .compile_source(&form(false), &options(Arch::Sm90a))
+            .compile_source(&form(0), &options(Arch::Sm90a))
             .unwrap_or_else(|e| panic!("{a_name} x {b_name}: {e}"));
         let stem = format!("{a_name}_{b_name}");
         let sass = assemble(&ptxas, &cuobjdump, &compiled.ptx, &dir, &stem);
-        let compiled_run = compiler
-            .compile_source(&form(true), &options(Arch::Sm90a))
-            .unwrap_or_else(|e| panic!("{a_name} x {b_name}, one run: {e}"));
-        assert!(
-            compiled_run.ptx.contains("wgmma.mma_async") && compiled.ptx != compiled_run.ptx,
-            "{stem}: the run's source compiled to the calls' PTX"
-        );
-        let sass_run = assemble(
-            &ptxas,
-            &cuobjdump,
-            &compiled_run.ptx,
-            &dir,
-            &format!("{stem}_run"),
-        );
+        let runs =
+            [(1, "one run"), (2, "one run on A's descriptors made first")].map(|(run, what)| {
+                let compiled_run = compiler
+                    .compile_source(&form(run), &options(Arch::Sm90a))
+                    .unwrap_or_else(|e| panic!("{a_name} x {b_name}, {what}: {e}"));
+                assert!(
+                    compiled_run.ptx.contains("wgmma.mma_async")
+                        && compiled.ptx != compiled_run.ptx,
+                    "{stem}: {what}: the source compiled to the calls' PTX"
+                );
+                let sass_run = assemble(
+                    &ptxas,
+                    &cuobjdump,
+                    &compiled_run.ptx,
+                    &dir,
+                    &format!("{stem}_run{run}"),
+                );
+                (what, sass_run)
+            });
         let op = if a.spec().dtype.size_bytes() == Some(1) {
             "QGMMA"
         } else {
@@ -227,16 +241,18 @@ fn wgmma_operand_pairs_compile_to_hgmma_without_local_memory() {
         assert!(count(&sass.text, "WARPGROUP") >= 1, "{stem}: wgmma.fence");
         // Every tensor-core instruction with its operands (no address, no encoding).
         let mma = |text: &str| tma_test_support::skip::mma_instructions(text, op);
-        assert_eq!(
-            mma(&sass.text),
-            mma(&sass_run.text),
-            "{stem}: one run's instructions"
-        );
-        assert_eq!(
-            count(&sass_run.text, "LDL") + count(&sass_run.text, "STL"),
-            0,
-            "{stem}: one run, local memory"
-        );
+        for (what, sass_run) in &runs {
+            assert_eq!(
+                mma(&sass.text),
+                mma(&sass_run.text),
+                "{stem}: {what}: the instructions"
+            );
+            assert_eq!(
+                count(&sass_run.text, "LDL") + count(&sass_run.text, "STL"),
+                0,
+                "{stem}: {what}: local memory"
+            );
+        }
         println!(
             "{stem}: {issued} {op} ({} k-slices x {} blocks), stack {} B, no local memory",
             plan.k_slices, plan.m_blocks, sass.stack_bytes

@@ -2,7 +2,8 @@
 //! combination (type pair x A major x B major x swizzle), TMA loads an A and a B operand tile
 //! of random shape on one barrier, one warpgroup issues `tma_wgmma<A, B>` over every k-slice
 //! (and 64-row block of A) with the tiles' descriptors, then again as one run
-//! (`tma_wgmma_k<A, B>`) (`render::wgmma_exercise_body`, its shared memory and launch from the
+//! (`tma_wgmma_k<A, B>`), then as one run on A's descriptors made first
+//! (`tma_wgmma_a_descs<A>`) (`render::wgmma_exercise_body`, its shared memory and launch from the
 //! plan `render::wgmma_exercise_plan`), and D must equal
 //! the CPU product exactly: small integers (|x| <= 3), so every product and sum is
 //! exact in f32; fresh random data per run; D poisoned with NaN before the launch. Prints the
@@ -268,11 +269,11 @@ fn gpu_wgmma_through_generated_descriptors_matches_the_cpu_product() {
         let (b_mn, b_k) = mn_k(bc, pb.operand.major);
         let cfg = kernel.plan_config(&stream, (1, 1, 1)).unwrap();
         let mut wrong = 0u64;
-        for run in [0i32, 1] {
-            let form = if run == 0 {
-                "one call a slice"
-            } else {
-                "one run"
+        for run in [0i32, 1, 2] {
+            let form = match run {
+                0 => "one call a slice",
+                1 => "one run",
+                _ => "one run on A's descriptors made first",
             };
             let mut d = stream
                 .clone_htod(&vec![f32::NAN; (m * n) as usize])
@@ -312,11 +313,11 @@ fn gpu_wgmma_through_generated_descriptors_matches_the_cpu_product() {
         combos += 1;
         mismatches += wrong;
         println!(
-            "{what}: M {m} N {n} K {k} ({} k-slices), a call a slice and a run: {wrong} mismatches",
+            "{what}: M {m} N {n} K {k} ({} k-slices), a call a slice, a run, a run on descriptors made first: {wrong} mismatches",
             pa.k_slices
         );
     }
-    println!("{combos} combinations x 2 forms, {elements} elements of D, {mismatches} mismatches");
+    println!("{combos} combinations x 3 forms, {elements} elements of D, {mismatches} mismatches");
     assert_eq!(combos, 52);
     assert_eq!(mismatches, 0);
 }

@@ -245,6 +245,13 @@ fn registers_section(w: &mut String) {
              ties every accumulator register); example 06 issues its products this way",
         ),
         (
+            "`tma_wgmma_a_descs<Q>(smem_q, m_block)`, then `tma_wgmma_k<Q, K>(s, descs, smem_k, \
+             scale_d)`",
+            "A's descriptors made once, before a loop over B's stages, and kept: else NVVM makes \
+             them again inside the loop and ptxas puts their uniform-register arithmetic between \
+             the loop's wgmmas (example 06's `_fo` configurations: 3 % slower without)",
+        ),
+        (
             "`tma_wgmma_wait_group_after<N>(v)`",
             "`wgmma.wait_group N` kept after the work that computed `v` (a branch on `v` the warp \
              takes together, never taken, ends the basic block): ptxas otherwise hoists the wait for \
