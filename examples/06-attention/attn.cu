@@ -49,6 +49,7 @@ static_assert(TQ::K_SLICES * 16 == ATTN_D && TV::K_SLICES == ATTN_PK, "the k-sli
 // the split tail's pieces come from the host's table.
 static_assert(!ATTN_O_IN_Q || (ATTN_KIND == 3 && !ATTN_SPLIT), "O in Q's rows: the overlap kind, no split tail");
 static_assert(!ATTN_SPLIT || ATTN_TABLE, "the split tail walks the host's table");
+static_assert(!ATTN_FOLD || ATTN_KIND == 3, "block 0 through the loop: the overlap kind");
 #if ATTN_O_IN_Q
 // O staged in Q's stage (kernel.rs, OStore::InQ): the source declares TO (no staging region);
 // consumer c's 64 rows of each of Q's boxes hold its O, box for box.
@@ -222,6 +223,11 @@ __device__ __forceinline__ void attn_qk(float (&s)[ATTN_S], const unsigned char*
   tma_wgmma_k<TQ, TK>(s, q, (unsigned)c, k, 0);
 }
 
+// The same on Q's descriptors made once (ATTN_FOLD: the loop then does not make them again).
+__device__ __forceinline__ void attn_qk(float (&s)[ATTN_S], const tma_wgmma_a_descs<TQ>& q, const unsigned char* k) {
+  tma_wgmma_k<TQ, TK>(s, q, k, 0);
+}
+
 // Whether key block j needs a mask for rows row0 .. row0 + 63.
 __device__ __forceinline__ bool attn_masked(int j, int row0, int Sk) {
   const int c0 = j * ATTN_BN;
@@ -373,10 +379,23 @@ extern "C" __global__ void TMA_PLAN_ATTN_LAUNCH_BOUNDS attn(const __grid_constan
         const attn_unit u(it.unit, H, Hkv, qblocks, Sk);
         prod.q(qp, &mapQ, u);
         const int je = it.je < 0 ? u.nblocks : it.je;
+#if ATTN_FOLD
+        // The first block's V twice: once for the P V of zeros its pass issues, then for its
+        // own P V in the next pass (V comes in the order the consumers' passes read it).
+        if (it.jb < je) {
+          prod.k(kp, &mapK, u, it.jb);
+          prod.v(vp, &mapV, u, it.jb);
+        }
+        for (int j = it.jb; j < je; ++j) {
+          if (j + 1 < je) prod.k(kp, &mapK, u, j + 1);
+          prod.v(vp, &mapV, u, j);
+        }
+#else
         for (int j = it.jb; j < je; ++j) {
           prod.k(kp, &mapK, u, j);
           prod.v(vp, &mapV, u, j);
         }
+#endif
       }
     }
     qp.finish();
@@ -493,6 +512,9 @@ extern "C" __global__ void TMA_PLAN_ATTN_LAUNCH_BOUNDS attn(const __grid_constan
     // to the row max); O is rescaled once P V has landed. Block 0 (QK^T
     // alone) and the last P V are peeled off, so every wgmma in the loop is issued on every
     // pass: a conditional one makes ptxas serialize them all (C7520, "WG.AR in divergent path").
+    // ATTN_FOLD (Config::fold): block 0 runs the loop too, its "P V of block -1" a P of zeros
+    // times its own V (loaded twice by the producer): one softmax in the kernel instead of two,
+    // about a fifth less NVRTC time, for one P V more a unit (BENCHMARKS.md, "The cold compile").
     attn_pfrag p[ATTN_PK];
 #if ATTN_P2
     // P double-buffered: block j's softmax packs into `next` while block j - 1's P V still reads
@@ -500,6 +522,18 @@ extern "C" __global__ void TMA_PLAN_ATTN_LAUNCH_BOUNDS attn(const __grid_constan
     // only, BENCHMARKS.md).
     attn_pfrag p2[ATTN_PK];
 #endif
+#if ATTN_FOLD
+    // Block 0's pass reads zeros as its P (ATTN_P2: whichever buffer its pass reads first, as
+    // below); Q's descriptors are made once, so that the loop does not make them again.
+#pragma unroll
+    for (int k = 0; k < ATTN_PK; ++k) p[k] = attn_pfrag{{0u, 0u, 0u, 0u}};
+#if ATTN_P2
+    const bool odd = (nb - jb) % 2 == 1;
+#pragma unroll
+    for (int k = 0; k < ATTN_PK; ++k) p2[k] = p[k];
+#endif
+    const tma_wgmma_a_descs<TQ> qd(q, (unsigned)c);
+#else
     kp.wait(ks);
     R::sync_turn(c);
     tma_wgmma_fence();
@@ -525,15 +559,20 @@ extern "C" __global__ void TMA_PLAN_ATTN_LAUNCH_BOUNDS attn(const __grid_constan
       for (int k = 0; k < ATTN_PK; ++k) p2[k] = p[k];
     }
 #endif
-    // Key block j >= 1: its QK^T and block j - 1's P V (from cur) in one turn, its softmax
-    // while P V is in flight, then O rescaled once P V has landed; its P into next (ATTN_P2:
-    // the other buffer, packed before that P V has landed; else cur again, after).
+#endif
+    // Key block j >= 1 (ATTN_FOLD: j >= 0): its QK^T and block j - 1's P V (from cur) in one
+    // turn, its softmax while P V is in flight, then O rescaled once P V has landed; its P into
+    // next (ATTN_P2: the other buffer, packed before that P V has landed; else cur again, after).
     auto block = [&](int j, attn_pfrag(&cur)[ATTN_PK], attn_pfrag(&next)[ATTN_PK]) {
       kp.wait(ks);
       vp.wait(vs);
       R::sync_turn(c);
       tma_wgmma_fence();
+#if ATTN_FOLD
+      attn_qk(s, qd, kp.smem_k(ks));
+#else
       attn_qk(s, q, kp.smem_k(ks), c);
+#endif
       tma_wgmma_commit_group();
       attn_pv(o, cur, vp.smem_v(vs));
       tma_wgmma_commit_group();
@@ -567,7 +606,7 @@ extern "C" __global__ void TMA_PLAN_ATTN_LAUNCH_BOUNDS attn(const __grid_constan
       tma_wgmma_acc_to_a<ATTN_BN>(s, next);
 #endif
     };
-    int j = jb + 1;
+    int j = ATTN_FOLD ? jb : jb + 1;
 #if ATTN_P2
     // Two blocks a pass, the buffers trading places; an odd count enters at the second half
     // (a loop with two entries: ptxas copes, no wgmma serialized). So the loop is the only

@@ -154,6 +154,12 @@ pub struct Config {
     /// (`tma_wgmma_wait_group_after` on the row sums): else ptxas hoists it above the
     /// exponentials, right after the row max, and the softmax never runs under the P V.
     pub wait_late: bool,
+    /// (`Kind::Overlap`) The first key block through the loop too, its pass's P V a P of zeros
+    /// times its own V (loaded twice), rather than peeled off before the loop: one copy of
+    /// the softmax in the kernel instead of two, about a fifth less NVRTC time (cold compile)
+    /// for one P V more a unit and the loop's scheduling (head dim 128: 0.5-3 % slower at 4k
+    /// and 16k keys on the H100, BENCHMARKS.md, "The first block through the loop"). Not picked.
+    pub fold: bool,
     /// Consumer warpgroups of the kinds after `Wg1`: 2 (64 query rows each), or 3 as
     /// FlashAttention-3 at head dim 64 (a third warpgroup's GEMMs under two softmaxes; 160
     /// registers a consumer).
@@ -327,6 +333,7 @@ impl Config {
             lazy,
             p2,
             wait_late,
+            fold: false,
             nc,
         }
     }
@@ -474,10 +481,10 @@ impl Config {
     /// blocks, `_x2`: units in pairs on 2-CTA clusters, `_od`: O stored directly, `_r1`:
     /// one release per warpgroup, `_e2`: 2 of every 8 exponentials on the polynomial, `_lz`:
     /// the lazy rescale, `_db`: P double-buffered, `_wl`: P V waited for after the softmax,
-    /// `_c3`: three consumer warpgroups).
+    /// `_fo`: the first block through the loop, `_c3`: three consumer warpgroups).
     pub fn name(&self) -> String {
         format!(
-            "{}_d{}_n{}_s{}{}{}{}{}{}{}{}{}{}{}_{}{}",
+            "{}_d{}_n{}_s{}{}{}{}{}{}{}{}{}{}{}{}_{}{}",
             self.kind.name(),
             self.d,
             self.bn,
@@ -499,6 +506,7 @@ impl Config {
             if self.lazy { "_lz" } else { "" },
             if self.p2 { "_db" } else { "" },
             if self.wait_late { "_wl" } else { "" },
+            if self.fold { "_fo" } else { "" },
             if self.consumers() == 3 { "_c3" } else { "" },
             self.input.name(),
             if self.causal { "_causal" } else { "" }
@@ -540,6 +548,7 @@ impl Config {
         let lazy = take(&mut p, "lz");
         let p2 = take(&mut p, "db");
         let wait_late = take(&mut p, "wl");
+        let fold = take(&mut p, "fo");
         let nc = if take(&mut p, "c3") { 3 } else { 2 };
         let kind = match *p.first()? {
             "wg1" => Kind::Wg1,
@@ -569,6 +578,7 @@ impl Config {
             lazy,
             p2,
             wait_late,
+            fold,
             nc,
         })
     }
@@ -619,6 +629,12 @@ impl Plan {
         if (c.p2 || c.wait_late) && c.kind != Kind::Overlap {
             return Err(format!(
                 "{c}: P in two buffers (_db) and the late wait (_wl) are the overlap kind's (ov_): only it keeps a P V in flight under the softmax"
+            )
+            .into());
+        }
+        if c.fold && c.kind != Kind::Overlap {
+            return Err(format!(
+                "{c}: the first block through the loop (_fo) is the overlap kind's (ov_): only its loop issues a block's QK^T with the P V of the block before"
             )
             .into());
         }
@@ -734,7 +750,7 @@ impl Plan {
     pub fn source(&self) -> Res<Source> {
         let c = &self.config;
         let defines = format!(
-            "#define ATTN_D {}\n#define ATTN_BN {}\n#define ATTN_NC {}\n#define ATTN_KIND {}\n#define ATTN_CAUSAL {}\n#define ATTN_O_TMA {}\n#define ATTN_O_IN_Q {}\n#define ATTN_RELEASE_ONE {}\n#define ATTN_POLY {}\n#define ATTN_POLY_DEG {}\n#define ATTN_LAZY {}\n#define ATTN_HEADROOM_LOG2 {:?}f\n#define ATTN_P2 {}\n#define ATTN_WAIT_LATE {}\n#define ATTN_SPLIT {}\n#define ATTN_TABLE {}\n#define ATTN_MAX_PIECES {}\n#define ATTN_CLUSTER {}\n",
+            "#define ATTN_D {}\n#define ATTN_BN {}\n#define ATTN_NC {}\n#define ATTN_KIND {}\n#define ATTN_CAUSAL {}\n#define ATTN_O_TMA {}\n#define ATTN_O_IN_Q {}\n#define ATTN_RELEASE_ONE {}\n#define ATTN_POLY {}\n#define ATTN_POLY_DEG {}\n#define ATTN_LAZY {}\n#define ATTN_HEADROOM_LOG2 {:?}f\n#define ATTN_P2 {}\n#define ATTN_WAIT_LATE {}\n#define ATTN_SPLIT {}\n#define ATTN_TABLE {}\n#define ATTN_MAX_PIECES {}\n#define ATTN_CLUSTER {}\n#define ATTN_FOLD {}\n",
             c.d,
             c.bn,
             c.consumers(),
@@ -754,6 +770,7 @@ impl Plan {
             u32::from(c.walks_table()),
             MAX_PIECES,
             u32::from(c.cluster),
+            u32::from(c.fold),
         );
         let src = KernelSource::new().plan(&self.kernel);
         // O staged in Q's rows: the O tile's helpers without a staging region (`TO`).
