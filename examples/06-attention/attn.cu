@@ -514,7 +514,8 @@ extern "C" __global__ void TMA_PLAN_ATTN_LAUNCH_BOUNDS attn(const __grid_constan
     // pass: a conditional one makes ptxas serialize them all (C7520, "WG.AR in divergent path").
     // ATTN_FOLD (Config::fold): block 0 runs the loop too, its "P V of block -1" a P of zeros
     // times its own V (loaded twice by the producer): one softmax in the kernel instead of two,
-    // about a fifth less NVRTC time, for one P V more a unit (BENCHMARKS.md, "The cold compile").
+    // about a fifth less NVRTC time, for one P V more an item (BENCHMARKS.md, "The first block
+    // through the loop").
     attn_pfrag p[ATTN_PK];
 #if ATTN_P2
     // P double-buffered: block j's softmax packs into `next` while block j - 1's P V still reads

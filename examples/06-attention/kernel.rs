@@ -157,7 +157,7 @@ pub struct Config {
     /// (`Kind::Overlap`) The first key block through the loop too, its pass's P V a P of zeros
     /// times its own V (loaded twice), rather than peeled off before the loop: one copy of
     /// the softmax in the kernel instead of two, about a fifth less NVRTC time (cold compile)
-    /// for one P V more a unit and the loop's scheduling (head dim 128: 0.5-3 % slower at 4k
+    /// for one P V more a work item (a unit, or a piece of a split one) and the loop's scheduling (head dim 128: 0.5-3 % slower at 4k
     /// and 16k keys on the H100, BENCHMARKS.md, "The first block through the loop"). Not picked.
     pub fold: bool,
     /// Consumer warpgroups of the kinds after `Wg1`: 2 (64 query rows each), or 3 as

@@ -395,6 +395,62 @@ mod tests {
         }
     }
 
+    /// Uniform-datapath instructions other than UMOV between the wgmmas of each QK^T
+    /// (`HGMMA.64x<BN>x16` from the one that starts with `RZ` to the one that closes the group,
+    /// `gsb0`), from cuobjdump's SASS of the configuration; None without NVRTC or cuobjdump.
+    fn uniform_ops_in_qk(c: Config) -> Option<Vec<usize>> {
+        let test = "the_first_block_through_the_loop_keeps_qs_descriptors_out_of_it";
+        tma_test_support::skip::require_nvrtc_or_skip(test)?;
+        let cuobjdump = tma_test_support::skip::require_tool_or_skip(test, "cuobjdump")?;
+        let src = Plan::new(c).expect("plans").source().expect("renders");
+        let built = Compiler::global()
+            .expect("NVRTC is there")
+            .compile_source(&src, &super::kernel::options())
+            .expect("compiles");
+        let sass = tma_test_support::skip::sass(&cuobjdump, &built.cubin, &format!("06-{c}"));
+        let qk = format!("HGMMA.64x{}x16", c.bn);
+        let mut runs = Vec::new();
+        let mut open: Option<usize> = None;
+        for line in sass.lines() {
+            let Some(code) = line.split("*/").nth(1).map(str::trim) else {
+                continue;
+            };
+            let op = code
+                .split_whitespace()
+                .find(|w| !w.starts_with('@'))
+                .unwrap_or("");
+            if code.contains(&qk) && code.contains("RZ, !UPT") {
+                open = Some(0);
+            } else if code.contains(&qk) && code.contains("gsb0") {
+                runs.extend(open.take());
+            } else if op.starts_with('U') && !op.starts_with("UMOV") {
+                if let Some(n) = open.as_mut() {
+                    *n += 1;
+                }
+            }
+        }
+        Some(runs)
+    }
+
+    /// With the first block through the loop, NVVM computed Q's descriptors inside the loop
+    /// and ptxas put their arithmetic between the QK^T wgmmas (3 % slower, BENCHMARKS.md);
+    /// made once (`tma_wgmma_a_descs`), the loop's QK^T has no more of it than the peeled
+    /// pick's loop (11 against 14 here; 25 without them).
+    #[test]
+    fn the_first_block_through_the_loop_keeps_qs_descriptors_out_of_it() {
+        let pick = Config::best(In::BF16, 128, false);
+        let Some(peeled) = uniform_ops_in_qk(pick) else {
+            return;
+        };
+        let fold = Config { fold: true, ..pick };
+        let folded = uniform_ops_in_qk(fold).expect("compiled above");
+        let least = peeled.iter().min().copied().expect("the pick has a QK^T");
+        assert!(
+            !folded.is_empty() && folded.iter().all(|&n| n <= least + 2),
+            "{fold}: {folded:?} uniform instructions in its QK^T, the pick's loop {least}"
+        );
+    }
+
     /// The split tail's plan covers every key block of every unit exactly once, lists each
     /// piece of a cut unit once with the slot its CTA writes, and leaves no CTA more than one
     /// range's blocks over the whole units' rounds.
@@ -606,8 +662,10 @@ mod tests {
             p2: true,
             wait_late: true,
             split_tail: true,
+            fold: true,
             ..best
         });
+        all.push(Config { fold: true, ..best });
         all.push(Config {
             lazy: true,
             p2: true,
