@@ -379,23 +379,14 @@ extern "C" __global__ void TMA_PLAN_ATTN_LAUNCH_BOUNDS attn(const __grid_constan
         const attn_unit u(it.unit, H, Hkv, qblocks, Sk);
         prod.q(qp, &mapQ, u);
         const int je = it.je < 0 ? u.nblocks : it.je;
-#if ATTN_FOLD
-        // The first block's V twice: once for the P V of zeros its pass issues, then for its
-        // own P V in the next pass (V comes in the order the consumers' passes read it).
-        if (it.jb < je) {
-          prod.k(kp, &mapK, u, it.jb);
-          prod.v(vp, &mapV, u, it.jb);
-        }
-        for (int j = it.jb; j < je; ++j) {
-          if (j + 1 < je) prod.k(kp, &mapK, u, j + 1);
-          prod.v(vp, &mapV, u, j);
-        }
-#else
+        // V in the order the consumers' passes read it: ATTN_FOLD, block j's pass reads block
+        // j - 1's (the first block's pass its own, for the P V of zeros) and the last P V the
+        // last block's, so the first block's V comes twice.
         for (int j = it.jb; j < je; ++j) {
           prod.k(kp, &mapK, u, j);
-          prod.v(vp, &mapV, u, j);
+          prod.v(vp, &mapV, u, ATTN_FOLD ? max(j - 1, it.jb) : j);
         }
-#endif
+        if (ATTN_FOLD && it.jb < je) prod.v(vp, &mapV, u, je - 1);
       }
     }
     qp.finish();

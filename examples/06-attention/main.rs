@@ -339,11 +339,9 @@ mod tests {
     use super::kernel::{Config, In, Kind, OStore, Plan};
     use tma::runtime::Compiler;
 
-    /// MUFU.EX2s of each overlapped block between the wait for its QK^T (`WARPGROUP.DEPBAR.LE
-    /// gsb0, 0x1`) and the wait for the P V before it (`..., 0x0`), from cuobjdump's SASS of
-    /// the configuration; None without NVRTC or cuobjdump (a failure under CI=true).
-    fn exps_under_p_v(c: Config) -> Option<Vec<usize>> {
-        let test = "the_late_wait_keeps_the_softmax_under_p_v";
+    /// cuobjdump's SASS of the configuration, compiled as the example does; None without NVRTC
+    /// or cuobjdump (a failure under CI=true).
+    fn sass_of(test: &str, c: Config) -> Option<String> {
         tma_test_support::skip::require_nvrtc_or_skip(test)?;
         let cuobjdump = tma_test_support::skip::require_tool_or_skip(test, "cuobjdump")?;
         let src = Plan::new(c).expect("plans").source().expect("renders");
@@ -351,7 +349,18 @@ mod tests {
             .expect("NVRTC is there")
             .compile_source(&src, &super::kernel::options())
             .expect("compiles");
-        let sass = tma_test_support::skip::sass(&cuobjdump, &built.cubin, &format!("06-{c}"));
+        Some(tma_test_support::skip::sass(
+            &cuobjdump,
+            &built.cubin,
+            &format!("06-{c}"),
+        ))
+    }
+
+    /// MUFU.EX2s of each overlapped block between the wait for its QK^T (`WARPGROUP.DEPBAR.LE
+    /// gsb0, 0x1`) and the wait for the P V before it (`..., 0x0`), from the configuration's
+    /// SASS ([`sass_of`]).
+    fn exps_under_p_v(c: Config) -> Option<Vec<usize>> {
+        let sass = sass_of("the_late_wait_keeps_the_softmax_under_p_v", c)?;
         let mut blocks = Vec::new();
         let mut open: Option<usize> = None;
         for line in sass.lines() {
@@ -397,17 +406,12 @@ mod tests {
 
     /// Uniform-datapath instructions other than UMOV between the wgmmas of each QK^T
     /// (`HGMMA.64x<BN>x16` from the one that starts with `RZ` to the one that closes the group,
-    /// `gsb0`), from cuobjdump's SASS of the configuration; None without NVRTC or cuobjdump.
+    /// `gsb0`), from the configuration's SASS ([`sass_of`]).
     fn uniform_ops_in_qk(c: Config) -> Option<Vec<usize>> {
-        let test = "the_first_block_through_the_loop_keeps_qs_descriptors_out_of_it";
-        tma_test_support::skip::require_nvrtc_or_skip(test)?;
-        let cuobjdump = tma_test_support::skip::require_tool_or_skip(test, "cuobjdump")?;
-        let src = Plan::new(c).expect("plans").source().expect("renders");
-        let built = Compiler::global()
-            .expect("NVRTC is there")
-            .compile_source(&src, &super::kernel::options())
-            .expect("compiles");
-        let sass = tma_test_support::skip::sass(&cuobjdump, &built.cubin, &format!("06-{c}"));
+        let sass = sass_of(
+            "the_first_block_through_the_loop_keeps_qs_descriptors_out_of_it",
+            c,
+        )?;
         let qk = format!("HGMMA.64x{}x16", c.bn);
         let mut runs = Vec::new();
         let mut open: Option<usize> = None;

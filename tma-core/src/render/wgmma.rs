@@ -311,12 +311,13 @@ pub fn wgmma_exercise_plan(
 
 /// The kernel of `plan` (named by it: `<plan>(TMA_<SET>_PARAMS, float* d, int a_mn, int a_k,
 /// int b_mn, int b_k, int run)`) computing `D = A * B` on one warpgroup (the k-slices one
-/// `tma_wgmma<A, B>` each, or with `run` nonzero one `tma_wgmma_k<A, B>`) from two operand
-/// tiles loaded by TMA into its tile set `set`, whose members `a` (an A operand tile) and `b`
-/// (a B operand tile) hold equal K ([`wgmma_exercise_plan`] declares such a plan).
-/// Coordinates are the tiles' MN and K (outer dims at 0). Shared memory and launch are the
-/// plan's: build it with `KernelSource::new().plan(&plan).body(&wgmma_exercise_body(&plan,
-/// set)?)` and launch it from the plan (one block). [`RenderError::WgmmaExercisePlan`] when the plan has no such
+/// `tma_wgmma<A, B>` each; with `run` 1 one `tma_wgmma_k<A, B>`; with `run` 2 the same on
+/// `tma_wgmma_a_descs<A>`) from two operand tiles loaded by TMA into its tile set `set`, whose
+/// members `a` (an A operand tile) and `b` (a B operand tile) hold equal K
+/// ([`wgmma_exercise_plan`] declares such a plan). Coordinates are the tiles' MN and K (outer
+/// dims at 0). Shared memory and launch are the plan's: build it with
+/// `KernelSource::new().plan(&plan).body(&wgmma_exercise_body(&plan, set)?)` and launch it
+/// from the plan (one block). [`RenderError::WgmmaExercisePlan`] when the plan has no such
 /// set or another block. Its SASS shows HGMMA (QGMMA for fp8); tests/gpu_wgmma.rs runs it.
 pub fn wgmma_exercise_body(
     plan: &crate::plan::ValidKernelPlan,
